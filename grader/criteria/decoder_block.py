@@ -1,0 +1,137 @@
+"""Hidden criteria of exercise `decoder_block`: CausalSelfAttention and count_block_parameters."""
+
+import torch
+
+from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.criterion import criterion
+
+EXERCISE = "decoder_block"
+CAUSAL_TOLERANCE = 1e-10  # float64: anything above rounding noise is information from the future
+VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-point operations may differ
+
+
+@criterion("output_shape", kind="shape",
+           title={"en": "CausalSelfAttention keeps the shape [B, T, C]",
+                  "zh": "CausalSelfAttention 输出形状保持 [B, T, C]"},
+           hint={"en": "Split C into H heads of D = C / H channels, attend, then merge the heads back (transpose(1, 2) before the view) and apply out_proj.",
+                 "zh": "把 C 拆成 H 个 D = C / H 的头，注意力之后再合并（先 transpose(1, 2) 再 view），最后经过 out_proj。"})
+def test_output_shape(obs, verdict):
+    out = obs.probe("forward").tensor("out")
+    verdict.check(list(out.shape) == [2, 7, 16], f"the output for x of shape [2, 7, 16] has shape {list(out.shape)}; expected [2, 7, 16]")
+    verdict.ok("x of shape [2, 7, 16] gives an output of shape [2, 7, 16]")
+
+
+@criterion("causality", kind="causality", requires=("output_shape",),
+           title={"en": "No position reads the future", "zh": "任何位置都读不到未来"},
+           hint={"en": "Mask scores of keys after the query (positions j > i) with -inf before the softmax; the mask is True on and below the diagonal (tril), not above it.",
+                 "zh": "在 softmax 之前把查询之后的键（j > i）的分数置为 -inf；允许的位置是对角线及以下（tril），不是以上。"})
+def test_causality(obs, verdict):
+    leaks = obs.probe("causality").value("leaks")
+    verdict.note(max_change_per_prefix=leaks)
+    bad = [t for t, leak in enumerate(leaks) if leak > CAUSAL_TOLERANCE]
+    if bad:
+        t = bad[0]
+        verdict.fail(f"changing the inputs after position {t} changed the output at positions 0..{t} by up to {leaks[t]:.3g} "
+                     f"(expected no change at all); {len(bad)} of {len(leaks)} prefixes leak")
+    verdict.ok(f"perturbing every future suffix (positions 1..7) left every earlier output unchanged (max change {max(leaks):.1e})")
+
+
+@criterion("values_match_reference", kind="values", requires=("output_shape",),
+           title={"en": "Output equals the reference with the same weights", "zh": "相同权重下输出与参考实现一致"},
+           hint={"en": "Check the 1/sqrt(D) scale (D is the head size, not C), the softmax over the key axis (dim=-1), q·k (not q·v), and merging heads with transpose(1, 2) before view.",
+                 "zh": "检查缩放 1/sqrt(D)（D 是头维度而不是 C）、softmax 沿键轴（dim=-1）、用 q·k 而不是 q·v，以及合并头时先 transpose(1, 2) 再 view。"})
+def test_values_match_reference(obs, ref, verdict):
+    got, want = obs.probe("forward"), ref.probe("forward")
+    for key, label in (("out", "T=7, H=4"), ("out_h_equals_t", "T=H=4")):
+        problem = difference(got.tensor(key), want.tensor(key), atol=VALUE_TOLERANCE, rtol=1e-4)
+        if problem:
+            verdict.fail(f"with the same projection weights ({label}) the output differs from the reference: {problem}")
+    verdict.ok(f"with the same weights the output matches the reference within {VALUE_TOLERANCE:g}, also when H == T")
+
+
+@criterion("gradients_reach_projections", kind="gradient", requires=("output_shape",),
+           title={"en": "Finite gradients reach all four projections", "zh": "四个投影都得到有限梯度"},
+           hint={"en": "Use q_proj, k_proj, v_proj and out_proj in forward, keep the computation in autograd (no .detach(), .item() or .data), and make sure masked scores use -inf via masked_fill, not NaN-producing arithmetic.",
+                 "zh": "forward 中要用到 q_proj、k_proj、v_proj 和 out_proj，保持计算在自动微分图中（不要 .detach()、.item() 或 .data），屏蔽分数用 masked_fill 设为 -inf，不要产生 NaN。"})
+def test_gradients_reach_projections(obs, verdict):
+    p = obs.probe("gradients")
+    grads = p.value("grads")
+    verdict.note(grads=grads)
+    for name in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"):
+        g = grads.get(name, "missing")
+        if g == "missing":
+            verdict.fail(f"the module has no parameter `{name}`; the contract asks for q_proj, k_proj, v_proj, out_proj = nn.Linear(d_model, d_model, bias=False)")
+        if g is None:
+            verdict.fail(f"`{name}` received no gradient: it is not used on the path from the input to the output")
+        if not g["finite"]:
+            verdict.fail(f"`{name}` received a non-finite gradient (NaN or inf)")
+        if g["norm"] == 0.0:
+            verdict.fail(f"`{name}` received an all-zero gradient: its output does not reach the result")
+    verdict.check(p.value("input_grad_finite"), "the gradient with respect to the input is missing or not finite")
+    verdict.ok("q_proj, k_proj, v_proj and out_proj all receive finite, non-zero gradients")
+
+
+@criterion("eval_deterministic", kind="determinism", requires=("output_shape",),
+           title={"en": "Eval mode is deterministic with dropout > 0", "zh": "dropout > 0 时 eval 模式输出确定"},
+           hint={"en": "Use nn.Dropout (or F.dropout with training=self.training) on the attention weights, so that model.eval() turns it off.",
+                 "zh": "对注意力权重使用 nn.Dropout（或 F.dropout(training=self.training)），这样 model.eval() 会关闭它。"})
+def test_eval_deterministic(obs, verdict):
+    p = obs.probe("dropout")
+    problem = difference(p.tensor("eval_second"), p.tensor("eval_first"), atol=0.0)
+    verdict.check(problem is None, f"with dropout=0.5 in eval mode two calls on the same input differ: {problem}")
+    verdict.ok("with dropout=0.5, two eval-mode calls on the same input give identical outputs")
+
+
+@criterion("dropout_in_training", kind="values", requires=("eval_deterministic",),
+           title={"en": "Dropout acts in training mode", "zh": "训练模式下 dropout 生效"},
+           hint={"en": "Store the dropout probability and apply dropout to the attention weights after the softmax; it must change the output in train() mode.",
+                 "zh": "保存 dropout 概率，并在 softmax 之后对注意力权重做 dropout；train() 模式下它应改变输出。"})
+def test_dropout_in_training(obs, verdict):
+    p = obs.probe("dropout")
+    same = difference(p.tensor("train"), p.tensor("eval_first"), atol=0.0) is None
+    verdict.check(not same, "with dropout=0.5 the train-mode output equals the eval-mode output: dropout is not applied")
+    verdict.ok("with dropout=0.5 the train-mode output differs from the eval-mode output")
+
+
+@criterion("rejects_bad_heads", kind="errors",
+           title={"en": "ValueError when n_heads does not divide d_model", "zh": "n_heads 不整除 d_model 时抛出 ValueError"},
+           hint={"en": "Check d_model % n_heads in __init__ and raise ValueError with both numbers in the message.",
+                 "zh": "在 __init__ 中检查 d_model % n_heads，并抛出包含两个数值的 ValueError。"})
+def test_rejects_bad_heads(obs, verdict):
+    p = obs.probe("bad_heads")
+    for key, label in (("d10_h3", "d_model=10, n_heads=3"), ("d12_h5", "d_model=12, n_heads=5")):
+        outcome = p.value(key)
+        if raised(outcome) != "ValueError":
+            verdict.fail(f"CausalSelfAttention({label}) {describe_outcome(outcome)}; expected ValueError")
+    ok = p.value("d12_h4")
+    verdict.check(raised(ok) is None, f"CausalSelfAttention(d_model=12, n_heads=4) {describe_outcome(ok)}; it is valid and must construct")
+    verdict.ok("ValueError for (10, 3) and (12, 5); (12, 4) constructs")
+
+
+@criterion("parameter_count_small", kind="param_count",
+           title={"en": "count_block_parameters is exact on small sizes", "zh": "count_block_parameters 在小尺寸上精确"},
+           hint={"en": "Add up Q, K, V, O (d·d each, no bias), the feed-forward (d·f + f + f·d + d, with biases) and both LayerNorms (2·d each).",
+                 "zh": "逐项相加：Q、K、V、O（每个 d·d，无偏置），前馈（d·f + f + f·d + d，含偏置），两个 LayerNorm（每个 2·d）。"})
+def test_parameter_count_small(obs, ref, verdict):
+    got, want = obs.probe("parameter_count"), ref.probe("parameter_count")
+    for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small")):
+        if g != w:
+            d, h, f = size
+            verdict.fail(f"count_block_parameters({d}, {h}, {f}) returned {g!r}; the block has {w} parameters (off by {_off(g, w)})")
+    verdict.ok(f"exact on {len(want.value('small'))} sizes")
+
+
+@criterion("parameter_count_large", kind="param_count", requires=("parameter_count_small",),
+           title={"en": "count_block_parameters is exact on a size too large to build",
+                  "zh": "count_block_parameters 在无法构建的超大尺寸上精确"},
+           hint={"en": "Compute the closed form with Python integers; never build a module or a tensor to count.",
+                 "zh": "用 Python 整数计算闭式表达式；不要为了计数去构建模块或张量。"})
+def test_parameter_count_large(obs, ref, verdict):
+    g, w = obs.probe("parameter_count").value("large"), ref.probe("parameter_count").value("large")
+    d, h, f = ref.probe("parameter_count").value("large_size")
+    verdict.check(g == w, f"count_block_parameters({d}, {h}, {f}) returned {g!r}; expected {w} (off by {_off(g, w)})")
+    verdict.ok(f"count_block_parameters({d}, {h}, {f}) = {w:,}, exact, without building the block")
+
+
+def _off(got, want):
+    return got - want if isinstance(got, int) else "a non-integer"

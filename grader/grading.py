@@ -1,0 +1,149 @@
+"""Grade one submission: stage, run probes in the sandbox, judge, and build the report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import inspect
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import grader
+from grader.course import Course, ExerciseConfig
+from grader.judge.observations import Observations, RunSummary
+from grader.judge.session import judge
+from grader.report.build import exercise_result
+from grader.report.model import SCHEMA_VERSION, Report
+from grader.sandbox.levels import Sandbox, choose
+from grader.sandbox.staging import Staged, stage
+from grader.sandbox.supervisor import Job, Run, run_jobs
+from grader.worker.probe import probes_of
+
+import importlib
+
+
+def cache_root() -> Path:
+    base = os.environ.get("GRADER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "transformer-grader")
+    return Path(base)
+
+
+def hidden_paths(course: Course, extra: list[Path]) -> list[str]:
+    """What a strict sandbox hides: every top-level entry of the course but the grader package (and the
+    environment it runs from), the hidden criteria, the cache of reference observations, and `extra`."""
+    keep = {course.root / "grader", Path(sys.prefix).resolve()}
+    hide = [p for p in sorted(course.root.iterdir()) if p not in keep and not _contains(p, Path(sys.prefix).resolve())]
+    hide += [course.root / "grader" / "criteria", cache_root(), *extra]
+    return [str(p) for p in hide]
+
+
+def _contains(parent: Path, child: Path) -> bool:
+    try:
+        child.relative_to(parent)
+        return True
+    except ValueError:
+        return False
+
+
+def probe_order(ex: ExerciseConfig) -> list[str]:
+    return [s.name for s in probes_of(importlib.import_module(ex.probes_module))]
+
+
+def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
+    return Job(id=ex.id, student_file=student_file, module_name=ex.module_name, probes_module=ex.probes_module,
+               timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, forbidden=ex.forbidden)
+
+
+def summary_of(ex: ExerciseConfig, run: Run | None) -> RunSummary | None:
+    if run is None:
+        return None
+    return RunSummary(limit=run.limit, signal=run.signal, exit=run.exit, failure=run.failure,
+                      timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb)
+
+
+def reference_observations(course: Course, exercises: list[ExerciseConfig]) -> dict[str, Observations]:
+    """The same probes run on the reference solutions, cached on disk by everything that could change them."""
+    refs: dict[str, Observations] = {}
+    missing: list[tuple[ExerciseConfig, Path]] = []
+    for ex in exercises:
+        folder = cache_root() / "references" / f"{ex.id}-{reference_key(course, ex)}"
+        if not (folder / "obs" / "complete").exists():
+            missing.append((ex, folder))
+        refs[ex.id] = Observations(ex.id, ex.file, probe_order(ex), folder / "obs", RunSummary())
+    if missing:
+        with tempfile.TemporaryDirectory(prefix="grader-ref-") as tmp:
+            jobs = []
+            for ex, _ in missing:
+                target = Path(tmp) / ex.id / ex.file
+                target.parent.mkdir(parents=True)
+                shutil.copyfile(course.solution(ex), target)
+                jobs.append(job_for(ex, target))
+            runs = run_jobs(jobs, course.seed, choose("none", []), Path(tmp))
+            for (ex, folder), job in zip(missing, jobs):
+                run = runs[ex.id]
+                if run.failure or run.limit or run.signal is not None or run.exit:
+                    raise RuntimeError(f"the reference solution of {ex.id} did not run cleanly: {run}")
+                (job.obs_dir / "complete").write_text("")
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+                shutil.copytree(job.workdir, staging, dirs_exist_ok=True)
+                try:
+                    os.rename(staging, folder)
+                except OSError:  # another grader stored the same key first: theirs is as good
+                    shutil.rmtree(staging, ignore_errors=True)
+    return refs
+
+
+def reference_key(course: Course, ex: ExerciseConfig) -> str:
+    """Solution content, probe code, worker code, seed and torch version: any change makes a new key."""
+    h = hashlib.sha256()
+    h.update(course.solution(ex).read_bytes())
+    probes = importlib.import_module(ex.probes_module)
+    h.update(inspect.getsource(probes).encode())
+    for module in ("grader.worker.runner", "grader.worker.probe", "grader.worker.protocol"):
+        h.update(inspect.getsource(importlib.import_module(module)).encode())
+    h.update(f"{course.seed}|{torch.__version__}|{grader.__version__}".encode())
+    return h.hexdigest()[:16]
+
+
+def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Report:
+    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    exercises = [course.exercise(e) for e in exercise_ids]
+    references = reference_observations(course, exercises)
+    scratch = Path(tempfile.mkdtemp(prefix="grader-"))
+    try:
+        staged: dict[str, Staged] = {}
+        for ex in exercises:
+            staged[ex.id] = stage(submission, ex.id, ex.file, course.stub(ex), scratch / ex.id)
+        jobs = [job_for(ex, staged[ex.id].path) for ex in exercises if staged[ex.id].path is not None]
+        runs = run_jobs(jobs, course.seed, sandbox, scratch) if jobs else {}
+        observations = {}
+        for ex in exercises:
+            st = staged[ex.id]
+            observations[ex.id] = Observations(
+                ex.id, ex.file, probe_order(ex), scratch / ex.id / "obs" if st.path else None,
+                summary_of(ex, runs.get(ex.id)), st.status, st.message)
+        outcomes = judge([ex.id for ex in exercises], observations, references)
+        results = [exercise_result(ex, outcomes[ex.id], run_facts(runs.get(ex.id))) for ex in exercises]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    score = round(sum(r.score for r in results), 4)
+    max_score = round(sum(r.max_score for r in results), 4)
+    return Report(schema_version=SCHEMA_VERSION, submission=submission.name, course=course.name, score=score,
+                  max_score=max_score, percent=round(100 * score / max_score, 2) if max_score else 0.0,
+                  sandbox=sandbox.describe(), grader_version=grader.__version__, torch_version=torch.__version__,
+                  seed=course.seed, started_at=started_at, duration_s=round(time.monotonic() - t0, 3),
+                  exercises=results)
+
+
+def run_facts(run: Run | None) -> dict:
+    if run is None:
+        return {}
+    return {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "max_rss_mb": run.max_rss_mb, "limit": run.limit,
+            "output_bytes": run.output_bytes, "output_tail": run.output_tail[-2000:]}

@@ -1,0 +1,30 @@
+"""Criteria shared by several exercises."""
+
+from grader.judge.criterion import criterion
+from grader.judge.verdicts import NotAttempted
+
+
+def forbidden_api_criterion():
+    """The `api` criterion: no call to the exercise's forbidden APIs from the student's file.
+
+    It is not attempted until some probe ran the student's code past NotImplementedError, so that an
+    untouched stub (which calls nothing) earns nothing here either.
+    """
+
+    @criterion("no_forbidden_api", kind="api",
+               title={"en": "Written by hand: no forbidden library call", "zh": "亲手实现：未调用禁用的库函数"},
+               hint={"en": "The exercise asks you to build this yourself from tensor operations; replace the named call with your own code.",
+                     "zh": "本练习要求用张量运算亲手实现；请把报告中点名的调用换成你自己的代码。"})
+    def test_no_forbidden_api(obs, verdict):
+        obs.probe("_import")
+        if not obs.attempted():
+            raise NotAttempted("no probe ran past NotImplementedError yet")
+        calls = obs.forbidden_calls()
+        verdict.note(calls=calls)
+        if calls:
+            first = calls[0]
+            verdict.fail(f"your code calls the forbidden `{first['call']}` at {first['where']}"
+                         + (f" (and {len(calls) - 1} more forbidden calls)" if len(calls) > 1 else ""))
+        verdict.ok("no forbidden API was called while your code ran")
+
+    return test_no_forbidden_api

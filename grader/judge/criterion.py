@@ -1,0 +1,68 @@
+"""A criterion is a pytest test in the judge with its metadata attached by a small decorator.
+
+    @criterion("logits_shape", kind="shape",
+               title={"en": "...", "zh": "..."}, hint={"en": "...", "zh": "..."})
+    def test_logits_shape(obs, ref, verdict):
+        got = obs.probe("forward").value("logits_shape")
+        verdict.check(got == [2, 5, 11], f"logits have shape {got}; expected [2, 5, 11] = [B, T, V]")
+        verdict.ok(f"logits have shape {got} = [B, T, V]")
+
+Points are not here: they live in course.toml, where instructors change them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from grader.judge.verdicts import CriterionFailed
+
+KINDS = ("shape", "values", "gradient", "causality", "registration", "optimizer", "overfit", "resume",
+         "param_count", "errors", "api", "determinism")
+
+
+@dataclass(frozen=True)
+class CriterionMeta:
+    id: str
+    kind: str
+    title: dict[str, str]
+    hint: dict[str, str]
+    requires: tuple[str, ...] = ()
+
+
+def criterion(id: str, *, kind: str, title: dict[str, str], hint: dict[str, str], requires: tuple[str, ...] = ()):
+    if kind not in KINDS:
+        raise ValueError(f"criterion {id}: unknown kind {kind!r}")
+    for text in (title, hint):
+        if set(text) != {"en", "zh"}:
+            raise ValueError(f"criterion {id}: title and hint need exactly 'en' and 'zh'")
+
+    def mark(fn):
+        fn.criterion = CriterionMeta(id, kind, dict(title), dict(hint), tuple(requires))
+        return fn
+
+    return mark
+
+
+@dataclass
+class VerdictRecorder:
+    """The `verdict` fixture: what a criterion observed, in words and numbers."""
+
+    message: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fraction: float = 1.0
+
+    def ok(self, message: str, **evidence: Any) -> None:
+        self.message = message
+        self.evidence.update(evidence)
+
+    def note(self, **evidence: Any) -> None:
+        self.evidence.update(evidence)
+
+    def fail(self, message: str, **evidence: Any) -> NoReturn:
+        self.evidence.update(evidence)
+        raise CriterionFailed(message, **self.evidence)
+
+    def check(self, condition: bool, message: str, **evidence: Any) -> None:
+        if not condition:
+            self.fail(message, **evidence)

@@ -1,0 +1,205 @@
+"""Reading what a worker wrote: JSON and safetensors only, sizes checked, links refused, nothing executed.
+
+Every way an observation can be absent becomes a verdict the report can show: the file was not
+submitted, the import failed, the stub raised NotImplementedError, the run was killed before the probe
+finished (and which limit killed it), or the student's code raised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load as load_safetensors
+
+from grader.judge.verdicts import Crashed, CriterionFailed, NotAttempted, StudentRaised, TimedOut
+from grader.worker import protocol
+
+
+def read_capped(directory: Path, name: str, cap: int) -> bytes | None:
+    """A regular file's bytes, opened without following links, or None when absent, a link, or too large."""
+    if not protocol.NAME_PATTERN.match(name):
+        return None
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+            return None
+        return fh.read(cap + 1)[: cap + 1] if info.st_size <= cap else None
+
+
+@dataclass
+class ProbeObservation:
+    """What one probe recorded."""
+
+    exercise: str
+    name: str
+    values: dict[str, Any]
+    not_tensors: dict[str, str]
+    tensor_names: list[str]
+    directory: Path
+    forbidden_calls: list[dict] = field(default_factory=list)
+    _tensors: dict[str, torch.Tensor] | None = None
+
+    def value(self, key: str) -> Any:
+        if key not in self.values:
+            raise CriterionFailed(f"probe `{self.name}` recorded no `{key}` (internal: the grader expected it)")
+        return self.values[key]
+
+    def has(self, key: str) -> bool:
+        return key in self.values
+
+    def tensor(self, key: str) -> torch.Tensor:
+        if key in self.not_tensors:
+            raise CriterionFailed(f"expected a tensor, but your code returned a {self.not_tensors[key]}",
+                                  returned=self.not_tensors[key])
+        tensors = self._load()
+        if key not in tensors:
+            raise CriterionFailed(f"probe `{self.name}` recorded no tensor `{key}`")
+        return tensors[key]
+
+    def _load(self) -> dict[str, torch.Tensor]:
+        if self._tensors is None:
+            self._tensors = {}
+            if self.tensor_names:
+                data = read_capped(self.directory, self.name + protocol.TENSOR_SUFFIX, protocol.MAX_TENSOR_BYTES)
+                if data is None:
+                    raise Crashed(f"the tensors of probe `{self.name}` are missing or larger than allowed")
+                try:
+                    loaded = load_safetensors(data)
+                except Exception as exc:  # noqa: BLE001 - any malformed file is the same verdict
+                    raise Crashed(f"the tensors of probe `{self.name}` are malformed: {exc}") from None
+                self._tensors = {k: v for k, v in loaded.items() if k in self.tensor_names}
+        return self._tensors
+
+
+@dataclass
+class RunSummary:
+    """How the exercise's run ended, in the terms the judge needs (filled from the supervisor's Run)."""
+
+    limit: str | None = None
+    signal: int | None = None
+    exit: int | None = None
+    failure: str = ""
+    timeout_s: float = 0.0
+    memory_mb: int = 0
+    output_kb: int = 0
+
+
+class Observations:
+    """All observations of one exercise of one submission (or of the reference solution)."""
+
+    def __init__(self, exercise: str, filename: str, probe_order: list[str], directory: Path | None,
+                 run: RunSummary | None, staged_status: str | None = None, staged_message: str = ""):
+        self.exercise = exercise
+        self.filename = filename
+        self.probe_order = probe_order
+        self.directory = directory
+        self.run = run
+        self.staged_status = staged_status
+        self.staged_message = staged_message
+        self._cache: dict[str, dict | None] = {}
+
+    # --- the entry point criteria use -----------------------------------------------------------
+    def probe(self, name: str) -> ProbeObservation:
+        """The probe's observation, or the verdict explaining why there is none."""
+        self._check_staged()
+        imported = self._raw(protocol.IMPORT_PROBE)
+        if imported is None:
+            raise self._missing(protocol.IMPORT_PROBE)
+        if imported["status"] != protocol.OK:
+            raise self._error_verdict(imported, f"importing {self.filename}")
+        raw = self._raw(name)
+        if raw is None:
+            raise self._missing(name)
+        if raw["status"] != protocol.OK:
+            raise self._error_verdict(raw, f"probe `{name}`")
+        return ProbeObservation(self.exercise, name, raw.get("values", {}), raw.get("not_tensors", {}),
+                                list(raw.get("tensors", [])), self.directory, raw.get(protocol.FORBIDDEN_KEY, []))
+
+    def forbidden_calls(self) -> list[dict]:
+        calls: list[dict] = []
+        for name in [protocol.IMPORT_PROBE, *self.probe_order]:
+            raw = self._raw(name)
+            for call in (raw or {}).get(protocol.FORBIDDEN_KEY, []):
+                if call not in calls:
+                    calls.append(call)
+        return calls
+
+    def attempted(self) -> bool:
+        """Whether any probe got past a NotImplementedError (an untouched stub has none)."""
+        if self.staged_status:
+            return False
+        return any((self._raw(n) or {}).get("status") == protocol.OK for n in self.probe_order)
+
+    # --- internals ------------------------------------------------------------------------------
+    def _check_staged(self) -> None:
+        if self.staged_status == "not_attempted":
+            raise NotAttempted(self.staged_message)
+        if self.staged_status:
+            raise StudentRaised(self.staged_message)
+
+    def _raw(self, name: str) -> dict | None:
+        if name not in self._cache:
+            data = None if self.directory is None else read_capped(self.directory, name + protocol.JSON_SUFFIX,
+                                                                    protocol.MAX_JSON_BYTES)
+            try:
+                parsed = json.loads(data) if data is not None else None
+            except ValueError:
+                parsed = None
+            self._cache[name] = parsed if isinstance(parsed, dict) and isinstance(parsed.get("status"), str) else None
+        return self._cache[name]
+
+    def _error_verdict(self, raw: dict, what: str):
+        error = raw.get("error") or {}
+        where = f" at {error['where']}" if error.get("where") else ""
+        text = f"{error.get('type', 'an exception')}: {error.get('message', '')}".rstrip(": ")
+        if raw["status"] == protocol.NOT_IMPLEMENTED:
+            return NotAttempted(f"{what} reached NotImplementedError{where}: the stub is not implemented yet")
+        if error.get("limit") == "memory":
+            limit = f" (the memory limit is {self.run.memory_mb} MB)" if self.run and self.run.memory_mb else ""
+            return Crashed(f"{what} ran out of memory{limit}: {text}{where}", limit="memory")
+        return StudentRaised(f"{what} raised {text}{where}", error=error)
+
+    def _missing(self, name: str):
+        """No observation for `name`: say which limit or crash ended the run before it finished."""
+        what = "the import" if name == protocol.IMPORT_PROBE else f"probe `{name}`"
+        run = self.run
+        if run is None:
+            return Crashed(f"{what} left no observation (the exercise was not run)")
+        if run.failure:
+            cls = TimedOut if run.limit == "time" else Crashed
+            return cls(f"{run.failure}; {what} did not finish", limit=run.limit)
+        if run.limit == "time":
+            return TimedOut(f"killed after {run.timeout_s:g} s of wall time while running {what}", limit="time")
+        if run.limit == "cpu":
+            return TimedOut(f"killed after {run.timeout_s:g} s of CPU time while running {what}", limit="cpu")
+        if run.limit == "output":
+            return Crashed(f"killed for printing more than {run.output_kb} KB while running {what}", limit="output")
+        if run.limit == "file_size":
+            return Crashed(f"killed for writing a file larger than the limit while running {what}", limit="file_size")
+        if run.signal is not None:
+            try:
+                sig = signal.Signals(run.signal).name
+            except ValueError:
+                sig = str(run.signal)
+            cause = {"SIGSEGV": " (segmentation fault)", "SIGABRT": " (abort, often an allocation that failed)",
+                     "SIGKILL": " (killed, often for memory)"}.get(sig, "")
+            return Crashed(f"the process was killed by {sig}{cause} while running {what}", signal=sig)
+        return Crashed(f"the process ended (exit status {run.exit}) before {what} finished: "
+                       "something called os._exit() or exit() or the process was killed", exit=run.exit)

@@ -1,0 +1,62 @@
+"""The pytest plugin of the judge: fixtures for observations, and the hook that turns outcomes into statuses."""
+
+from __future__ import annotations
+
+import traceback
+
+import pytest
+
+from grader.judge.criterion import VerdictRecorder
+from grader.judge.jsonable import jsonable
+from grader.judge.observations import Observations
+from grader.judge.verdicts import Blocked, NotAttempted, Verdict
+
+VERDICT_KEY = pytest.StashKey[VerdictRecorder]()
+
+
+class JudgePlugin:
+    def __init__(self, observations: dict[str, Observations], references: dict[str, Observations]):
+        self.observations = observations
+        self.references = references
+        self.statuses: dict[tuple[str, str], str] = {}
+
+    @pytest.fixture
+    def obs(self, request) -> Observations:
+        return self.observations[request.module.EXERCISE]
+
+    @pytest.fixture
+    def ref(self, request) -> Observations:
+        return self.references[request.module.EXERCISE]
+
+    @pytest.fixture
+    def verdict(self, request) -> VerdictRecorder:
+        meta = request.function.criterion
+        exercise = request.module.EXERCISE
+        unmet = [r for r in meta.requires if self.statuses.get((exercise, r)) != "passed"]
+        if unmet:
+            if self.statuses.get((exercise, unmet[0])) == "not_attempted":
+                raise NotAttempted(f"not attempted: it needs `{unmet[0]}`, which is not attempted yet")
+            raise Blocked(f"not judged: it needs `{unmet[0]}` to pass first")
+        recorder = VerdictRecorder()
+        request.node.stash[VERDICT_KEY] = recorder
+        return recorder
+
+    def pytest_json_runtest_metadata(self, item, call):
+        """Attach the criterion's outcome to pytest-json-report's record of the test."""
+        meta = getattr(getattr(item, "function", None), "criterion", None)
+        if meta is None or call.when == "teardown" or (call.when == "setup" and call.excinfo is None):
+            return {}
+        recorder = item.stash.get(VERDICT_KEY, VerdictRecorder())
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if exc is None:
+            status, message, evidence = "passed", recorder.message or "as expected", recorder.evidence
+        elif isinstance(exc, Verdict):
+            status, message, evidence = exc.status, exc.message, {**recorder.evidence, **exc.evidence}
+        else:
+            frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
+            status = "error"
+            message = (f"the grader could not judge this criterion ({type(exc).__name__}: {exc}); "
+                       "this is a grader fault: please report it")
+            evidence = {"grader_traceback": "".join(frames)[-1500:]}
+        self.statuses[(item.module.EXERCISE, meta.id)] = status
+        return {"criterion": meta.id, "status": status, "message": message, "evidence": jsonable(evidence)}

@@ -1,0 +1,46 @@
+"""How a criterion ends other than passing. Each exception carries the status and message the report shows."""
+
+from __future__ import annotations
+
+STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked")
+
+
+class Verdict(Exception):
+    status = "failed"
+
+    def __init__(self, message: str, **evidence):
+        super().__init__(message)
+        self.message = message
+        self.evidence = evidence
+
+
+class CriterionFailed(Verdict):
+    """The student's code ran, and what it did is not what the contract asks."""
+
+    status = "failed"
+
+
+class StudentRaised(Verdict):
+    """The student's code raised where the contract asks it to return."""
+
+    status = "error"
+
+
+class NotAttempted(Verdict):
+    """The stub is untouched, or the file is missing."""
+
+    status = "not_attempted"
+
+
+class TimedOut(Verdict):
+    status = "timeout"
+
+
+class Crashed(Verdict):
+    status = "crashed"
+
+
+class Blocked(Verdict):
+    """A criterion this one needs did not pass, so judging this one would say nothing new."""
+
+    status = "blocked"

@@ -1,0 +1,81 @@
+"""Probes of exercise `decoder_block` (block.py): CausalSelfAttention and count_block_parameters."""
+
+import torch
+
+from grader.worker.probe import probe
+
+D_MODEL, N_HEADS, D_FF = 16, 4, 40
+PROJECTIONS = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"]
+SMALL_SIZES = [(8, 2, 16), (16, 4, 40), (24, 3, 7), (64, 8, 256), (10, 5, 1)]
+LARGE_SIZE = (65536, 64, 262144)
+
+
+def seeded_attention(student, ctx, dropout=0.0, dtype=torch.float32):
+    attn = student.CausalSelfAttention(D_MODEL, N_HEADS, dropout).to(dtype)
+    ctx.fill_parameters(attn, PROJECTIONS)
+    return attn
+
+
+@probe
+def forward(student, ctx):
+    attn = seeded_attention(student, ctx).eval()
+    x = ctx.randn(2, 7, D_MODEL)
+    with torch.no_grad():
+        ctx.tensor("out", attn(x))
+        # H == T: a merge that forgets the transpose keeps the right shape and still mixes positions
+        ctx.tensor("out_h_equals_t", attn(ctx.randn(3, N_HEADS, D_MODEL)))
+
+
+@probe
+def causality(student, ctx):
+    attn = seeded_attention(student, ctx, dtype=torch.float64).eval()
+    x = ctx.randn(2, 8, D_MODEL, dtype=torch.float64)
+    with torch.no_grad():
+        base = attn(x)
+        leaks = []
+        for t in range(x.shape[1] - 1):
+            changed = x.clone()
+            changed[:, t + 1:] = ctx.randn(2, x.shape[1] - t - 1, D_MODEL, dtype=torch.float64) * 3
+            leaks.append(float((attn(changed)[:, : t + 1] - base[:, : t + 1]).abs().max()))
+    ctx.record(leaks=leaks)
+
+
+@probe
+def gradients(student, ctx):
+    attn = seeded_attention(student, ctx).train()
+    x = ctx.randn(2, 6, D_MODEL).requires_grad_(True)
+    out = attn(x)
+    (out * ctx.randn(*out.shape)).sum().backward()
+    grads = {}
+    for name, p in attn.named_parameters():
+        grads[name] = None if p.grad is None else {"finite": bool(torch.isfinite(p.grad).all()),
+                                                     "norm": float(p.grad.norm())}
+    ctx.record(grads=grads, input_grad_finite=bool(x.grad is not None and torch.isfinite(x.grad).all()))
+
+
+@probe
+def dropout(student, ctx):
+    attn = seeded_attention(student, ctx, dropout=0.5)
+    x = ctx.randn(2, 6, D_MODEL)
+    with torch.no_grad():
+        attn.eval()
+        first, second = attn(x), attn(x)
+        attn.train()
+        trained = attn(x)
+    ctx.tensor("eval_first", first)
+    ctx.tensor("eval_second", second)
+    ctx.tensor("train", trained)
+
+
+@probe
+def bad_heads(student, ctx):
+    ctx.outcome("d10_h3", lambda: student.CausalSelfAttention(10, 3))
+    ctx.outcome("d12_h5", lambda: student.CausalSelfAttention(12, 5))
+    ctx.outcome("d12_h4", lambda: student.CausalSelfAttention(12, 4))
+
+
+@probe
+def parameter_count(student, ctx):
+    ctx.record(small=[student.count_block_parameters(*size) for size in SMALL_SIZES],
+               small_sizes=SMALL_SIZES,
+               large=student.count_block_parameters(*LARGE_SIZE), large_size=LARGE_SIZE)

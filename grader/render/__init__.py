@@ -1,0 +1,1 @@
+"""Renderers: each turns the one report model into one format. None computes a score."""

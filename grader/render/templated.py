@@ -1,0 +1,47 @@
+"""HTML report and Markdown scorecard, rendered with Jinja2 from the course's `templates/` folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from grader.render.labels import LABELS, STATUS_MARK
+from grader.report.model import Report
+
+
+def _environment(templates: Path, autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), autoescape=autoescape,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    env.filters["points"] = lambda x: f"{x:g}"
+    env.filters["tojson_compact"] = lambda x: json.dumps(x, ensure_ascii=False)
+    env.filters["md_cell"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    env.filters["curve_svg"] = curve_svg
+    return env
+
+
+def curve_svg(values, width: int = 320, height: int = 80) -> Markup:
+    """A loss curve as an inline SVG polyline (no script, no network), log-free and scaled to its range."""
+    numbers = [float(v) for v in values if isinstance(v, (int, float))]
+    if len(numbers) < 2:
+        return Markup("")
+    low, high = min(numbers), max(numbers)
+    span = (high - low) or 1.0
+    points = " ".join(f"{i * (width - 4) / (len(numbers) - 1) + 2:.1f},{height - 2 - (v - low) * (height - 4) / span:.1f}"
+                      for i, v in enumerate(numbers))
+    return Markup(f'<svg class="curve" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+                  f'aria-label="curve from {numbers[0]:.4g} to {numbers[-1]:.4g}"><rect width="{width}" height="{height}" '
+                  f'fill="#f6f8fa"/><polyline fill="none" stroke="#0969da" stroke-width="1.5" points="{points}"/></svg>')
+
+
+def render_html(report: Report, templates: Path, lang: str) -> str:
+    env = _environment(templates, autoescape=True)
+    return env.get_template("report.html.j2").render(report=report, lang=lang, t=LABELS[lang], mark=STATUS_MARK)
+
+
+def render_markdown(report: Report, templates: Path, lang: str) -> str:
+    env = _environment(templates, autoescape=False)
+    return env.get_template("scorecard.md.j2").render(report=report, lang=lang, t=LABELS[lang], mark=STATUS_MARK)

@@ -1,0 +1,1 @@
+"""The report model: one schema, versioned, read by every renderer."""

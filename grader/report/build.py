@@ -1,0 +1,42 @@
+"""Scores and statuses, computed once, from the judge's outcomes: the only place a score is made."""
+
+from __future__ import annotations
+
+from grader.course import ExerciseConfig
+from grader.judge.session import Outcome
+from grader.report.model import CriterionResult, ExerciseResult
+
+ABORTED = ("timeout", "crashed")
+
+
+def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict) -> ExerciseResult:
+    criteria = []
+    for outcome in outcomes:
+        max_points = ex.points.get(outcome.meta.id, 0.0)
+        points = max_points if outcome.status == "passed" else 0.0
+        criteria.append(CriterionResult(
+            id=outcome.meta.id, kind=outcome.meta.kind, title=outcome.meta.title, hint=outcome.meta.hint,
+            points=points, max_points=max_points, status=outcome.status, message=outcome.message,
+            evidence=outcome.evidence))
+    score = round(sum(c.points for c in criteria), 4)
+    max_score = round(sum(c.max_points for c in criteria), 4)
+    status, message = _exercise_status(criteria, score, max_score)
+    return ExerciseResult(id=ex.id, title={"en": ex.title_en, "zh": ex.title_zh}, file=ex.file, score=score,
+                          max_score=max_score, status=status, message=message, criteria=criteria, run=run)
+
+
+def _exercise_status(criteria: list[CriterionResult], score: float, max_score: float) -> tuple[str, str]:
+    statuses = [c.status for c in criteria]
+    passed = statuses.count("passed")
+    summary = f"{passed} of {len(criteria)} criteria passed"
+    for aborted in ABORTED:
+        first = next((c for c in criteria if c.status == aborted), None)
+        if first is not None:
+            return aborted, f"{summary}; {first.message}"
+    if statuses and all(s == "not_attempted" for s in statuses):
+        return "not_attempted", criteria[0].message
+    if score >= max_score and passed == len(criteria):
+        return "passed", summary
+    if statuses and all(s == "error" for s in statuses):
+        return "error", criteria[0].message
+    return "failed", summary

@@ -1,0 +1,185 @@
+"""Start the worker at the chosen sandbox level, follow its reports, and survive whatever it does.
+
+The worker reports each exercise on a control pipe. When it stops reporting (an exercise ran past its
+wall clock plus a grace period, or the worker died), the supervisor kills the whole sandbox, records the
+exercise that was running as `timeout` or `crashed`, and starts a fresh worker for the exercises left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.sandbox.levels import Sandbox
+from grader.sandbox.staging import make_scratch_owned
+
+STARTUP_SECONDS = 180.0   # importing torch on a loaded machine
+GRACE_SECONDS = 15.0      # beyond an exercise's own timeout, before the worker itself is presumed stuck
+LOG_TAIL_BYTES = 4000
+
+
+@dataclass(frozen=True)
+class Job:
+    """One exercise for the worker: where the student's file is, where observations go, its limits."""
+
+    id: str
+    student_file: Path
+    module_name: str
+    probes_module: str
+    timeout_s: float
+    memory_mb: int
+    output_kb: int
+    forbidden: tuple[str, ...] = ()
+
+    @property
+    def workdir(self) -> Path:
+        return self.student_file.parent
+
+    @property
+    def obs_dir(self) -> Path:
+        return self.workdir / "obs"
+
+    def request(self) -> dict:
+        return {"id": self.id, "student_file": str(self.student_file), "module_name": self.module_name,
+                "probes_module": self.probes_module, "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,
+                "output_kb": self.output_kb, "forbidden": list(self.forbidden),
+                "workdir": str(self.workdir), "obs_dir": str(self.obs_dir)}
+
+
+@dataclass
+class Run:
+    """How one exercise's run ended, as the worker (or, failing it, the supervisor) saw it."""
+
+    id: str
+    exit: int | None = None
+    signal: int | None = None
+    limit: str | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    max_rss_mb: float = 0.0
+    output_tail: str = ""
+    output_bytes: int = 0
+    failure: str = ""          # set when the supervisor, not the worker, had to end it
+    extra: dict = field(default_factory=dict)
+
+
+def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path) -> dict[str, Run]:
+    """Run every job; each gets a Run, whatever the student code does."""
+    for job in jobs:
+        job.obs_dir.mkdir(parents=True, exist_ok=True)
+    jail = sandbox.jail()
+    if jail["user"]:
+        make_scratch_owned(scratch, jail["user"]["uid"], jail["user"]["gid"])
+        os.chmod(scratch, 0o755)
+    runs: dict[str, Run] = {}
+    remaining = list(jobs)
+    attempt = 0
+    while remaining:
+        attempt += 1
+        finished = _run_worker(remaining, seed, sandbox, jail, scratch, attempt)
+        progressed = bool(finished)
+        runs.update(finished)
+        remaining = [j for j in remaining if j.id not in runs]
+        if remaining and not progressed:
+            reason = _log_tail(scratch / f"worker-{attempt}.log")
+            for job in remaining:
+                runs[job.id] = Run(job.id, failure="the grading worker could not start: " + (reason or "no output"))
+            break
+    return runs
+
+
+def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, jail: dict, scratch: Path, attempt: int) -> dict[str, Run]:
+    request_path = scratch / f"request-{attempt}.json"
+    request_path.write_text(json.dumps({"seed": seed, "jail": jail, "exercises": [j.request() for j in jobs]}))
+    os.chmod(request_path, 0o644)
+    read_end, write_end = os.pipe()
+    log_path = scratch / f"worker-{attempt}.log"
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch),
+           "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(sandbox.command(["--control-fd", str(write_end), str(request_path)]),
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_end,),
+                                cwd=scratch, env=env, start_new_session=True)
+    os.close(write_end)
+    by_id = {j.id: j for j in jobs}
+    runs: dict[str, Run] = {}
+    current: str | None = None
+    children: list[int] = []
+    deadline = time.monotonic() + STARTUP_SECONDS
+    buffer = b""
+    try:
+        while True:
+            ready, _, _ = select.select([read_end], [], [], max(0.0, min(1.0, deadline - time.monotonic())))
+            if ready:
+                chunk = os.read(read_end, 65536)
+                if not chunk:
+                    break  # the worker closed the pipe: it finished or died
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue
+                    if event["event"] == "child":
+                        children.append(event["pid"])
+                    elif event["event"] == "start":
+                        current = event["id"]
+                        deadline = time.monotonic() + by_id[current].timeout_s + GRACE_SECONDS
+                    elif event["event"] == "done":
+                        runs[event["id"]] = _run_from_event(event)
+                        current = None
+                        deadline = time.monotonic() + GRACE_SECONDS
+                    elif event["event"] == "finished":
+                        deadline = time.monotonic() + GRACE_SECONDS
+            elif time.monotonic() >= deadline:
+                if current is not None:
+                    runs[current] = Run(current, limit="time", wall_s=by_id[current].timeout_s + GRACE_SECONDS,
+                                        failure=f"stopped after {by_id[current].timeout_s:g} s of wall time "
+                                                "(the worker did not end it, so the whole sandbox was killed)")
+                break
+    finally:
+        os.close(read_end)
+        _kill(proc, children if sandbox.level != "strict" else [])
+    if current is not None and current not in runs:
+        code = proc.returncode
+        runs[current] = Run(current, failure=f"the grading process died while running this exercise "
+                                             f"(exit status {code}); its last output: {_log_tail(log_path)!r}")
+    return runs
+
+
+def _run_from_event(event: dict) -> Run:
+    return Run(event["id"], exit=event["exit"], signal=event["signal"], limit=event["limit"],
+               wall_s=event.get("wall_s", 0.0), cpu_s=event.get("cpu_s", 0.0), max_rss_mb=event.get("max_rss_mb", 0.0),
+               output_tail=event.get("output_tail", ""), output_bytes=event.get("output_bytes", 0))
+
+
+def _kill(proc: subprocess.Popen, child_groups: list[int]) -> None:
+    """Kill the worker's session and its children's process groups.
+
+    In strict mode killing `unshare` takes the whole pid namespace down with it, so no groups are named
+    (outside the namespace those pids would mean other processes).
+    """
+    for pgid in [proc.pid, *child_groups]:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.wait()
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - LOG_TAIL_BYTES))
+            return fh.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""

@@ -1,0 +1,128 @@
+"""`grader selftest`: grade every reference solution, correct variant and known-bug mutant, and prove that
+each criterion is right. A solution or variant losing a point is a false failure; a mutant with full marks
+is an escape; a mutant failing a criterion its manifest does not name is a criterion that misfires.
+
+Catalog layout: tests/variants/<exercise>/<name>/<file> and tests/mutants/<exercise>/<bug>/<file>, each
+folder with a manifest.toml (`description`, and for mutants `fails = [criterion ids]`, exactly the
+criteria that must not pass).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.course import Course
+from grader.grading import grade
+from grader.report.model import Report
+from grader.sandbox.levels import Sandbox
+
+
+@dataclass
+class Case:
+    kind: str                 # solution, variant or mutant
+    exercise: str
+    name: str
+    source: Path
+    description: str = ""
+    expected_fails: frozenset[str] = frozenset()
+    got_fails: dict[str, str] = field(default_factory=dict)   # criterion -> status, for what did not pass
+    messages: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.exercise}/{self.name}"
+
+    def problems(self) -> list[str]:
+        got = set(self.got_fails)
+        if self.kind in ("solution", "variant"):
+            return [f"{self.kind} {self.label} lost {c} ({self.got_fails[c]}): {self.messages[c]}" for c in sorted(got)]
+        found = []
+        if not got:
+            found.append(f"mutant {self.label} escaped: full marks")
+        for c in sorted(got - self.expected_fails):
+            found.append(f"mutant {self.label} fails {c} ({self.got_fails[c]}), which its manifest does not expect: {self.messages[c]}")
+        for c in sorted(self.expected_fails - got):
+            found.append(f"mutant {self.label} passes {c}, which its manifest says it fails")
+        return found
+
+
+def discover(course: Course, catalog: Path) -> list[Case]:
+    cases = [Case("solution", ex.id, "reference", course.solution(ex)) for ex in course.exercises]
+    for kind, folder in (("variant", "variants"), ("mutant", "mutants")):
+        for ex in course.exercises:
+            for case_dir in sorted((catalog / folder / ex.id).glob("*/")):
+                manifest = tomllib.loads((case_dir / "manifest.toml").read_text(encoding="utf-8"))
+                cases.append(Case(kind, ex.id, case_dir.name, case_dir / ex.file, manifest.get("description", ""),
+                                  frozenset(manifest.get("fails", ()))))
+    return cases
+
+
+def rounds(cases: list[Case]) -> list[list[Case]]:
+    """Pack cases into as few submissions as possible: at most one case per exercise in each."""
+    packed: list[list[Case]] = []
+    for case in cases:
+        for group in packed:
+            if all(c.exercise != case.exercise for c in group):
+                group.append(case)
+                break
+        else:
+            packed.append([case])
+    return packed
+
+
+def run_selftest(course: Course, catalog: Path, sandbox: Sandbox, progress=None) -> list[Case]:
+    cases = discover(course, catalog)
+    with tempfile.TemporaryDirectory(prefix="grader-selftest-") as tmp:
+        for i, group in enumerate(rounds(cases)):
+            submission = Path(tmp) / f"round-{i}"
+            for case in group:
+                ex = course.exercise(case.exercise)
+                target = submission / ex.id / ex.file
+                target.parent.mkdir(parents=True)
+                shutil.copyfile(case.source, target)
+            report = grade(course, submission, [c.exercise for c in group], sandbox)
+            record(report, group)
+            if progress:
+                progress(i, group)
+    return cases
+
+
+def record(report: Report, group: list[Case]) -> None:
+    by_exercise = {e.id: e for e in report.exercises}
+    for case in group:
+        for c in by_exercise[case.exercise].criteria:
+            if c.status != "passed":
+                case.got_fails[c.id] = c.status
+                case.messages[c.id] = c.message
+
+
+def matrix_markdown(course: Course, cases: list[Case]) -> str:
+    """One table per exercise: a row per mutant, a column per criterion; ✗ caught (expected), · passed,
+    ! a disagreement with the manifest."""
+    from grader.judge.session import criteria_of
+
+    lines = ["# Selftest matrix", "",
+             "Every known-bug submission (mutant) against every criterion of its exercise. "
+             "`✗` the criterion catches it (as its manifest expects), `·` it passes, `!` disagreement. "
+             "Solutions and variants must pass everything.", ""]
+    for ex in course.exercises:
+        criteria = [m.id for m in criteria_of(ex.id)]
+        mutants = [c for c in cases if c.exercise == ex.id and c.kind == "mutant"]
+        others = [c for c in cases if c.exercise == ex.id and c.kind != "mutant"]
+        lines += [f"## {ex.id}", "",
+                  f"Correct implementations with full marks: {sum(not c.got_fails for c in others)} of {len(others)} "
+                  f"({', '.join(c.name for c in others)}).", ""]
+        lines.append("| mutant | " + " | ".join(f"`{c}`" for c in criteria) + " |")
+        lines.append("|---|" + "---|" * len(criteria))
+        for m in mutants:
+            cells = []
+            for c in criteria:
+                failed, expected = c in m.got_fails, c in m.expected_fails
+                cells.append("✗" if failed and expected else "·" if not failed and not expected else "!")
+            lines.append(f"| `{m.name}`: {m.description} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)

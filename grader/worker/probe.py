@@ -1,0 +1,167 @@
+"""What a probe sees: the `@probe` decorator and the context a probe records its observations into.
+
+A probe is grader code run next to student code. It builds inputs from its seeded generator, calls the
+student's functions, and records what came back. It never decides whether that was right.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from safetensors.torch import save_file
+
+from grader.worker import protocol
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    name: str
+    fn: Callable[[Any, "ProbeContext"], None]
+    isolated: bool
+
+
+def probe(fn=None, *, isolated: bool = False):
+    """Mark a function `(student_module, ctx) -> None` as a probe.
+
+    `isolated=True` runs it in a process of its own, forked from a worker that has never imported the
+    student's module: what it reads from disk was written by an earlier probe, nothing else carries over.
+    """
+
+    def mark(f):
+        f.__probe__ = ProbeSpec(name=f.__name__, fn=f, isolated=isolated)
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def probes_of(module) -> list[ProbeSpec]:
+    """The probes a module defines, in the order they are written."""
+    return [v.__probe__ for v in vars(module).values() if callable(v) and hasattr(v, "__probe__")]
+
+
+def plain_tensor(value: torch.Tensor) -> torch.Tensor:
+    """A detached, contiguous copy with no subclass behaviour left (a returned subclass cannot lie later)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        base = torch.Tensor.as_subclass(value, torch.Tensor)
+        return base.detach().cpu().contiguous().clone()
+
+
+def describe_exception(exc: BaseException, student_file: str | None) -> dict:
+    """Type, message and the student's own frames of an exception, each part guarded against hostile objects."""
+    try:
+        name = type(exc).__name__
+    except BaseException:  # noqa: BLE001 - a hostile class may break even this
+        name = "<unknown>"
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001
+        message = "<the exception's message could not be read>"
+    if isinstance(exc, SystemExit):
+        message = f"exit code {exc.code!r}"
+    where, frames = None, []
+    try:
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if student_file and os.path.abspath(frame.filename) == student_file:
+                frames.append(f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}: {frame.line or ''}".strip())
+        if frames:
+            where = frames[-1]
+    except BaseException:  # noqa: BLE001
+        pass
+    info = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
+    if isinstance(exc, MemoryError) or "can't allocate memory" in message:
+        info["limit"] = "memory"
+    return info
+
+
+class ProbeContext:
+    """Seeded input makers and the recorder of one probe's observations."""
+
+    def __init__(self, name: str, seed: int, workdir: str, student_file: str | None):
+        self.name = name
+        self.seed = seed
+        self.workdir = workdir
+        self.student_file = student_file
+        self.generator = torch.Generator().manual_seed(seed)
+        self.values: dict[str, Any] = {}
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.not_tensors: dict[str, str] = {}
+
+    # --- inputs -------------------------------------------------------------------------------
+    def randn(self, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.generator, dtype=torch.float64).to(dtype)
+
+    def randint(self, low: int, high: int, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.randint(low, high, shape, generator=self.generator, dtype=torch.long)
+
+    def randbool(self, *shape: int, p: float = 0.5) -> torch.Tensor:
+        return torch.rand(*shape, generator=self.generator) < p
+
+    def fill_parameters(self, module: torch.nn.Module, names: list[str], std: float = 0.2) -> None:
+        """Overwrite the named parameters with seeded values, so every implementation computes with the same weights."""
+        params = dict(module.named_parameters())
+        with torch.no_grad():
+            for n in names:
+                p = params[n]
+                p.copy_(self.randn(*p.shape, dtype=p.dtype) * std)
+
+    # --- observations ---------------------------------------------------------------------------
+    def record(self, **values: Any) -> None:
+        for key, value in values.items():
+            self.values[key] = _jsonable(value)
+
+    def tensor(self, name: str, value: Any) -> None:
+        """Record a tensor; anything that is not a tensor is recorded by its type, for the judge to name."""
+        if isinstance(value, torch.Tensor):
+            self.tensors[name] = plain_tensor(value)
+        else:
+            self.not_tensors[name] = type(value).__name__
+
+    def outcome(self, name: str, call: Callable[[], Any]) -> Any:
+        """Call `call`, record whether it returned or what it raised, and return its value (None if it raised)."""
+        try:
+            result = call()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and friends from student code are observations
+            self.values[name] = {"raised": describe_exception(exc, self.student_file)}
+            return None
+        self.values[name] = {"returned": type(result).__name__}
+        return result
+
+    def write(self, obs_dir: str, status: str, error: dict | None, forbidden: list[dict], seconds: float) -> None:
+        """Write `<name>.safetensors` then `<name>.json`; the JSON file is the probe's commit marker."""
+        if self.tensors:
+            save_file(self.tensors, os.path.join(obs_dir, self.name + protocol.TENSOR_SUFFIX))
+        payload = {
+            "probe": self.name,
+            "status": status,
+            "error": error,
+            "values": self.values,
+            "not_tensors": self.not_tensors,
+            "tensors": sorted(self.tensors),
+            protocol.FORBIDDEN_KEY: forbidden,
+            "seconds": round(seconds, 4),
+        }
+        with open(os.path.join(obs_dir, self.name + protocol.JSON_SUFFIX), "w", encoding="utf-8") as fh:
+            json.dump(payload, fh)
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON data from probe values: tensors become lists, floats stay floats (NaN and inf included)."""
+    if isinstance(value, torch.Tensor):
+        return plain_tensor(value).tolist()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else repr(value)
+    return repr(value)[:200]

@@ -1,0 +1,19 @@
+"""Names and limits shared by the worker (which writes observations) and the judge (which reads them)."""
+
+import re
+
+# One probe's observation is `<probe>.json` (written last: its presence means the probe finished)
+# and, when it recorded tensors, `<probe>.safetensors`.
+JSON_SUFFIX = ".json"
+TENSOR_SUFFIX = ".safetensors"
+IMPORT_PROBE = "_import"
+
+MAX_JSON_BYTES = 1 << 20          # one probe's JSON
+MAX_TENSOR_BYTES = 64 << 20       # one probe's safetensors file
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
+
+# Probe status values written by the worker.
+OK = "ok"                         # the probe ran to its end
+RAISED = "raised"                 # student code raised out of the probe
+NOT_IMPLEMENTED = "not_implemented"
+FORBIDDEN_KEY = "forbidden_calls"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install everything the grader needs into .venv (idempotent).
+#   bash scripts/setup.sh          the grader
+#   bash scripts/setup.sh --test   the grader, its test dependencies, and Chromium for the HTML report test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The sandboxed worker runs as an unprivileged user, who must be able to read the interpreter: use a
+# system Python (a pyenv or conda Python under root's home folder is unreadable to that user).
+python="${GRADER_PYTHON:-}"
+if [ -z "$python" ]; then
+    for candidate in /usr/bin/python3.11 /usr/bin/python3 "$(command -v python3.11 || true)" "$(command -v python3 || true)"; do
+        if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import sys, venv; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+            python="$candidate"; break
+        fi
+    done
+fi
+[ -n "$python" ] || { echo "setup: no Python 3.11+ with venv found; set GRADER_PYTHON" >&2; exit 1; }
+
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+# The CPU wheel first: a bare `torch` requirement would pull a CUDA build of several GB.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+if [ "${1:-}" = "--test" ]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    if ! command -v chromium >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ]; then
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        else
+            echo "setup: the HTML report test needs Debian's chromium: sudo apt-get install -y chromium" >&2
+        fi
+    fi
+else
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+fi
+
+# Warn early if the strict sandbox's user could not read this checkout.
+dir="$(pwd)"
+while [ "$dir" != "/" ]; do
+    if [ "$(( $(stat -c '%a' "$dir" | tail -c 2) & 1 ))" = 0 ]; then
+        echo "setup: warning: $dir is not enterable by other users; the strict sandbox (root only) will refuse to run" >&2
+        break
+    fi
+    dir="$(dirname "$dir")"
+done

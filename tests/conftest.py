@@ -1,0 +1,79 @@
+"""Shared fixtures: the course, submissions built from files, and the grader run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from grader.course import load_course
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def course():
+    return load_course(ROOT)
+
+
+@dataclass
+class Graded:
+    returncode: int
+    stdout: str
+    stderr: str
+    out: Path
+
+    @property
+    def report(self) -> dict:
+        return json.loads((self.out / "report.json").read_text())
+
+    def exercise(self, exercise_id: str) -> dict:
+        return next(e for e in self.report["exercises"] if e["id"] == exercise_id)
+
+    def criterion(self, exercise_id: str, criterion_id: str) -> dict:
+        return next(c for c in self.exercise(exercise_id)["criteria"] if c["id"] == criterion_id)
+
+
+def run_grader(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+@pytest.fixture
+def grade(tmp_path):
+    """grade(submission, *extra_args) -> Graded, reports written under tmp_path."""
+    counter = iter(range(1000))
+
+    def _grade(submission: Path, *extra: str) -> Graded:
+        out = tmp_path / f"out-{next(counter)}"
+        done = run_grader("grade", str(submission), "--out", str(out), *extra)
+        return Graded(done.returncode, done.stdout, done.stderr, out)
+
+    return _grade
+
+
+@pytest.fixture
+def make_submission(tmp_path, course):
+    """make_submission({exercise_id: source_file_or_text}) -> a folder laid out like exercises/."""
+
+    def _make(files: dict[str, Path | str], name: str = "student") -> Path:
+        root = tmp_path / name
+        for exercise_id, source in files.items():
+            ex = course.exercise(exercise_id)
+            target = root / exercise_id / ex.file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(source, Path):
+                shutil.copyfile(source, target)
+            else:
+                target.write_text(source)
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+
+    return _make

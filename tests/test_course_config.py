@@ -1,0 +1,52 @@
+"""course.toml and the grader's modules agree: every criterion has points, every point has a criterion."""
+
+import importlib
+
+import pytest
+
+from grader.course import load_course
+from grader.judge.criterion import KINDS
+from grader.judge.session import criteria_of
+from grader.worker.probe import probes_of
+
+from conftest import ROOT
+
+COURSE = load_course(ROOT)
+IDS = [e.id for e in COURSE.exercises]
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_points_name_exactly_the_criteria(exercise_id):
+    ex = COURSE.exercise(exercise_id)
+    criteria = [c.id for c in criteria_of(exercise_id)]
+    assert len(criteria) == len(set(criteria)), f"duplicate criterion ids in {exercise_id}: {criteria}"
+    assert set(ex.points) == set(criteria), (
+        f"course.toml points {sorted(ex.points)} != criteria {sorted(criteria)}")
+    assert all(p > 0 for p in ex.points.values())
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_criteria_are_bilingual_and_of_known_kinds(exercise_id):
+    for meta in criteria_of(exercise_id):
+        assert meta.kind in KINDS
+        for text in (meta.title, meta.hint):
+            assert text["en"].strip() and text["zh"].strip(), meta.id
+        earlier = [c.id for c in criteria_of(exercise_id)]
+        for required in meta.requires:
+            assert earlier.index(required) < earlier.index(meta.id), f"{meta.id} requires a later {required}"
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_every_exercise_has_files_and_probes(exercise_id):
+    ex = COURSE.exercise(exercise_id)
+    assert COURSE.stub(ex).is_file()
+    assert COURSE.solution(ex).is_file()
+    assert (ROOT / "exercises" / exercise_id / "README.md").is_file()
+    assert probes_of(importlib.import_module(ex.probes_module)), f"{exercise_id} has no probes"
+
+
+def test_forbidden_apis_resolve():
+    for ex in COURSE.exercises:
+        for dotted in ex.forbidden:
+            owner, attr = dotted.rsplit(".", 1)
+            assert hasattr(importlib.import_module(owner), attr), dotted

@@ -1,0 +1,37 @@
+"""Each exercise's public tests pass on the reference solution and fail on the untouched stub."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from grader.course import load_course
+
+from conftest import ROOT
+
+COURSE = load_course(ROOT)
+
+
+def run_public_tests(tmp_path, exercise_id: str, source) -> subprocess.CompletedProcess:
+    ex = COURSE.exercise(exercise_id)
+    folder = tmp_path / exercise_id
+    folder.mkdir()
+    for test in (ROOT / "exercises" / exercise_id).glob("test_*.py"):
+        shutil.copyfile(test, folder / test.name)
+    shutil.copyfile(source, folder / ex.file)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in COURSE.exercises])
+def test_public_tests_pass_on_solution(tmp_path, exercise_id):
+    done = run_public_tests(tmp_path, exercise_id, COURSE.solution(COURSE.exercise(exercise_id)))
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in COURSE.exercises])
+def test_public_tests_fail_on_stub(tmp_path, exercise_id):
+    done = run_public_tests(tmp_path, exercise_id, COURSE.stub(COURSE.exercise(exercise_id)))
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert " passed" not in done.stdout.splitlines()[-1], f"some public test passes on the stub: {done.stdout[-500:]}"
