@@ -28,6 +28,7 @@ class ExerciseConfig:
     output_kb: int
     forbidden: tuple[str, ...]
     points: dict[str, float]
+    visible: tuple[str, ...] = ()   # criteria `grader check` shows students: ids, or "kind:<kind>"
 
     @property
     def module_name(self) -> str:
@@ -40,6 +41,9 @@ class ExerciseConfig:
     @property
     def max_points(self) -> float:
         return sum(self.points.values())
+
+    def is_visible(self, criterion_id: str, kind: str) -> bool:
+        return criterion_id in self.visible or f"kind:{kind}" in self.visible
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ def load_course(root: Path | None = None) -> Course:
                 timeout_s=float(merged["timeout_s"]), memory_mb=int(merged["memory_mb"]),
                 output_kb=int(merged["output_kb"]), forbidden=tuple(merged.get("forbidden", ())),
                 points={str(k): float(v) for k, v in merged["points"].items()},
+                visible=tuple(merged.get("visible", ())),
             ))
         except (KeyError, TypeError, ValueError) as exc:
             raise CourseError(f"{path}: exercise #{i + 1} is missing or has a bad {exc}") from None

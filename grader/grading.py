@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import hashlib
-import inspect
+import importlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -23,9 +25,6 @@ from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.supervisor import Job, Run, run_jobs
-from grader.worker.probe import probes_of
-
-import importlib
 
 
 def cache_root() -> Path:
@@ -35,11 +34,22 @@ def cache_root() -> Path:
 
 def hidden_paths(course: Course, extra: list[Path]) -> list[str]:
     """What a strict sandbox hides: every top-level entry of the course but the grader package (and the
-    environment it runs from), the hidden criteria, the cache of reference observations, and `extra`."""
-    keep = {course.root / "grader", Path(sys.prefix).resolve()}
-    hide = [p for p in sorted(course.root.iterdir()) if p not in keep and not _contains(p, Path(sys.prefix).resolve())]
-    hide += [course.root / "grader" / "criteria", cache_root(), *extra]
-    return [str(p) for p in hide]
+    environment it runs from), the hidden criteria, the cache of reference observations, and `extra`.
+
+    With `--course` pointing elsewhere, the checkout the grader runs from is a second course folder (its
+    solutions/, tests/, course.toml) and its grader/criteria/ is the one the judge uses: both are hidden too.
+    """
+    prefix = Path(sys.prefix).resolve()
+    package = Path(grader.__file__).resolve().parent
+    roots = [course.root]
+    if (package.parent / "course.toml").is_file() and package.parent != course.root:
+        roots.append(package.parent)
+    hide = []
+    for root in roots:
+        keep = {root / "grader", package, prefix}
+        hide += [p for p in sorted(root.iterdir()) if p not in keep and not _contains(p, prefix)]
+    hide += [package / "criteria", course.root / "grader" / "criteria", cache_root(), *extra]
+    return [str(p) for p in dict.fromkeys(hide)]
 
 
 def _contains(parent: Path, child: Path) -> bool:
@@ -51,7 +61,18 @@ def _contains(parent: Path, child: Path) -> bool:
 
 
 def probe_order(ex: ExerciseConfig) -> list[str]:
-    return [s.name for s in probes_of(importlib.import_module(ex.probes_module))]
+    """The exercise's probe names in order, read from the probe module's source: the judge need not import
+    what the worker runs (some probe modules import heavy parts of torch)."""
+    spec = importlib.util.find_spec(ex.probes_module)
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for d in node.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                if isinstance(target, ast.Name) and target.id == "probe":
+                    names.append(node.name)
+    return names
 
 
 def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
@@ -63,7 +84,7 @@ def summary_of(ex: ExerciseConfig, run: Run | None) -> RunSummary | None:
     if run is None:
         return None
     return RunSummary(limit=run.limit, signal=run.signal, exit=run.exit, failure=run.failure,
-                      timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb)
+                      timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, acks=run.acks)
 
 
 def reference_observations(course: Course, exercises: list[ExerciseConfig]) -> dict[str, Observations]:
@@ -100,14 +121,13 @@ def reference_observations(course: Course, exercises: list[ExerciseConfig]) -> d
 
 
 def reference_key(course: Course, ex: ExerciseConfig) -> str:
-    """Solution content, probe code, worker code, seed and torch version: any change makes a new key."""
+    """Solution content, probe and worker code, seed and torch version: any change makes a new key."""
     h = hashlib.sha256()
     h.update(course.solution(ex).read_bytes())
-    probes = importlib.import_module(ex.probes_module)
-    h.update(inspect.getsource(probes).encode())
-    for module in ("grader.worker.runner", "grader.worker.probe", "grader.worker.protocol"):
-        h.update(inspect.getsource(importlib.import_module(module)).encode())
-    h.update(f"{course.seed}|{torch.__version__}|{grader.__version__}".encode())
+    package = Path(grader.__file__).parent
+    for source in sorted([*(package / "probes").glob("*.py"), *(package / "worker").glob("*.py")]):
+        h.update(source.name.encode() + b"\0" + source.read_bytes())
+    h.update(f"{ex.id}|{course.seed}|{torch.__version__}|{grader.__version__}".encode())
     return h.hexdigest()[:16]
 
 
@@ -130,7 +150,7 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
                 ex.id, ex.file, probe_order(ex), scratch / ex.id / "obs" if st.path else None,
                 summary_of(ex, runs.get(ex.id)), st.status, st.message)
         outcomes = judge([ex.id for ex in exercises], observations, references)
-        results = [exercise_result(ex, outcomes[ex.id], run_facts(runs.get(ex.id))) for ex in exercises]
+        results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, runs.get(ex.id), outcomes[ex.id])) for ex in exercises]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     score = round(sum(r.score for r in results), 4)
@@ -142,8 +162,14 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
                   exercises=results)
 
 
-def run_facts(run: Run | None) -> dict:
+def run_facts(ex: ExerciseConfig, run: Run | None, outcomes: list = ()) -> dict:
+    """How the exercise's run went, with its limits and the one it hit. A limit the worker saw ends the run
+    (time, cpu, output, file_size); one the student's code hit and survived long enough to report (memory,
+    file size, as MemoryError or "File too large") is found in the verdicts."""
     if run is None:
         return {}
-    return {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "max_rss_mb": run.max_rss_mb, "limit": run.limit,
+    limit = run.limit or next((o.evidence["limit"] for o in outcomes
+                               if o.status in ("crashed", "timeout") and o.evidence.get("limit")), None)
+    return {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "max_rss_mb": run.max_rss_mb, "limit": limit,
+            "limits": {"time_s": ex.timeout_s, "memory_mb": ex.memory_mb, "output_kb": ex.output_kb},
             "output_bytes": run.output_bytes, "output_tail": run.output_tail[-2000:]}

@@ -6,8 +6,18 @@ import os
 import tempfile
 from pathlib import Path
 
+from grader.render.exports import render_gradescope, render_junit
 from grader.render.templated import render_html, render_markdown
 from grader.report.model import Report
+
+FORMATS = {
+    "json": ("report.json", lambda report, templates, lang: report.to_json() + "\n"),
+    "html": ("report.html", render_html),
+    "md": ("scorecard.md", render_markdown),
+    "gradescope": ("results.json", lambda report, templates, lang: render_gradescope(report, lang)),
+    "junit": ("junit.xml", lambda report, templates, lang: render_junit(report, lang)),
+}
+DEFAULT_FORMATS = ("json", "html", "md")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -25,16 +35,16 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_reports(report: Report, out: Path, templates: Path, lang: str) -> list[Path]:
-    files = {
-        out / "report.json": report.to_json() + "\n",
-        out / "report.html": render_html(report, templates, lang),
-        out / "scorecard.md": render_markdown(report, templates, lang),
-    }
-    for path, text in files.items():
-        write_atomic(path, text)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as fh:
-            fh.write(files[out / "scorecard.md"] + "\n")
-    return list(files)
+def write_reports(report: Report, out: Path, templates: Path, lang: str,
+                  formats: tuple[str, ...] = DEFAULT_FORMATS) -> list[Path]:
+    """Write each requested format to `out`; the Markdown scorecard also goes to $GITHUB_STEP_SUMMARY."""
+    written = []
+    for fmt in formats:
+        name, render = FORMATS[fmt]
+        text = render(report, templates, lang)
+        write_atomic(out / name, text)
+        written.append(out / name)
+        if fmt == "md" and os.environ.get("GITHUB_STEP_SUMMARY"):
+            with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    return written

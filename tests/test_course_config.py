@@ -50,3 +50,11 @@ def test_forbidden_apis_resolve():
         for dotted in ex.forbidden:
             owner, attr = dotted.rsplit(".", 1)
             assert hasattr(importlib.import_module(owner), attr), dotted
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_probe_order_read_from_source_matches_the_module(exercise_id):
+    from grader.grading import probe_order
+
+    ex = COURSE.exercise(exercise_id)
+    assert probe_order(ex) == [p.name for p in probes_of(importlib.import_module(ex.probes_module))]

@@ -1,7 +1,5 @@
 """Hidden criteria of exercise `decoder_block`: CausalSelfAttention and count_block_parameters."""
 
-import torch
-
 from grader.judge.compare import describe_outcome, difference, raised
 from grader.judge.criterion import criterion
 
@@ -127,11 +125,18 @@ def test_parameter_count_small(obs, ref, verdict):
            hint={"en": "Compute the closed form with Python integers; never build a module or a tensor to count.",
                  "zh": "用 Python 整数计算闭式表达式；不要为了计数去构建模块或张量。"})
 def test_parameter_count_large(obs, ref, verdict):
-    g, w = obs.probe("parameter_count").value("large"), ref.probe("parameter_count").value("large")
-    d, h, f = ref.probe("parameter_count").value("large_size")
+    got, want = obs.probe("parameter_count_large"), ref.probe("parameter_count_large")
+    g, w = got.value("large"), want.value("large")
+    d, h, f = want.value("large_size")
     verdict.check(g == w, f"count_block_parameters({d}, {h}, {f}) returned {g!r}; expected {w} (off by {_off(g, w)})")
-    verdict.ok(f"count_block_parameters({d}, {h}, {f}) = {w:,}, exact, without building the block")
+    kind = got.value("large_type")
+    verdict.check(kind == "int", f"count_block_parameters({d}, {h}, {f}) returned {g!r}, a {kind}: the value is right "
+                                 "but the count must be a Python int; use integer arithmetic only (// not /, d * d "
+                                 "not d ** 2.0 or math.pow, no float(), numpy or torch), which stays exact at any size")
+    verdict.ok(f"count_block_parameters({d}, {h}, {f}) = {w:,}, an exact Python int, without building the block")
 
 
 def _off(got, want):
-    return got - want if isinstance(got, int) else "a non-integer"
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return "a non-number"
+    return got - want if isinstance(got, int) else f"{got - want:g}, and it is a float, not an int"

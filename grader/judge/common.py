@@ -7,8 +7,8 @@ from grader.judge.verdicts import NotAttempted
 def forbidden_api_criterion():
     """The `api` criterion: no call to the exercise's forbidden APIs from the student's file.
 
-    It is not attempted until some probe ran the student's code past NotImplementedError, so that an
-    untouched stub (which calls nothing) earns nothing here either.
+    It is not attempted until every part of the exercise is written (no probe reached NotImplementedError),
+    so that a stub, or a half-written file, earns nothing here for the calls it has not made yet.
     """
 
     @criterion("no_forbidden_api", kind="api",
@@ -17,8 +17,9 @@ def forbidden_api_criterion():
                      "zh": "本练习要求用张量运算亲手实现；请把报告中点名的调用换成你自己的代码。"})
     def test_no_forbidden_api(obs, verdict):
         obs.probe("_import")
-        if not obs.attempted():
-            raise NotAttempted("no probe ran past NotImplementedError yet")
+        if not obs.fully_attempted():
+            raise NotAttempted("judged once every part of the exercise is written: some of it still raises "
+                               "NotImplementedError")
         calls = obs.forbidden_calls()
         verdict.note(calls=calls)
         if calls:

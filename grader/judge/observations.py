@@ -7,6 +7,7 @@ finished (and which limit killed it), or the student's code raised.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from safetensors.torch import load as load_safetensors
 
 from grader.judge.verdicts import Crashed, CriterionFailed, NotAttempted, StudentRaised, TimedOut
 from grader.worker import protocol
+from grader.worker.jail import FILE_SIZE_LIMIT
 
 
 def read_capped(directory: Path, name: str, cap: int) -> bytes | None:
@@ -54,6 +56,8 @@ class ProbeObservation:
     tensor_names: list[str]
     directory: Path
     forbidden_calls: list[dict] = field(default_factory=list)
+    tensor_digest: str | None = None     # the digest the worker reported, when the run's files are checked
+    verify: bool = False
     _tensors: dict[str, torch.Tensor] | None = None
 
     def value(self, key: str) -> Any:
@@ -80,6 +84,9 @@ class ProbeObservation:
                 data = read_capped(self.directory, self.name + protocol.TENSOR_SUFFIX, protocol.MAX_TENSOR_BYTES)
                 if data is None:
                     raise Crashed(f"the tensors of probe `{self.name}` are missing or larger than allowed")
+                if self.verify and hashlib.sha256(data).hexdigest() != self.tensor_digest:
+                    raise Crashed(f"the tensors of probe `{self.name}` were changed after the probe wrote them "
+                                  "(not by the grader), so they were ignored")
                 try:
                     loaded = load_safetensors(data)
                 except Exception as exc:  # noqa: BLE001 - any malformed file is the same verdict
@@ -99,6 +106,9 @@ class RunSummary:
     timeout_s: float = 0.0
     memory_mb: int = 0
     output_kb: int = 0
+    # probe -> [json sha256, tensors sha256 or None] as the worker saw the runner write them (None: reported
+    # twice, so not trusted). None for runs whose files are trusted as they are (the reference solutions).
+    acks: dict | None = None
 
 
 class Observations:
@@ -114,6 +124,7 @@ class Observations:
         self.staged_status = staged_status
         self.staged_message = staged_message
         self._cache: dict[str, dict | None] = {}
+        self._forged: set[str] = set()   # probes whose file was there but not written by the grader
 
     # --- the entry point criteria use -----------------------------------------------------------
     def probe(self, name: str) -> ProbeObservation:
@@ -129,8 +140,11 @@ class Observations:
             raise self._missing(name)
         if raw["status"] != protocol.OK:
             raise self._error_verdict(raw, f"probe `{name}`")
+        verify = self.run is not None and self.run.acks is not None
+        tensor_digest = (self.run.acks.get(name) or [None, None])[1] if verify else None
         return ProbeObservation(self.exercise, name, raw.get("values", {}), raw.get("not_tensors", {}),
-                                list(raw.get("tensors", [])), self.directory, raw.get(protocol.FORBIDDEN_KEY, []))
+                                list(raw.get("tensors", [])), self.directory, raw.get(protocol.FORBIDDEN_KEY, []),
+                                tensor_digest, verify)
 
     def forbidden_calls(self) -> list[dict]:
         calls: list[dict] = []
@@ -141,11 +155,12 @@ class Observations:
                     calls.append(call)
         return calls
 
-    def attempted(self) -> bool:
-        """Whether any probe got past a NotImplementedError (an untouched stub has none)."""
+    def fully_attempted(self) -> bool:
+        """Whether every part of the exercise is written: some probe ran, and none reached NotImplementedError."""
         if self.staged_status:
             return False
-        return any((self._raw(n) or {}).get("status") == protocol.OK for n in self.probe_order)
+        statuses = [(self._raw(n) or {}).get("status") for n in self.probe_order]
+        return protocol.OK in statuses and protocol.NOT_IMPLEMENTED not in statuses
 
     # --- internals ------------------------------------------------------------------------------
     def _check_staged(self) -> None:
@@ -158,6 +173,11 @@ class Observations:
         if name not in self._cache:
             data = None if self.directory is None else read_capped(self.directory, name + protocol.JSON_SUFFIX,
                                                                     protocol.MAX_JSON_BYTES)
+            if data is not None and self.run is not None and self.run.acks is not None:
+                ack = self.run.acks.get(name)
+                if not isinstance(ack, list) or hashlib.sha256(data).hexdigest() != ack[0]:
+                    self._forged.add(name)  # student code wrote it, or rewrote what the probe wrote
+                    data = None
             try:
                 parsed = json.loads(data) if data is not None else None
             except ValueError:
@@ -171,13 +191,31 @@ class Observations:
         text = f"{error.get('type', 'an exception')}: {error.get('message', '')}".rstrip(": ")
         if raw["status"] == protocol.NOT_IMPLEMENTED:
             return NotAttempted(f"{what} reached NotImplementedError{where}: the stub is not implemented yet")
+        if error.get("tampered"):
+            names = ", ".join(str(n) for n in list(error["tampered"])[:8])
+            return StudentRaised(f"{what}: the submission replaced what the grader measures with ({names}); "
+                                 "replacing Python's built-ins, torch's functions or the grader's code is not "
+                                 "allowed, so nothing measured meanwhile counts", tampered=error["tampered"])
         if error.get("limit") == "memory":
-            limit = f" (the memory limit is {self.run.memory_mb} MB)" if self.run and self.run.memory_mb else ""
-            return Crashed(f"{what} ran out of memory{limit}: {text}{where}", limit="memory")
+            return Crashed(f"{what} ran out of memory: the process may use at most {self._memory_limit()} and the code "
+                           f"asked for more ({text}{where})", limit="memory")
+        if error.get("limit") == "file_size":
+            return Crashed(f"{what} tried to write a file larger than the limit of {FILE_SIZE_LIMIT >> 20} MB "
+                           f"({text}{where})", limit="file_size")
         return StudentRaised(f"{what} raised {text}{where}", error=error)
+
+    def _memory_limit(self) -> str:
+        return f"{self.run.memory_mb} MB" if self.run and self.run.memory_mb else "the memory limit"
 
     def _missing(self, name: str):
         """No observation for `name`: say which limit or crash ended the run before it finished."""
+        verdict = self._missing_because(name)
+        if name in self._forged:
+            verdict.message += "; a file in its place was not written by the grader and was ignored"
+            verdict.args = (verdict.message,)
+        return verdict
+
+    def _missing_because(self, name: str):
         what = "the import" if name == protocol.IMPORT_PROBE else f"probe `{name}`"
         run = self.run
         if run is None:
@@ -192,7 +230,11 @@ class Observations:
         if run.limit == "output":
             return Crashed(f"killed for printing more than {run.output_kb} KB while running {what}", limit="output")
         if run.limit == "file_size":
-            return Crashed(f"killed for writing a file larger than the limit while running {what}", limit="file_size")
+            return Crashed(f"killed for writing a file larger than the limit of {FILE_SIZE_LIMIT >> 20} MB while running "
+                           f"{what}", limit="file_size")
+        if run.limit == "memory":
+            return Crashed(f"the process ran out of memory (it may use at most {self._memory_limit()}) and died while "
+                           f"running {what}", limit="memory")
         if run.signal is not None:
             try:
                 sig = signal.Signals(run.signal).name

@@ -45,3 +45,8 @@ def render_html(report: Report, templates: Path, lang: str) -> str:
 def render_markdown(report: Report, templates: Path, lang: str) -> str:
     env = _environment(templates, autoescape=False)
     return env.get_template("scorecard.md.j2").render(report=report, lang=lang, t=LABELS[lang], mark=STATUS_MARK)
+
+
+def render_class(summary, course, templates: Path, lang: str) -> str:
+    env = _environment(templates, autoescape=True)
+    return env.get_template("class.html.j2").render(summary=summary, course=course, lang=lang, t=LABELS[lang])

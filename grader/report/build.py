@@ -37,6 +37,8 @@ def _exercise_status(criteria: list[CriterionResult], score: float, max_score: f
         return "not_attempted", criteria[0].message
     if score >= max_score and passed == len(criteria):
         return "passed", summary
-    if statuses and all(s == "error" for s in statuses):
-        return "error", criteria[0].message
+    # `blocked` only echoes a criterion it depends on, so it does not make an import error a mere `failed`
+    judged = [c for c in criteria if c.status != "blocked"]
+    if judged and all(c.status == "error" for c in judged):
+        return "error", judged[0].message
     return "failed", summary

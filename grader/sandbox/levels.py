@@ -20,6 +20,9 @@ from pathlib import Path
 
 LEVELS = ("strict", "basic", "none")
 UNPRIVILEGED_USER = "nobody"
+# World-writable folders: each worker gets empty ones of its own. /run/lock (also /var/lock) is world-writable
+# on Debian and Ubuntu: without it here a submission could leave files on the host there.
+PRIVATE_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,12 @@ class Sandbox:
             return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *python]
         return python
 
-    def jail(self) -> dict:
+    def jail(self, scratch: Path) -> dict:
         if self.level == "strict":
             user = pwd.getpwnam(UNPRIVILEGED_USER)
             return {"level": "strict", "hide": list(self.hide), "user": {"uid": user.pw_uid, "gid": user.pw_gid},
-                    "kill_all": True, "nproc": 256}
+                    "kill_all": True, "nproc": 256,
+                    "private_tmp": {"scratch": str(scratch), "folders": list(PRIVATE_FOLDERS), "size_mb": 256}}
         nproc = None if os.geteuid() == 0 else _process_count(os.getuid()) + 256
         return {"level": self.level, "hide": [], "user": None, "kill_all": False, "nproc": nproc}
 

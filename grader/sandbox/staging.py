@@ -61,13 +61,5 @@ def _same_code(a: bytes, b: bytes) -> bool:
     return norm(a) == norm(b)
 
 
-def make_scratch_owned(path: Path, uid: int, gid: int) -> None:
-    """Hand a scratch folder to the unprivileged user (strict level)."""
-    for root, dirs, files in os.walk(path):
-        os.chown(root, uid, gid)
-        for name in files:
-            os.chown(os.path.join(root, name), uid, gid)
-
-
 def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.sandbox.levels import Sandbox
-from grader.sandbox.staging import make_scratch_owned
 
 STARTUP_SECONDS = 180.0   # importing torch on a loaded machine
 GRACE_SECONDS = 15.0      # beyond an exercise's own timeout, before the worker itself is presumed stuck
@@ -67,16 +66,19 @@ class Run:
     output_bytes: int = 0
     failure: str = ""          # set when the supervisor, not the worker, had to end it
     extra: dict = field(default_factory=dict)
+    acks: dict = field(default_factory=dict)  # probe -> [json sha256, tensors sha256 or None]; None: not trusted
 
 
 def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path) -> dict[str, Run]:
     """Run every job; each gets a Run, whatever the student code does."""
     for job in jobs:
         job.obs_dir.mkdir(parents=True, exist_ok=True)
-    jail = sandbox.jail()
+    jail = sandbox.jail(scratch)
     if jail["user"]:
-        make_scratch_owned(scratch, jail["user"]["uid"], jail["user"]["gid"])
-        os.chmod(scratch, 0o755)
+        # Readable, not writable, by the unprivileged user: the worker hands each exercise's folder to it
+        # only while that exercise runs (jail.hand_over), so no exercise's code can touch another's files.
+        for folder, _, _ in os.walk(scratch):
+            os.chmod(folder, 0o755)
     runs: dict[str, Run] = {}
     remaining = list(jobs)
     attempt = 0
@@ -112,6 +114,7 @@ def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, jail: dict, scratc
     runs: dict[str, Run] = {}
     current: str | None = None
     children: list[int] = []
+    acks: dict[str, dict] = {}
     deadline = time.monotonic() + STARTUP_SECONDS
     buffer = b""
     try:
@@ -130,11 +133,14 @@ def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, jail: dict, scratc
                         continue
                     if event["event"] == "child":
                         children.append(event["pid"])
+                    elif event["event"] == "acks":
+                        acks[event["id"]] = event["acks"]
                     elif event["event"] == "start":
                         current = event["id"]
                         deadline = time.monotonic() + by_id[current].timeout_s + GRACE_SECONDS
                     elif event["event"] == "done":
                         runs[event["id"]] = _run_from_event(event)
+                        runs[event["id"]].acks = acks.get(event["id"], {})
                         current = None
                         deadline = time.monotonic() + GRACE_SECONDS
                     elif event["event"] == "finished":
@@ -143,7 +149,8 @@ def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, jail: dict, scratc
                 if current is not None:
                     runs[current] = Run(current, limit="time", wall_s=by_id[current].timeout_s + GRACE_SECONDS,
                                         failure=f"stopped after {by_id[current].timeout_s:g} s of wall time "
-                                                "(the worker did not end it, so the whole sandbox was killed)")
+                                                "(the worker did not end it, so the whole sandbox was killed)",
+                                        acks=acks.get(current, {}))
                 break
     finally:
         os.close(read_end)
@@ -151,7 +158,8 @@ def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, jail: dict, scratc
     if current is not None and current not in runs:
         code = proc.returncode
         runs[current] = Run(current, failure=f"the grading process died while running this exercise "
-                                             f"(exit status {code}); its last output: {_log_tail(log_path)!r}")
+                                             f"(exit status {code}); its last output: {_log_tail(log_path)!r}",
+                            acks=acks.get(current, {}))
     return runs
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
 
-from grader.worker.jail import apply_jail, child_limits, cleanup_strays
+from grader.worker import protocol
+from grader.worker.jail import apply_jail, become_subreaper, child_limits, cleanup_strays, drop_privileges, hand_over
 
 OUTPUT_TAIL_BYTES = 4096
+MEMORY_WORDS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"can't allocate memory")
 
 
 def main() -> int:
@@ -29,7 +32,9 @@ def main() -> int:
         request = json.load(fh)
     control = os.fdopen(args.control_fd, "w", buffering=1, encoding="utf-8")
 
-    apply_jail(request["jail"])  # masks, then drops to the unprivileged user, before any heavy import
+    apply_jail(request["jail"])  # masks and private folders, before any heavy import; children drop privileges
+    if not request["jail"].get("kill_all"):
+        become_subreaper()
 
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch  # noqa: F401 - imported once here, inherited by every forked child
@@ -47,8 +52,13 @@ def main() -> int:
         result = {"event": "done", "id": job["id"], "exit": None, "signal": None, "limit": None,
                   "output_tail": "", "output_bytes": 0, "max_rss_mb": 0.0, "cpu_s": 0.0}
         tail = bytearray()
-        for group in groups:
-            run = run_child(job, group, request["seed"], request["jail"], deadline, tail, control)
+        acks: dict[str, list | None] = {}
+        hand_over(job["workdir"], request["jail"], to_user=True)
+        for index, group in enumerate(groups):
+            run = run_child(job, group, request["seed"], request["jail"], deadline, tail, control, first=index == 0)
+            for name, digests in run["acks"].items():
+                acks[name] = None if name in acks else digests  # reported twice: neither report is trusted
+            send(control, {"event": "acks", "id": job["id"], "acks": acks})
             result["output_bytes"] += run["output_bytes"]
             result["max_rss_mb"] = max(result["max_rss_mb"], run["max_rss_mb"])
             result["cpu_s"] += run["cpu_s"]
@@ -58,6 +68,7 @@ def main() -> int:
         result["wall_s"] = round(time.monotonic() - started, 3)
         result["cpu_s"] = round(result["cpu_s"], 3)
         result["output_tail"] = bytes(tail[-OUTPUT_TAIL_BYTES:]).decode("utf-8", "replace")
+        hand_over(job["workdir"], request["jail"], to_user=False)
         send(control, result)
     send(control, {"event": "finished"})
     return 0
@@ -67,35 +78,53 @@ def send(control, message: dict) -> None:
     control.write(json.dumps(message) + "\n")
 
 
-def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: float, tail: bytearray, control) -> dict:
+def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: float, tail: bytearray, control,
+              first: bool = True) -> dict:
     """Fork one child for a group of probes, supervise it to its end, and say how it ended."""
     read_end, write_end = os.pipe()
+    ack_read, ack_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: student code runs from here on
         try:
             os.close(control.fileno())  # the control pipe is the parent's word alone
             os.close(read_end)
+            os.close(ack_read)
             os.dup2(write_end, 1)
             os.dup2(write_end, 2)
             os.close(write_end)
             os.setpgid(0, 0)
             child_limits(job, jail)
+            drop_privileges(jail)
             from grader.worker.runner import run_probes
 
-            run_probes(job, group, seed)
+            run_probes(job, group, seed, ack_fd=ack_write, write_import=first)
+            try:  # os._exit skips it, and what the student printed belongs in the output tail
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except BaseException:  # noqa: BLE001 - a replaced sys.stdout is the student's loss, not a crash
+                pass
         except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the parent's loop
-            os._exit(3)
+            try:
+                import traceback
+
+                traceback.print_exc()  # into the output tail: a grader fault, or a submission that broke the runner
+            finally:
+                os._exit(3)
         os._exit(0)
 
     send(control, {"event": "child", "pid": pid})
     os.close(write_end)
+    os.close(ack_write)
     os.set_blocking(read_end, False)
+    os.set_blocking(ack_read, False)
+    acks = Acks({*group, protocol.IMPORT_PROBE} if first else set(group))
     limit = None
     output_bytes = 0
     cap = job["output_kb"] * 1024
     status = rusage = None
     while True:
         output_bytes += drain(read_end, tail)
+        acks.read(ack_read)
         if output_bytes > cap and limit is None:
             limit = "output"
             kill_child(pid, jail)
@@ -106,9 +135,11 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
             limit = "time"
             kill_child(pid, jail)
         wait_readable(read_end, 0.02)
+    cleanup_strays(pid, jail)  # first, so that no stray keeps writing while the pipes are drained
     output_bytes += drain(read_end, tail)
+    acks.read(ack_read)
     os.close(read_end)
-    cleanup_strays(pid, jail)
+    os.close(ack_read)
 
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
@@ -116,9 +147,48 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
         limit = "cpu"
     if limit is None and sig == signal.SIGXFSZ:
         limit = "file_size"
-    return {"exit": exit_code, "signal": sig, "limit": limit, "output_bytes": output_bytes,
+    if limit is None and (sig is not None or exit_code not in (0, None)) and any(m in tail for m in MEMORY_WORDS):
+        limit = "memory"  # an allocation failed in C (abort) or the kernel killed it, and it said so
+    return {"exit": exit_code, "signal": sig, "limit": limit, "output_bytes": output_bytes, "acks": acks.digests,
             "max_rss_mb": round(rusage.ru_maxrss / 1024, 1),
             "cpu_s": rusage.ru_utime + rusage.ru_stime}
+
+
+class Acks:
+    """The digests of the observation files a child's runner wrote, as it reported them on a pipe of its own.
+
+    The child runs student code, which can write files anywhere in its folder, observations included (a
+    forged `obs/*.json` followed by os._exit(0) would otherwise read as probes that passed). The judge only
+    trusts an observation file whose digest was reported here, once, for a probe of this child's group.
+    """
+
+    MAX_BYTES = 1 << 20
+    LINE = re.compile(rb"^([A-Za-z0-9_.\-]{1,80}) ([0-9a-f]{64}) ([0-9a-f]{64}|-)$")
+
+    def __init__(self, allowed: set[str]):
+        self.allowed = allowed
+        self.buffer = b""
+        self.received = 0
+        self.digests: dict[str, list | None] = {}
+
+    def read(self, fd: int) -> None:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            self.received += len(chunk)
+            if self.received > self.MAX_BYTES:
+                continue  # a flood is not what the runner writes: keep draining, stop listening
+            *lines, self.buffer = (self.buffer + chunk).split(b"\n")
+            for line in lines:
+                match = self.LINE.match(line)
+                if match and match.group(1).decode() in self.allowed:
+                    name = match.group(1).decode()
+                    digests = [match.group(2).decode(), None if match.group(3) == b"-" else match.group(3).decode()]
+                    self.digests[name] = None if name in self.digests else digests  # twice: trust neither
 
 
 def drain(fd: int, tail: bytearray) -> int:
@@ -144,11 +214,21 @@ def wait_readable(fd: int, seconds: float) -> None:
 
 
 def kill_child(pid: int, jail: dict) -> None:
+    """SIGKILL the child's group (and, in a pid namespace, everything else) without reaping anything.
+
+    The child is reaped by run_child's own wait4, which needs its status; cleanup_strays reaps with
+    waitpid(-1) and, called here, used to take the child's status away (wait4 then raised
+    ChildProcessError and the whole worker died, so a plain timeout was reported as a crash).
+    """
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    cleanup_strays(pid, jail)
+    if jail.get("kill_all"):
+        try:
+            os.kill(-1, signal.SIGKILL)  # strays that left the group (setsid); run_child cleans up after the wait
+        except ProcessLookupError:
+            pass
 
 
 if __name__ == "__main__":

@@ -6,15 +6,16 @@ student's functions, and records what came back. It never decides whether that w
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
-import math
 import os
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save as save_tensors
 
 from grader.worker import protocol
 
@@ -52,6 +53,14 @@ def plain_tensor(value: torch.Tensor) -> torch.Tensor:
         return base.detach().cpu().contiguous().clone()
 
 
+def raised_in(exc: BaseException, student_file: str | None) -> bool:
+    """Whether the innermost frame of the exception's traceback is in the student's file."""
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and student_file is not None and os.path.abspath(last.tb_frame.f_code.co_filename) == student_file
+
+
 def describe_exception(exc: BaseException, student_file: str | None) -> dict:
     """Type, message and the student's own frames of an exception, each part guarded against hostile objects."""
     try:
@@ -74,8 +83,13 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
     except BaseException:  # noqa: BLE001
         pass
     info = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
-    if isinstance(exc, MemoryError) or "can't allocate memory" in message:
-        info["limit"] = "memory"
+    try:
+        if isinstance(exc, MemoryError) or "can't allocate memory" in message:
+            info["limit"] = "memory"
+        elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+            info["limit"] = "file_size"  # Python ignores SIGXFSZ: RLIMIT_FSIZE surfaces as "File too large"
+    except BaseException:  # noqa: BLE001 - a hostile exception class may break even this
+        pass
     return info
 
 
@@ -122,20 +136,35 @@ class ProbeContext:
         else:
             self.not_tensors[name] = type(value).__name__
 
-    def outcome(self, name: str, call: Callable[[], Any]) -> Any:
-        """Call `call`, record whether it returned or what it raised, and return its value (None if it raised)."""
+    def outcome(self, name: str, call: Callable[[], Any], *, not_implemented_is_an_answer: bool = False) -> Any:
+        """Call `call`, record whether it returned or what it raised, and return its value (None if it raised).
+
+        A NotImplementedError raised in the student's own file is the stub's marker, not an answer: it ends
+        the probe as not attempted, unless the contract asks for that error here (`not_implemented_is_an_answer`).
+        """
         try:
             result = call()
+        except NotImplementedError as exc:
+            if not not_implemented_is_an_answer and raised_in(exc, self.student_file):
+                raise
+            self.values[name] = {"raised": describe_exception(exc, self.student_file)}
+            return None
         except BaseException as exc:  # noqa: BLE001 - SystemExit and friends from student code are observations
             self.values[name] = {"raised": describe_exception(exc, self.student_file)}
             return None
         self.values[name] = {"returned": type(result).__name__}
         return result
 
-    def write(self, obs_dir: str, status: str, error: dict | None, forbidden: list[dict], seconds: float) -> None:
-        """Write `<name>.safetensors` then `<name>.json`; the JSON file is the probe's commit marker."""
+    def write(self, obs_dir: str, status: str, error: dict | None, forbidden: list[dict],
+              seconds: float) -> tuple[str, str | None]:
+        """Write `<name>.safetensors` then `<name>.json` (the probe's commit marker); return their SHA-256
+        digests (None without tensors), which the worker passes on so that the judge can tell them from
+        files student code wrote."""
+        tensor_digest = None
         if self.tensors:
-            save_file(self.tensors, os.path.join(obs_dir, self.name + protocol.TENSOR_SUFFIX))
+            data = save_tensors(self.tensors)
+            _write_new(os.path.join(obs_dir, self.name + protocol.TENSOR_SUFFIX), data)
+            tensor_digest = hashlib.sha256(data).hexdigest()
         payload = {
             "probe": self.name,
             "status": status,
@@ -146,8 +175,20 @@ class ProbeContext:
             protocol.FORBIDDEN_KEY: forbidden,
             "seconds": round(seconds, 4),
         }
-        with open(os.path.join(obs_dir, self.name + protocol.JSON_SUFFIX), "w", encoding="utf-8") as fh:
-            json.dump(payload, fh)
+        text = json.dumps(payload).encode("utf-8")
+        _write_new(os.path.join(obs_dir, self.name + protocol.JSON_SUFFIX), text)
+        return hashlib.sha256(text).hexdigest(), tensor_digest
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Write a fresh file: whatever student code put at that name (a link, say) is replaced, never followed."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
 
 
 def _jsonable(value: Any) -> Any:
@@ -163,5 +204,5 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return float(value) if math.isfinite(value) else repr(value)
+        return float(value)  # NaN and inf stay floats: Python's json writes and reads them
     return repr(value)[:200]

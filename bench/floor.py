@@ -1,0 +1,40 @@
+"""The bare floor: every probe of every exercise called on the reference solutions in one plain process,
+no sandbox, no judge, no observation files. Prints JSON: seconds per exercise and in all."""
+
+import importlib
+import importlib.util
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+start = time.perf_counter()
+os.environ["OMP_NUM_THREADS"] = "1"
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from grader.course import load_course  # noqa: E402
+from grader.worker.probe import ProbeContext, probes_of  # noqa: E402
+from grader.worker.runner import probe_seed  # noqa: E402
+
+import_s = time.perf_counter() - start
+course = load_course()
+per_exercise = {}
+for ex in course.exercises:
+    t0, c0 = time.perf_counter(), time.process_time()
+    path = str(course.solution(ex))
+    spec = importlib.util.spec_from_file_location(ex.module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[ex.module_name] = module
+    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory() as workdir:
+        for p in probes_of(importlib.import_module(ex.probes_module)):
+            seed = probe_seed(course.seed, ex.id, p.name)
+            torch.manual_seed(seed)
+            p.fn(module, ProbeContext(p.name, seed, workdir, path))
+    per_exercise[ex.id] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+print(json.dumps({"import_torch_s": import_s, "exercises": per_exercise, "total_s": time.perf_counter() - start,
+                  "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

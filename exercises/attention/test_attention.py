@@ -1,0 +1,104 @@
+"""Public sanity tests for `attention`. Run: pytest exercises/attention
+
+They check a few behaviours on small inputs; the grader checks more, on other inputs.
+"""
+
+import math
+
+import torch
+
+import attention
+
+
+def reference(q, k, v, mask=None):
+    """The textbook formula in float64, for rows that have at least one allowed key."""
+    q, k, v = q.double(), k.double(), v.double()
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
+
+
+def qkv(Tq=4, Tk=6, D=8, Dv=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(2, 3, Tq, D, generator=g), torch.randn(2, 3, Tk, D, generator=g),
+            torch.randn(2, 3, Tk, Dv, generator=g))
+
+
+def test_shapes_with_batch_and_head_axes():
+    q, k, v = qkv(Tq=4, Tk=6, D=8, Dv=5)
+    out, weights = attention.scaled_dot_product_attention(q, k, v)
+    assert tuple(out.shape) == (2, 3, 4, 5), f"out: expected (2, 3, 4, 5), got {tuple(out.shape)}"
+    assert tuple(weights.shape) == (2, 3, 4, 6), f"weights: expected (2, 3, 4, 6), got {tuple(weights.shape)}"
+
+
+def test_matches_the_formula():
+    q, k, v = qkv()
+    out, weights = attention.scaled_dot_product_attention(q, k, v)
+    ref_out, ref_weights = reference(q, k, v)
+    # float32 against a float64 reference: atol 1e-5.
+    assert torch.allclose(weights.double(), ref_weights, atol=1e-5), "weights differ from softmax(q k^T / sqrt(D))"
+    assert torch.allclose(out.double(), ref_out, atol=1e-5), "out differs from weights @ v"
+
+
+def test_weights_sum_to_one_over_keys():
+    q, k, v = qkv()
+    _, weights = attention.scaled_dot_product_attention(q, k, v)
+    sums = weights.sum(dim=-1)
+    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-6), f"rows should sum to 1 (atol 1e-6), got {sums[0, 0]}"
+
+
+def test_scores_are_scaled_by_sqrt_d():
+    # D = 4: the query equals key 0 and is orthogonal to key 1, so the scores are (4/2, 0) and
+    # the weight on key 0 is sigmoid(2) = 0.8808 (it would be sigmoid(4) = 0.9820 unscaled).
+    q = torch.tensor([[1.0, 1.0, 1.0, 1.0]])
+    k = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    v = torch.eye(2)
+    _, weights = attention.scaled_dot_product_attention(q, k, v)
+    expected = 1.0 / (1.0 + math.exp(-2.0))
+    assert abs(weights[0, 0].item() - expected) < 1e-6, f"expected {expected:.6f} (atol 1e-6), got {weights[0, 0].item():.6f}"
+
+
+def test_masked_weights_are_exactly_zero():
+    q, k, v = qkv(Tq=5, Tk=5)
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    out, weights = attention.scaled_dot_product_attention(q, k, v, mask)
+    assert torch.all(weights[..., ~mask] == 0), "weights at masked positions must be exactly 0"
+    ref_out, _ = reference(q, k, v, mask)
+    assert torch.allclose(out.double(), ref_out, atol=1e-5), "masked output differs from the formula (atol 1e-5)"
+
+
+def test_future_keys_do_not_change_past_outputs():
+    q, k, v = qkv(Tq=5, Tk=5)
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    out1, _ = attention.scaled_dot_product_attention(q, k, v, mask)
+    k2, v2 = k.clone(), v.clone()
+    k2[..., -1, :] += 3.0
+    v2[..., -1, :] -= 7.0
+    out2, _ = attention.scaled_dot_product_attention(q, k2, v2, mask)
+    assert torch.allclose(out1[..., :-1, :], out2[..., :-1, :], atol=1e-6), "changing the last key/value leaked into earlier queries"
+
+
+def test_fully_masked_row_is_zero_without_nan():
+    q, k, v = (t.requires_grad_() for t in qkv(Tq=3, Tk=4))
+    mask = torch.tensor([[True, True, False, False],
+                         [False, False, False, False],   # query 1 may attend to nothing
+                         [True, True, True, True]])
+    out, weights = attention.scaled_dot_product_attention(q, k, v, mask)
+    assert not torch.isnan(out).any() and not torch.isnan(weights).any(), "NaN in the forward pass"
+    assert torch.all(weights[..., 1, :] == 0), "a fully masked query must get all-zero weights"
+    assert torch.all(out[..., 1, :] == 0), "a fully masked query must get an all-zero output"
+    (out.sum() + weights.sum()).backward()
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        assert torch.isfinite(t.grad).all(), f"non-finite gradient for {name}"
+
+
+def test_does_not_call_builtin_attention(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("built-in attention is forbidden in this exercise")
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", forbidden)
+    monkeypatch.setattr(torch.nn.functional, "multi_head_attention_forward", forbidden)
+    q, k, v = qkv()
+    attention.scaled_dot_product_attention(q, k, v)

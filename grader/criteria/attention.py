@@ -1,0 +1,339 @@
+"""Hidden criteria of exercise `attention`: scaled_dot_product_attention(q, k, v, mask=None) -> (out, weights)."""
+
+import math
+
+import torch
+
+from grader.judge.common import forbidden_api_criterion
+from grader.judge.compare import difference
+from grader.judge.criterion import criterion
+
+EXERCISE = "attention"
+VALUE_ATOL, VALUE_RTOL = 1e-5, 1e-4  # float32 on both sides; only the order of floating-point operations may differ
+SUM_TOLERANCE = 1e-5                 # float32 sum of at most 7 probabilities
+CAUSAL_TOLERANCE = 1e-10             # float64: anything above rounding noise is information from the future
+BROADCAST_TOLERANCE = 1e-6           # the same code on the same numbers; only the mask's shape differs
+DIAGNOSE_TOLERANCE = 1e-4            # close enough to a known wrong formula to name it as the likely mistake
+ZERO_GRADIENT = 1e-12                # float64: a quantity that cannot influence the loss gets no gradient
+
+AXES = ("batch", "head", "query", "key")
+
+
+def _at(index, names=AXES) -> str:
+    """`(1, 0, 3, 2)` -> 'batch 1, head 0, query 3, key 2' (names align with the last axes)."""
+    names = names[-len(index):] if len(index) <= len(names) else ("axis",) * (len(index) - len(names)) + names
+    return ", ".join(f"{n} {i}" for n, i in zip(names, index))
+
+
+def _first(condition: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.nonzero(condition)[0])
+
+
+def _row(t: torch.Tensor, index) -> list[float]:
+    return [round(float(x), 4) for x in t[tuple(index)]]
+
+
+def _wrong_formulas(q: torch.Tensor, k: torch.Tensor, d_v: int) -> dict[str, torch.Tensor]:
+    """The weights that the usual mistakes produce, named by the mistake."""
+    q, k = q.double(), k.double()
+    d = q.shape[-1]
+    s = q @ k.transpose(-2, -1)
+    return {
+        f"softmax(q·kᵀ) with no scale at all (the 1/sqrt(D) = 1/sqrt({d}) is missing)": s.softmax(-1),
+        f"scores divided by D = {d} instead of sqrt(D) = {math.sqrt(d):g}": (s / d).softmax(-1),
+        f"scores divided by sqrt(Dv) = sqrt({d_v}), the width of v, instead of sqrt(D) = sqrt({d})":
+            (s / math.sqrt(d_v)).softmax(-1),
+        f"scores multiplied by sqrt(D) = {math.sqrt(d):g} instead of divided": (s * math.sqrt(d)).softmax(-1),
+        "a softmax over the query axis (dim=-2) instead of the key axis (dim=-1)": (s / math.sqrt(d)).softmax(-2),
+    }
+
+
+def _diagnosis(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, d_v: int) -> str:
+    for label, candidate in _wrong_formulas(q, k, d_v).items():
+        if list(candidate.shape) == list(weights.shape) and difference(weights, candidate, atol=DIAGNOSE_TOLERANCE) is None:
+            return f"; your weights equal {label}"
+    return ""
+
+
+def _describe_case(case: dict) -> str:
+    text = f"q {case['q']}, k {case['k']}, v {case['v']}"
+    return text + (f", mask {case['mask']}" if case.get("mask") else "")
+
+
+def _expected_shapes(case: dict) -> tuple[list[int], list[int]]:
+    lead = case["q"][:-1]
+    return lead + [case["v"][-1]], lead + [case["k"][-2]]
+
+
+def _judge_case(verdict, case: dict) -> None:
+    where = _describe_case(case)
+    if "raised" in case:
+        r = case["raised"]
+        if r["type"] == "WrongReturn":          # the probe's own complaint about what came back
+            verdict.fail(f"with {where}, {r['message'][:200]}")
+        at = f" at {r['where']}" if r.get("where") else ""
+        verdict.fail(f"with {where} your function raised {r['type']}: {r['message'][:200]}{at}")
+    want_out, want_w = _expected_shapes(case)
+    if case["out"] != want_out or case["weights"] != want_w:
+        verdict.fail(f"with {where} it returned out {case['out']} and weights {case['weights']}; "
+                     f"expected out {want_out} = [..., Tq, Dv] and weights {want_w} = [..., Tq, Tk]")
+
+
+@criterion("output_shapes", kind="shape",
+           title={"en": "out is [B, H, Tq, Dv] and weights [B, H, Tq, Tk]",
+                  "zh": "out 形状为 [B, H, Tq, Dv]，weights 为 [B, H, Tq, Tk]"},
+           hint={"en": "Scores are q @ k.transpose(-2, -1) (transpose the last two axes, never .T or transpose(1, 2)); "
+                       "the output is weights @ v, so its last axis is the width of v (Dv), not of k. Return the tuple (out, weights).",
+                 "zh": "分数是 q @ k.transpose(-2, -1)（只交换最后两个轴，不要用 .T 或 transpose(1, 2)）；"
+                       "输出是 weights @ v，最后一维是 v 的宽度 Dv，而不是 k 的宽度。返回元组 (out, weights)。"})
+def test_output_shapes(obs, verdict):
+    case = obs.probe("shapes").value("cases")["batch_heads"]
+    _judge_case(verdict, case)
+    verdict.ok(f"q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12] give out {case['out']} and weights {case['weights']}")
+
+
+@criterion("any_batch_axes", kind="shape",
+           title={"en": "Works with any number of leading batch axes (none, one, three)",
+                  "zh": "支持任意数量的前导批量轴（0 个、1 个、3 个）"},
+           hint={"en": "Index axes from the end: k.transpose(-2, -1), softmax(dim=-1), q.size(-1). "
+                       "Never hard-code 4 axes (transpose(2, 3), view(B, H, T, T)) or assume a 2-D k (k.T).",
+                 "zh": "从末尾数轴：k.transpose(-2, -1)、softmax(dim=-1)、q.size(-1)。"
+                       "不要写死 4 个轴（transpose(2, 3)、view(B, H, T, T)），也不要假设 k 是二维的（k.T）。"})
+def test_any_batch_axes(obs, verdict):
+    cases = obs.probe("shapes").value("cases")
+    names = ("no_batch", "one_batch_axis", "three_batch_axes", "three_batch_axes_masked")
+    for name in names:
+        _judge_case(verdict, cases[name])
+    verdict.ok("correct shapes for q with 2, 3 and 5 axes, also with a [Tq, Tk] mask against 5-D scores")
+
+
+@criterion("values_match_reference", kind="values", requires=("output_shapes",),
+           title={"en": "out and weights equal softmax(q·kᵀ/√D)·v", "zh": "out 与 weights 等于 softmax(q·kᵀ/√D)·v"},
+           hint={"en": "weights = softmax(q @ k.transpose(-2, -1) / sqrt(D), dim=-1) with D = q.size(-1); out = weights @ v. "
+                       "Keys meet the queries, values are what is read: do not swap k and v.",
+                 "zh": "weights = softmax(q @ k.transpose(-2, -1) / sqrt(D), dim=-1)，其中 D = q.size(-1)；out = weights @ v。"
+                       "key 与 query 相乘，value 是被读取的内容：不要把 k 和 v 弄反。"})
+def test_values_match_reference(obs, ref, verdict):
+    got, want = obs.probe("values"), ref.probe("values")
+    q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
+    setting = "without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12])"
+    weights = got.tensor("weights")
+    problem = difference(weights, want.tensor("weights"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
+    if problem:
+        verdict.fail(f"{setting} the weights differ from softmax(q·kᵀ/√16): {problem}"
+                     f"{_diagnosis(weights, q, k, v.shape[-1])}")
+    problem = difference(got.tensor("out"), want.tensor("out"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
+    if problem:
+        verdict.fail(f"{setting} the weights are right but out differs from weights @ v: {problem}")
+    verdict.ok(f"{setting} out and weights match the reference within {VALUE_ATOL:g} + {VALUE_RTOL:g}·|expected|")
+
+
+@criterion("scaled_by_sqrt_d", kind="values", requires=("output_shapes",),
+           title={"en": "Scores are divided by √D (checked with D = 64)", "zh": "分数除以 √D（用 D = 64 检查）"},
+           hint={"en": "Divide q·kᵀ by math.sqrt(D) with D = q.size(-1), the width of q and k (not of v, not the number of keys). "
+                       "Without it the scores' spread grows with D and the softmax saturates to nearly one-hot.",
+                 "zh": "把 q·kᵀ 除以 math.sqrt(D)，D = q.size(-1) 是 q、k 的宽度（不是 v 的宽度，也不是 key 的个数）。"
+                       "不缩放时分数的方差随 D 增大，softmax 过早饱和成近似 one-hot。"})
+def test_scaled_by_sqrt_d(obs, ref, verdict):
+    got, want = obs.probe("scale"), ref.probe("scale")
+    q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
+    weights, expected = got.tensor("weights"), want.tensor("weights")
+    verdict.note(first_row_weights=_row(weights, (0, 0, 0)), expected_first_row=_row(expected, (0, 0, 0)))
+    problem = difference(weights, expected, atol=VALUE_ATOL, rtol=VALUE_RTOL)
+    if problem:
+        verdict.fail(f"with D = 64 (q [2, 1, 4, 64], k [2, 1, 6, 64], v [2, 1, 6, 8]) the weights differ from "
+                     f"softmax(q·kᵀ/8): {problem}{_diagnosis(weights, q, k, v.shape[-1])}")
+    verdict.ok("with D = 64 the weights equal softmax(q·kᵀ/8): the scores are divided by √D")
+
+
+@criterion("softmax_over_keys", kind="values", requires=("output_shapes",),
+           title={"en": "Each query's weights sum to 1 over the keys (Tq ≠ Tk)", "zh": "每个 query 的权重沿 key 轴求和为 1（Tq ≠ Tk）"},
+           hint={"en": "Normalise over the last axis, the keys: softmax(dim=-1). Over dim=-2 (the queries) the shape is still "
+                       "[..., Tq, Tk] but it is each key's column that sums to 1.",
+                 "zh": "沿最后一维（key 轴）归一化：softmax(dim=-1)。沿 dim=-2（query 轴）时形状仍是 [..., Tq, Tk]，"
+                       "但求和为 1 的是每个 key 的列。"})
+def test_softmax_over_keys(obs, verdict):
+    weights = obs.probe("values").tensor("weights").double()
+    negative = weights < 0
+    if negative.any():
+        i = _first(negative)
+        verdict.fail(f"the weight at {_at(i)} is {float(weights[i]):.4g}; probabilities cannot be negative")
+    error = (weights.sum(-1) - 1).abs()
+    verdict.note(max_row_sum_error=float(error.max()))
+    if float(error.max()) > SUM_TOLERANCE:
+        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
+        columns = float((weights.sum(-2) - 1).abs().max())
+        why = (" Each key's column sums to 1 instead: the softmax runs over the query axis." if columns <= SUM_TOLERANCE else "")
+        verdict.fail(f"with Tq = 5 queries and Tk = 7 keys, the weights of {_at(i, AXES[:3])} sum to "
+                     f"{float(weights[i].sum()):.6g} over the keys; expected 1 (tolerance {SUM_TOLERANCE:g}).{why}")
+    verdict.ok(f"every query's 7 weights sum to 1 (largest error {float(error.max()):.1e})")
+
+
+@criterion("masked_weights_zero", kind="values", requires=("output_shapes",),
+           title={"en": "Masked weights are exactly 0 and the rest still sum to 1",
+                  "zh": "被屏蔽的权重恰好为 0，其余权重之和仍为 1"},
+           hint={"en": "True means 'may attend'. Before the softmax: scores.masked_fill(~mask, float('-inf')). "
+                       "Multiplying the weights by the mask after the softmax leaves rows that no longer sum to 1; "
+                       "masked_fill(mask, ...) hides exactly the keys that should be read.",
+                 "zh": "True 表示“可以关注”。在 softmax 之前：scores.masked_fill(~mask, float('-inf'))。"
+                       "softmax 之后再乘 mask，行和就不再为 1；写成 masked_fill(mask, ...) 则恰好屏蔽了应当读取的 key。"})
+def test_masked_weights_zero(obs, verdict):
+    p = obs.probe("masked")
+    mask, weights, out, v = p.tensor("mask"), p.tensor("weights").double(), p.tensor("out"), p.tensor("v")
+    if list(weights.shape) != list(mask.shape):
+        verdict.fail(f"with a [2, 3, 5, 7] mask the weights have shape {list(weights.shape)}; expected [2, 3, 5, 7]")
+    leaked = (weights != 0) & ~mask
+    if leaked.any():
+        i = _first(leaked)
+        reversed_ = bool((weights[mask] == 0).all())
+        why = (" Your weights are zero exactly where the mask is True: the mask is read the wrong way round "
+               "(True must mean 'may attend')." if reversed_ else "")
+        verdict.fail(f"{int(leaked.sum())} of {int((~mask).sum())} masked positions have a non-zero weight, "
+                     f"e.g. {float(weights[i]):.4g} at {_at(i)} where the mask is False.{why}")
+    error = (weights.sum(-1) - 1).abs()
+    if float(error.max()) > SUM_TOLERANCE:
+        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
+        total = float(weights[i].sum())
+        why = ("Zeroing after the softmax does this: the masked keys still took their share of the probability."
+               if float((weights.sum(-1) - 1).max()) <= SUM_TOLERANCE else
+               "A sum above 1 means the softmax normalised over another axis than the keys (dim=-1).")
+        verdict.fail(f"the masked positions are 0, but the weights of {_at(i, AXES[:3])} sum to {total:.6g} "
+                     f"over its {int(mask[i].sum())} allowed keys; expected 1. {why}")
+    problem = difference(out, weights @ v.double(), atol=VALUE_ATOL, rtol=VALUE_RTOL)
+    if problem:
+        verdict.fail(f"the masked weights are right, but out is not weights @ v: {problem}")
+    verdict.ok(f"all {int((~mask).sum())} masked weights are exactly 0 and every row sums to 1 over its allowed keys")
+
+
+@criterion("causality", kind="causality", requires=("output_shapes",),
+           title={"en": "With a causal mask, no query reads the future", "zh": "使用因果 mask 时，任何 query 都读不到未来"},
+           hint={"en": "The mask must act before the softmax (masked_fill with -inf): zeroing weights afterwards still lets "
+                       "future scores change the normalisation. Softmax over the keys (dim=-1), not over the queries.",
+                 "zh": "mask 必须在 softmax 之前生效（masked_fill 为 -inf）：softmax 之后再置零，未来的分数仍会影响归一化。"
+                       "softmax 沿 key 轴（dim=-1），不是 query 轴。"})
+def test_causality(obs, verdict):
+    leaks = obs.probe("causality").value("leaks")
+    leaks = [float(x) for x in leaks]
+    verdict.note(max_change_per_prefix=leaks)
+    bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]
+    if bad:
+        t = bad[0]
+        change = "became NaN" if math.isnan(leaks[t]) else f"changed by up to {leaks[t]:.3g}"
+        verdict.fail(f"with a causal mask, changing q, k and v after position {t} reached the output at positions 0..{t}: "
+                     f"it {change} (expected no change at all); "
+                     f"{len(bad)} of {len(leaks)} prefixes leak")
+    verdict.ok(f"changing every future suffix of q, k and v left every earlier output unchanged (max change {max(leaks):.1e})")
+
+
+@criterion("mask_broadcasting", kind="shape", requires=("masked_weights_zero",),
+           title={"en": "A mask that broadcasts ([Tk], [Tq, Tk], [1, 1, Tq, Tk], [B, 1, 1, Tk]) acts like the full mask",
+                  "zh": "可广播的 mask（[Tk]、[Tq, Tk]、[1, 1, Tq, Tk]、[B, 1, 1, Tk]）与完整 mask 效果相同"},
+           hint={"en": "Let broadcasting do the work: scores.masked_fill(~mask, -inf) and mask.any(dim=-1, keepdim=True) accept any "
+                       "broadcastable mask. Boolean indexing (scores[~mask] = ...), view/reshape to the scores' shape, or "
+                       "indexing the mask by batch and head only work for a full-size mask.",
+                 "zh": "交给广播：scores.masked_fill(~mask, -inf) 和 mask.any(dim=-1, keepdim=True) 接受任何可广播的 mask。"
+                       "布尔索引（scores[~mask] = ...）、把 mask view/reshape 成分数的形状、按 batch/head 索引 mask，"
+                       "都只适用于完整尺寸的 mask。"})
+def test_mask_broadcasting(obs, verdict):
+    p = obs.probe("broadcast")
+    forms = p.value("forms")
+    for name, shapes in forms.items():
+        setting = f"a mask of shape {shapes['mask']} against scores {shapes['scores']}"
+        for tag in ("full", "broadcast"):
+            outcome = p.value(f"{name}.{tag}")
+            if "raised" in outcome:
+                r = outcome["raised"]
+                at = f" at {r['where']}" if r.get("where") else ""
+                which = setting if tag == "broadcast" else f"the same mask expanded to {shapes['scores']}"
+                verdict.fail(f"with {which} your function raised {r['type']}: {r['message'][:200]}{at}")
+        for part in ("weights", "out"):
+            problem = difference(p.tensor(f"{name}.broadcast.{part}"), p.tensor(f"{name}.full.{part}"),
+                                 atol=BROADCAST_TOLERANCE)
+            if problem:
+                verdict.fail(f"with {setting}, {part} differs from what the same mask expanded to {shapes['scores']} gives: {problem}")
+    verdict.ok(f"masks of shapes {', '.join(str(f['mask']) for f in forms.values())} give exactly what their full-size "
+               "versions give")
+
+
+@criterion("fully_masked_row_zero", kind="values", requires=("output_shapes",),
+           title={"en": "A query with every key masked gets all-zero weights and output, no NaN",
+                  "zh": "所有 key 都被屏蔽的 query：权重与输出全为 0，没有 NaN"},
+           hint={"en": "softmax over a row of only -inf is 0/0 = NaN; a large negative fill (-1e9, finfo.min) instead gives uniform "
+                       "weights. Find such rows with has_key = mask.any(dim=-1, keepdim=True), give them finite scores "
+                       "(masked_fill(~has_key, 0.0)) and zero their weights after the softmax (masked_fill(~has_key, 0.0)).",
+                 "zh": "对全为 -inf 的一行做 softmax 得到 0/0 = NaN；改用很大的负数（-1e9、finfo.min）填充则会得到均匀权重。"
+                       "用 has_key = mask.any(dim=-1, keepdim=True) 找到这些行，先给它们有限的分数（masked_fill(~has_key, 0.0)），"
+                       "softmax 之后再把它们的权重置零（masked_fill(~has_key, 0.0)）。"})
+def test_fully_masked_row_zero(obs, verdict):
+    p = obs.probe("fully_masked")
+    mask, out, weights = p.tensor("mask"), p.tensor("out"), p.tensor("weights")
+    empty = ~mask.any(-1)                             # [B, H, Tq]: queries that may read nothing
+    rows = [tuple(int(x) for x in i) for i in torch.nonzero(empty)]
+    verdict.note(fully_masked_queries=[_at(i, AXES[:3]) for i in rows])
+    for name, t in (("weights", weights), ("out", out)):
+        bad = ~torch.isfinite(t)
+        if bad.any():
+            i = _first(bad)
+            row = i[:3]
+            where = "a fully masked query" if bool(empty[row]) else "a query that has allowed keys"
+            verdict.fail(f"{name} holds {int(bad.sum())} non-finite values (NaN or inf), the first at {_at(i, AXES[:3] + ('column',))} "
+                         f"({where}); a softmax over a row of only -inf is 0/0 = NaN")
+    for i in rows:
+        if bool((weights[i] != 0).any()):
+            verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, yet its weights are {_row(weights, i)}; expected all zeros"
+                         + (" (uniform weights: the masked scores were filled with a finite number and nothing zeroes "
+                            "the row afterwards)" if float(weights[i].max() - weights[i].min()) < 1e-6 else ""))
+        if bool((out[i] != 0).any()):
+            verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, yet its output is {_row(out, i)}; expected all zeros")
+    verdict.ok(f"the {len(rows)} fully masked queries get all-zero weights and output, and nothing is NaN")
+
+
+@criterion("gradients_finite", kind="gradient", requires=("output_shapes",),
+           title={"en": "Backward: finite gradients for q, k and v, none through masked keys or fully masked queries",
+                  "zh": "反向传播：q、k、v 梯度有限，被屏蔽的 key 与被完全屏蔽的 query 不产生梯度"},
+           hint={"en": "NaN in the forward pass also poisons the backward pass, and so does repairing it afterwards "
+                       "(nan_to_num or weights[weights != weights] = 0 only fix the forward). Give fully masked rows finite scores "
+                       "before the softmax and zero them after it; keep everything in autograd (no .detach(), .data or .item()).",
+                 "zh": "前向中的 NaN 会污染反向梯度，事后修补也一样（nan_to_num 或 weights[weights != weights] = 0 只修好了前向）。"
+                       "在 softmax 之前给全屏蔽的行有限的分数，softmax 之后再置零；整个计算保持在自动微分图中"
+                       "（不要 .detach()、.data 或 .item()）。"})
+def test_gradients_finite(obs, verdict):
+    p = obs.probe("gradients")
+    mask = p.tensor("mask")
+    grads = {}
+    for name in ("q", "k", "v"):
+        if p.value(f"{name}_grad") is None:
+            verdict.fail(f"{name} received no gradient: it is not on the path from the inputs to out and weights "
+                         "(detached, or replaced by a copy that does not require grad)")
+        grads[name] = p.tensor(f"{name}.grad")
+    verdict.note(grad_norms={n: float(g.double().norm()) for n, g in grads.items() if torch.isfinite(g).all()})
+    for name, g in grads.items():
+        bad = ~torch.isfinite(g)
+        if bad.any():
+            i = _first(bad)
+            axes = ("batch", "head", "query" if name == "q" else "key", "channel")
+            verdict.fail(f"{name}.grad holds {int(bad.sum())} non-finite values (NaN or inf) of {g.numel()}, the first at "
+                         f"{_at(i, axes)}; the probe has queries whose every key is masked (NaN there, even if repaired "
+                         "after the softmax, flows back through the scores)")
+    for name, g in grads.items():
+        if float(g.abs().max()) == 0.0:
+            verdict.fail(f"{name}.grad is all zeros: {name} does not influence out or weights")
+    empty = ~mask.any(-1)                                  # [B, H, Tq]
+    q_leak = grads["q"].abs().amax(-1) * empty
+    if float(q_leak.max()) > ZERO_GRADIENT:
+        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(q_leak), q_leak.shape))
+        verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, so its output is constant zero, yet q.grad there reaches "
+                     f"{float(q_leak[i]):.3g}; expected 0")
+    hidden = ~mask.any(-2)                                 # [B, H, Tk]: keys no query may read
+    for name in ("k", "v"):
+        leak = grads[name].abs().amax(-1) * hidden
+        if float(leak.max()) > ZERO_GRADIENT:
+            b, h, j = (int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
+            verdict.fail(f"key {j} (batch {b}, head {h}) is masked for every query, yet {name}.grad there reaches "
+                         f"{float(leak[b, h, j]):.3g}; expected 0. That key still influences the result: through a query with no "
+                         "allowed key (uniform weights instead of zeros), or through a mask applied after the softmax "
+                         "(the masked score still sits in the softmax's denominator)")
+    verdict.ok("q, k and v receive finite gradients; fully masked queries and keys masked for every query receive none")
+
+
+test_no_forbidden_api = forbidden_api_criterion()

@@ -1,0 +1,352 @@
+"""Hidden criteria of exercise `checkpoint`: save_checkpoint, load_checkpoint and generate."""
+
+import re
+
+import torch
+
+from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.criterion import criterion
+
+EXERCISE = "checkpoint"
+# Reload and resume repeat the same computation, in the same order, on the same CPU: the results are equal bit for
+# bit or something was not restored. No tolerance (0.0): "close" would hide a lost RNG state or optimizer moment.
+EXACT = 0.0
+SEED_VOCAB = "_^pqabc$"  # seed 004's vocabulary, to show the seed-flow sequences as text
+
+
+def _short(outcome: dict) -> str:
+    """An outcome in one line: the exception type and its first sentence, without terminal colour codes."""
+    if not raised(outcome):
+        return describe_outcome(outcome)
+    message = re.sub(r"\x1b\[[0-9;]*m", "", outcome["raised"]["message"]).strip()
+    first = re.split(r"(?<=[.:])\s", message, maxsplit=1)[0][:160]
+    return f"raised {raised(outcome)}: {first}"
+
+
+# --- save / load ----------------------------------------------------------------------------------
+
+@criterion("reload_identical_logits", kind="determinism",
+           title={"en": "A reloaded model gives bitwise-identical logits",
+                  "zh": "重新加载的模型输出逐位相同的 logits"},
+           hint={"en": "Save model.state_dict() and restore it with model.load_state_dict(...) on the model passed to load_checkpoint (strict, every key); do not rebuild, re-initialise or round the weights.",
+                 "zh": "保存 model.state_dict()，并在传入 load_checkpoint 的那个模型上用 model.load_state_dict(...) 恢复（严格匹配所有键）；不要重建、重新初始化或舍入权重。"})
+def test_reload_identical_logits(obs, verdict):
+    p = obs.probe("reload")
+    saved, loaded, before = p.tensor("logits_saved"), p.tensor("logits_loaded"), p.tensor("logits_before_load")
+    if torch.equal(loaded, saved):
+        verdict.ok("a freshly built model (other initial weights) gives exactly the saved model's logits after load_checkpoint")
+        return
+    if torch.equal(loaded, before):
+        verdict.fail("after load_checkpoint the freshly built model still gives its own initial logits, not the saved "
+                     "model's: the stored weights never reached `model`")
+    problem = difference(loaded, saved, atol=EXACT)
+    verdict.fail(f"after load_checkpoint the logits differ from the saved model's: {problem}; expected bitwise equality")
+
+
+@criterion("returns_step_and_meta", kind="api",
+           title={"en": "load_checkpoint returns {\"step\": ..., \"meta\": {...}} as saved",
+                  "zh": "load_checkpoint 返回保存时的 {\"step\": ..., \"meta\": {...}}"},
+           hint={"en": "Store step as an int and the **meta keyword arguments as a dict, and return {\"step\": state[...], \"meta\": state[...]} from load_checkpoint.",
+                 "zh": "把 step 存为 int，把 **meta 关键字参数存为字典；load_checkpoint 返回 {\"step\": ..., \"meta\": ...}。"})
+def test_returns_step_and_meta(obs, ref, verdict):
+    info = obs.probe("reload").value("info")
+    want = ref.probe("reload")
+    step, meta = want.value("expected_step"), want.value("expected_meta")
+    verdict.note(returned=info)
+    if info.get("type") != "dict":
+        verdict.fail(f"load_checkpoint returned a {info.get('type')}; expected a dict {{'step': {step}, 'meta': {{...}}}}")
+    missing = [k for k in ("step", "meta") if k not in info["keys"]]
+    if missing:
+        verdict.fail(f"load_checkpoint returned a dict with keys {info['keys']}; it lacks {missing}")
+    if info["step_type"] != "int" or info["step"] != step:
+        verdict.fail(f"save_checkpoint(..., step={step}, ...) then load_checkpoint returned step={info['step']!r} "
+                     f"(a {info['step_type']}); expected the int {step}")
+    got = info["meta"]
+    if not isinstance(got, dict):
+        verdict.fail(f"load_checkpoint returned meta as a {info['meta_type']}; expected the dict of keyword arguments given to save_checkpoint")
+    if got != meta:
+        absent = sorted(set(meta) - set(got))
+        extra = sorted(set(got) - set(meta))
+        changed = [k for k in meta if k in got and got[k] != meta[k]]
+        parts = ([f"missing {absent}"] if absent else []) + ([f"unexpected {extra}"] if extra else []) + \
+                [f"{k!r} is {got[k]!r}, saved {meta[k]!r}" for k in changed[:3]]
+        verdict.fail("the returned meta is not what was saved: " + "; ".join(parts))
+    verdict.ok(f"load_checkpoint returned step={step} and the saved meta ({len(meta)} keys, nested values included)")
+
+
+@criterion("file_weights_only", kind="api",
+           title={"en": "The checkpoint file loads with torch.load(weights_only=True)",
+                  "zh": "检查点文件可用 torch.load(weights_only=True) 读取"},
+           hint={"en": "Save a dict of state_dicts, tensors and plain values (int, str, float, bool, None, list, dict): model.state_dict(), optimizer.state_dict(), torch.get_rng_state(), never the model or optimizer object itself, nor instances of your own classes.",
+                 "zh": "保存由 state_dict、张量和普通值（int、str、float、bool、None、list、dict）组成的字典：model.state_dict()、optimizer.state_dict()、torch.get_rng_state()；不要保存模型或优化器对象本身，也不要保存自定义类的实例。"})
+def test_file_weights_only(obs, verdict):
+    p = obs.probe("saved_file")
+    outcome = p.value("weights_only_load")
+    if raised(outcome):
+        refused = p.value("refused_global") if p.has("refused_global") else None
+        if refused:
+            verdict.fail(f"torch.load(path, weights_only=True) refused the file save_checkpoint wrote: it holds a pickled "
+                         f"`{refused.rsplit('.', 1)[-1]}` object ({refused}), and weights_only accepts only tensors, "
+                         "state dicts and plain values")
+        verdict.fail(f"torch.load(path, weights_only=True) on the file save_checkpoint wrote {_short(outcome)}; "
+                     "a checkpoint must hold only tensors and plain values")
+    keys = p.value("keys")
+    verdict.check(keys is not None, f"torch.load(path, weights_only=True) gives a {outcome.get('returned')}; expected a dict "
+                                    "holding the model, optimizer and RNG state, step and meta")
+    verdict.ok(f"torch.load(weights_only=True) reads the checkpoint: a dict with keys {keys}", keys=keys)
+
+
+@criterion("load_refuses_pickled_code", kind="api",
+           title={"en": "load_checkpoint never runs code stored in the file",
+                  "zh": "load_checkpoint 不会执行文件中保存的代码"},
+           hint={"en": "Read the file with torch.load(path, map_location=\"cpu\", weights_only=True) and nothing else: no weights_only=False, no fallback to it when the safe load fails.",
+                 "zh": "只用 torch.load(path, map_location=\"cpu\", weights_only=True) 读取文件：不要用 weights_only=False，安全读取失败时也不要退回到它。"})
+def test_load_refuses_pickled_code(obs, verdict):
+    p = obs.probe("pickled_code")
+    if not p.value("planted"):
+        verdict.fail(f"your checkpoint file holds a {p.value('checkpoint_type')}, not a dict, so the grader could not "
+                     "test the loader with it; save a dict")
+    outcome = p.value("load_planted")
+    if p.value("canary_ran"):
+        verdict.fail("load_checkpoint executed code stored in the file: the grader added one pickled object to a copy of "
+                     "your own checkpoint, and loading that copy ran the function the object names "
+                     f"(then load_checkpoint {describe_outcome(outcome)}); a loader that unpickles arbitrary objects lets "
+                     "any downloaded checkpoint run code on your machine")
+    verdict.ok("a copy of the checkpoint carrying a pickled function call was loaded without running it "
+               + (f"(load_checkpoint raised {raised(outcome)})" if raised(outcome) else "(load_checkpoint ignored it)"))
+
+
+@criterion("expect_mismatch_raises", kind="errors",
+           title={"en": "ValueError when `expect` disagrees with the stored meta",
+                  "zh": "`expect` 与保存的 meta 不一致时抛出 ValueError"},
+           hint={"en": "Before restoring anything, compare every key of `expect` with the stored meta and raise ValueError naming the key and both values; a matching `expect` must load normally.",
+                 "zh": "在恢复任何状态之前，逐个比较 `expect` 的每个键与保存的 meta，不一致时抛出 ValueError，消息写出键名和两个值；全部一致时应正常加载。"})
+def test_expect_mismatch_raises(obs, ref, verdict):
+    p = obs.probe("expect")
+    expects = ref.probe("expect").value("expects")
+    stored = ref.probe("expect").value("stored_meta")
+    verdict.note(stored_meta=stored, absent_key=p.value("absent_key"))
+    matching = p.value("matching")
+    if raised(matching):
+        verdict.fail(f"load_checkpoint(..., expect={expects['matching']}) with every key equal to the stored meta "
+                     f"{describe_outcome(matching)}; a matching `expect` must load")
+    for key in ("wrong_vocab", "wrong_second_key"):
+        outcome = p.value(key)
+        if raised(outcome) != "ValueError":
+            verdict.fail(f"load_checkpoint(..., expect={expects[key]}) against the stored meta {stored} "
+                         f"{describe_outcome(outcome)}; expected ValueError")
+    verdict.ok("ValueError for a differing vocab and for a differing second key; a matching `expect` loads")
+
+
+@criterion("atomic_save", kind="errors",
+           title={"en": "A save that fails halfway leaves the previous checkpoint intact",
+                  "zh": "中途失败的保存不会破坏原来的检查点"},
+           hint={"en": "torch.save to a temporary file in the same folder as `path`, flush and os.fsync it, then os.replace it onto `path`; if anything raises, delete the temporary file and re-raise. Never write `path` directly.",
+                 "zh": "先 torch.save 到与 `path` 同一目录的临时文件，flush 并 os.fsync，再 os.replace 到 `path`；任何一步出错都删除临时文件并重新抛出异常。不要直接写 `path`。"})
+def test_atomic_save(obs, verdict):
+    p = obs.probe("atomic_save")
+    for key, when in (("after_first", "after the first save_checkpoint"),
+                      ("after_second", "after a second save_checkpoint onto the same path")):
+        listed = p.value(key)
+        if listed != ["run.pt"]:
+            verdict.fail(f"{when} the folder holds {listed}; expected only ['run.pt']: a temporary file was left "
+                         "behind or the checkpoint was written under another name")
+    failed = p.value("failed_save")
+    after = p.value("info_after_failure") or {}
+    verdict.note(failed_save=failed, listing_after_failure=p.value("after_failed"))
+    if not p.value("file_unchanged"):
+        if not raised(failed) and after and after.get("step") == 3:
+            verdict.fail("save_checkpoint succeeded with a model and an optimizer whose state_dict() cannot be written "
+                         "completely (the file now holds step 3), so the grader could not make it fail halfway: save "
+                         "model.state_dict() and optimizer.state_dict() as they are")
+        verdict.fail("a save that failed halfway (torch.save raised OSError while writing the model's state) changed "
+                     "the previous checkpoint at `path`: its bytes are no longer those of the step-2 checkpoint"
+                     + (f", and loading it now {_short(p.value('load_after_failure'))}"
+                        if raised(p.value("load_after_failure")) else ""))
+    listed = p.value("after_failed")
+    if listed != ["run.pt"]:
+        verdict.fail(f"after a save that failed halfway the folder holds {listed}; expected only ['run.pt']: "
+                     "delete the temporary file when the save fails")
+    loaded = p.value("load_after_failure")
+    if raised(loaded):
+        verdict.fail(f"after a failed save, load_checkpoint on the intact previous file {_short(loaded)}")
+    verdict.check(after.get("step") == 2, f"after a failed save, load_checkpoint returned step={after.get('step')!r}; "
+                                          "expected 2, the step of the previous checkpoint")
+    note = "" if raised(failed) else " (note: your save_checkpoint returned without raising; a failed save should raise)"
+    verdict.ok("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step 2), "
+               "with no temporary file left behind" + note)
+
+
+@criterion("resume_bitwise", kind="resume",
+           title={"en": "Resume in a fresh process equals straight training, bit for bit (dropout on)",
+                  "zh": "在新进程中续训与连续训练逐位相同（开启 dropout）"},
+           hint={"en": "Weights alone do not resume training: save optimizer.state_dict() (AdamW's exp_avg, exp_avg_sq, step) and torch.get_rng_state() (the dropout masks), and restore them with optimizer.load_state_dict(...) and torch.set_rng_state(...) in load_checkpoint.",
+                 "zh": "只有权重不足以续训：还要保存 optimizer.state_dict()（AdamW 的 exp_avg、exp_avg_sq、step）和 torch.get_rng_state()（dropout 的 mask），并在 load_checkpoint 中用 optimizer.load_state_dict(...) 和 torch.set_rng_state(...) 恢复。"})
+def test_resume_bitwise(obs, verdict):
+    first, fresh = obs.probe("resume_first_half"), obs.probe("resume_fresh_process")
+    steps, half = first.value("steps"), first.value("saved_step")
+    names = [k[len("straight."):] for k in first.tensor_names if k.startswith("straight.")]
+    verdict.check(bool(names), "probe `resume_first_half` recorded no parameters (internal: the grader expected them)")
+    differing = [n for n in names if not torch.equal(fresh.tensor("resumed." + n), first.tensor("straight." + n))]
+    verdict.note(parameters=len(names), differing=differing[:10])
+    if not differing:
+        verdict.ok(f"{half} steps, save, load in a new process with other weights and another RNG state, {steps - half} "
+                   f"more steps: all {len(names)} parameter tensors equal the {steps}-step straight run bit for bit "
+                   "(dropout 0.1)")
+        return
+    summary = (f"after {half} steps, save, load in a new process and {steps - half} more steps, {len(differing)} of "
+               f"{len(names)} parameter tensors differ from the {steps}-step straight run (dropout 0.1)")
+
+    for n in names:
+        if not torch.equal(fresh.tensor("loaded." + n), first.tensor("saved." + n)):
+            verdict.fail(f"{summary}: right after load_checkpoint the model's `{n}` already differs from the saved "
+                         f"model ({difference(fresh.tensor('loaded.' + n), first.tensor('saved.' + n), atol=EXACT)}); "
+                         "the weights were not restored")
+
+    if fresh.value("optimizer_state_entries") == 0 or "exp_avg_after_load" not in fresh.tensor_names:
+        verdict.fail(f"{summary}: the optimizer state was not restored. After load_checkpoint(path, model, optimizer) "
+                     "AdamW holds no state (no exp_avg, exp_avg_sq or step), so the first resumed update acts like a "
+                     "first step again")
+    for key, label in (("exp_avg", "first moments (exp_avg)"), ("exp_avg_sq", "second moments (exp_avg_sq)"),
+                       ("adam_step", "step counters")):
+        problem = difference(fresh.tensor(key + "_after_load"), first.tensor(key + "_at_save"), atol=EXACT)
+        if problem:
+            verdict.fail(f"{summary}: the optimizer state was not restored as saved: AdamW's {label} after loading "
+                         f"differ from those at save time ({problem})")
+
+    rng_after = fresh.tensor("rng_after_load")
+    if not torch.equal(rng_after, first.tensor("rng_at_save")):
+        untouched = torch.equal(rng_after, fresh.tensor("rng_before_load"))
+        verdict.fail(f"{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not "
+                     "where it was when the checkpoint was saved"
+                     + (" (load_checkpoint left the new process's generator untouched)" if untouched else "")
+                     + ", so the resumed steps draw other dropout masks than the straight run")
+
+    n = differing[0]
+    problem = difference(fresh.tensor("resumed." + n), first.tensor("straight." + n), atol=EXACT)
+    verdict.fail(f"{summary}, although weights, optimizer and RNG state were restored; first: `{n}`, {problem}")
+
+
+# --- generate -------------------------------------------------------------------------------------
+
+def _as_text(ids, vocab):
+    if isinstance(ids, list) and all(isinstance(i, int) and 0 <= i < len(vocab) for i in ids):
+        return '"' + "".join(vocab[i] for i in ids) + '"'
+    return repr(ids)
+
+
+def _call(entry: dict, vocab=None) -> str:
+    r = entry["request"]
+    prompt = _as_text(r["prompt"], vocab) if vocab else r["prompt"]
+    return (f"generate(model, {prompt}, max_new_tokens={r['max_new_tokens']}, eos_id={r['eos_id']}) "
+            f"with block_size={r['block_size']}")
+
+
+def _result(entry: dict, vocab=None) -> str:
+    if "raised" in entry:
+        e = entry["raised"]
+        return f"raised {e['type']}: {e['message']}"[:300] + (f" at {e['where']}" if e.get("where") else "")
+    if "returned" in entry:
+        return f"returned {entry['returned']}"
+    ids = _as_text(entry["ids"], vocab) if vocab else entry["ids"]
+    return f"returned ({ids}, {entry['reason']!r})"
+
+
+def _check_runs(obs, ref, verdict, keys, vocab=None, explain=None):
+    got, want = obs.probe("generate"), ref.probe("generate")
+    for key in keys:
+        g, w = got.value(key), want.value(key)
+        if "raised" in g or "returned" in g or g["ids"] != w["ids"] or g["reason"] != w["reason"]:
+            extra = explain(g, w) if explain and "ids" in g else ""
+            verdict.fail(f"{_call(w, vocab)} {_result(g, vocab)}; expected ({_as_text(w['ids'], vocab) if vocab else w['ids']}, "
+                         f"{w['reason']!r})" + (f": {extra}" if extra else ""))
+    return got
+
+
+@criterion("generate_stops_at_eos", kind="values",
+           title={"en": "generate: seed 004's ^pa -> ^pab$ and ^qa -> ^qac$, stopping at EOS",
+                  "zh": "generate：种子 004 的 ^pa -> ^pab$、^qa -> ^qac$，在 EOS 处停止"},
+           hint={"en": "Append the chosen token first, then, if it equals eos_id, return (ids, \"eos\"): the EOS token is part of the output. Return the ids as a list of Python ints (int(...)).",
+                 "zh": "先追加选出的词元，若它等于 eos_id 再返回 (ids, \"eos\")：EOS 属于输出。ids 以 Python int 列表返回（用 int(...)）。"})
+def test_generate_stops_at_eos(obs, ref, verdict):
+    def explain(g, w):
+        if g["ids"] == w["ids"][:-1]:
+            return "the EOS token was not appended before stopping"
+        if isinstance(g["ids"], list) and g["ids"][: len(w["ids"])] == w["ids"]:
+            return "decoding went on after the EOS token was generated"
+        if g["ids"] == w["ids"] and g["reason"] == "context_limit" and w["reason"] == "eos":
+            return "the EOS token filled the last free position; it still ends the sequence with reason 'eos'"
+        return ""
+
+    got = _check_runs(obs, ref, verdict, ["seed:^pa", "seed:^qa", "seed:^p"], SEED_VOCAB, explain)
+    _check_runs(obs, ref, verdict, ["eos_fills_block"], None, explain)
+    entry = got.value("seed:^pa")
+    if entry["ids_type"] != "list":
+        verdict.fail(f"generate returned the ids as a {entry['ids_type']}; expected a list of Python ints")
+    if entry["element_types"] != ["int"]:
+        verdict.fail(f"generate returned a list whose elements are {', '.join(entry['element_types'])}; expected "
+                     "Python ints only (convert with int(...) or .item())")
+    verdict.ok('"^pa" -> ("^pab$", "eos"), "^qa" -> ("^qac$", "eos"), "^p" -> ("^pab$", "eos"); an EOS filling the '
+               "last free position is appended with reason 'eos'")
+
+
+@criterion("generate_max_new_tokens", kind="values",
+           title={"en": "generate stops after max_new_tokens new tokens",
+                  "zh": "generate 在生成 max_new_tokens 个新词元后停止"},
+           hint={"en": "Loop at most max_new_tokens times (zero means no new token) and return (prompt + new tokens, \"max_new_tokens\") when the budget is spent; eos_id may be None.",
+                 "zh": "最多循环 max_new_tokens 次（为 0 时不生成），用完后返回 (提示 + 新词元, \"max_new_tokens\")；eos_id 可以是 None。"})
+def test_generate_max_new_tokens(obs, ref, verdict):
+    _check_runs(obs, ref, verdict, ["budget", "budget_no_eos_id", "budget_zero"])
+    verdict.ok("3, 4 and 0 new tokens without EOS give exactly that many new tokens and reason 'max_new_tokens'")
+
+
+@criterion("generate_context_limit", kind="values",
+           title={"en": "generate stops at block_size with \"context_limit\", checked before each new token",
+                  "zh": "generate 在达到 block_size 时以 \"context_limit\" 停止（每个新词元之前检查）"},
+           hint={"en": "At the top of each iteration, before calling the model: if len(ids) >= model.config.block_size, return (ids, \"context_limit\"). Never crop the prompt, and never call the model on more than block_size tokens.",
+                 "zh": "每轮循环开头、调用模型之前：若 len(ids) >= model.config.block_size，返回 (ids, \"context_limit\")。不要截断提示，也不要用超过 block_size 个词元调用模型。"})
+def test_generate_context_limit(obs, ref, verdict):
+    def explain(g, w):
+        lengths = [c["length"] for c in g["calls"]]
+        block = w["request"]["block_size"]
+        if isinstance(g["ids"], list) and len(g["ids"]) > block:
+            return f"the sequence grew past block_size={block}: the limit must be checked before each new token"
+        if not w["calls"] and lengths:
+            return f"the prompt already holds block_size={block} tokens, yet the model was called {len(lengths)} time(s)"
+        return ""
+
+    _check_runs(obs, ref, verdict, ["fills_block", "prompt_at_block"], None, explain)
+    verdict.ok("a short prompt is extended to exactly block_size tokens, and a prompt already at block_size is returned "
+               "unchanged, both with reason 'context_limit'")
+
+
+@criterion("generate_last_position", kind="values",
+           title={"en": "generate is greedy on the LAST position's logits",
+                  "zh": "generate 对最后一个位置的 logits 取 argmax"},
+           hint={"en": "logits has shape [1, T, V]; the next token is int(logits[0, -1].argmax()). Position 0 (or the argmax of the flattened [T, V] table) predicts the token after the first token, not after the last.",
+                 "zh": "logits 的形状是 [1, T, V]；下一个词元是 int(logits[0, -1].argmax())。位置 0（或把 [T, V] 展平后的 argmax）预测的是第一个词元之后的词元，而不是最后一个之后的。"})
+def test_generate_last_position(obs, ref, verdict):
+    def explain(g, w):
+        return "each position of this model prefers another token (position 0 the most strongly); only the last " \
+               "position's choice is the next token"
+
+    _check_runs(obs, ref, verdict, ["last_position"], None, explain)
+    verdict.ok("with every position preferring another token, generate follows the last position's argmax")
+
+
+@criterion("generate_eval_mode", kind="determinism",
+           title={"en": "generate runs the model in eval() mode",
+                  "zh": "generate 在 eval() 模式下运行模型"},
+           hint={"en": "Call model.eval() at the start of generate (and run under torch.no_grad()): in train() mode dropout makes the greedy continuation random.",
+                 "zh": "在 generate 开头调用 model.eval()（并在 torch.no_grad() 下运行）：train() 模式下 dropout 会让贪心续写变得随机。"})
+def test_generate_eval_mode(obs, verdict):
+    entry = obs.probe("generate").value("train_mode")
+    if "raised" in entry or "returned" in entry:
+        verdict.fail(f"{_call(entry)} on a model handed over in train() mode {_result(entry)}")
+    calls = entry["calls"]
+    training = sum(1 for c in calls if c["training"])
+    verdict.note(calls=calls)
+    verdict.check(bool(calls), "generate never called the model, so its mode could not be observed")
+    verdict.check(training == 0, f"a model handed to generate in train() mode was still in training mode in {training} "
+                                 f"of {len(calls)} forward calls: dropout stays active during generation")
+    verdict.ok(f"a model handed over in train() mode ran all {len(calls)} forward calls in eval() mode")

@@ -1,0 +1,278 @@
+"""Hidden criteria of exercise `embedding`: TokenEmbedding, a lookup table from ids to vectors."""
+
+import torch
+
+from grader.judge.common import forbidden_api_criterion
+from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.criterion import criterion
+
+EXERCISE = "embedding"
+VOCAB, DIM, PADDED = 13, 6, 9   # as in the probes
+LOOKUP_TOLERANCE = 0.0   # a lookup copies rows, and even a one-hot matmul only adds exact zeros: no rounding at all
+GRAD_TOLERANCE = 1e-4    # float32 sums of up to ~10 upstream gradients of size ~3: rounding stays below ~1e-5; a wrong row is off by O(1)
+PAD_GRAD_TOLERANCE = 0.0  # the contract says exactly zero: any non-zero gradient moves the padding row
+
+
+@criterion("weight_registered", kind="registration",
+           title={"en": "weight is an nn.Parameter of shape [vocab_size, dim]",
+                  "zh": "weight 是形状为 [vocab_size, dim] 的 nn.Parameter"},
+           hint={"en": "In __init__ call super().__init__() first, then assign self.weight = nn.Parameter(torch.randn(vocab_size, dim)): "
+                       "one row per token. A plain tensor (even with requires_grad=True) is not registered, so model.parameters() "
+                       "and the optimizer never see it.",
+                 "zh": "在 __init__ 中先调用 super().__init__()，再写 self.weight = nn.Parameter(torch.randn(vocab_size, dim))：每个 token 一行。"
+                       "普通张量（即使 requires_grad=True）不会被注册，model.parameters() 和优化器都看不到它。"})
+def test_weight_registered(obs, verdict):
+    p = obs.probe("table")
+    verdict.note(weight_type=p.value("weight_type"), weight_shape=p.value("weight_shape"), parameters=p.value("parameters"))
+    verdict.check(p.value("is_module"), "TokenEmbedding(13, 6) is not an nn.Module: subclass nn.Module and call super().__init__()")
+    kind, shape = p.value("weight_type"), p.value("weight_shape")
+    verdict.check(kind != "NoneType", "TokenEmbedding(13, 6) has no attribute `weight` (or it is None); "
+                                      "the contract asks for self.weight, an nn.Parameter of shape [13, 6]")
+    listed = ", ".join(p.value("parameters")) or "nothing"
+    verdict.check(p.value("weight_is_parameter"),
+                  f"`weight` is a {kind}, not an nn.Parameter: model.parameters() lists {listed}, so an optimizer would never train the table")
+    if shape != [VOCAB, DIM]:
+        swapped = " (rows and columns swapped: row i must be the vector of token i)" if shape == [DIM, VOCAB] else ""
+        verdict.fail(f"TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = [13, 6]{swapped}")
+    verdict.check(p.value("weight_registered"), "`weight` is an nn.Parameter but not among the module's parameters(): "
+                                                "assign it as an attribute of the module (self.weight = nn.Parameter(...))")
+    verdict.check(p.value("weight_requires_grad"), "`weight` has requires_grad=False: the table could never be trained")
+    verdict.ok(f"weight is an nn.Parameter of shape [13, 6] registered on the module (parameters: {listed})")
+
+
+@criterion("output_shape", kind="shape",
+           title={"en": "The output has shape ids.shape + (dim,)", "zh": "输出形状为 ids.shape + (dim,)"},
+           hint={"en": "Index the table with the whole id tensor, weight[ids]: it keeps every axis of ids and appends dim. "
+                       "If you flatten ids (for index_select or one-hot), reshape back to (*ids.shape, dim), and never transpose the result.",
+                 "zh": "直接用整个 id 张量索引表：weight[ids]，它会保留 ids 的所有轴并在末尾追加 dim。"
+                       "若为 index_select 或 one-hot 把 ids 展平了，最后要 reshape 回 (*ids.shape, dim)，不要转置结果。"})
+def test_output_shape(obs, ref, verdict):
+    got, want = obs.probe("lookup"), ref.probe("lookup")
+    seen = []
+    for key in ("0", "1", "2", "pad"):
+        ids_shape = list(want.tensor(f"ids_{key}").shape)
+        shape = list(got.tensor(f"out_{key}").shape)
+        expected = ids_shape + [DIM]
+        padding = " (padding_idx=9)" if key == "pad" else ""
+        if shape != expected:
+            n = 1
+            for size in ids_shape:
+                n *= size
+            why = ""
+            if shape == [n, DIM]:
+                why = ": the ids were flattened and the result never reshaped back to (*ids.shape, dim)"
+            elif shape == [DIM] + ids_shape or shape == ids_shape[:-1] + [DIM, ids_shape[-1]]:
+                why = ": the dim axis is in the wrong place (a transposed result)"
+            verdict.fail(f"for ids of shape {ids_shape}{padding} the output has shape {shape}; "
+                         f"expected ids.shape + (dim,) = {expected}{why}")
+        seen.append(ids_shape)
+    verdict.ok(f"ids of shapes {seen[0]}, {seen[1]} and {seen[2]} give outputs of shape ids.shape + [6]")
+
+
+@criterion("values_are_rows", kind="values", requires=("output_shape",),
+           title={"en": "The output is weight[ids], the one-hot product one_hot(ids) @ weight",
+                  "zh": "输出等于 weight[ids]，即 one_hot(ids) @ weight"},
+           hint={"en": "Position i of the output is row ids[i] of your own weight, copied exactly. Look up rows (axis 0) of weight, "
+                       "not columns; do not add, scale or re-normalise; if you flatten the ids, restore the order with reshape, not transpose.",
+                 "zh": "输出的第 i 个位置就是你自己的 weight 的第 ids[i] 行，原样复制。按行（第 0 轴）查表而不是按列；"
+                       "不要再加、乘或归一化；若把 ids 展平了，用 reshape 恢复顺序，不要用转置。"})
+def test_values_are_rows(obs, ref, verdict):
+    got, want = obs.probe("lookup"), ref.probe("lookup")
+    for key in ("0", "1", "2", "pad"):
+        ids = want.tensor(f"ids_{key}")
+        weight = got.tensor(f"weight_{key}")
+        out = got.tensor(f"out_{key}")
+        padding = ", padding_idx=9" if key == "pad" else ""
+        label = f"ids of shape {list(ids.shape)}{padding}"
+        if list(weight.shape) != [VOCAB, DIM]:
+            verdict.fail(f"your weight has shape {list(weight.shape)}; the lookup is judged against a [13, 6] table")
+        rows = weight[ids]
+        if difference(out, rows, atol=LOOKUP_TOLERANCE) is not None:
+            verdict.fail(f"for {label}: {_first_wrong_row(out, rows, ids, weight)}")
+        one_hot = torch.nn.functional.one_hot(ids, VOCAB).double() @ weight.double()
+        problem = difference(out, one_hot, atol=LOOKUP_TOLERANCE)
+        if problem:
+            verdict.fail(f"for {label} the output differs from one_hot(ids) @ weight: {problem}")
+    verdict.ok("for 1-D, 2-D and 3-D ids (and with a padding row) every output vector is exactly the row weight[id] "
+               "of your own table, the same as one_hot(ids) @ weight")
+
+
+@criterion("padding_row_zero_at_init", kind="values",
+           title={"en": "The padding row is zero right after construction", "zh": "构造后 padding 行全为零"},
+           hint={"en": "After creating the table, zero row padding_idx in place under torch.no_grad() (self.weight[padding_idx].zero_()); "
+                       "use the padding_idx you were given, not a fixed 0.",
+                 "zh": "创建权重表后，在 torch.no_grad() 下原地把第 padding_idx 行清零（self.weight[padding_idx].zero_()）；"
+                       "用传入的 padding_idx，而不是固定的 0。"})
+def test_padding_row_zero_at_init(obs, verdict):
+    p = obs.probe("table")
+    for pad in (0, PADDED):
+        key = f"init_pad{pad}"
+        if key in p.not_tensors:
+            verdict.fail(f"TokenEmbedding(13, 6, padding_idx={pad}).weight is a {p.not_tensors[key]}, not a tensor")
+        weight = p.tensor(key)
+        if weight.dim() != 2 or weight.shape[0] <= pad:
+            verdict.fail(f"TokenEmbedding(13, 6, padding_idx={pad}).weight has shape {list(weight.shape)}; "
+                         f"row {pad} cannot be checked in a table that is not [13, 6]")
+        row = weight[pad]
+        nonzero = int((row != 0).sum())
+        if nonzero:
+            where = ""
+            if pad != 0 and bool((weight[0] == 0).all()):
+                where = "; row 0 is zero instead, as if the padding row were always 0"
+            verdict.fail(f"with padding_idx={pad} row {pad} of weight right after construction is {_fmt(row)} "
+                         f"({nonzero} of {row.numel()} entries non-zero); expected all zeros{where}")
+    verdict.ok("with padding_idx=0 and padding_idx=9 the padding row is all zeros right after construction")
+
+
+@criterion("gradient_reaches_rows", kind="gradient", requires=("values_are_rows",),
+           title={"en": "Backpropagation reaches every used row", "zh": "反向传播到达每个被用到的行"},
+           hint={"en": "Keep the lookup inside autograd: index self.weight itself (no .data, .detach(), .item() or torch.tensor(...) copies). "
+                       "Without padding_idx no row is special: row 0 must get its gradient like any other.",
+                 "zh": "查表要保留在自动微分图中：直接索引 self.weight（不要用 .data、.detach()、.item() 或 torch.tensor(...) 复制）。"
+                       "没有 padding_idx 时没有特殊的行：第 0 行也要像其他行一样得到梯度。"})
+def test_gradient_reaches_rows(obs, ref, verdict):
+    max_diff = _check_gradient(obs, ref, verdict, "nopad", None)
+    verdict.ok(f"with padding_idx=None every used row, row 0 included, receives the sum of its upstream gradients "
+               f"(largest difference {max_diff:.1e}) and unused rows receive zero")
+
+
+@criterion("padding_gradient_zero", kind="gradient", requires=("values_are_rows",),
+           title={"en": "The padding row gets exactly zero gradient; other used rows still learn",
+                  "zh": "padding 行梯度严格为零，其他被用到的行照常得到梯度"},
+           hint={"en": "Stop the gradient only at padding positions: e.g. out = torch.where((ids == padding_idx).unsqueeze(-1), out.detach(), out), "
+                       "or multiply by a mask (ids != padding_idx). Zeroing the row's values is not enough: "
+                       "weight[ids] still sends every padding position's gradient into that row.",
+                 "zh": "只在 padding 位置截断梯度：例如 out = torch.where((ids == padding_idx).unsqueeze(-1), out.detach(), out)，"
+                       "或乘以掩码 (ids != padding_idx)。只把该行的值清零是不够的：weight[ids] 仍会把每个 padding 位置的梯度送回这一行。"})
+def test_padding_gradient_zero(obs, ref, verdict):
+    worst = max(_check_gradient(obs, ref, verdict, key, pad) for key, pad in (("pad0", 0), ("pad9", PADDED)))
+    verdict.ok(f"with padding_idx=0 and padding_idx=9 the padding row's gradient is exactly zero and every other used row "
+               f"receives the sum of its upstream gradients (largest difference {worst:.1e})")
+
+
+@criterion("rejects_float_ids", kind="errors",
+           title={"en": "TypeError for floating-point ids", "zh": "浮点 id 抛出 TypeError"},
+           hint={"en": "Check ids.dtype before the lookup (e.g. if ids.is_floating_point(): raise TypeError(...)) and name the dtype. "
+                       "Do not cast with .long(): a float id means the caller passed the wrong tensor, and casting hides it.",
+                 "zh": "查表前检查 ids.dtype（例如 if ids.is_floating_point(): raise TypeError(...)），并在信息里写出 dtype。"
+                       "不要用 .long() 强转：浮点 id 说明调用方传错了张量，强转只会把错误藏起来。"})
+def test_rejects_float_ids(obs, verdict):
+    p = obs.probe("bad_ids")
+    for key, shown in (("float32", "float32 ids [[1., 2.], [3., 4.]]"), ("float64", "float64 ids [0., 5., 7.]")):
+        outcome = p.value(key)
+        if raised(outcome) != "TypeError":
+            why = (": ids whose values happen to be whole numbers were quietly accepted" if raised(outcome) is None
+                   else "; torch's own indexing error is not the contract: check the dtype yourself" if raised(outcome) in ("IndexError", "RuntimeError")
+                   else "")
+            verdict.fail(f"emb({shown}) {_describe(outcome)}; expected TypeError{why}")
+    verdict.ok("float32 and float64 ids raise TypeError")
+
+
+@criterion("rejects_out_of_range_ids", kind="errors",
+           title={"en": "IndexError for ids outside [0, vocab_size)", "zh": "id 超出 [0, vocab_size) 时抛出 IndexError"},
+           hint={"en": "Check ids.min() < 0 or ids.max() >= vocab_size over the whole tensor and raise IndexError naming the value. "
+                       "Negative ids matter most: weight[-1] silently returns the last row, so torch never complains.",
+                 "zh": "对整个张量检查 ids.min() < 0 或 ids.max() >= vocab_size，并抛出写明该值的 IndexError。"
+                       "负数 id 尤其重要：weight[-1] 会悄悄返回最后一行，torch 不会报错。"})
+def test_rejects_out_of_range_ids(obs, verdict):
+    p = obs.probe("bad_ids")
+    boundary = p.value("boundary")
+    verdict.check(raised(boundary) is None,
+                  f"emb([[0, 12], [12, 0]]) with vocab_size=13 {_describe(boundary)}; ids 0 and 12 are valid "
+                  "(the range is [0, vocab_size): reject id >= vocab_size, not id >= vocab_size - 1)")
+    for key, bad, silent in (("minus_one", -1, "it silently picks row 12, the last row"),
+                             ("minus_vocab", -VOCAB, "it silently picks row 0"),
+                             ("too_large", VOCAB, ""), ("far_too_large", VOCAB + 5, "")):
+        outcome = p.value(key)
+        if raised(outcome) != "IndexError":
+            why = f": {silent}" if silent and raised(outcome) is None else ""
+            verdict.fail(f"with vocab_size=13, ids [[2, 3, 4], [5, {bad}, 6]] (bad id at [1, 1]) {_describe(outcome)}; "
+                         f"expected IndexError{why}")
+    verdict.ok("ids -1, -13, 13 and 18 raise IndexError with vocab_size=13; the boundary ids 0 and 12 are looked up")
+
+
+test_no_forbidden_api = forbidden_api_criterion()
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _check_gradient(obs, ref, verdict, key, pad):
+    """Fail unless weight.grad equals the upstream gradients summed per id, with the padding row exactly zero.
+    Returns the largest difference on the non-padding rows."""
+    got = obs.probe("gradient")
+    ids = ref.probe("gradient").tensor(f"ids_{key}")
+    upstream = ref.probe("gradient").tensor(f"upstream_{key}").double()
+    setting = f"padding_idx={pad}"
+    backward = got.value(f"backward_{key}")
+    if raised(backward):
+        verdict.fail(f"with {setting}, backward through the output {_describe(backward)}: "
+                     "the output must stay connected to weight in the autograd graph")
+    if not got.value(f"has_grad_{key}"):
+        verdict.fail(f"with {setting}, weight.grad is None after backward: the output is not connected to weight "
+                     "(a copy, .data or .detach() cut the graph)")
+    grad = got.tensor(f"grad_{key}").double()
+    if list(grad.shape) != [VOCAB, DIM]:
+        verdict.fail(f"with {setting}, weight.grad has shape {list(grad.shape)}; expected [13, 6]")
+    want = torch.zeros(VOCAB, DIM, dtype=torch.float64).index_add_(0, ids.reshape(-1), upstream.reshape(-1, DIM))
+    counts = torch.bincount(ids.reshape(-1), minlength=VOCAB)
+    verdict.note(**{f"grad_row_norms_{key}": [round(float(v), 6) for v in grad.norm(dim=1)]})
+    if pad is not None:
+        row = grad[pad]
+        if (row.abs() > PAD_GRAD_TOLERANCE).any():
+            verdict.fail(f"with {setting}, weight.grad[{pad}] is {_fmt(row)} (largest |g| {float(row.abs().max()):.3g}); "
+                         f"expected exactly zero: id {pad} appears {int(counts[pad])} times in the [4, 6] batch and each "
+                         "occurrence sent its gradient into the padding row")
+        want[pad] = 0
+    worst = 0.0
+    for r in range(VOCAB):
+        if r == pad:
+            continue
+        diff = float((grad[r] - want[r]).abs().max())
+        worst = max(worst, diff)
+        if diff > GRAD_TOLERANCE:
+            n = int(counts[r])
+            if n and float(grad[r].abs().max()) == 0.0:
+                what = f"row {r} received no gradient although id {r} appears {n} times"
+                if pad is None and r == 0:
+                    what += " (with padding_idx=None row 0 is an ordinary row)"
+            elif n == 0:
+                what = f"row {r} received gradient {_fmt(grad[r])} although id {r} does not appear in the batch"
+            else:
+                what = (f"row {r} received {_fmt(grad[r])}; expected {_fmt(want[r])}, the sum of the upstream gradients "
+                        f"at the {n} positions holding id {r} (largest difference {diff:.3g})")
+            verdict.fail(f"with {setting}, {what}")
+    return worst
+
+
+def _first_wrong_row(out, rows, ids, weight):
+    """Name the first output position that is not its row, and which row (if any) it equals instead."""
+    bad = (out != rows).reshape(-1, DIM).any(dim=1)
+    n_bad = int(bad.sum())
+    flat = int(torch.nonzero(bad)[0])
+    position = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ids.shape))
+    token = int(ids[position])
+    vec = out[position]
+    same = [r for r in range(weight.shape[0]) if torch.equal(vec, weight[r])]
+    if torch.equal(out, rows.movedim(-1, 0).reshape(out.shape)):
+        instead = (", although every number is right: the output is weight[ids] laid out as [dim, *ids.shape] and then "
+                   "reshaped; reshape does not swap axes, use .t() / .transpose (or look up rows, weight[ids], directly)")
+    elif same:
+        instead = f"; it equals row {same[0]} instead"
+    elif torch.allclose(vec, weight[token], atol=1e-4):
+        instead = f" (close but not equal: largest difference {float((vec - weight[token]).abs().max()):.3g}; a lookup copies exactly)"
+    else:
+        instead = ", and it is no row of weight at all"
+    pos = ", ".join(str(i) for i in position)
+    return (f"out[{pos}] is {_fmt(vec)} but ids[{pos}] = {token}, so it should be weight[{token}] = {_fmt(weight[token])}"
+            f"{instead}; {n_bad} of {bad.numel()} positions are wrong")
+
+
+def _describe(outcome):
+    where = (outcome.get("raised") or {}).get("where")
+    return describe_outcome(outcome) + (f" (at {where})" if where else "")
+
+
+def _fmt(vector, limit=4):
+    values = [f"{float(v):.4g}" for v in vector.reshape(-1)[:limit]]
+    more = ", ..." if vector.numel() > limit else ""
+    return "[" + ", ".join(values) + more + "]"

@@ -1,0 +1,222 @@
+"""Hidden criteria of exercise `heads`: split_heads and merge_heads."""
+
+import torch
+
+from grader.judge.compare import describe_outcome, raised
+from grader.judge.criterion import criterion
+from grader.judge.verdicts import CriterionFailed
+
+EXERCISE = "heads"
+# Splitting and merging heads only moves numbers around: every comparison is exact (bitwise), no tolerance.
+SPLIT_CASES = [(2, 5, 12, 3), (3, 4, 8, 4), (2, 6, 30, 6)]   # (B, T, C, H), as in the probes
+MERGE_CASES = [(2, 3, 5, 4), (3, 4, 4, 2), (2, 6, 6, 5)]     # (B, H, T, D), as in the probes
+NONCONTIGUOUS_CASE = (2, 3, 5, 4)
+
+
+@criterion("split_shape", kind="shape",
+           title={"en": "split_heads returns [B, H, T, C/H]", "zh": "split_heads 返回 [B, H, T, C/H]"},
+           hint={"en": "First cut the channels of each position into heads with reshape(B, T, H, C // H) (or view), then move the "
+                       "head axis forward with transpose(1, 2). Return the tensor.",
+                 "zh": "先用 reshape(B, T, H, C // H)（或 view）把每个位置的通道切成 head，再用 transpose(1, 2) 把 head 轴移到前面，并返回该张量。"})
+def test_split_shape(obs, verdict):
+    p = obs.probe("split")
+    for i, (B, T, C, H) in enumerate(SPLIT_CASES):
+        call = f"split_heads(x of shape [{B}, {T}, {C}], {H})"
+        out = _output(p, verdict, i, call)
+        want = [B, H, T, C // H]
+        if list(out.shape) != want:
+            why = ""
+            if list(out.shape) == [B, T, H, C // H]:
+                why = ": that is [B, T, H, D], the head axis is still at position 2 (transpose(1, 2) is missing)"
+            verdict.fail(f"{call} has shape {list(out.shape)}; expected [B, H, T, C/H] = {want}{why}")
+    verdict.ok("split_heads gives [B, H, T, C/H] for H != T and for H == T")
+
+
+@criterion("split_values", kind="values", requires=("split_shape",),
+           title={"en": "Head h at position t holds the channels h*D:(h+1)*D", "zh": "第 h 个 head 在位置 t 上恰为通道 h*D:(h+1)*D"},
+           hint={"en": "reshape(B, T, H, D) first, transpose(1, 2) second. Reshaping straight to [B, H, T, D] always gives the right "
+                       "shape but mixes positions with channels, and a view(B, T, H, D) without the transpose has the right shape "
+                       "whenever H == T: only the values give these away.",
+                 "zh": "先 reshape(B, T, H, D)，再 transpose(1, 2)。直接 reshape 成 [B, H, T, D] 形状总是对的，却把位置和通道混在一起；"
+                       "漏掉 transpose 的 view(B, T, H, D) 在 H == T 时形状也对：只有数值能暴露这些错误。"})
+def test_split_values(obs, ref, verdict):
+    got, inputs = obs.probe("split"), ref.probe("split")
+    wrong = []
+    for i, (B, T, C, H) in enumerate(SPLIT_CASES):
+        D = C // H
+        x = inputs.tensor(f"x_{i}")
+        out = got.tensor(f"out_{i}")
+        want = x.view(B, T, H, D).transpose(1, 2)
+        if not torch.equal(out, want):
+            index, g, w = _first_mismatch(out, want)
+            b, h, t, d = index
+            alike = _which(out, {
+                f"x.reshape({B}, {H}, {T}, {D}), a reshape straight to [B, H, T, D] without the transpose":
+                    x.reshape(B, H, T, D),
+                f"x.view({B}, {T}, {D}, {H}).permute(0, 3, 1, 2): head h takes every H-th channel (h, h+H, ...) "
+                f"instead of the slice h*D:(h+1)*D": x.reshape(B, T, D, H).permute(0, 3, 1, 2),
+            })
+            equal = " (H == T: the shape is right, the values are not)" if H == T else ""
+            wrong.append(f"split_heads(x of shape [{B}, {T}, {C}], {H}){equal}: out[{b}, {h}, {t}, {d}] is {g:.6g}; "
+                         f"expected x[{b}, {t}, {h * D + d}] = {w:.6g} (channel h*D + d of position t)"
+                         + (f"; your output equals {alike}" if alike else ""))
+    _fail_first(verdict, wrong, len(SPLIT_CASES))
+    verdict.ok("out[b, h, t] == x[b, t, h*D:(h+1)*D] exactly, for H != T and H == T")
+
+
+@criterion("merge_shape", kind="shape",
+           title={"en": "merge_heads returns [B, T, H*D]", "zh": "merge_heads 返回 [B, T, H*D]"},
+           hint={"en": "Move T back next to B with transpose(1, 2), then flatten the last two axes: .contiguous().view(B, T, H * D) "
+                       "or .reshape(B, T, H * D). A view right after a transpose fails, because the memory is no longer in that order.",
+                 "zh": "先用 transpose(1, 2) 把 T 移回 B 旁边，再把最后两个轴展平：.contiguous().view(B, T, H * D) 或 .reshape(B, T, H * D)。"
+                       "transpose 之后直接 view 会报错，因为内存顺序已经变了。"})
+def test_merge_shape(obs, verdict):
+    p = obs.probe("merge")
+    cases = [(str(i), case, "") for i, case in enumerate(MERGE_CASES)]
+    cases.append(("strided", NONCONTIGUOUS_CASE, " (a non-contiguous transposed view)"))
+    for key, (B, H, T, D), note in cases:
+        call = f"merge_heads(y of shape [{B}, {H}, {T}, {D}]{note})"
+        out = _output(p, verdict, key, call)
+        want = [B, T, H * D]
+        verdict.check(list(out.shape) == want, f"{call} has shape {list(out.shape)}; expected [B, T, H*D] = {want}")
+    verdict.ok("merge_heads gives [B, T, H*D] for H != T, H == T and a non-contiguous input")
+
+
+@criterion("merge_values", kind="values", requires=("merge_shape",),
+           title={"en": "merge_heads puts head h back at channels h*D:(h+1)*D", "zh": "merge_heads 把第 h 个 head 放回通道 h*D:(h+1)*D"},
+           hint={"en": "transpose(1, 2) back to [B, T, H, D] before flattening the heads. Viewing [B, H, T, D] directly as [B, T, H*D] "
+                       "keeps the shape but puts values of other positions into each position.",
+                 "zh": "展平 head 之前先 transpose(1, 2) 回到 [B, T, H, D]。把 [B, H, T, D] 直接 view 成 [B, T, H*D] 形状不变，"
+                       "却会把别的位置的数值放进每个位置。"})
+def test_merge_values(obs, ref, verdict):
+    got, inputs = obs.probe("merge"), ref.probe("merge")
+    cases = [(str(i), case, "") for i, case in enumerate(MERGE_CASES)]
+    cases.append(("strided", NONCONTIGUOUS_CASE, ", non-contiguous"))
+    wrong = []
+    for key, (B, H, T, D), note in cases:
+        y = inputs.tensor(f"y_{key}")
+        out = got.tensor(f"out_{key}")
+        want = y.transpose(1, 2).reshape(B, T, H * D)
+        if not torch.equal(out, want):
+            (b, t, c), g, w = _first_mismatch(out, want)
+            alike = _which(out, {
+                f"y.reshape({B}, {T}, {H * D}), a reshape without the transpose": y.reshape(B, T, H * D),
+                "y.permute(0, 2, 3, 1).reshape(B, T, D*H): channels ordered d*H + h instead of h*D + d":
+                    y.permute(0, 2, 3, 1).reshape(B, T, H * D),
+            })
+            equal = " (H == T: the shape is right, the values are not)" if H == T else ""
+            wrong.append(f"merge_heads(y of shape [{B}, {H}, {T}, {D}]{note}){equal}: out[{b}, {t}, {c}] is {g:.6g}; "
+                         f"expected y[{b}, {c // D}, {t}, {c % D}] = {w:.6g} (head c // D, channel c % D of position t)"
+                         + (f"; your output equals {alike}" if alike else ""))
+    _fail_first(verdict, wrong, len(cases))
+    verdict.ok("out[b, t, h*D:(h+1)*D] == y[b, h, t] exactly, for H != T, H == T and a non-contiguous input")
+
+
+@criterion("round_trip", kind="values",
+           title={"en": "merge_heads and split_heads undo each other exactly", "zh": "merge_heads 与 split_heads 精确互逆"},
+           hint={"en": "merge_heads must reverse every step of split_heads in the opposite order: split is view then transpose(1, 2), "
+                       "so merge is transpose(1, 2) then view/reshape. Pure data movement: the result must be bitwise identical.",
+                 "zh": "merge_heads 要按相反顺序撤销 split_heads 的每一步：拆分是先 view 再 transpose(1, 2)，"
+                       "合并就是先 transpose(1, 2) 再 view/reshape。纯数据搬运：结果必须逐位相同。"})
+def test_round_trip(obs, ref, verdict):
+    got, inputs = obs.probe("round_trip"), ref.probe("round_trip")
+    for i, (B, T, C, H) in enumerate(SPLIT_CASES):
+        x = inputs.tensor(f"x_{i}")
+        call = f"merge_heads(split_heads(x, {H})) for x of shape [{B}, {T}, {C}]"
+        _check_same(verdict, _output(got, verdict, f"x_{i}", call, prefix="back_"), x, call, "x", "t, c")
+    for i, (B, H, T, D) in enumerate(MERGE_CASES):
+        y = inputs.tensor(f"y_{i}")
+        call = f"split_heads(merge_heads(y), {H}) for y of shape [{B}, {H}, {T}, {D}]"
+        _check_same(verdict, _output(got, verdict, f"y_{i}", call, prefix="back_"), y, call, "y", "h, t, d")
+    verdict.ok("merge_heads(split_heads(x, H)) == x and split_heads(merge_heads(y), H) == y bitwise, for H != T and H == T")
+
+
+@criterion("rejects_indivisible", kind="errors",
+           title={"en": "ValueError when n_heads does not divide C", "zh": "n_heads 不整除 C 时抛出 ValueError"},
+           hint={"en": "At the top of split_heads check C % n_heads != 0 and raise ValueError naming C and n_heads, "
+                       "instead of letting a later view fail with a confusing RuntimeError.",
+                 "zh": "在 split_heads 开头检查 C % n_heads != 0，并抛出写明 C 和 n_heads 的 ValueError，"
+                       "不要等后面的 view 抛出难懂的 RuntimeError。"})
+def test_rejects_indivisible(obs, verdict):
+    p = obs.probe("bad_heads")
+    for key, C, H in (("c10_h3", 10, 3), ("c12_h5", 12, 5)):
+        outcome = p.value(key)
+        if raised(outcome) != "ValueError":
+            verdict.fail(f"split_heads(x of shape [2, 5, {C}], n_heads={H}) {_describe(outcome)}; "
+                         f"expected ValueError ({C} channels cannot be cut into {H} equal heads)")
+    ok = p.value("c12_h12")
+    verdict.check(raised(ok) is None, f"split_heads(x of shape [2, 5, 12], n_heads=12) {_describe(ok)}; "
+                                      "it is valid (12 heads of 1 channel) and must return")
+    verdict.ok("ValueError for C=10, H=3 and C=12, H=5; C=12, H=12 splits")
+
+
+@criterion("rejects_non_positive_heads", kind="errors",
+           title={"en": "ValueError when n_heads <= 0", "zh": "n_heads <= 0 时抛出 ValueError"},
+           hint={"en": "Check n_heads <= 0 first, before C % n_heads: 12 % 0 raises ZeroDivisionError, and 12 % -3 == 0 in Python, "
+                       "so the divisibility test alone lets negative head counts through.",
+                 "zh": "先检查 n_heads <= 0，再算 C % n_heads：12 % 0 会抛 ZeroDivisionError，而 Python 中 12 % -3 == 0，"
+                       "只检查整除会放过负的 head 数。"})
+def test_rejects_non_positive_heads(obs, verdict):
+    p = obs.probe("bad_heads")
+    for key, H in (("c12_h0", 0), ("c12_hm2", -2), ("c12_hm3", -3)):
+        outcome = p.value(key)
+        if raised(outcome) != "ValueError":
+            verdict.fail(f"split_heads(x of shape [2, 5, 12], n_heads={H}) {_describe(outcome)}; expected ValueError "
+                         "(the number of heads must be positive)")
+    ok = p.value("c12_h1")
+    verdict.check(raised(ok) is None, f"split_heads(x of shape [2, 5, 12], n_heads=1) {_describe(ok)}; "
+                                      "one head is valid and must return")
+    verdict.ok("ValueError for n_heads = 0, -2 and -3; n_heads = 1 splits")
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _fail_first(verdict, wrong, n_cases):
+    """Fail with the first wrong case, saying how many of the cases were wrong."""
+    if wrong:
+        verdict.note(wrong_cases=wrong)
+        more = f" ({len(wrong)} of {n_cases} inputs give wrong values)" if len(wrong) > 1 else f" (1 of {n_cases} inputs)"
+        verdict.fail(wrong[0] + more)
+
+def _output(p, verdict, key, call, prefix="out_"):
+    """The tensor a call returned, or a failure saying what it raised or returned instead."""
+    outcome = p.value(f"call_{key}")
+    if raised(outcome):
+        verdict.fail(f"{call} {_describe(outcome)}")
+    if f"{prefix}{key}" in p.not_tensors:
+        verdict.fail(f"{call} returned a {p.not_tensors[f'{prefix}{key}']}, not a tensor")
+    return p.tensor(f"{prefix}{key}")
+
+
+def _check_same(verdict, got, want, call, name, axes):
+    if list(got.shape) != list(want.shape):
+        verdict.fail(f"{call} has shape {list(got.shape)}; expected {list(want.shape)}, the shape of {name}")
+    if not torch.equal(got, want):
+        index, g, w = _first_mismatch(got, want)
+        n_bad = int((got != want).sum())
+        at = ", ".join(str(i) for i in index)
+        verdict.fail(f"{call}: at [{at}] (b, {axes}) got {g:.6g}, expected {name}[{at}] = {w:.6g}; "
+                     f"{n_bad} of {want.numel()} values moved (expected a bitwise-identical {name})")
+
+
+def _first_mismatch(got, want):
+    """The first index (in row-major order) where two same-shaped tensors differ, and both values there."""
+    differs = (got != want).reshape(-1)
+    if not differs.any():  # equal values but not torch.equal: only the dtype can differ
+        raise CriterionFailed(f"the values are right but the dtype is {got.dtype}; expected {want.dtype}, the input's dtype")
+    flat = int(torch.nonzero(differs)[0])
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), want.shape))
+    return index, float(got[index]), float(want[index])
+
+
+def _which(out, candidates):
+    """The description of the first known wrong layout `out` equals exactly, or None."""
+    for text, tensor in candidates.items():
+        if torch.equal(out, tensor):
+            return text
+    return None
+
+
+def _describe(outcome):
+    where = (outcome.get("raised") or {}).get("where")
+    return describe_outcome(outcome) + (f" (at {where})" if where else "")

@@ -1,0 +1,377 @@
+"""Hidden criteria of exercise `layer_norm`: LayerNorm and PreNormResidual.
+
+Inputs, weights and upstream gradients are read from the reference run (`ref`): the same seeded probes drew
+them before any student code ran, so a submission cannot change what it is compared against.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from grader.judge.common import forbidden_api_criterion
+from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.criterion import criterion
+
+EXERCISE = "layer_norm"
+
+EXACT_F64 = 1e-10           # float64: correct formulas (var_mean, manual mean of squares, rsqrt) agree to ~1e-15
+FLOAT32_ATOL = 1e-5         # float32 against the float64 reference: correct formulas land within ~3e-6 on
+FLOAT32_RTOL = 1e-5         #   outputs of size ~5 (a few float32 ulps); every formula bug we know errs by > 1e-3
+SAME_TOKEN = 1e-12          # float64: a token's output must not move at all when another token changes
+ZERO_MEAN = 1e-9            # float64: a normalised row (weight 1, bias 0) has mean 0 up to rounding
+POPULATION_TOLERANCE = 1e-4 # rows of variance 1..9 at D = 4: N vs N - 1 changes outputs by ~15%, while eps
+                            #   placement (judged by its own criterion) moves them by < 1e-5; 1e-4 tells these apart
+EPS_TOLERANCE = 1e-6        # float64, rows of variance 1e-6: eps inside vs outside the root (or a hard-coded eps)
+                            #   differ by a factor ~3; eps kept as a float32 tensor (rounded by 2.5e-8) still passes
+DIAGNOSE = 1e-8             # float64: an alternative formula "matches" the output when it agrees this closely
+FD_TOLERANCE = 1e-6         # relative: a detached mean or variance is off by > 1e-2
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, unbiased=False, eps_outside=False, dim=-1):
+    """The normalisation in float64, and the usual wrong versions of it (for naming a student's mistake)."""
+    x = x.double()
+    mean = x.mean(dim=dim, keepdim=True)
+    var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+    y = (x - mean) / (var.sqrt() + eps if eps_outside else (var + eps).sqrt())
+    if weight is not None:
+        y = y * weight.double()
+    if bias is not None:
+        y = y + bias.double()
+    return y
+
+
+def alternatives(x, w, b, eps):
+    """(what the student's code does, what it should do, the output that mistake gives) for the known bugs."""
+    x_hat = layer_norm(x, eps=eps)
+    return [
+        ("divides the variance by D - 1 (the unbiased estimate, the default of torch.var / Tensor.std)",
+         "pass unbiased=False (or correction=0)", layer_norm(x, w, b, eps, unbiased=True)),
+        ("adds eps outside the square root, (x - mean) / (sqrt(var) + eps)",
+         "use (x - mean) / sqrt(var + eps)", layer_norm(x, w, b, eps, eps_outside=True)),
+        ("uses x.std() (unbiased) plus eps outside the root", "use (x - mean) / sqrt(var + eps) with the population variance",
+         layer_norm(x, w, b, eps, unbiased=True, eps_outside=True)),
+        ("takes the statistics over axis -2 (the sequence axis) instead of the last axis", "reduce over dim=-1",
+         layer_norm(x, w, b, eps, dim=-2)),
+        ("ignores weight and bias", "return x_hat * weight + bias", layer_norm(x, eps=eps) if w is not None else None),
+        ("adds the bias before scaling, (x_hat + bias) * weight", "return x_hat * weight + bias",
+         (x_hat + b.double()) * w.double() if w is not None else None),
+        ("swaps weight and bias, x_hat * bias + weight", "return x_hat * weight + bias",
+         x_hat * b.double() + w.double() if w is not None else None),
+    ]
+
+
+def diagnose(got, x, w=None, b=None, eps=1e-5, tolerance=DIAGNOSE) -> str:
+    """' Your output matches ...' when a known mistake explains `got`, else ''."""
+    for does, fix, output in alternatives(x, w, b, eps):
+        if output is not None and difference(got, output, atol=tolerance, rtol=tolerance) is None:
+            return f" Your output matches a LayerNorm that {does}: {fix}."
+    return ""
+
+
+def missing_tensor(p, key: str) -> bool:
+    return key in p.not_tensors
+
+
+def raised_where(outcome: dict) -> str:
+    where = outcome.get("raised", {}).get("where")
+    return f" (at {where})" if where else ""
+
+
+# --- LayerNorm ------------------------------------------------------------------------------------
+
+@criterion("parameters_registered", kind="registration",
+           title={"en": "weight (ones) and bias (zeros) are registered nn.Parameters of shape [dim]",
+                  "zh": "weight（全 1）与 bias（全 0）是形状为 [dim] 的已注册 nn.Parameter"},
+           hint={"en": "In __init__ write self.weight = nn.Parameter(torch.ones(dim)) and self.bias = nn.Parameter(torch.zeros(dim)); a plain tensor attribute is invisible to optimizers and state_dict.",
+                 "zh": "在 __init__ 中写 self.weight = nn.Parameter(torch.ones(dim))、self.bias = nn.Parameter(torch.zeros(dim))；普通张量属性对优化器和 state_dict 不可见。"})
+def test_parameters_registered(obs, verdict):
+    p = obs.probe("parameters")
+    names = p.value("parameter_names")
+    verdict.note(parameter_names=names)
+    for name, fill, init in (("weight", 1.0, "ones"), ("bias", 0.0, "zeros")):
+        kind = p.value(f"{name}_kind")
+        if kind == "missing":
+            verdict.fail(f"LayerNorm(6) has no attribute `{name}`; the contract asks for self.{name} = nn.Parameter(torch.{init}(dim))")
+        if kind != "Parameter":
+            verdict.fail(f"LayerNorm(6).{name} is a {kind}, not an nn.Parameter: optimizers and state_dict will not see it")
+        if not p.value(f"{name}_registered"):
+            verdict.fail(f"`{name}` is not among the module's named_parameters() {names}: register it as an attribute of the module")
+        if not p.value(f"{name}_requires_grad"):
+            verdict.fail(f"LayerNorm(6).{name} has requires_grad=False; it must be trainable")
+        value = p.tensor(name)
+        verdict.check(list(value.shape) == [6], f"LayerNorm(6).{name} has shape {list(value.shape)}; expected [6]")
+        wrong = (value.double() != fill).nonzero()
+        if len(wrong):
+            i = int(wrong[0][0])
+            verdict.fail(f"LayerNorm(6).{name}[{i}] starts at {float(value[i]):.6g}; {name} must start at all {init}")
+    extra = sorted(set(names) - {"weight", "bias"})
+    verdict.check(not extra, f"LayerNorm(6) has parameters {extra} besides weight and bias; LayerNorm has exactly those two (2·dim numbers)")
+    verdict.ok("LayerNorm(6) has exactly two nn.Parameters, weight = ones(6) and bias = zeros(6)")
+
+
+@criterion("output_shape_dtype", kind="shape",
+           title={"en": "LayerNorm keeps the input's shape and dtype", "zh": "LayerNorm 输出保持输入的形状与 dtype"},
+           hint={"en": "Reduce with keepdim=True so mean and var broadcast back over the last axis, and create no tensor of a fixed dtype (torch.tensor(eps) is float32).",
+                 "zh": "求统计量时用 keepdim=True，使均值和方差能沿最后一轴广播回去；不要创建固定 dtype 的张量（torch.tensor(eps) 默认是 float32）。"})
+def test_output_shape_dtype(obs, verdict):
+    p = obs.probe("shapes")
+    for key, shape, dtype in (("out_btc", [2, 5, 8], torch.float32), ("out_2d", [4, 8], torch.float32),
+                              ("out_4d", [2, 3, 5, 8], torch.float32), ("out_float64", [2, 5, 8], torch.float64)):
+        out = p.tensor(key)
+        verdict.check(list(out.shape) == shape, f"LayerNorm(8) on x of shape {shape} returned shape {list(out.shape)}; expected {shape}")
+        verdict.check(out.dtype == dtype, f"LayerNorm(8) on a {str(dtype)[6:]} input of shape {shape} returned {str(out.dtype)[6:]}; "
+                                          f"expected {str(dtype)[6:]} (the input's dtype)")
+    verdict.ok("shapes [4, 8], [2, 5, 8] and [2, 3, 5, 8] are kept; float32 stays float32 and float64 stays float64")
+
+
+@criterion("normalises_last_axis", kind="values",
+           title={"en": "Each token is normalised on its own, over the last axis", "zh": "每个 token 单独沿最后一轴归一化"},
+           hint={"en": "Take mean and variance with dim=-1, keepdim=True. dim=1 on [B, T, C] averages over the sequence, so one token's output depends on the others.",
+                 "zh": "均值和方差用 dim=-1、keepdim=True 计算。在 [B, T, C] 上用 dim=1 是对序列求平均，一个 token 的输出会受其他 token 影响。"})
+def test_normalises_last_axis(obs, ref, verdict):
+    got, inputs = obs.probe("last_axis"), ref.probe("last_axis")
+    x = inputs.tensor("x")
+    out, out_changed = got.tensor("out"), got.tensor("out_changed")
+    for key, value in (("out", out), ("out_changed", out_changed)):
+        verdict.check(list(value.shape) == [2, 5, 8], f"x of shape [2, 5, 8] gave an output of shape {list(value.shape)}")
+        verdict.check(bool(torch.isfinite(value).all()), "on x of shape [2, 5, 8] the output holds NaN or inf values")
+    moved = (out_changed.double() - out.double()).abs().amax(dim=-1)   # [B, T]
+    moved[0, 3] = 0.0                                                # the token that was changed
+    if moved.max() > SAME_TOKEN:
+        b, t = (int(i) for i in torch.nonzero(moved == moved.max())[0])
+        axis = ""
+        for dim, name in ((-2, "axis -2 (the sequence axis T)"), (0, "axis 0 (the batch axis B)")):
+            if difference(out, layer_norm(x, dim=dim), atol=DIAGNOSE, rtol=DIAGNOSE) is None:
+                axis = f" Your output matches a normalisation over {name}."
+        verdict.fail(f"on x of shape [B, T, C] = [2, 5, 8], changing only token (b=0, t=3) changed the output of token "
+                     f"(b={b}, t={t}) by up to {float(moved.max()):.3g} (expected no change): the statistics mix tokens "
+                     f"instead of being taken over the last axis alone.{axis}")
+    means = out.double().mean(dim=-1)
+    worst = means.abs().max()
+    if worst > ZERO_MEAN:
+        b, t = (int(i) for i in torch.nonzero(means.abs() == worst)[0])
+        verdict.fail(f"with weight 1 and bias 0 the output of token (b={b}, t={t}) has mean {float(means[b, t]):.6g} over the "
+                     f"last axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)")
+    verdict.ok(f"on [2, 5, 8] each token's output has mean 0 over the last axis (max |mean| {float(worst):.1e}) and does not "
+               "move when another token changes")
+
+
+@criterion("population_variance", kind="values",
+           title={"en": "The variance is the population variance (divide by D)", "zh": "方差是总体方差（除以 D）"},
+           hint={"en": "torch.var, Tensor.var and Tensor.std divide by D - 1 by default; pass unbiased=False (or correction=0), or compute ((x - mean) ** 2).mean(-1).",
+                 "zh": "torch.var、Tensor.var 和 Tensor.std 默认除以 D - 1；请传 unbiased=False（或 correction=0），或直接计算 ((x - mean) ** 2).mean(-1)。"})
+def test_population_variance(obs, ref, verdict):
+    x = ref.probe("population").tensor("x")
+    out = obs.probe("population").tensor("out")
+    want = layer_norm(x)
+    problem = difference(out, want, atol=POPULATION_TOLERANCE)
+    if problem:
+        biased = layer_norm(x, unbiased=True)
+        if difference(out, biased, atol=POPULATION_TOLERANCE) is None:
+            ratio = float((out.double() / want).median())
+            verdict.fail(f"on rows of D = 4 channels every output is {ratio:.4f} times the expected value (sqrt(3/4) = 0.8660): "
+                         "your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by D = 4")
+        verdict.fail(f"on rows of D = 4 channels (weight 1, bias 0) the output differs from the population-variance "
+                     f"normalisation: {problem}.{diagnose(out, x)}")
+    verdict.ok(f"on rows of D = 4 channels the output matches the population-variance normalisation (within {POPULATION_TOLERANCE:g}); "
+               "the unbiased estimate would be off by 13%")
+
+
+@criterion("eps_inside_sqrt", kind="values",
+           title={"en": "eps is added to the variance inside the square root", "zh": "eps 加在根号内的方差上"},
+           hint={"en": "Divide by torch.sqrt(var + self.eps) (or multiply by torch.rsqrt(var + self.eps)), with the eps given to __init__; (x - mean) / (std + eps) is a different function.",
+                 "zh": "除以 torch.sqrt(var + self.eps)（或乘以 torch.rsqrt(var + self.eps)），eps 用 __init__ 传入的值；(x - mean) / (std + eps) 是另一个函数。"})
+def test_eps_inside_sqrt(obs, ref, verdict):
+    got, inputs = obs.probe("eps"), ref.probe("eps")
+    x, out = inputs.tensor("x_default"), got.tensor("out_default")
+    verdict.check(list(out.shape) == list(x.shape), f"x of shape {list(x.shape)} gave an output of shape {list(out.shape)}")
+    constant = out[4:]
+    if not torch.isfinite(constant).all():
+        verdict.fail(f"constant rows (variance exactly 0) gave {float(constant[~torch.isfinite(constant)][0])}: "
+                     "0 / sqrt(0) — add eps to the variance inside the square root so the denominator is never 0")
+    if constant.abs().max() > EPS_TOLERANCE:
+        verdict.fail(f"a constant row must normalise to 0 (then the output is the bias, here 0); got values up to "
+                     f"{float(constant.abs().max()):.3g}.{diagnose(out, x)}")
+    accepted = [layer_norm(x), layer_norm(x, unbiased=True)]   # the variance estimator is judged by its own criterion
+    if all(difference(out, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
+        problem = difference(out[:4], accepted[0][:4], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
+        outside = any(difference(out, layer_norm(x, eps_outside=True, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
+                      for u in (False, True))
+        if outside:
+            verdict.fail(f"on rows of variance 1e-6 (below eps = 1e-5) your outputs reach {float(out[:4].abs().max()):.4g} where "
+                         f"eps inside the root gives {float(accepted[0][:4].abs().max()):.4g}: your code adds eps outside the "
+                         "square root, (x - mean) / (sqrt(var) + eps)")
+        verdict.fail(f"on rows of variance 1e-6 (below eps = 1e-5) the output differs from (x - mean) / sqrt(var + eps): "
+                     f"{problem}.{diagnose(out, x)}")
+    x_custom, out_custom = inputs.tensor("x_custom"), got.tensor("out_custom")
+    accepted = [layer_norm(x_custom, eps=1e-2), layer_norm(x_custom, eps=1e-2, unbiased=True)]
+    if all(difference(out_custom, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
+        problem = difference(out_custom, accepted[0], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
+        ignored = any(difference(out_custom, layer_norm(x_custom, eps=1e-5, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
+                      for u in (False, True))
+        reason = (" It matches eps = 1e-5: the eps passed to __init__ is ignored (store it as self.eps and use it)."
+                  if ignored else "")
+        verdict.fail(f"LayerNorm(6, eps=1e-2) on rows of variance 9e-4 differs from (x - mean) / sqrt(var + 0.01): {problem}.{reason}")
+    verdict.ok("rows of variance 1e-6 match (x - mean) / sqrt(var + eps), constant rows give exactly 0, and eps=1e-2 given to "
+               "__init__ is used")
+
+
+@criterion("matches_reference", kind="values",
+           title={"en": "Matches torch.nn.LayerNorm with the same weight and bias", "zh": "相同 weight 与 bias 下与 torch.nn.LayerNorm 一致"},
+           hint={"en": "y = (x - mean) / sqrt(var + eps) * weight + bias, with mean and population variance over the last axis; apply the weight first, then add the bias.",
+                 "zh": "y = (x - mean) / sqrt(var + eps) * weight + bias，均值与总体方差沿最后一轴；先乘 weight，再加 bias。"})
+def test_matches_reference(obs, ref, verdict):
+    got, inputs = obs.probe("reference"), ref.probe("reference")
+    x, w, b = inputs.tensor("x64"), inputs.tensor("w64"), inputs.tensor("b64")
+    out = got.tensor("out64")
+    want = F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+    problem = difference(out, want, atol=EXACT_F64, rtol=EXACT_F64)
+    if problem:
+        cause = diagnose(out, x, w, b)
+        if not cause and difference(out, want, atol=1e-5, rtol=1e-5) is None:
+            cause = (" The difference is at float32 rounding level: part of your float64 computation runs in float32 "
+                     "(a weight or bias that is not an nn.Parameter stays float32 under .double(); so does torch.tensor(eps)).")
+        verdict.fail(f"in float64 on x of shape [3, 5, 10] with random weight and bias, the output differs from "
+                     f"torch.nn.LayerNorm: {problem}.{cause}")
+    x32, w32, b32 = inputs.tensor("x32"), inputs.tensor("w32"), inputs.tensor("b32")
+    out32 = got.tensor("out32")
+    verdict.check(out32.dtype == torch.float32, f"a float32 input gave a {str(out32.dtype)[6:]} output; expected float32")
+    want32 = F.layer_norm(x32.double(), (12,), w32.double(), b32.double(), eps=1e-5)
+    problem = difference(out32, want32, atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL)
+    if problem:
+        verdict.fail(f"in float32 on x of shape [2, 7, 12] with random weight and bias, the output differs from "
+                     f"torch.nn.LayerNorm (computed in float64): {problem}.{diagnose(out32, x32, w32, b32, tolerance=FLOAT32_ATOL)}")
+    verdict.ok(f"with random weight and bias: float64 within {EXACT_F64:g} of torch.nn.LayerNorm, "
+               f"float32 within {FLOAT32_ATOL:g} + {FLOAT32_RTOL:g}·|expected|")
+
+
+@criterion("gradients_flow", kind="gradient",
+           title={"en": "Gradients reach x, weight and bias and equal the derivative of your forward",
+                  "zh": "梯度到达 x、weight 和 bias，且等于你的前向计算的导数"},
+           hint={"en": "Keep the whole computation in autograd: no .detach(), .data, .item() or torch.no_grad() on the mean or the variance, and use self.weight and self.bias themselves in forward.",
+                 "zh": "整个计算都要留在自动微分图中：均值和方差上不要用 .detach()、.data、.item() 或 torch.no_grad()，forward 中直接使用 self.weight 和 self.bias。"})
+def test_gradients_flow(obs, ref, verdict):
+    got, inputs = obs.probe("gradients"), ref.probe("gradients")
+    for key, name in (("x_grad", "the input x"), ("weight_grad", "weight"), ("bias_grad", "bias")):
+        if missing_tensor(got, key):
+            seen = "None" if got.not_tensors[key] == "NoneType" else f"a {got.not_tensors[key]}"
+            verdict.fail(f"no gradient reached {name} (its .grad is {seen}): it is not an nn.Parameter that requires grad, "
+                         "it is not used in forward, or the computation left autograd")
+        grad = got.tensor(key)
+        verdict.check(bool(torch.isfinite(grad).all()), f"the gradient of {name} contains NaN or inf")
+    checks, step = [], inputs.value("fd_step")
+    for key, name in (("x", "x"), ("w", "weight"), ("b", "bias")):
+        direction = inputs.tensor(f"dir_{key}").double()
+        analytic = float((got.tensor({"x": "x_grad", "w": "weight_grad", "b": "bias_grad"}[key]).double() * direction).sum())
+        plus, minus = got.value(f"loss_{key}_plus"), got.value(f"loss_{key}_minus")
+        if not all(isinstance(v, float) for v in (plus, minus)):
+            verdict.fail(f"the forward pass gave a non-finite loss when {name} was nudged by {step:g}")
+        numeric = (plus - minus) / (2 * step)
+        checks.append({"parameter": name, "autograd": analytic, "finite_difference": numeric})
+        if abs(analytic - numeric) > FD_TOLERANCE * max(1.0, abs(numeric)):
+            verdict.fail(f"along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} and re-running "
+                         f"your forward changes the loss at a rate of {numeric:.8g}: part of the computation is hidden from autograd",
+                         checks=checks)
+    verdict.ok("x, weight and bias receive finite gradients equal to finite differences of your forward "
+               f"(relative agreement {FD_TOLERANCE:g})", checks=checks)
+
+
+# --- PreNormResidual ------------------------------------------------------------------------------
+
+@criterion("prenorm_identity", kind="values",
+           title={"en": "A zero sublayer makes PreNormResidual the identity", "zh": "子层输出为零时 PreNormResidual 是恒等映射"},
+           hint={"en": "forward must return x + self.sublayer(self.norm(x)); normalising after the addition (post-norm) or scaling the residual breaks the identity.",
+                 "zh": "forward 应返回 x + self.sublayer(self.norm(x))；在相加之后再归一化（post-norm）或缩放残差都会破坏恒等性。"})
+def test_prenorm_identity(obs, ref, verdict):
+    x = ref.probe("prenorm_identity").tensor("x")
+    out = obs.probe("prenorm_identity").tensor("out")
+    verdict.check(list(out.shape) == list(x.shape), f"x of shape {list(x.shape)} gave an output of shape {list(out.shape)}")
+    problem = difference(out, x, atol=0.0)
+    if problem:
+        post = ""
+        if difference(out, layer_norm(x), atol=1e-4) is None:
+            post = " The output equals norm(x): the block normalises after the residual addition (post-norm)."
+        verdict.fail(f"with a sublayer that returns zeros the output should be x exactly: {problem}.{post}")
+    verdict.ok("with a sublayer that returns zeros, the output equals x bit for bit")
+
+
+@criterion("prenorm_structure", kind="values",
+           title={"en": "forward is x + sublayer(norm(x)) with norm a LayerNorm", "zh": "forward 为 x + sublayer(norm(x))，且 norm 是 LayerNorm"},
+           hint={"en": "In __init__ store self.norm = LayerNorm(dim) and self.sublayer = sublayer (a module attribute, so its parameters are registered); in forward call the sublayer once, on self.norm(x), and add x.",
+                 "zh": "在 __init__ 中保存 self.norm = LayerNorm(dim) 和 self.sublayer = sublayer（作为模块属性，参数才会被注册）；forward 中只对 self.norm(x) 调用一次子层，再加上 x。"})
+def test_prenorm_structure(obs, ref, verdict):
+    got, inputs = obs.probe("prenorm_structure"), ref.probe("prenorm_structure")
+    verdict.check(got.value("norm_is_layernorm"),
+                  f"block.norm is a {got.value('norm_class')}; it must be the LayerNorm class of your norm.py")
+    verdict.check(got.value("sublayer_registered"),
+                  "the sublayer's parameters are not among block.parameters(): store it as a module attribute (self.sublayer = sublayer)")
+    calls = got.value("calls")
+    verdict.check(calls == 1, f"forward called the sublayer {calls} times; expected exactly once")
+    x = inputs.tensor("x")
+    received, own = got.tensor("received").double(), got.tensor("own_norm").double()
+    W, c = inputs.tensor("sub_weight"), inputs.tensor("sub_bias")
+    if difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN):
+        if difference(received, x, atol=SAME_TOKEN) is None:
+            post = ""
+            if difference(got.tensor("out"), layer_norm(x + x @ W.T + c, inputs.tensor("norm_weight"), inputs.tensor("norm_bias")),
+                          atol=1e-4) is None:
+                post = " The output is norm(x + sublayer(x)): that is post-norm; the course uses pre-norm."
+            verdict.fail("the sublayer received x itself, not norm(x): normalise first, then call the sublayer." + post)
+        verdict.fail(f"the sublayer did not receive block.norm(x): {difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)}")
+    out = got.tensor("out")
+    want = x + received @ W.T + c
+    problem = difference(out, want, atol=EXACT_F64, rtol=EXACT_F64)
+    if problem:
+        hint = ""
+        if difference(out, received @ W.T + c, atol=1e-6) is None:
+            hint = " The output equals sublayer(norm(x)) alone: the residual x is not added."
+        elif difference(out, own + received @ W.T + c, atol=1e-6) is None:
+            hint = " The output is norm(x) + sublayer(norm(x)): add the raw x, not its normalised version."
+        verdict.fail(f"the output is not x + sublayer(norm(x)): {problem}.{hint}")
+    verdict.ok("block.norm is your LayerNorm, the sublayer is registered, called once on norm(x), and the output is x + sublayer(norm(x))")
+
+
+@criterion("input_not_modified", kind="values",
+           title={"en": "The input x is never modified in place", "zh": "输入 x 不会被原地修改"},
+           hint={"en": "Write return x + self.sublayer(self.norm(x)), not x += ... or x.add_(...); in LayerNorm, x - mean instead of x.sub_(mean).",
+                 "zh": "写 return x + self.sublayer(self.norm(x))，不要写 x += ... 或 x.add_(...)；LayerNorm 中写 x - mean，不要 x.sub_(mean)。"})
+def test_input_not_modified(obs, verdict):
+    change = obs.probe("reference").value("input_change")
+    verdict.check(change == 0.0, f"LayerNorm's forward changed its input tensor by up to {change!r}: an in-place operation "
+                                 "(sub_, div_, -=, /=) rewrote the caller's x")
+    change = obs.probe("prenorm_inplace").value("input_change")
+    verdict.check(change == 0.0, f"PreNormResidual's forward changed the caller's x by up to {change!r}: the residual is "
+                                 "modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) instead")
+    verdict.ok("after LayerNorm and PreNormResidual, the caller's x is unchanged")
+
+
+@criterion("residual_gradient", kind="gradient",
+           title={"en": "The residual passes the gradient straight through", "zh": "残差把梯度直接传回输入"},
+           hint={"en": "The output is x + sublayer(norm(x)), so d(out)/dx contains the identity: with a zero sublayer x.grad equals the upstream gradient. An in-place add on x, a detach, or a norm after the addition breaks this.",
+                 "zh": "输出是 x + sublayer(norm(x))，所以 d(out)/dx 含有恒等项：子层为零时 x.grad 等于上游梯度。对 x 原地相加、detach 或在相加之后再归一化都会破坏这一点。"})
+def test_residual_gradient(obs, ref, verdict):
+    got = obs.probe("residual_gradient")
+    outcome = got.value("zero_sublayer")
+    if raised(outcome):
+        verdict.fail(f"backward through PreNormResidual (input requires grad) {describe_outcome(outcome)}{raised_where(outcome)}")
+    if missing_tensor(got, "x_grad"):
+        verdict.fail("no gradient reached x through the residual (x.grad is None)")
+    g = ref.probe("residual_gradient").tensor("g")
+    problem = difference(got.tensor("x_grad"), g, atol=SAME_TOKEN)
+    if problem:
+        verdict.fail(f"with a zero sublayer x.grad should equal the upstream gradient exactly: {problem}")
+    outcome = got.value("linear_sublayer")
+    if raised(outcome):
+        verdict.fail(f"backward through PreNormResidual with a linear sublayer {describe_outcome(outcome)}{raised_where(outcome)}")
+    grads = got.value("grads")
+    verdict.note(grads=grads)
+    verdict.check(any(n.startswith("norm.") for n in grads), "block.norm has no parameters to receive a gradient")
+    for name, grad in grads.items():
+        verdict.check(grad is not None, f"parameter `{name}` received no gradient")
+        verdict.check(grad["finite"], f"parameter `{name}` received a non-finite gradient")
+    x_grad = got.value("input_grad")
+    verdict.check(x_grad is not None and x_grad["finite"], "with a linear sublayer the gradient of x is missing or not finite")
+    verdict.ok(f"with a zero sublayer x.grad equals the upstream gradient exactly; with a linear sublayer x and "
+               f"{', '.join(sorted(grads))} get finite gradients")
+
+
+test_no_forbidden_api = forbidden_api_criterion()

@@ -1,0 +1,354 @@
+"""Hidden criteria of exercise `masks`: causal_mask, padding_mask, combine_masks, masked_softmax."""
+
+import torch
+
+from grader.judge.compare import difference
+from grader.judge.criterion import criterion
+
+EXERCISE = "masks"
+SUM_TOLERANCE = 1e-5       # float32 sums of at most 7 probabilities
+VALUE_TOLERANCE = 1e-6     # float32 softmax of the same scores; only the order of operations may differ
+LEAK_TOLERANCE = 1e-12     # float64: a masked score that changes the result by more than rounding is a leak
+ZERO_GRADIENT = 1e-12      # float64: a masked score cannot influence the output, so its gradient is 0
+GRAD_TOLERANCE = 1e-10     # float64 gradients of the same function
+
+
+# --- reading what a call returned -------------------------------------------------------------------
+def _returned_tensor(verdict, p, key: str, call: str) -> dict:
+    """The recorded info of a call that must have returned a tensor; fails with what happened otherwise."""
+    info = p.value(key)
+    if "raised" in info:
+        r = info["raised"]
+        at = f" at {r['where']}" if r.get("where") else ""
+        verdict.fail(f"{call} raised {r['type']}: {r['message'][:200]}{at}")
+    if "shape" not in info:
+        verdict.fail(f"{call} returned a {info['returned']}; expected a torch.Tensor")
+    return info
+
+
+def _bool_grid(m: torch.Tensor) -> str:
+    return "[" + ", ".join("".join("1" if x else "0" for x in row) for row in m.tolist()) + "]"
+
+
+def _at(index, names) -> str:
+    return ", ".join(f"{n} {i}" for n, i in zip(names, index))
+
+
+def _first(condition: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.nonzero(condition)[0])
+
+
+# --- causal_mask ----------------------------------------------------------------------------------------
+@criterion("causal_mask_shape", kind="shape",
+           title={"en": "causal_mask(T) is a bool [T, T] tensor on the requested device",
+                  "zh": "causal_mask(T) 是 [T, T] 的布尔张量，位于指定的 device 上"},
+           hint={"en": "Build it from a bool tensor, e.g. torch.ones(T, T, dtype=torch.bool, device=device).tril(); "
+                       "an additive float mask (0 / -inf) is a different convention and does not belong here.",
+                 "zh": "从布尔张量构造，例如 torch.ones(T, T, dtype=torch.bool, device=device).tril()；"
+                       "加性浮点 mask（0 / -inf）是另一种约定，不属于这里。"})
+def test_causal_mask_shape(obs, verdict):
+    p = obs.probe("causal")
+    for T in (1, 4, 7):
+        info = _returned_tensor(verdict, p, f"T{T}", f"causal_mask({T})")
+        if info["shape"] != [T, T]:
+            verdict.fail(f"causal_mask({T}) has shape {info['shape']}; expected [{T}, {T}] (row = query, column = key)")
+        if info["dtype"] != "bool":
+            verdict.fail(f"causal_mask({T}) has dtype {info['dtype']}; expected bool (True = may attend). A float mask "
+                         "mixes two conventions: additive masks (0 / -inf) are added to scores, bool masks select them")
+    for key, call in (("device_str", 'causal_mask(5, device="cpu")'), ("device_obj", 'causal_mask(5, device=torch.device("cpu"))')):
+        info = _returned_tensor(verdict, p, key, call)
+        if info["device"] != "cpu":
+            verdict.fail(f"{call} is on {info['device']}; expected cpu")
+    verdict.ok("causal_mask(T) is a bool [T, T] tensor for T = 1, 4, 7, and accepts device as a string or torch.device")
+
+
+@criterion("causal_mask_direction", kind="causality", requires=("causal_mask_shape",),
+           title={"en": "causal_mask is True on and below the diagonal", "zh": "causal_mask 在对角线及其下方为 True"},
+           hint={"en": "Row i is query i, column j is key j; query i may read keys j <= i, itself included: tril, not triu, "
+                       "and not tril(diagonal=-1). True means 'may attend', never 'blocked'.",
+                 "zh": "第 i 行是 query i，第 j 列是 key j；query i 可以读取 j <= i 的 key（包括自己）：用 tril，不是 triu，"
+                       "也不是 tril(diagonal=-1)。True 表示“可以关注”，而不是“被屏蔽”。"})
+def test_causal_mask_direction(obs, verdict):
+    p = obs.probe("causal")
+    for T in (7, 4, 1):
+        got = p.tensor(f"T{T}")
+        want = torch.ones(T, T, dtype=torch.bool).tril()
+        if torch.equal(got, want):
+            continue
+        wrong = torch.nonzero(got != want)[0].tolist()
+        i, j = wrong
+        known = {
+            "the upper triangle (triu): the mask is transposed, every query may read the future": torch.ones(T, T, dtype=torch.bool).triu(),
+            "the strict upper triangle (triu(1)): True marks the blocked future, the opposite of 'may attend'": torch.ones(T, T, dtype=torch.bool).triu(1),
+            "the strict lower triangle (tril(-1)): the diagonal is missing, so no position may read itself and query 0 reads nothing": torch.ones(T, T, dtype=torch.bool).tril(-1),
+        }
+        why = next((f" Your mask is {label}." for label, m in known.items() if torch.equal(got, m)), "")
+        verdict.note(got=_bool_grid(got), expected=_bool_grid(want))
+        verdict.fail(f"causal_mask({T})[{i}, {j}] is {bool(got[i, j])}; expected {bool(want[i, j])} "
+                     f"(query {i} {'may' if want[i, j] else 'must not'} read key {j}).{why}")
+    verdict.ok("causal_mask(T) equals tril for T = 1, 4, 7: every query reads itself and the past, never the future")
+
+
+# --- padding_mask ---------------------------------------------------------------------------------------
+@criterion("padding_mask_shape", kind="shape",
+           title={"en": "padding_mask(ids, pad_id) is a bool [B, 1, 1, T] tensor", "zh": "padding_mask(ids, pad_id) 是 [B, 1, 1, T] 的布尔张量"},
+           hint={"en": "Padding hides keys, the last axis of the scores [B, H, Tq, Tk]: (ids != pad_id)[:, None, None, :]. "
+                       "[B, 1, T, 1] would hide queries instead.",
+                 "zh": "padding 屏蔽的是 key，即分数 [B, H, Tq, Tk] 的最后一维：(ids != pad_id)[:, None, None, :]。"
+                       "写成 [B, 1, T, 1] 屏蔽的就成了 query。"})
+def test_padding_mask_shape(obs, verdict):
+    p = obs.probe("padding")
+    for key, call, B, T in (("right", "padding_mask(ids [3, 6], pad_id=0)", 3, 6), ("pad3", "padding_mask(ids [3, 5], pad_id=3)", 3, 5)):
+        info = _returned_tensor(verdict, p, key, call)
+        if info["shape"] != [B, 1, 1, T]:
+            why = {str([B, 1, T, 1]): ": the padding sits on the query axis; it must hide keys, the last axis",
+                   str([B, T]): ": the two singleton axes (heads, queries) are missing, so it cannot broadcast against [B, H, T, T]",
+                   str([B, 1, T]): ": one singleton axis is missing; against [B, H, T, T] it would line up B with H"}.get(str(info["shape"]), "")
+            verdict.fail(f"{call} has shape {info['shape']}; expected [{B}, 1, 1, {T}] = [B, 1, 1, T]{why}")
+        if info["dtype"] != "bool":
+            verdict.fail(f"{call} has dtype {info['dtype']}; expected bool (True = a real token that may be attended to)")
+    verdict.ok("padding_mask gives a bool [B, 1, 1, T] tensor")
+
+
+@criterion("padding_mask_values", kind="values", requires=("padding_mask_shape",),
+           title={"en": "padding_mask is True exactly where ids != pad_id", "zh": "padding_mask 恰好在 ids != pad_id 处为 True"},
+           hint={"en": "Compare with the pad_id argument (not a hard-coded 0): ids != pad_id. True marks a real token (may attend), "
+                       "False marks padding.",
+                 "zh": "与参数 pad_id 比较（不要写死 0）：ids != pad_id。True 表示真实 token（可以关注），False 表示 padding。"})
+def test_padding_mask_values(obs, verdict):
+    p = obs.probe("padding")
+    for key, pad in (("right", 0), ("pad3", 3)):
+        ids = p.tensor(f"{key}.ids")
+        got = p.tensor(key)[:, 0, 0, :]
+        want = ids != pad
+        if torch.equal(got, want):
+            continue
+        b, t = _first(got != want)
+        if torch.equal(got, ~want):
+            why = " Your mask is True on padding: it is reversed (True must mean a real token)."
+        elif torch.equal(got, ids != 0):
+            why = " Your mask treats id 0 as padding; it must use the pad_id argument."
+        else:
+            why = ""
+        verdict.note(ids=ids.tolist(), pad_id=pad, got=got.int().tolist(), expected=want.int().tolist())
+        verdict.fail(f"with pad_id={pad}, the mask at batch {b}, position {t} (id {int(ids[b, t])}) is {bool(got[b, t])}; "
+                     f"expected {bool(want[b, t])}.{why}")
+    verdict.ok("padding_mask is True exactly at real tokens, with pad_id 0 and with pad_id 3 (where id 0 is a real token)")
+
+
+# --- combine_masks --------------------------------------------------------------------------------------
+@criterion("combine_masks_shape", kind="shape",
+           title={"en": "combine_masks gives a bool [B, 1, T, T] mask, not one copy per head",
+                  "zh": "combine_masks 得到 [B, 1, T, T] 的布尔 mask，而不是每个 head 一份"},
+           hint={"en": "causal [T, T] & padding [B, 1, 1, T] broadcasts to [B, 1, T, T] by itself; keep the head axis 1 "
+                       "(no expand or repeat to H heads) so that it broadcasts against [B, H, T, T] scores.",
+                 "zh": "causal [T, T] & padding [B, 1, 1, T] 自己就会广播成 [B, 1, T, T]；head 轴保持为 1"
+                       "（不要 expand 或 repeat 成 H 个 head），这样它能与 [B, H, T, T] 的分数广播。"})
+def test_combine_masks_shape(obs, verdict):
+    p = obs.probe("combine")
+    for key, B, T in (("B3_T6", 3, 6), ("B1_T4", 1, 4)):
+        call = f"combine_masks(causal [{T}, {T}], padding [{B}, 1, 1, {T}])"
+        info = _returned_tensor(verdict, p, key, call)
+        shape = info["shape"]
+        if shape != [B, 1, T, T]:
+            if len(shape) == 4 and shape[0] == B and shape[2:] == [T, T] and shape[1] > 1:
+                why = (f": {shape[1]} copies of the same mask, one per head. Keep the head axis 1; broadcasting reaches every "
+                       "head without building [B, H, T, T]")
+            elif shape == [B, T, T]:
+                why = ": the head axis is missing, so against [B, H, T, T] scores B would line up with H"
+            else:
+                why = ""
+            verdict.fail(f"{call} has shape {shape}; expected [{B}, 1, {T}, {T}] = [B, 1, T, T]{why}")
+        if info["dtype"] != "bool":
+            verdict.fail(f"{call} has dtype {info['dtype']}; expected bool (combine with &, not * or +)")
+    verdict.ok("combine_masks gives a bool [B, 1, T, T] mask, shared by every head")
+
+
+@criterion("combine_masks_values", kind="values", requires=("combine_masks_shape",),
+           title={"en": "combine_masks is the logical and: causal and not padding", "zh": "combine_masks 是逻辑与：满足因果且不是 padding"},
+           hint={"en": "A key may be read only if both masks allow it: causal & padding (or torch.logical_and). "
+                       "| would let queries read the future or the padding.",
+                 "zh": "只有两个 mask 都允许时 key 才能被读取：causal & padding（或 torch.logical_and）。"
+                       "用 | 会让 query 读到未来或 padding。"})
+def test_combine_masks_values(obs, verdict):
+    p = obs.probe("combine")
+    for key in ("B3_T6", "B1_T4"):
+        causal, padding, got = p.tensor(f"{key}.causal"), p.tensor(f"{key}.padding"), p.tensor(key)
+        want = causal & padding
+        if torch.equal(got, want):
+            continue
+        b, _, i, j = _first(got != want)
+        if torch.equal(got, causal | padding):
+            why = " Your mask is causal | padding, the logical or: a key needs both masks to allow it."
+        elif torch.equal(got, causal & padding.transpose(-1, -2)):
+            why = " Your mask hides padded queries instead of padded keys: the padding belongs on the last axis."
+        else:
+            why = ""
+        reason = "a future key" if j > i else ("a padding key" if not bool(padding[b, 0, 0, j]) else "a visible key")
+        verdict.fail(f"the combined mask at batch {b}, query {i}, key {j} ({reason}) is {bool(got[b, 0, i, j])}; "
+                     f"expected {bool(want[b, 0, i, j])}.{why}")
+    verdict.ok("combine_masks equals causal & padding, with right and left padding")
+
+
+# --- the four together ------------------------------------------------------------------------------------
+@criterion("combined_no_leak", kind="causality",
+           title={"en": "Causal + padding, end to end: no weight on future or padded keys, and they cannot change anything",
+                  "zh": "因果 + padding 端到端：未来和 padding 的 key 权重为 0，且改变它们不影响结果"},
+           hint={"en": "With your own functions: masked_softmax(scores, combine_masks(causal_mask(T), padding_mask(ids, pad))) must "
+                       "give 0 to future and padded keys, keep every visible key, and not change when the masked scores change. "
+                       "Mask before the softmax (masked_fill with -inf), not by multiplying afterwards.",
+                 "zh": "用你自己的函数：masked_softmax(scores, combine_masks(causal_mask(T), padding_mask(ids, pad))) 必须让未来和 padding "
+                       "的 key 权重为 0，保留所有可见的 key，并且被屏蔽的分数改变时结果不变。在 softmax 之前屏蔽（masked_fill 为 -inf），"
+                       "而不是之后再相乘。"})
+def test_combined_no_leak(obs, verdict):
+    p = obs.probe("no_leak")
+    ids, allowed = p.tensor("ids"), p.tensor("allowed")
+    probs, changed = p.tensor("p"), p.tensor("p_changed")
+    names = ("batch", "head", "query", "key")
+    verdict.note(ids=ids.tolist())
+    if list(probs.shape) != list(allowed.shape):
+        verdict.fail(f"masked_softmax(scores {list(allowed.shape)}, your combined mask) has shape {list(probs.shape)}; "
+                     f"expected {list(allowed.shape)}")
+    bad = ~torch.isfinite(probs)
+    if bad.any():
+        verdict.fail(f"the result holds {int(bad.sum())} NaN or inf values, the first at {_at(_first(bad), names)}")
+    leaked = (probs != 0) & ~allowed
+    if leaked.any():
+        b, h, i, j = _first(leaked)
+        what = "a future key" if j > i else f"a padding key (ids[{b}, {j}] is the pad id)"
+        mask = p.tensor("mask")
+        culprit = ""
+        try:
+            mask_allows = bool(torch.broadcast_to(mask, allowed.shape)[b, h, i, j])
+            culprit = (" Your combined mask allows it: check causal_mask, padding_mask and combine_masks." if mask_allows else
+                       " Your combined mask forbids it, so masked_softmax lets it through.")
+        except RuntimeError:
+            pass
+        verdict.fail(f"{int(leaked.sum())} weights on future or padding keys are not 0, e.g. {float(probs[b, h, i, j]):.4g} at "
+                     f"{_at((b, h, i, j), names)}: {what}.{culprit}")
+    missing = (probs == 0) & allowed
+    if missing.any():
+        b, h, i, j = _first(missing)
+        verdict.fail(f"{_at((b, h, i, j), names)} gets weight 0 although that key is visible (a real token at or before the "
+                     f"query); {int(missing.sum())} visible keys are hidden in all")
+    problem = difference(changed, probs, atol=LEAK_TOLERANCE)
+    if problem:
+        verdict.fail("overwriting the scores of future and padding keys (which all got weight 0) changed the result "
+                     f"('got' after, 'expected' before): {problem}. They still sit in the softmax's normalisation: mask before the softmax, do not multiply after it")
+    verdict.ok("future and padding keys get weight exactly 0, every visible key is kept, and overwriting the masked scores "
+               "changes nothing")
+
+
+# --- masked_softmax -------------------------------------------------------------------------------------
+@criterion("masked_softmax_normalised", kind="values",
+           title={"en": "masked_softmax: masked entries exactly 0, rows sum to 1, values right (also with a broadcast mask)",
+                  "zh": "masked_softmax：被屏蔽处恰好为 0，每行和为 1，数值正确（包括可广播的 mask）"},
+           hint={"en": "scores.masked_fill(~mask, float('-inf')).softmax(dim): masked_fill broadcasts the mask. Multiplying the "
+                       "softmax by the mask afterwards leaves rows that sum to less than 1.",
+                 "zh": "scores.masked_fill(~mask, float('-inf')).softmax(dim)：masked_fill 会广播 mask。"
+                       "softmax 之后再乘 mask，行和会小于 1。"})
+def test_masked_softmax_normalised(obs, ref, verdict):
+    p, r = obs.probe("softmax_values"), ref.probe("softmax_values")
+    shapes = p.value("mask_shapes")
+    for key in ("full", "query_key", "batch_key"):
+        call = f"masked_softmax(scores [2, 3, 5, 7], mask {shapes[key]})"
+        info = _returned_tensor(verdict, p, key, call)
+        if info["shape"] != [2, 3, 5, 7]:
+            verdict.fail(f"{call} has shape {info['shape']}; expected [2, 3, 5, 7], the shape of the scores")
+        got, mask = p.tensor(key).double(), p.tensor(f"{key}.mask")
+        leaked = (got != 0) & ~mask
+        if leaked.any():
+            i = _first(leaked)
+            verdict.fail(f"{call}: {int(leaked.sum())} masked entries are not 0, e.g. {float(got[i]):.4g} at index {i}")
+        error = (got.sum(-1) - 1).abs()
+        if not float(error.max()) <= SUM_TOLERANCE:
+            i = tuple(int(x) for x in torch.unravel_index(torch.argmax(torch.nan_to_num(error, nan=float("inf"))), error.shape))
+            verdict.fail(f"{call}: the row at index {i} sums to {float(got[i].sum()):.6g}; expected 1 (tolerance {SUM_TOLERANCE:g})"
+                         + (". The masked entries are 0 but still took their share: the mask was applied after the softmax"
+                            if float(got.sum(-1).max()) <= 1 + SUM_TOLERANCE else ""))
+        problem = difference(got, r.tensor(key), atol=VALUE_TOLERANCE)
+        if problem:
+            verdict.fail(f"{call} differs from the softmax over the allowed entries: {problem}")
+    verdict.ok("masked entries are exactly 0 and every row equals the softmax over its allowed entries, with masks "
+               "[2, 3, 5, 7], [5, 7] and [2, 1, 1, 7]")
+
+
+@criterion("masked_softmax_fully_masked", kind="values",
+           title={"en": "masked_softmax: a fully masked row is all zeros, never NaN", "zh": "masked_softmax：整行被屏蔽时全为 0，绝不出现 NaN"},
+           hint={"en": "A softmax over only -inf is 0/0 = NaN. Find empty lines with has_any = mask.any(dim=dim, keepdim=True) "
+                       "(along the softmax's dim, not always -1), give them finite scores before the softmax and zero them after.",
+                 "zh": "对全为 -inf 的一行做 softmax 得到 0/0 = NaN。用 has_any = mask.any(dim=dim, keepdim=True) 找出空行"
+                       "（沿 softmax 的 dim，而不总是 -1），softmax 之前给它们有限的分数，之后再置零。"})
+def test_masked_softmax_fully_masked(obs, verdict):
+    p = obs.probe("fully_masked")
+    for key, dim, call in (("rows", -1, "masked_softmax(scores [2, 2, 4, 5], mask)"),
+                           ("cols", -2, "masked_softmax(scores [3, 4, 5], mask, dim=-2)")):
+        _returned_tensor(verdict, p, key, call)
+        got, mask = p.tensor(key), p.tensor(f"{key}.mask")
+        if list(got.shape) != list(mask.shape):
+            verdict.fail(f"{call} has shape {list(got.shape)}; expected {list(mask.shape)}")
+        bad = ~torch.isfinite(got)
+        if bad.any():
+            verdict.fail(f"{call}: {int(bad.sum())} NaN or inf values, the first at index {_first(bad)}; the mask has lines "
+                         f"along dim={dim} with every entry masked, and a softmax over only -inf is 0/0 = NaN")
+        empty = ~mask.any(dim, keepdim=True)
+        nonzero = (got != 0) & empty
+        if nonzero.any():
+            i = _first(nonzero)
+            index = list(i)
+            index[dim] = slice(None)
+            line = got[tuple(index)]
+            verdict.fail(f"{call}: the line through index {i} along dim={dim} is fully masked, yet it is "
+                         f"{[round(float(x), 4) for x in line]}; expected all zeros")
+    verdict.ok("fully masked lines are all zeros (along dim=-1 and dim=-2), and nothing is NaN")
+
+
+@criterion("masked_softmax_gradients", kind="gradient",
+           title={"en": "masked_softmax: finite gradients, zero for masked scores", "zh": "masked_softmax：梯度有限，被屏蔽的分数梯度为 0"},
+           hint={"en": "NaN in the forward pass poisons the backward pass, even when nan_to_num repairs the forward afterwards, "
+                       "unless every score of that row went through masked_fill. Mask before the softmax and keep the "
+                       "computation in autograd (no .detach(), .data or .item()).",
+                 "zh": "前向中的 NaN 会污染反向梯度，即使之后用 nan_to_num 修好了前向也一样（除非该行每个分数都经过了 masked_fill）。"
+                       "在 softmax 之前屏蔽，并让计算保持在自动微分图中（不要 .detach()、.data 或 .item()）。"})
+def test_masked_softmax_gradients(obs, ref, verdict):
+    p = obs.probe("gradients")
+    if not p.value("has_grad"):
+        verdict.fail("after backward through masked_softmax the scores have no gradient: the result is detached from them")
+    grad, mask = p.tensor("grad"), p.tensor("mask")
+    bad = ~torch.isfinite(grad)
+    if bad.any():
+        i = _first(bad)
+        row = "a fully masked row" if not bool(mask[i[:-1]].any()) else "a row with allowed entries"
+        verdict.fail(f"the gradient holds {int(bad.sum())} NaN or inf values of {grad.numel()}, the first at index {i} ({row})")
+    leak = grad.abs() * ~mask
+    if float(leak.max()) > ZERO_GRADIENT:
+        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
+        verdict.fail(f"the masked score at index {i} receives gradient {float(grad[i]):.3g}; expected 0: a masked score must not "
+                     "influence the result (it still sits in the softmax's normalisation)")
+    problem = difference(grad, ref.probe("gradients").tensor("grad"), atol=GRAD_TOLERANCE)
+    if problem:
+        verdict.fail(f"the gradient with respect to the scores differs from the reference: {problem}")
+    verdict.ok("the gradient is finite, exactly 0 for masked scores (fully masked rows included), and matches the reference")
+
+
+@criterion("masked_softmax_dim", kind="values",
+           title={"en": "masked_softmax honours dim (dim=-2, dim=1, and a broadcast mask)", "zh": "masked_softmax 遵循 dim 参数（dim=-2、dim=1，以及可广播的 mask）"},
+           hint={"en": "Pass dim to the softmax and to every reduction (mask.any(dim=dim, keepdim=True)); never hard-code -1.",
+                 "zh": "把 dim 传给 softmax 以及每个归约（mask.any(dim=dim, keepdim=True)）；不要写死 -1。"})
+def test_masked_softmax_dim(obs, ref, verdict):
+    p, r = obs.probe("softmax_dim"), ref.probe("softmax_dim")
+    for key, case in p.value("cases").items():
+        call = f"masked_softmax(scores [2, 5, 4, 3], mask {case['mask']}, dim={case['dim']})"
+        _returned_tensor(verdict, p, key, call)
+        got, want = p.tensor(key), r.tensor(key)
+        problem = difference(got, want, atol=VALUE_TOLERANCE)
+        if problem:
+            why = ""
+            if list(got.shape) == list(want.shape):
+                mask = p.tensor(f"{key}.mask")
+                rows = mask.any(-1)                    # lines along the last axis with an allowed entry
+                sums = got.double().sum(-1)
+                if bool(((sums - 1).abs()[rows] <= SUM_TOLERANCE).all()):
+                    why = "; your result sums to 1 over the last axis instead: dim is not used"
+            verdict.fail(f"{call} differs from the softmax along dim {case['dim']}: {problem}{why}")
+    verdict.ok("masked_softmax normalises along the requested dim (-2 and 1), also with a [4, 3] mask against [2, 5, 4, 3] scores")

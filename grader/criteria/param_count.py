@@ -1,0 +1,472 @@
+"""Hidden criteria of exercise `param_count`: count_parameters and parameter_breakdown.
+
+The student's numbers are compared with the reference solution's, and the reference's with the trusted
+model (grader.probes.lm) built from the same configs in the reference run: if those two ever disagree the
+grader itself is wrong, and the criterion says so instead of blaming the student.
+
+When a count is off on many random configs, the difference is fitted exactly as an integer combination of
+monomials of the sizes (N·f, V·d, ...), so the message can say "off by -N·f - N·d on every config" and name
+the part of the model that such a difference points to.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.judge.criterion import criterion
+from grader.judge.verdicts import StudentRaised
+
+EXERCISE = "param_count"
+PARTS = ("token_embedding", "position_embedding", "blocks", "final_norm", "head")
+# Counts are integers: every comparison is exact (tolerance 0); a float equal in value passes the value
+# criteria, and `returns_python_ints` alone asks for the type.
+FLOAT_EXACT_LIMIT = 2 ** 53  # above this, a float cannot hold every integer: float arithmetic stops being exact
+FIT_TOLERANCE = 1e-6  # a fitted coefficient this close to an integer is rounded, then the fit is re-checked exactly
+EXAMPLES = 3  # mismatching configs listed as evidence
+
+LETTERS = "V = vocab_size, C = block_size, d = d_model, h = n_heads, N = n_layers, f = d_ff"
+
+# Monomials a counting mistake is made of (the letters are the chapter's: V, C, d, h, N, f).
+MONOMIALS = {
+    "V·d": lambda c: c["vocab_size"] * c["d_model"],
+    "C·d": lambda c: c["block_size"] * c["d_model"],
+    "N·d²": lambda c: c["n_layers"] * c["d_model"] ** 2,
+    "N·d·f": lambda c: c["n_layers"] * c["d_model"] * c["d_ff"],
+    "N·d": lambda c: c["n_layers"] * c["d_model"],
+    "N·f": lambda c: c["n_layers"] * c["d_ff"],
+    "N·h": lambda c: c["n_layers"] * c["n_heads"],
+    "N": lambda c: c["n_layers"],
+    "d²": lambda c: c["d_model"] ** 2,
+    "d·f": lambda c: c["d_model"] * c["d_ff"],
+    "d": lambda c: c["d_model"],
+    "f": lambda c: c["d_ff"],
+    "h": lambda c: c["n_heads"],
+    "V": lambda c: c["vocab_size"],
+    "C": lambda c: c["block_size"],
+    "1": lambda c: 1,
+}
+
+_ONE_BLOCK = {"d²": 4, "d·f": 2, "f": 1, "d": 5}  # 4d² + 2df + f + d + 2·2d: one block's parameters
+# Known mistakes, as the exact difference (got - expected) they make: coefficients of MONOMIALS.
+DIAGNOSES = [
+    ({"N·f": -1, "N·d": -1}, "the two feed-forward biases are missing (f + d per block)",
+     "每块缺了前馈层的两个偏置（f + d）"),
+    ({"N·f": -1}, "the bias of the first feed-forward Linear(d, f) is missing (f per block)",
+     "每块缺了第一个前馈 Linear(d, f) 的偏置（f 个）"),
+    ({"N·d": -4, "d": -2}, "every LayerNorm is missing: two per block and final_norm, each 2·d (weight and bias)",
+     "所有 LayerNorm 都漏了：每块两个加 final_norm，每个 2·d（weight 与 bias）"),
+    ({"N·d": -4}, "both LayerNorms of each block are missing (ln_attention and ln_feedforward, 2·d each)",
+     "每块的两个 LayerNorm 都漏了（ln_attention 与 ln_feedforward，各 2·d）"),
+    ({"N·d": -2}, "one LayerNorm per block is missing, or only the weights of the two were counted (2·d per block)",
+     "每块漏了一个 LayerNorm，或两个 LayerNorm 只算了 weight（每块少 2·d）"),
+    ({"N·d": -1}, "d per block is missing: the bias of the second feed-forward Linear(f, d), or a LayerNorm's bias",
+     "每块少了 d 个：第二个前馈 Linear(f, d) 的偏置，或某个 LayerNorm 的 bias"),
+    ({"N·d": 4}, "biases on Q, K, V and O were counted (4·d per block); those projections have no bias",
+     "多算了 Q、K、V、O 的偏置（每块 4·d）；这些投影没有偏置"),
+    ({"N·d": 3}, "biases on Q, K and V were counted (3·d per block); the projections have no bias",
+     "多算了 Q、K、V 的偏置（每块 3·d）；这些投影没有偏置"),
+    ({"N·d²": -1}, "one of the four d×d attention projections is missing (Q, K, V and O: 4·d² per block)",
+     "漏了一个 d×d 注意力投影（Q、K、V、O 共 4·d²）"),
+    ({"N·d²": -4}, "the attention projections are missing (Q, K, V and O: 4·d² per block)",
+     "漏了注意力投影（Q、K、V、O，每块 4·d²）"),
+    ({"N·d·f": -1}, "one of the two feed-forward matrices is missing (d·f each)",
+     "漏了前馈层的一个权重矩阵（每个 d·f）"),
+    ({"d": -2}, "final_norm is missing: a LayerNorm(d) with weight and bias, 2·d",
+     "漏了 final_norm：LayerNorm(d) 有 weight 和 bias，共 2·d"),
+    ({"d": -1}, "d is missing once: final_norm counted with its weight only?",
+     "少了 d 个：final_norm 只算了 weight？"),
+    ({"V·d": -1}, "d·V is missing: the head counted as tied to token_embedding? In this course head is its own "
+                  "Linear(d, V, bias=False)",
+     "少了 d·V：把 head 当成与 token_embedding 绑定了？本课程的 head 是独立的 Linear(d, V, bias=False)"),
+    ({"V·d": 1, "C·d": -1}, "the position table counted with vocab_size rows; it has block_size rows: C·d",
+     "位置表按 vocab_size 行计算了；它有 block_size 行：C·d"),
+    ({"C·d": -1}, "the learned position table is missing (block_size rows: C·d)",
+     "漏了可学习的位置表（block_size 行：C·d）"),
+    ({"C·d": 1}, "the position table counted twice (C·d too many)", "位置表算了两次（多了 C·d）"),
+    ({"V": 1}, "a bias on the head was counted (V); the head has none", "多算了 head 的偏置（V 个）；head 没有偏置"),
+    ({"N·d²": -4, "N·d·f": -2, "N·f": -1, "N·d": -5, **_ONE_BLOCK},
+     "only one block was counted: the model has n_layers distinct blocks, each with its own weights",
+     "只算了一个块：模型有 n_layers 个互不共享的块，各有自己的权重"),
+    (dict(_ONE_BLOCK), "one block too many: count n_layers blocks", "多算了一个块：应为 n_layers 个块"),
+]
+
+
+def describe_config(c: dict) -> str:
+    return "config(" + ", ".join(f"{k}={c[k]:_}" for k in
+                                 ("vocab_size", "block_size", "d_model", "n_heads", "n_layers", "d_ff")) + ")"
+
+
+def is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def show(returned: dict) -> str:
+    """A recorded return value, as the student would recognise it."""
+    value, kind = returned.get("value"), returned.get("type")
+    if kind == "int" and isinstance(value, int):
+        return f"{value:_}"
+    if kind == "float" and is_number(value):
+        return f"{value!r} (a float)"
+    return f"{value!r} (a {kind})" if value is not None else f"a {kind}"
+
+
+def off_by(value, want: int) -> str:
+    if isinstance(value, int):
+        return f"{value - want:+_}"
+    if is_number(value) and value == int(value):
+        return f"{int(value) - want:+_}"  # exact, not the float subtraction (which rounds above 2**53)
+    if is_number(value):
+        return f"{value - want:+.6g}"
+    return "not a number"
+
+
+def example(indices: list[int]) -> int:
+    """The config to quote: the course's fixed-batch config (index 1) when it is among them, else the first."""
+    return 1 if 1 in indices else indices[0]
+
+
+def raised_text(outcome: dict) -> str:
+    r = outcome["raised"]
+    where = f" at {r['where']}" if r.get("where") else ""
+    return f"raised {r['type']}: {r['message']}"[:400] + where
+
+
+def student_raised(call: str, outcome: dict, n_raised: int, n_total: int):
+    more = f" ({n_raised} of {n_total} configs raised)" if n_raised > 1 else ""
+    memory = outcome["raised"].get("limit") == "memory"
+    tail = ("; building a model (or any tensor) to count cannot work at this size: use integer arithmetic"
+            if memory else "")
+    raise StudentRaised(f"{call} {raised_text(outcome)}{more}{tail}", error=outcome["raised"])
+
+
+def fit_difference(configs: list[dict], diffs: list[int]) -> dict[str, int] | None:
+    """Integer coefficients c_m with diff == sum c_m·m(config) on every config exactly, or None."""
+    if len(configs) < len(MONOMIALS) + 4:
+        return None
+    names = list(MONOMIALS)
+    columns = torch.tensor([[float(MONOMIALS[m](c)) for m in names] for c in configs], dtype=torch.float64)
+    scale = columns.abs().amax(dim=0).clamp_min(1.0)
+    target = torch.tensor([float(d) for d in diffs], dtype=torch.float64).unsqueeze(1)
+    solution = torch.linalg.lstsq(columns / scale, target).solution.squeeze(1) / scale
+    coefficients = {}
+    for name, value in zip(names, solution.tolist()):
+        rounded = round(value)
+        if abs(value - rounded) > FIT_TOLERANCE * max(1.0, abs(value)):
+            return None
+        if rounded:
+            coefficients[name] = rounded
+    for c, d in zip(configs, diffs):  # exact, in integers
+        if sum(k * MONOMIALS[m](c) for m, k in coefficients.items()) != d:
+            return None
+    return coefficients or None
+
+
+def formula(coefficients: dict[str, int]) -> str:
+    text = ""
+    for name, k in coefficients.items():
+        sign = "-" if k < 0 else "+"
+        size = abs(k)
+        term = name if size == 1 else (f"{size}" if name == "1" else f"{size}·{name}")
+        text += f" {sign} {term}" if text else (f"-{term}" if k < 0 else term)
+    return text
+
+
+def matches(pattern: dict[str, int], configs: list[dict], diffs: list[int]) -> bool:
+    return all(sum(k * MONOMIALS[m](c) for m, k in pattern.items()) == d for c, d in zip(configs, diffs))
+
+
+def explain(configs: list[dict], diffs: list[int]) -> tuple[str, str]:
+    """(`; the difference is exactly <formula>: <likely cause>`, the cause in Chinese), or ("", "").
+
+    The known mistakes are tried first, exactly; only then is a general integer fit attempted."""
+    for pattern, en, zh in DIAGNOSES:
+        if matches(pattern, configs, diffs):
+            return f"; on every config the difference is exactly {formula(pattern)}: {en}", zh
+    return diagnosis(fit_difference(configs, diffs))
+
+
+def diagnosis(coefficients: dict[str, int] | None) -> tuple[str, str]:
+    """(`off by <formula>` with its likely cause, the cause in Chinese) for a fitted difference."""
+    if not coefficients:
+        return "", ""
+    for pattern, en, zh in DIAGNOSES:
+        if pattern == coefficients:
+            return f"; on every config the difference is exactly {formula(coefficients)}: {en}", zh
+    if any("h" in name for name in coefficients):
+        return (f"; on every config the difference is exactly {formula(coefficients)}: your count changes with "
+                "n_heads, but heads only split d_model into slices, they add no parameters",
+                "你的计数随 n_heads 变化，但多头只是把 d_model 切片，不增加参数")
+    return (f"; on every config the difference is exactly {formula(coefficients)}: find the part of the model "
+            "that term belongs to", "")
+
+
+def legend(text: str) -> str:
+    """The letters' meaning, once, after a message that uses them in a formula."""
+    return f"{text} ({LETTERS})" if "difference is exactly" in text else text
+
+
+def grader_fault(text: str):
+    raise RuntimeError(f"grader fault: {text}")
+
+
+def reference_parts(ref_probe, index: int) -> dict:
+    """The reference's breakdown of config `index`, after checking it against the trusted built model."""
+    built = ref_probe.value("built")[index]
+    outcome = ref_probe.value("breakdowns")[index]
+    items = outcome.get("returned", {}).get("items", {})
+    parts = {k: items.get(k, {}).get("value") for k in PARTS}
+    if parts != built:
+        grader_fault(f"the reference breakdown {parts} of {describe_config(ref_probe.value('configs')[index])} "
+                     f"differs from the trusted model built from it, {built}")
+    return parts
+
+
+def count_of(outcome: dict):
+    return outcome["returned"]["value"] if "returned" in outcome else None
+
+
+@criterion("total_matches_model", kind="param_count",
+           title={"en": "count_parameters equals the built model's parameter count on 40 configurations",
+                  "zh": "count_parameters 在 40 个配置上与实际构建的模型参数量完全一致"},
+           hint={"en": "Add every part of the model of exercise transformer_lm: token table V·d, position table C·d, "
+                       "per block two LayerNorms (2·d each), Q/K/V/O (4·d², no bias) and the feed-forward "
+                       "(d·f + f + f·d + d, with biases), then final_norm (2·d) and an untied head (d·V, no bias). "
+                       "n_heads adds no parameters.",
+                 "zh": "把练习 transformer_lm 模型的每一部分加起来：词表 V·d、位置表 C·d；每块两个 LayerNorm（各 2·d）、"
+                       "Q/K/V/O（4·d²，无偏置）、前馈（d·f + f + f·d + d，含偏置）；再加 final_norm（2·d）和不绑定的 "
+                       "head（d·V，无偏置）。n_heads 不增加参数。"})
+def test_total_matches_model(obs, ref, verdict):
+    got, want = obs.probe("counts"), ref.probe("counts")
+    configs = want.value("configs")
+    if got.value("configs") != configs:
+        verdict.fail("the configurations recorded in your run differ from those the grader drew from its seed: "
+                     "something in your file changed Python's random module")
+    expected = []
+    for c, outcome, built in zip(configs, want.value("counts"), want.value("built")):
+        value = count_of(outcome)
+        if value != sum(built.values()) or not isinstance(value, int):
+            grader_fault(f"the reference solution counts {value!r} for {describe_config(c)}, but the trusted "
+                         f"model built from it has {sum(built.values())} parameters")
+        expected.append(value)
+    outcomes = got.value("counts")
+    raised = [o for o in outcomes if "raised" in o]
+    if raised:
+        i = outcomes.index(raised[0])
+        student_raised(f"count_parameters({describe_config(configs[i])})", raised[0], len(raised), len(configs))
+    not_numbers = [i for i, o in enumerate(outcomes) if not is_number(o["returned"]["value"])]
+    if not_numbers:
+        i = not_numbers[0]
+        verdict.fail(f"count_parameters({describe_config(configs[i])}) returned {show(outcomes[i]['returned'])}; "
+                     f"expected the number {expected[i]:_}")
+    values = [o["returned"]["value"] for o in outcomes]
+    wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w]
+    verdict.note(configs_checked=len(configs))
+    if wrong:
+        integral = all(g == int(g) for g in values)
+        cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected)]) if integral else ("", "")
+        i = example(wrong)
+        verdict.fail(f"count_parameters({describe_config(configs[i])}) returned {show(outcomes[i]['returned'])}; "
+                     f"the model built from this config has {expected[i]:_} parameters (off by "
+                     + legend(f"{off_by(values[i], expected[i])}). {len(wrong)} of {len(configs)} configs are off{cause}"),
+                     mismatches=[{"config": configs[j], "returned": values[j], "built": expected[j]}
+                                 for j in wrong[:EXAMPLES]])
+    verdict.ok(f"exact on all {len(configs)} configs (vocab_size 3..300, block_size 1..64, n_layers 1..4, "
+               f"n_heads 1..8, d_ff 1..200): every count equals sum(p.numel()) of the built model")
+
+
+@criterion("large_sizes_exact", kind="param_count", requires=("total_matches_model",),
+           title={"en": "count_parameters is exact on sizes far too large to build",
+                  "zh": "count_parameters 在大到无法构建的尺寸上精确"},
+           hint={"en": "Use Python int arithmetic only: no model or tensor, no float (/, ** 2.0, math.pow, float()), "
+                       "no numpy or torch integers (they overflow). Python ints never lose a digit.",
+                 "zh": "只用 Python 整数运算：不构建模型或张量，不用浮点（/、** 2.0、math.pow、float()），"
+                       "也不用会溢出的 numpy 或 torch 整数。Python 的 int 不会丢失任何一位。"})
+def test_large_sizes_exact(obs, ref, verdict):
+    got, want = obs.probe("counts"), ref.probe("counts")
+    configs, outcomes = want.value("large_configs"), got.value("large")
+    for c, outcome, ref_outcome in zip(configs, outcomes, want.value("large")):
+        call = f"count_parameters({describe_config(c)})"
+        if "raised" in outcome:
+            student_raised(call, outcome, 1, 1)
+        w, returned = count_of(ref_outcome), outcome["returned"]
+        g = returned["value"]
+        if g == w:
+            continue
+        if returned["type"] == "float":
+            why = (f"; a float holds every integer only up to 2**53 = {FLOAT_EXACT_LIMIT:_}, and this model has "
+                   f"{w:_} parameters: compute with Python ints" if w > FLOAT_EXACT_LIMIT else
+                   ": a float intermediate lost precision; compute with Python ints")
+        elif returned["type"] != "int":
+            why = f": a {returned['type']} has a fixed width and can overflow; compute with Python ints"
+        else:
+            why = ": the formula agrees on small configs but not here; look for float or fixed-width intermediates"
+        verdict.fail(f"{call} returned {show(returned)}; expected exactly {w:_} (off by {off_by(g, w)}){why}")
+    verdict.ok("exact on " + " and ".join(f"{count_of(o):_}" for o in want.value("large"))
+               + " parameters (the second above 2**53), without building anything")
+
+
+@criterion("breakdown_keys_and_sum", kind="api",
+           title={"en": "parameter_breakdown has exactly the five keys, summing to count_parameters",
+                  "zh": "parameter_breakdown 恰好有五个键，且各项之和等于 count_parameters"},
+           hint={"en": "Return a dict with exactly the keys token_embedding, position_embedding, blocks (all "
+                       "n_layers blocks together), final_norm and head; compute count_parameters as the sum of "
+                       "its values so the two can never disagree.",
+                 "zh": "返回恰好含 token_embedding、position_embedding、blocks（全部 n_layers 个块的合计）、final_norm、"
+                       "head 五个键的 dict；count_parameters 直接对它的值求和，两者就不会不一致。"})
+def test_breakdown_keys_and_sum(obs, verdict):
+    p = obs.probe("sums")
+    configs, breakdowns, totals = p.value("configs"), p.value("breakdowns"), p.value("totals")
+    for name, outcomes in (("parameter_breakdown", breakdowns), ("count_parameters", totals)):
+        raised = [o for o in outcomes if "raised" in o]
+        if raised:
+            i = outcomes.index(raised[0])
+            student_raised(f"{name}({describe_config(configs[i])})", raised[0], len(raised), len(configs))
+    for c, parts, total in zip(configs, breakdowns, totals):
+        parts = parts["returned"]
+        call = f"parameter_breakdown({describe_config(c)})"
+        if "items" not in parts:
+            verdict.fail(f"{call} returned a {parts['type']}; expected a dict with the keys {', '.join(PARTS)}")
+        keys = set(parts["items"])
+        missing, extra = [k for k in PARTS if k not in keys], sorted(keys - set(PARTS))
+        if missing or extra or parts["n_keys"] != len(PARTS):
+            detail = "; ".join(([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else []))
+            verdict.fail(f"{call} has the keys {sorted(keys)}; expected exactly {list(PARTS)} ({detail})",
+                         keys=sorted(keys))
+        values = {k: v["value"] for k, v in parts["items"].items()}
+        bad = [k for k in PARTS if not is_number(values[k])]
+        if bad:
+            verdict.fail(f"{call}['{bad[0]}'] is {show(parts['items'][bad[0]])}; expected a number")
+        g = total["returned"]["value"]
+        if not is_number(g):
+            verdict.fail(f"count_parameters({describe_config(c)}) returned {show(total['returned'])}; expected a number")
+        if sum(values.values()) != g:
+            verdict.fail(f"for {describe_config(c)} the parts of parameter_breakdown sum to "
+                         f"{sum(values.values()):_}, but count_parameters returns {show(total['returned'])} "
+                         f"(off by {off_by(g, sum(values.values()))}); the total must be the sum of the parts",
+                         parts=values)
+    verdict.ok(f"on {len(configs)} configs the dict has exactly the five keys and its values sum to count_parameters")
+
+
+@criterion("breakdown_parts_exact", kind="param_count", requires=("breakdown_keys_and_sum",),
+           title={"en": "Each part of parameter_breakdown equals that part of the built model",
+                  "zh": "parameter_breakdown 的每一项都等于模型对应部分的参数量"},
+           hint={"en": "token_embedding = V·d; position_embedding = C·d (block_size rows); blocks = N·(4·d² + 2·d·f "
+                       "+ f + d + 4·d) for all N blocks together; final_norm = 2·d; head = d·V (not tied).",
+                 "zh": "token_embedding = V·d；position_embedding = C·d（block_size 行）；blocks = N·(4·d² + 2·d·f + f + "
+                       "d + 4·d)，是全部 N 个块的合计；final_norm = 2·d；head = d·V（不绑定）。"})
+def test_breakdown_parts_exact(obs, ref, verdict):
+    got, want = obs.probe("breakdowns"), ref.probe("breakdowns")
+    configs = want.value("configs")
+    if got.value("configs") != configs:
+        verdict.fail("the configurations recorded in your run differ from those the grader drew from its seed: "
+                     "something in your file changed Python's random module")
+    expected = [reference_parts(want, i) for i in range(len(configs))]
+    outcomes = got.value("breakdowns")
+    raised = [o for o in outcomes if "raised" in o]
+    if raised:
+        i = outcomes.index(raised[0])
+        student_raised(f"parameter_breakdown({describe_config(configs[i])})", raised[0], len(raised), len(configs))
+    problems, zh_causes = [], []
+    for part in PARTS:
+        values = []
+        for c, outcome in zip(configs, outcomes):
+            item = outcome["returned"].get("items", {}).get(part)
+            if item is None:
+                verdict.fail(f"parameter_breakdown({describe_config(c)}) has no key '{part}'")
+            values.append(item["value"])
+        wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w[part]]
+        if not wrong:
+            continue
+        numeric = all(is_number(g) and g == int(g) for g in values)
+        cause, zh = explain(configs, [int(g) - w[part] for g, w in zip(values, expected)]) if numeric else ("", "")
+        i = example(wrong)
+        problems.append(f"'{part}' is off on {len(wrong)} of {len(configs)} configs, e.g. for {describe_config(configs[i])} "
+                        f"it is {show(outcomes[i]['returned']['items'][part])}, but the built model's {part} holds "
+                        f"{expected[i][part]:_} parameters (off by {off_by(values[i], expected[i][part])}){cause}")
+        if zh:
+            zh_causes.append(f"{part}：{zh}")
+    if problems:
+        verdict.fail(legend("; ".join(problems)), likely_causes_zh=zh_causes)
+    for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large")):
+        call = f"parameter_breakdown({describe_config(c)})"
+        if "raised" in outcome:
+            student_raised(call, outcome, 1, 1)
+        items, ref_items = outcome["returned"].get("items", {}), ref_outcome["returned"]["items"]
+        for part in PARTS:
+            w = ref_items[part]["value"]
+            item = items.get(part)
+            if item is None:
+                verdict.fail(f"{call} has no key '{part}'")
+            if item["value"] != w:
+                why = (f"; a float holds every integer only up to 2**53 = {FLOAT_EXACT_LIMIT:_}: compute with Python ints"
+                       if item["type"] != "int" else "")
+                verdict.fail(f"{call}['{part}'] is {show(item)}; expected exactly {w:_} "
+                             f"(off by {off_by(item['value'], w)}){why}")
+    verdict.ok(f"every part matches the built model on {len(configs)} configs, and the reference exactly on "
+               f"{len(want.value('large_configs'))} sizes too large to build")
+
+
+@criterion("returns_python_ints", kind="api",
+           title={"en": "Counts are Python ints", "zh": "计数结果是 Python int"},
+           hint={"en": "Use integer operations only (+, *, //); no /, ** 2.0, math.pow, float(), numpy or torch. "
+                       "A parameter count is an integer, and only Python ints stay exact at any size.",
+                 "zh": "只用整数运算（+、*、//）；不要用 /、** 2.0、math.pow、float()、numpy 或 torch。"
+                       "参数量是整数，只有 Python int 在任何规模下都精确。"})
+def test_returns_python_ints(obs, verdict):
+    counts, breakdowns = obs.probe("counts"), obs.probe("breakdowns")
+    checked = 0
+    for probe, configs_key, outcomes_key, name in (
+            (counts, "configs", "counts", "count_parameters"), (counts, "large_configs", "large", "count_parameters"),
+            (breakdowns, "configs", "breakdowns", "parameter_breakdown"),
+            (breakdowns, "large_configs", "large", "parameter_breakdown")):
+        configs, outcomes = probe.value(configs_key), probe.value(outcomes_key)
+        if outcomes_key != "large":  # raises on the large sizes are judged by the criteria of those sizes
+            raised = [o for o in outcomes if "raised" in o]
+            if raised:
+                i = outcomes.index(raised[0])
+                student_raised(f"{name}({describe_config(configs[i])})", raised[0], len(raised), len(configs))
+        for c, outcome in zip(configs, outcomes):
+            if "raised" in outcome:
+                continue
+            returned = outcome["returned"]
+            if name == "parameter_breakdown" and "items" not in returned:
+                continue  # not a dict at all: `breakdown_keys_and_sum` says so
+            items = returned["items"] if name == "parameter_breakdown" else {"": returned}
+            for key, item in items.items():
+                checked += 1
+                if item.get("type") != "int":
+                    where = f"{name}({describe_config(c)})" + (f"['{key}']" if key else "")
+                    verdict.fail(f"{where} is {show(item)}; expected a Python int (integer arithmetic only: +, *, //)")
+    verdict.ok(f"all {checked} returned counts and parts are Python ints")
+
+
+@criterion("accepts_any_config_object", kind="api",
+           title={"en": "Any object with the six size attributes works as config",
+                  "zh": "任何带六个尺寸属性的对象都可作为 config"},
+           hint={"en": "Read the sizes as attributes (config.vocab_size, or getattr(config, name)); do not use "
+                       "vars(config), config.__dict__, config['...'] or dataclasses functions, and ignore attributes "
+                       "you do not need (dropout, ...).",
+                 "zh": "按属性读取尺寸（config.vocab_size 或 getattr(config, name)）；不要用 vars(config)、"
+                       "config.__dict__、config['...'] 或 dataclasses 的函数，并忽略用不到的属性（dropout 等）。"})
+def test_accepts_any_config_object(obs, verdict):
+    p = obs.probe("config_objects")
+    c = p.value("config")
+    base = p.value("namespace")
+    if "raised" in base:
+        student_raised(f"count_parameters(SimpleNamespace({describe_config(c)[7:-1]}))", base, 1, 1)
+    want = base["returned"]["value"]
+    labels = {"with_extra_fields": f"a SimpleNamespace with extra attributes {p.value('extra_fields')}",
+              "slots": "an object with __slots__ (no __dict__) holding only the six attributes",
+              "getattr_only": "an object whose attributes are computed by __getattr__ (no __dict__ entries)"}
+    for key, label in labels.items():
+        outcome = p.value(key)
+        if "raised" in outcome:
+            verdict.fail(f"count_parameters on {label} {raised_text(outcome)}; a plain SimpleNamespace with the same "
+                         f"sizes gives {show(base['returned'])}: read the sizes as attributes (config.vocab_size)")
+        g = outcome["returned"]["value"]
+        if g != want:
+            verdict.fail(f"count_parameters on {label} returned {show(outcome['returned'])}, but {show(base['returned'])} on a plain "
+                         "SimpleNamespace with the same sizes; only the six size attributes may matter")
+    verdict.ok("a SimpleNamespace with extra attributes, a __slots__ object and a __getattr__ object "
+               f"all give the same count, {want:_}" if isinstance(want, int) else
+               "every kind of config object gives the same count")

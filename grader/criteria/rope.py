@@ -1,0 +1,354 @@
+"""Hidden criteria of exercise `rope`: apply_rope, rotary position embedding with rotate-half pairing.
+
+Inputs are read from the reference run (`ref`): the same seeded probes drew them before any student code ran.
+Property criteria (norms, relative positions, pairing, slices, leading axes, gradients) compare the student's
+outputs with each other, so one formula mistake costs the value criteria, not every criterion.
+"""
+
+import torch
+
+from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.criterion import criterion
+from grader.judge.verdicts import Verdict
+
+EXERCISE = "rope"
+
+# Angles computed in float32 (the common inv_freq recipe) are off by about position * 1.2e-7 rad; that is
+# accepted. Every formula mistake we know (pairing, exponent, direction, base, positions) errs by > 1e-2.
+VALUE_TOLERANCE = 1e-5      # positions below 16, inputs of size ~3: float32 angles err by < 2e-6 here
+LONG_TOLERANCE = 1e-3       # positions up to 4095: float32 angles (ulp of 4095 rad is 2.4e-4) gave <= 7e-5 in trials
+FLOAT32_TOLERANCE = 1e-5    # float32 input against the float64 reference: a few float32 ulps
+NORM_RTOL = 1e-6            # cos and sin computed in float32 keep cos^2 + sin^2 = 1 to ~1e-7
+RELATIVE_RTOL = 1e-5        # spread of <rope(q, m), rope(k, n)> over pairs with the same m - n, relative to |q||k|
+SAME_CALL = 1e-6            # the student's function against itself: only float32 rounding of the angles may differ
+LEAK = 1e-9                 # a channel outside a pair must stay exactly 0 (0 * cos = 0)
+ROTATED = 1e-3              # below this the output at positions >= 1 counts as unrotated
+GRAD_RTOL = 1e-6            # float64 central differences against autograd; a detached half is off by > 1e-1
+
+
+def rope(x, positions=None, base=10000.0, *, pairing="half", exponent=2.0, first_i=0, direction=1.0, seq_dim=-2,
+         second_sign=1.0):
+    """Rotary embedding in float64, and the usual wrong versions of it (for naming a student's mistake)."""
+    x = x.double()
+    T, D = x.shape[seq_dim], x.shape[-1]
+    pos = torch.arange(T) if positions is None else positions
+    i = torch.arange(D // 2, dtype=torch.float64) + first_i
+    angles = direction * pos.double()[:, None] * base ** (-exponent * i / D)     # [T, D/2]
+    if seq_dim == -3:
+        angles = angles[:, None, :]
+    cos, sin = angles.cos(), angles.sin()
+    if pairing == "half":
+        x1, x2 = x[..., : D // 2], x[..., D // 2:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + second_sign * x1 * sin), dim=-1)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+
+
+# the formula mistakes we can name: (what the student's code does, how `rope` reproduces it)
+FORMULA_MISTAKES = [
+    ("pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + D/2)", {"pairing": "interleaved"}),
+    ("uses the angle p * base**(-i/D); the exponent is -2i/D", {"exponent": 1.0}),
+    ("counts i from 1 (base**(-2(i+1)/D)); i runs from 0 to D/2 - 1", {"first_i": 1}),
+    ("rotates the other way; the first half is x1*cos - x2*sin and the second half x2*cos + x1*sin", {"direction": -1.0}),
+    ("computes the second half as x2*cos - x1*sin, which is not a rotation; it must be x2*cos + x1*sin",
+     {"second_sign": -1.0}),
+]
+
+
+def alternatives(x, positions=None, base=10000.0):
+    """(what the student's code does, the output that mistake gives) for the known bugs."""
+    found = [(does, rope(x, positions, base, **kwargs)) for does, kwargs in FORMULA_MISTAKES]
+    if positions is not None:
+        found.append(("ignores the positions argument and rotates the rows as positions 0..T-1", rope(x, None, base)))
+    if base != 10000.0:
+        found.append(("ignores the base argument and uses 10000", rope(x, positions)))
+    if x.dim() >= 3 and x.shape[-3] == x.shape[-2]:
+        found.append(("lays the angles along axis -3 (the head axis H) instead of the sequence axis -2",
+                      rope(x, positions, base, seq_dim=-3)))
+    return found
+
+
+def own_formula(obs, ref) -> dict:
+    """The keyword arguments of `rope` that reproduce the student's default call: {} for the course's formula or an
+    unknown one, else the named mistake, so that criteria about other arguments judge those arguments alone."""
+    try:
+        x, out = ref.probe("values").tensor("x64"), obs.probe("values").tensor("out64")
+    except Verdict:   # the values probe failed: `values_match_reference` reports it; judge against the course's formula
+        return {}
+    if difference(out, rope(x), atol=VALUE_TOLERANCE) is None:
+        return {}
+    for _, kwargs in FORMULA_MISTAKES:
+        if difference(out, rope(x, **kwargs), atol=VALUE_TOLERANCE) is None:
+            return kwargs
+    return {}
+
+
+def diagnose(got, x, positions=None, base=10000.0, atol=VALUE_TOLERANCE) -> str:
+    """' Your rotation ...' when a known mistake explains `got`, else ''."""
+    if difference(got, x, atol=atol) is None:
+        return " Your output equals the input: nothing is rotated."
+    for does, output in alternatives(x, positions, base):
+        if difference(got, output, atol=atol) is None:
+            return f" Your rotation {does}."
+    if got.dim() >= 2 and list(got.shape) == list(x.shape):
+        if difference(got[..., 0, :], x[..., 0, :], atol=atol):
+            return " Position 0 is not left unchanged (its angle is 0, so it must come out as it went in)."
+    return ""
+
+
+def check_shape(verdict, out, x, label):
+    verdict.check(list(out.shape) == list(x.shape),
+                  f"{label}: x of shape {list(x.shape)} gave an output of shape {list(out.shape)}; expected the same shape")
+    check_finite(verdict, out, label)
+
+
+def check_finite(verdict, out, label):
+    bad = ~torch.isfinite(out)
+    if bad.any():
+        index = tuple(int(i) for i in torch.nonzero(bad)[0])
+        verdict.fail(f"{label}: the output holds {int(bad.sum())} NaN or inf values, the first at index {index}")
+
+
+@criterion("output_shape_dtype", kind="shape",
+           title={"en": "Output has the input's shape and dtype, for any leading axes",
+                  "zh": "输出与输入形状、dtype 相同，支持任意前导轴"},
+           hint={"en": "Index the last two axes with x.shape[-2] and x.shape[-1] (not x.shape[1]), let cos and sin of shape [T, D/2] broadcast over the leading axes, and cast them to x.dtype.",
+                 "zh": "用 x.shape[-2]、x.shape[-1] 取最后两轴（不要用 x.shape[1]），让形状为 [T, D/2] 的 cos、sin 沿前导轴广播，并转换为 x.dtype。"})
+def test_output_shape_dtype(obs, verdict):
+    p = obs.probe("shapes")
+    for key, shape, dtype in (("bhtd", [2, 3, 5, 8], torch.float32), ("td", [5, 8], torch.float32),
+                              ("btd_float64", [2, 5, 8], torch.float64), ("d2", [3, 4, 2], torch.float32)):
+        out = p.tensor(f"out_{key}")
+        verdict.check(list(out.shape) == shape, f"apply_rope on x of shape {shape} returned shape {list(out.shape)}; expected {shape}")
+        verdict.check(out.dtype == dtype, f"apply_rope on a {str(dtype)[6:]} x of shape {shape} returned {str(out.dtype)[6:]}; "
+                                          f"expected {str(dtype)[6:]} (the input's dtype)")
+    verdict.ok("shapes [2, 3, 5, 8], [5, 8], [2, 5, 8] and [3, 4, 2] are kept, and so are float32 and float64")
+
+
+@criterion("norm_preserved", kind="values",
+           title={"en": "Every vector keeps its length, and is rotated", "zh": "每个向量长度不变，且确实被旋转"},
+           hint={"en": "Each pair (x_i, x_{i+D/2}) must go through a true 2-D rotation: (a*cos - b*sin, b*cos + a*sin), with cos and sin of the same angle.",
+                 "zh": "每一对 (x_i, x_{i+D/2}) 都要做真正的二维旋转：(a*cos - b*sin, b*cos + a*sin)，cos 与 sin 用同一个角度。"})
+def test_norm_preserved(obs, ref, verdict):
+    x = ref.probe("norms").tensor("x")
+    out = obs.probe("norms").tensor("out")
+    check_shape(verdict, out, x, "x of shape [2, 16, 12]")
+    before, after = x.norm(dim=-1), out.double().norm(dim=-1)
+    ratio = (after / before - 1).abs()
+    if ratio.max() > NORM_RTOL:
+        b, t = (int(i) for i in torch.nonzero(ratio == ratio.max())[0])
+        verdict.fail(f"the vector at (batch {b}, position {t}) has length {float(after[b, t]):.6g} after the rotation and "
+                     f"{float(before[b, t]):.6g} before (relative change {float(ratio.max()):.2g}; expected < {NORM_RTOL:g})")
+    moved = (out.double()[:, 1:] - x[:, 1:]).abs().max()
+    verdict.check(moved > ROTATED, f"the output equals the input at every position (largest change {float(moved):.2g}): nothing is rotated")
+    verdict.ok(f"at 32 positions every vector keeps its length (largest relative change {float(ratio.max()):.1e}) and is rotated")
+
+
+@criterion("relative_position", kind="values",
+           title={"en": "<rope(q, m), rope(k, n)> depends only on m - n", "zh": "<rope(q, m), rope(k, n)> 只依赖 m - n"},
+           hint={"en": "The angle must be linear in the position, p * theta_i, with the same theta_i for q and k; then rotating q by m and k by n leaves a rotation by m - n in their dot product.",
+                 "zh": "角度必须与位置成线性关系 p * theta_i，q 和 k 用相同的 theta_i；这样 q 转 m、k 转 n 后，点积中只剩下 m - n 的旋转。"})
+def test_relative_position(obs, ref, verdict):
+    inputs, got = ref.probe("relative"), obs.probe("relative")
+    q, k = inputs.tensor("q"), inputs.tensor("k")
+    rq, rk = got.tensor("rq").double(), got.tensor("rk").double()
+    check_shape(verdict, rq, q.expand(12, 16), "q repeated at 12 positions")
+    check_shape(verdict, rk, k.expand(12, 16), "k repeated at 12 positions")
+    scores = rq @ rk.T                          # scores[m, n] = <rope(q, m), rope(k, n)>
+    scale = float(q.norm() * k.norm())
+    worst, worst_d, means = 0.0, 0, []
+    for d in range(-11, 12):
+        diag = scores.diagonal(-d)              # entries with m - n = d
+        means.append(float(diag.mean()))
+        spread = float(diag.max() - diag.min())
+        if spread > worst:
+            worst, worst_d = spread, d
+    verdict.note(largest_spread=worst / scale, at_offset=worst_d)
+    if worst > RELATIVE_RTOL * scale:
+        diag = scores.diagonal(-worst_d)
+        lo, hi = int(diag.argmin()), int(diag.argmax())
+        m0 = max(worst_d, 0)
+        verdict.fail(f"for m - n = {worst_d} the score ranges from {float(diag[lo]):.6g} (m={m0 + lo}, n={m0 + lo - worst_d}) to "
+                     f"{float(diag[hi]):.6g} (m={m0 + hi}, n={m0 + hi - worst_d}): it depends on the absolute positions, "
+                     f"not only on m - n (|q||k| = {scale:.4g})")
+    verdict.check(max(means) - min(means) > ROTATED * scale,
+                  "the score is the same for every m - n: positions are not encoded at all")
+    verdict.ok(f"for every offset m - n in -11..11 the score is the same at all (m, n) (largest spread {worst / scale:.1e}·|q||k|), "
+               "and it changes with m - n")
+
+
+@criterion("rotate_half_pairing", kind="values",
+           title={"en": "Channel i is rotated together with channel i + D/2 (rotate-half)",
+                  "zh": "通道 i 与通道 i + D/2 一起旋转（rotate-half）"},
+           hint={"en": "Split the last axis into halves, x1 = x[..., :D/2] and x2 = x[..., D/2:], and return cat(x1*cos - x2*sin, x2*cos + x1*sin); do not pair x[..., 0::2] with x[..., 1::2].",
+                 "zh": "把最后一轴分成两半：x1 = x[..., :D/2]、x2 = x[..., D/2:]，返回 cat(x1*cos - x2*sin, x2*cos + x1*sin)；不要把 x[..., 0::2] 与 x[..., 1::2] 配对。"})
+def test_rotate_half_pairing(obs, verdict):
+    out = obs.probe("pairing").tensor("out").double()
+    D = 8
+    verdict.check(list(out.shape) == [D, 3, D], f"x of shape [8, 3, 8] gave an output of shape {list(out.shape)}")
+    check_finite(verdict, out, "one-hot inputs of shape [8, 3, 8]")
+    mixes = {}
+    for j in range(D):
+        mixes[j] = [c for c in range(D) if out[j, :, c].abs().max() > LEAK]
+    verdict.note(channels_reached_from=mixes)
+    half = {j: sorted({j, (j + D // 2) % D}) for j in range(D)}
+    adjacent = {j: sorted({j, j ^ 1}) for j in range(D)}
+    if mixes == adjacent:
+        verdict.fail("your rotation pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + D/2): "
+                     "with D = 8, channel 0 must turn with channel 4, not with channel 1")
+    for j in range(D):
+        if not set(mixes[j]) <= set(half[j]):
+            verdict.fail(f"with D = 8, the one-hot input on channel {j} reached channels {mixes[j]}; rotate-half pairing "
+                         f"mixes it only with channel {half[j][0] if half[j][0] != j else half[j][1]} (channels {half[j]})")
+    unpaired = [j for j in range(D) if set(mixes[j]) != set(half[j])]
+    verdict.check(not unpaired, f"with D = 8, the one-hot input on channel {unpaired[0] if unpaired else 0} never reached its partner "
+                                f"channel at positions 1 and 2: that pair is not rotated")
+    verdict.ok("with D = 8, every channel i is mixed with channel i + D/2 (mod D) and with no other channel")
+
+
+@criterion("values_match_reference", kind="values",
+           title={"en": "Values equal the reference rotation, including large positions",
+                  "zh": "数值与参考旋转一致（包括较大的位置）"},
+           hint={"en": "theta_i = base ** (-2 * i / D) for i = 0 .. D/2 - 1, angle = position * theta_i; out = cat(x1*cos - x2*sin, x2*cos + x1*sin) with x1, x2 the two halves of the last axis.",
+                 "zh": "theta_i = base ** (-2 * i / D)，i = 0 .. D/2 - 1，角度 = 位置 * theta_i；out = cat(x1*cos - x2*sin, x2*cos + x1*sin)，x1、x2 为最后一轴的前后两半。"})
+def test_values_match_reference(obs, ref, verdict):
+    got, inputs = obs.probe("values"), ref.probe("values")
+    x = inputs.tensor("x64")
+    out = got.tensor("out64")
+    problem = difference(out, rope(x), atol=VALUE_TOLERANCE)
+    if problem:
+        verdict.fail(f"on x of shape [B, H, T, D] = [2, 3, 6, 16] (float64) the output differs from the rotate-half reference: "
+                     f"{problem}.{diagnose(out, x)}")
+    x32, out32 = inputs.tensor("x32"), got.tensor("out32")
+    verdict.check(out32.dtype == torch.float32, f"a float32 input gave a {str(out32.dtype)[6:]} output; expected float32")
+    problem = difference(out32, rope(x32), atol=FLOAT32_TOLERANCE, rtol=FLOAT32_TOLERANCE)
+    if problem:
+        verdict.fail(f"on a float32 x of shape [2, 9, 10] (D/2 = 5 pairs) the output differs from the reference: "
+                     f"{problem}.{diagnose(out32, x32, atol=FLOAT32_TOLERANCE)}")
+    x_long, out_long = inputs.tensor("x_long"), got.tensor("out_long")
+    problem = difference(out_long, rope(x_long), atol=LONG_TOLERANCE)
+    if problem:
+        verdict.fail(f"on a sequence of T = 4096 rows (positions 0..4095, D = 8) the output differs from the reference: "
+                     f"{problem} (index = (position, channel)).{diagnose(out_long, x_long, atol=LONG_TOLERANCE)}")
+    verdict.ok(f"matches the rotate-half reference on [2, 3, 6, 16] (within {VALUE_TOLERANCE:g}), on float32 [2, 9, 10], "
+               f"and at positions up to 4095 (within {LONG_TOLERANCE:g})")
+
+
+@criterion("explicit_positions", kind="values",
+           title={"en": "Explicit positions: a slice with its positions gives the matching rows",
+                  "zh": "显式位置：取一段序列并传入对应位置，得到对应的行"},
+           hint={"en": "Build the angles from the positions argument when it is given (not from arange(T)): a cached decoding step at position t must be rotated by t, not by 0.",
+                 "zh": "传入 positions 时要用它来计算角度（而不是 arange(T)）：带缓存解码时位置 t 的新 token 应旋转 t 对应的角度，而不是 0。"})
+def test_explicit_positions(obs, ref, verdict):
+    got, inputs = obs.probe("positions"), ref.probe("positions")
+    x = inputs.tensor("x")
+    full = got.tensor("full").double()
+    check_shape(verdict, full, x, "the full sequence")
+    verdict.check(difference(full[..., 1:, :], x[..., 1:, :], atol=ROTATED) is not None,
+                  "apply_rope(x) returned x unchanged at every position: nothing is rotated, so positions cannot be judged")
+    kwargs = own_formula(obs, ref)
+    for key, s, e in (("part", 4, 9), ("last", 11, 12)):
+        part = got.tensor(key)
+        problem = difference(part, full[..., s:e, :], atol=SAME_CALL)
+        if problem:
+            ignored = ""
+            if difference(part, rope(x[..., s:e, :], **kwargs), atol=VALUE_TOLERANCE) is None:
+                ignored = (f" Your rows are rotated as positions 0..{e - s - 1}: the positions argument is ignored "
+                           "(build the angles from positions, not from arange(T)).")
+            verdict.fail(f"apply_rope(x[..., {s}:{e}, :], positions=arange({s}, {e})) differs from rows {s}..{e - 1} of "
+                         f"apply_rope(x): {problem}.{ignored}")
+    far, far_rows = got.tensor("far"), got.tensor("long_far_rows")
+    positions = inputs.tensor("far_positions").tolist()
+    problem = difference(far, far_rows, atol=SAME_CALL)
+    if problem:
+        verdict.fail(f"rows at the unordered positions {positions}, rotated with those positions, differ from the same rows of "
+                     f"apply_rope on the whole 4096-row sequence: {problem} (index = (row, channel))")
+    verdict.ok("a slice with positions arange(4, 9), a single decoding step at position 11, and ten scattered positions up to 4095 "
+               "all give the rows of the full call")
+
+
+@criterion("custom_base", kind="values",
+           title={"en": "The base argument sets the frequencies", "zh": "base 参数决定频率"},
+           hint={"en": "Use the base passed in: theta_i = base ** (-2 * i / D), not a hard-coded 10000.",
+                 "zh": "使用传入的 base：theta_i = base ** (-2 * i / D)，不要写死 10000。"})
+def test_custom_base(obs, ref, verdict):
+    got, x = obs.probe("custom_base"), ref.probe("custom_base").tensor("x")
+    kwargs = own_formula(obs, ref)   # a pairing or exponent mistake is judged by values_match_reference, not here
+    for key, base in (("out_100", 100.0), ("out_500000", 500000.0)):
+        out = got.tensor(key)
+        want = rope(x, base=base, **kwargs)
+        problem = difference(out, want, atol=VALUE_TOLERANCE)
+        if problem:
+            if difference(out, rope(x, **kwargs), atol=VALUE_TOLERANCE) is None:
+                verdict.fail(f"apply_rope(x, base={base:g}) returned the same rotation as base 10000: the base argument is ignored")
+            verdict.fail(f"apply_rope(x, base={base:g}) on x of shape [6, 12] differs from the reference: "
+                         f"{problem}.{diagnose(out, x, base=base)}")
+    verdict.ok("base = 100 and base = 500000 change the frequencies as base ** (-2i/D) predicts")
+
+
+@criterion("leading_dims", kind="values",
+           title={"en": "Any leading axes: each [T, D] matrix is rotated on its own", "zh": "任意前导轴：每个 [T, D] 矩阵各自旋转"},
+           hint={"en": "The sequence is axis -2 whatever comes before it: with [B, H, T, D] take T = x.shape[-2] and let [T, D/2] angles broadcast; do not assume 4 axes or put the positions on axis 1.",
+                 "zh": "无论前面有几个轴，序列轴都是倒数第二个：[B, H, T, D] 中 T = x.shape[-2]，让 [T, D/2] 的角度自动广播；不要假定恰好 4 个轴，也不要把位置放在第 1 轴。"})
+def test_leading_dims(obs, ref, verdict):
+    got, inputs = obs.probe("leading_dims"), ref.probe("leading_dims")
+    for key, label in (("square", "[B, H, T, D] = [2, 4, 4, 6] (H == T)"), ("5d", "[2, 2, 3, 5, 4]")):
+        x, out, slices = inputs.tensor(f"x_{key}"), got.tensor(f"out_{key}"), got.tensor(f"slices_{key}")
+        check_shape(verdict, out, x, label)
+        verdict.check(difference(out, x, atol=ROTATED) is not None,
+                      f"on x of shape {label} the output equals the input: nothing is rotated")
+        problem = difference(out, slices, atol=SAME_CALL)
+        if problem:
+            axis = ""
+            if x.shape[-3] == x.shape[-2] and difference(out, rope(x, seq_dim=-3), atol=VALUE_TOLERANCE) is None:
+                axis = " The positions run along axis -3 (H) instead of axis -2 (T)."
+            verdict.fail(f"on x of shape {label} the batched output differs from rotating each [T, D] matrix on its own: "
+                         f"{problem}.{axis}")
+    x_td, out_td = inputs.tensor("x_td"), got.tensor("out_td")
+    check_shape(verdict, out_td, x_td, "[T, D] = [7, 6]")
+    verdict.ok("for [2, 4, 4, 6] (H == T) and [2, 2, 3, 5, 4] the batched output equals each [T, D] matrix rotated on its own; "
+               "[7, 6] works too")
+
+
+@criterion("gradient_flows", kind="gradient",
+           title={"en": "Backpropagation through apply_rope gives the exact, finite gradient",
+                  "zh": "通过 apply_rope 反向传播得到精确、有限的梯度"},
+           hint={"en": "Compute the output from x with tensor operations only (no .detach(), .data, .numpy() or in-place writes into a tensor that needs grad); cos and sin need no gradient.",
+                 "zh": "只用张量运算由 x 得到输出（不要 .detach()、.data、.numpy()，也不要原地写入需要梯度的张量）；cos 和 sin 不需要梯度。"})
+def test_gradient_flows(obs, ref, verdict):
+    got, inputs = obs.probe("gradients"), ref.probe("gradients")
+    if "x_grad" in got.not_tensors:
+        verdict.fail("no gradient reached x (x.grad is None): the output is not computed from x inside autograd")
+    x, direction = inputs.tensor("x"), inputs.tensor("direction")
+    grad = got.tensor("x_grad").double()
+    verdict.check(list(grad.shape) == list(x.shape), f"x.grad has shape {list(grad.shape)}; expected {list(x.shape)}")
+    verdict.check(bool(torch.isfinite(grad).all()), "x.grad contains NaN or inf")
+    plus, minus = got.value("loss_plus"), got.value("loss_minus")
+    if not all(isinstance(v, float) for v in (plus, minus)):
+        verdict.fail("the forward pass gave a non-finite loss when x was nudged")
+    step = inputs.value("fd_step")
+    analytic, numeric = float((grad * direction).sum()), (plus - minus) / (2 * step)
+    verdict.note(autograd=analytic, finite_difference=numeric)
+    if abs(analytic - numeric) > GRAD_RTOL * max(1.0, abs(numeric)):
+        verdict.fail(f"along a random direction x.grad gives a slope of {analytic:.10g}, but nudging x and calling apply_rope again "
+                     f"changes the loss at a rate of {numeric:.10g}: part of the computation is hidden from autograd")
+    verdict.ok("x.grad is finite and equals the finite-difference slope of your apply_rope")
+
+
+@criterion("rejects_bad_input", kind="errors",
+           title={"en": "ValueError for an odd D and for positions of the wrong length",
+                  "zh": "D 为奇数或 positions 长度不对时抛出 ValueError"},
+           hint={"en": "Check x.shape[-1] % 2 and positions.shape == (T,) at the start and raise ValueError naming the value you saw; do not let a broadcasting error (RuntimeError) or a silent truncation happen instead.",
+                 "zh": "在函数开头检查 x.shape[-1] % 2 和 positions.shape == (T,)，抛出写明实际值的 ValueError；不要让广播错误（RuntimeError）或悄悄截断代替它。"})
+def test_rejects_bad_input(obs, verdict):
+    p = obs.probe("bad_input")
+    for key, label in (("odd_d", "x of shape [4, 7] (D = 7)"), ("odd_d_4d", "x of shape [2, 2, 5, 5] (D = 5)"),
+                       ("positions_short", "x of shape [6, 8] with positions of length 5"),
+                       ("positions_long", "x of shape [2, 6, 8] with positions of length 7")):
+        outcome = p.value(key)
+        if raised(outcome) != "ValueError":
+            verdict.fail(f"apply_rope on {label} {describe_outcome(outcome)}; expected ValueError")
+    valid = p.value("valid")
+    verdict.check(raised(valid) is None, f"apply_rope on x of shape [6, 8] with positions arange(10, 16) {describe_outcome(valid)}; "
+                                         "it is valid and must return")
+    verdict.ok("ValueError for D = 7, D = 5, and positions of length 5 and 7 for T = 6; valid positions are accepted")

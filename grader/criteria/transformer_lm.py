@@ -1,0 +1,430 @@
+"""Hidden criteria of exercise `transformer_lm`: Config.__post_init__ and TransformerLM.forward."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.criterion import criterion
+
+EXERCISE = "transformer_lm"
+IGNORE_INDEX = -100
+CAUSAL_TOLERANCE = 1e-10   # float64 model: anything above rounding noise is information from the future
+LOSS_TOLERANCE = 1e-5      # float32 logits of order one: correct reductions (mean, sum / count, log_softmax + gather)
+                           # agree to ~1e-6; every bug this catches moves the loss by more than 1e-3
+VALUE_TOLERANCE = 1e-5     # float32, same weights: only the order of floating-point operations may differ
+LIMIT_TOLERANCE = 1e-5     # float32 hand-computed limit: rounding of LayerNorm and log-sum-exp is ~1e-7
+OVERFIT_THRESHOLD = 0.1    # the chapter's bar; the reference ends at 2.7e-05..5.0e-05 (100 seeds, bench/calibrate_transformer_lm.py)
+CONTRADICTORY_BELOW = 1e-3  # below the optimum is impossible for a deterministic model: only rounding may go under
+CONTRADICTORY_MARGIN = 0.05  # above the optimum: the reference ends 8.0e-05..3.7e-03 above it (100 seeds, 120 steps),
+                             # a model that does not learn stays ~1.1 above; never demand lower than log 2
+
+A = 0.5 / math.sqrt(0.25 + 1e-5)            # the chapter's a: LayerNorm of (1, 0) is (a, -a)
+LSE = math.log(math.exp(A) + math.exp(-A) + 1.0)  # log-sum-exp of (a, -a, 0): the V=3 head row (0, 0) adds e^0
+
+
+def _failures(cases, expected):
+    """The (case, outcome) pairs whose outcome is not `expected` (an exception name, or None for "returned")."""
+    return [(c["case"], c["outcome"]) for c in cases if raised(c["outcome"]) != expected]
+
+
+def _list_failures(failures, what, limit=4):
+    parts = [f"{case}: {describe_outcome(outcome)}" for case, outcome in failures[:limit]]
+    more = f"; and {len(failures) - limit} more" if len(failures) > limit else ""
+    return f"{len(failures)} {what}: " + "; ".join(parts) + more
+
+
+def _cross_entropy(logits, targets):
+    return float(F.cross_entropy(logits.double().reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                 ignore_index=IGNORE_INDEX))
+
+
+def _loss_value(facts):
+    return facts.get("value") if isinstance(facts, dict) else None
+
+
+@criterion("config_rejects_bad_sizes", kind="errors",
+           title={"en": "Config rejects bad sizes with ValueError", "zh": "Config 对非法尺寸抛出 ValueError"},
+           hint={"en": "In __post_init__ check, in this order: every size field (vocab_size, block_size, d_model, n_heads, n_layers, d_ff) is a positive int; vocab_size >= 3; d_model % n_heads == 0. Check n_heads > 0 before the modulo (0 would raise ZeroDivisionError), and raise ValueError naming the field and its value.",
+                 "zh": "在 __post_init__ 中依次检查：每个尺寸字段（vocab_size、block_size、d_model、n_heads、n_layers、d_ff）都是正整数；vocab_size >= 3；d_model % n_heads == 0。取模之前先确认 n_heads > 0（否则会抛出 ZeroDivisionError），并抛出写明字段名和值的 ValueError。"})
+def test_config_rejects_bad_sizes(obs, verdict):
+    p = obs.probe("config")
+    bad = _failures(p.value("bad_sizes"), "ValueError")
+    if bad:
+        verdict.fail(_list_failures(bad, f"of {len(p.value('bad_sizes'))} invalid size settings did not raise ValueError "
+                                         "(each changes one field of an otherwise valid Config)"))
+    good = _failures(p.value("good_sizes"), None)
+    if good:
+        verdict.fail(_list_failures(good, "valid configurations were rejected; they must construct"))
+    verdict.ok(f"ValueError for all {len(p.value('bad_sizes'))} invalid size settings (vocab_size < 3, zero or negative "
+               "sizes, heads not dividing d_model); the valid edge cases (vocab_size=3, n_heads=d_model, sizes 1) construct")
+
+
+@criterion("config_rejects_bad_dropout", kind="errors",
+           title={"en": "Config rejects dropout outside [0, 1)", "zh": "Config 拒绝 [0, 1) 之外的 dropout"},
+           hint={"en": "Raise ValueError unless 0 <= dropout < 1: dropout=1.0 would zero every activation, a negative probability is meaningless. 0.0 is valid.",
+                 "zh": "除非 0 <= dropout < 1，否则抛出 ValueError：dropout=1.0 会把所有激活清零，负概率没有意义。0.0 是合法值。"})
+def test_config_rejects_bad_dropout(obs, verdict):
+    p = obs.probe("config")
+    bad = _failures(p.value("bad_dropout"), "ValueError")
+    if bad:
+        verdict.fail(_list_failures(bad, "invalid dropout values did not raise ValueError"))
+    good = _failures(p.value("good_dropout"), None)
+    if good:
+        verdict.fail(_list_failures(good, "valid dropout values were rejected; they must construct"))
+    verdict.ok("ValueError for dropout -0.1, 1.0 and 1.5; dropout 0.0, 0.5 and 0.9 construct")
+
+
+@criterion("logits_shape", kind="shape",
+           title={"en": "forward returns a dict with logits [B, T, V] for every position",
+                  "zh": "forward 返回字典，logits 形状为 [B, T, V]（每个位置）"},
+           hint={"en": "Return {'logits': head(final_norm(x)), 'loss': ..., 'past_key_values': None} with logits of shape [B, T, V]: apply the head to every position, not only x[:, -1]; training scores every position.",
+                 "zh": "返回 {'logits': head(final_norm(x)), 'loss': ..., 'past_key_values': None}，logits 形状为 [B, T, V]：对每个位置都应用 head，不要只取 x[:, -1]；训练要对每个位置计分。"})
+def test_logits_shape(obs, verdict):
+    p = obs.probe("forward")
+    returned = p.value("returned")
+    verdict.check(returned["type"] == "dict", f"forward returned a {returned['type']}; expected a dict with keys 'logits', 'loss', 'past_key_values'")
+    keys = p.value("keys")
+    missing = [k for k in ("logits", "loss", "past_key_values") if k not in keys]
+    verdict.check(not missing, f"forward's dict has keys {keys}; it lacks {missing}")
+    for key, size in (("logits", [3, 5, 11]), ("full", [2, 8, 11]), ("single", [1, 1, 11])):
+        got = p.value(key)
+        label = f"tokens of shape [{size[0]}, {size[1]}] (V = 11)"
+        if got["type"] != "Tensor":
+            verdict.fail(f"for {label} logits is a {got['type']}; expected a tensor of shape {size}")
+        if got["shape"] != size:
+            extra = ""
+            if got["shape"] in ([size[0], size[2]], [size[0], 1, size[2]]) and size[1] > 1:
+                extra = ": only the last position was returned, but every position needs its logits"
+            verdict.fail(f"for {label} logits have shape {got['shape']}; expected {size} = [B, T, V]{extra}")
+    pkv = p.value("past_key_values")
+    verdict.check(pkv["type"] == "NoneType", f"past_key_values is a {pkv['type']}; expected None (there is no cache yet)")
+    verdict.ok("logits have shape [B, T, V] for [3, 5], [2, 8] (T = block_size) and [1, 1]; past_key_values is None")
+
+
+@criterion("loss_in_graph", kind="gradient",
+           title={"en": "The loss is a 0-dim tensor still in the graph, None without targets",
+                  "zh": "loss 是仍在计算图中的 0 维张量；无 targets 时为 None"},
+           hint={"en": "Return the tensor F.cross_entropy gives you (or your own reduction of it) as it is: no loss.item(), .detach(), float() or torch.tensor(...) around it, no torch.no_grad(). Without targets set loss = None.",
+                 "zh": "直接返回 F.cross_entropy（或你自己的归约）得到的张量：不要用 loss.item()、.detach()、float() 或 torch.tensor(...) 重新包装，也不要在 torch.no_grad() 中计算。没有 targets 时令 loss = None。"})
+def test_loss_in_graph(obs, verdict):
+    p = obs.probe("loss")
+    for key, label in (("plain", "with targets"), ("masked", "with targets holding -100 entries")):
+        facts = p.value(key)
+        verdict.note(**{f"loss_{key}": facts})
+        if facts["type"] != "Tensor":
+            verdict.fail(f"{label} the loss is a {facts['type']}; expected a 0-dim tensor still in the autograd graph")
+        if facts["ndim"] != 0:
+            verdict.fail(f"{label} the loss has shape {facts['shape']}; expected a scalar (0-dim) tensor, the mean over scored positions")
+        if facts["grad_fn"] is None:
+            how = ("it requires grad but is a leaf with no grad_fn: it was rebuilt from a Python float "
+                   "(torch.tensor(loss.item(), requires_grad=True))" if facts["requires_grad"] else
+                   "it does not require grad and has no grad_fn: it was rebuilt from a float, detached, or computed under torch.no_grad()")
+            verdict.fail(f"{label} the loss is not connected to the model's parameters: {how}; backward() cannot reach any weight")
+    none = p.value("without_targets")
+    verdict.check(none["type"] == "NoneType", f"without targets the loss is a {none['type']}; expected None")
+    verdict.ok(f"the loss is a 0-dim tensor with grad_fn {p.value('plain')['grad_fn']}; without targets it is None")
+
+
+@criterion("loss_value", kind="values", requires=("logits_shape",),
+           title={"en": "The loss is the mean cross-entropy over scored positions",
+                  "zh": "loss 等于被计分位置上的平均交叉熵"},
+           hint={"en": "Compute the cross-entropy of logits [B*T, V] against targets [B*T] with ignore_index=-100 and divide by the number of scored positions (F.cross_entropy's default 'mean' does this). The targets are already aligned: do not shift them again, and do not count -100 positions in the mean.",
+                 "zh": "把 logits 展平为 [B*T, V]、targets 展平为 [B*T]，用 ignore_index=-100 计算交叉熵，再除以被计分位置数（F.cross_entropy 默认的 'mean' 即如此）。targets 已经对齐：不要再移位，也不要把 -100 的位置计入平均。"})
+def test_loss_value(obs, verdict):
+    p = obs.probe("loss")
+    for key, label in (("plain", "targets without -100"), ("masked", "targets with some -100 entries")):
+        facts = p.value(key)
+        got = _loss_value(facts)
+        if got is None:
+            verdict.fail(f"with {label} the loss is a {facts['type']} without a single value; expected a scalar")
+        logits, targets = p.tensor(f"{key}_logits"), p.tensor(f"{key}_targets")
+        want = _cross_entropy(logits, targets)
+        verdict.note(**{f"{key}_loss": got, f"{key}_expected": want})
+        if abs(got - want) <= LOSS_TOLERANCE:
+            continue
+        scored, total = int((targets != IGNORE_INDEX).sum()), targets.numel()
+        flat = F.cross_entropy(logits.double().reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                               ignore_index=IGNORE_INDEX, reduction="sum")
+        shifted = _cross_entropy(logits[:, :-1], targets[:, 1:])
+        cause = ""
+        if abs(got - float(flat) / total) <= 1e-4 and scored != total:
+            cause = f" = the summed cross-entropy divided by all {total} positions: the {total - scored} ignored positions are counted in the mean"
+        elif abs(got - shifted) <= 1e-4:
+            cause = " = the cross-entropy of logits[:, :-1] against targets[:, 1:]: the targets are shifted a second time inside forward"
+        verdict.fail(f"with {label} ({scored} of {total} positions scored) your loss is {got:.6g}, but the mean "
+                     f"cross-entropy of your own logits over the scored positions is {want:.6g} "
+                     f"(difference {abs(got - want):.3g}){cause}")
+    verdict.ok(f"the loss equals the mean cross-entropy of the returned logits over the scored positions, "
+               f"with and without -100 entries (within {LOSS_TOLERANCE:g})")
+
+
+@criterion("logits_match_reference", kind="values", requires=("logits_shape",),
+           title={"en": "Logits equal the reference with the same weights", "zh": "相同权重下 logits 与参考实现一致"},
+           hint={"en": "Follow the data flow exactly: token_embedding(tokens) + position_embedding(arange(T)), embedding_dropout, then each block of self.blocks in order, each reading the previous block's output, then final_norm, then head. Do not skip a block, the positions or the final norm.",
+                 "zh": "严格按数据流：token_embedding(tokens) + position_embedding(arange(T))，embedding_dropout，然后按顺序经过 self.blocks 的每一块、每块读取上一块的输出，再经过 final_norm 和 head。不要跳过任何一块、位置嵌入或最后的归一化。"})
+def test_logits_match_reference(obs, ref, verdict):
+    got, want = obs.probe("reference_values").tensor("logits"), ref.probe("reference_values").tensor("logits")
+    problem = difference(got, want, atol=VALUE_TOLERANCE, rtol=1e-4)
+    verdict.check(problem is None, f"with every parameter set to the same seeded values as the reference "
+                                   f"(tokens [2, 7], two blocks), the logits differ: {problem}")
+    verdict.ok(f"with the same weights the logits match the reference within {VALUE_TOLERANCE:g}")
+
+
+@criterion("hand_computed_limit", kind="values",
+           title={"en": "The hand-computed two-block limit: losses differ by exactly 2a",
+                  "zh": "可手算的两块极限：两个损失恰好相差 2a"},
+           hint={"en": "With both blocks the identity, logits are head(final_norm(embedding)): (a, -a, 0) and (-a, a, 0) with a = 0.5/sqrt(0.25+1e-5). Wrong values usually mean a skipped final_norm, a head applied to the last position only, or targets shifted inside forward.",
+                 "zh": "两块都是恒等映射时，logits = head(final_norm(embedding))，即 (a, -a, 0) 与 (-a, a, 0)，a = 0.5/sqrt(0.25+1e-5)。数值不对通常是漏了 final_norm、只对最后一个位置应用 head，或在 forward 里又移了一次目标。"})
+def test_hand_computed_limit(obs, verdict):
+    p = obs.probe("hand_limit")
+    expected = {"high": torch.tensor([[[A, -A, 0.0], [-A, A, 0.0]]]), "low": torch.tensor([[[-A, A, 0.0], [A, -A, 0.0]]])}
+    closed = {"high": LSE + A, "low": LSE - A}
+    heads = {"high": "head rows (1,0), (0,1), (0,0)", "low": "head rows 0 and 1 swapped"}
+    losses = {}
+    for key in ("high", "low"):
+        logits = p.tensor(f"logits_{key}")
+        if list(logits.shape) != [1, 2, 3]:
+            extra = ": only the last position was returned" if list(logits.shape) in ([1, 3], [1, 1, 3]) else ""
+            verdict.fail(f"tokens [[0, 1]] with V=3 gave logits of shape {list(logits.shape)}; expected [1, 2, 3]{extra}")
+        problem = difference(logits, expected[key], atol=LIMIT_TOLERANCE)
+        if problem:
+            raw = difference(logits, torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]]) if key == "high"
+                             else torch.tensor([[[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]]), atol=LIMIT_TOLERANCE) is None
+            cause = ": they equal the head applied to the raw embeddings, so final_norm was skipped" if raw else ""
+            verdict.fail(f"with {heads[key]} the logits should be {'(a,-a,0), (-a,a,0)' if key == 'high' else '(-a,a,0), (a,-a,0)'} "
+                         f"with a = {A:.7f}; {problem}{cause}")
+        losses[key] = _loss_value(p.value(f"loss_{key}"))
+        if losses[key] is None:
+            verdict.fail(f"with targets [[1, 0]] the loss is a {p.value(f'loss_{key}')['type']}; expected a scalar")
+    verdict.note(loss_high=losses["high"], loss_low=losses["low"], expected_high=closed["high"], expected_low=closed["low"], a=A)
+    for key in ("high", "low"):
+        if abs(losses[key] - closed[key]) > LIMIT_TOLERANCE:
+            other = closed["low" if key == "high" else "high"]
+            cause = ("; it is the value of the other head ordering, which is what scoring logits[:, 0] against targets[:, 1] "
+                     "gives: the targets look shifted a second time" if abs(losses[key] - other) <= LIMIT_TOLERANCE else "")
+            verdict.fail(f"with {heads[key]} and targets [[1, 0]] the loss is {losses[key]:.6f}; the closed form "
+                         f"log(e^a + e^-a + 1) {'+' if key == 'high' else '-'} a = {closed[key]:.6f} (the mean over both positions){cause}")
+    gap = losses["high"] - losses["low"]
+    verdict.check(abs(gap - 2 * A) <= LIMIT_TOLERANCE, f"loss_high - loss_low = {gap:.6f}; expected exactly 2a = {2 * A:.6f}")
+    verdict.ok(f"logits (a,-a,0), (-a,a,0); loss_high {losses['high']:.6f} and loss_low {losses['low']:.6f} match the "
+               f"closed forms and differ by 2a = {2 * A:.6f}")
+
+
+@criterion("causality", kind="causality", requires=("logits_shape",),
+           title={"en": "No position reads the future (eval mode, dropout > 0)", "zh": "任何位置都读不到未来（eval 模式，dropout > 0）"},
+           hint={"en": "The given attention masks keys after the query; keep it (tril, True = may attend), pass the hidden state through the blocks only, and use the given dropout modules so that eval() switches them off.",
+                 "zh": "给定的注意力会屏蔽查询之后的键，请保留它（tril，True 表示可以关注）；隐藏状态只经过各块传递；使用给定的 dropout 模块，这样 eval() 能关闭它们。"})
+def test_causality(obs, verdict):
+    p = obs.probe("causality")
+    leaks, repeat = p.value("leaks"), p.value("repeat_change")
+    verdict.note(max_change_per_prefix=leaks, repeat_change=repeat)
+    if repeat > 0:
+        verdict.fail(f"with dropout=0.3 in eval mode two calls on the same tokens already differ by {repeat:.3g}: "
+                     "dropout is still active in eval mode, so no prefix stays fixed (use nn.Dropout or F.dropout(training=self.training))")
+    bad = [t for t, leak in enumerate(leaks) if leak > CAUSAL_TOLERANCE]
+    if bad:
+        t = bad[0]
+        verdict.fail(f"changing the tokens after position {t} changed the logits at positions 0..{t} by up to {leaks[t]:.3g} "
+                     f"(expected no change at all); {len(bad)} of {len(leaks)} prefixes leak")
+    verdict.ok(f"replacing every future suffix (after positions 0..{len(leaks) - 1}) left all earlier logits unchanged "
+               f"(max change {max(leaks):.1e}), float64, eval mode with dropout=0.3")
+
+
+@criterion("eval_deterministic", kind="determinism", requires=("logits_shape",),
+           title={"en": "Eval mode is deterministic with dropout > 0", "zh": "dropout > 0 时 eval 模式输出确定"},
+           hint={"en": "Apply dropout only through self.embedding_dropout (an nn.Dropout) or F.dropout(..., training=self.training), so that model.eval() turns it off. eval() reaches only registered submodules: blocks kept in a plain Python list stay in training mode.",
+                 "zh": "只通过 self.embedding_dropout（nn.Dropout）或 F.dropout(..., training=self.training) 做 dropout，这样 model.eval() 会关闭它。eval() 只作用于已注册的子模块：放在普通 Python 列表里的块仍处于训练模式。"})
+def test_eval_deterministic(obs, verdict):
+    p = obs.probe("determinism")
+    problem = difference(p.tensor("second"), p.tensor("first"), atol=0.0)
+    verdict.check(problem is None, f"with dropout=0.5 in eval mode two calls on the same tokens differ: {problem}")
+    verdict.ok("with dropout=0.5, two eval-mode calls on the same tokens give bitwise identical logits")
+
+
+@criterion("gradients_reach_every_parameter", kind="gradient",
+           title={"en": "loss.backward() gives every parameter a finite gradient", "zh": "loss.backward() 让每个参数都得到有限梯度"},
+           hint={"en": "Return the loss tensor itself (never torch.tensor(loss.item())), run every block on the previous block's output, add the position embedding and use final_norm and head. Embedding rows of ids absent from the batch, and position rows >= T, must get exactly zero gradient: look rows up, do not mix the whole table in.",
+                 "zh": "直接返回 loss 张量（不要 torch.tensor(loss.item())），每一块都处理上一块的输出，加上位置嵌入并使用 final_norm 和 head。批次中没出现的词元行以及 >= T 的位置行，梯度必须恰好为零：按行查表，不要把整张表混进来。"})
+def test_gradients_reach_every_parameter(obs, verdict):
+    p = obs.probe("gradients")
+    facts, backward = p.value("loss"), p.value("backward")
+    verdict.note(loss=facts)
+    if facts["type"] != "Tensor":
+        verdict.fail(f"the loss is a {facts['type']}, not a tensor: loss.backward() cannot run, so no parameter can learn")
+    if facts["grad_fn"] is None:
+        rebuilt = " (a leaf tensor with requires_grad=True: it was rebuilt from a Python float, e.g. torch.tensor(loss.item(), requires_grad=True))" \
+            if facts["requires_grad"] else " (it does not even require grad: rebuilt from a float, detached, or computed under no_grad)"
+        after = describe_outcome(backward) if raised(backward) else "gives them no gradient"
+        verdict.fail(f"the loss has no grad_fn{rebuilt}: it is not connected to the model's parameters, so loss.backward() {after}")
+    if raised(backward):
+        verdict.fail(f"loss.backward() {describe_outcome(backward)}")
+    grads = p.value("grads")
+    verdict.note(grads=grads)
+    none = [n for n, g in grads.items() if g is None]
+    if none:
+        verdict.fail(f"{len(none)} of {len(grads)} parameters received no gradient (not on the path from tokens to the loss): "
+                     + ", ".join(none[:6]) + (" ..." if len(none) > 6 else ""))
+    bad = [n for n, g in grads.items() if not g["finite"]]
+    verdict.check(not bad, f"non-finite (NaN or inf) gradients in {', '.join(bad[:6])}")
+    zero = [n for n, g in grads.items() if g["norm"] == 0.0]
+    verdict.check(not zero, f"all-zero gradients in {', '.join(zero[:6])}: with a random init every parameter tensor should move the loss")
+    token_rows, position_rows = p.value("token_rows"), p.value("position_rows")
+    unused, used, T = p.value("unused_tokens"), p.value("used_tokens"), p.value("T")
+    leaked = [(i, token_rows[i]) for i in unused if token_rows[i] != 0.0]
+    if leaked:
+        verdict.fail(f"token ids {[i for i, _ in leaked]} never appear in the batch, yet their embedding rows got gradient up to "
+                     f"{max(v for _, v in leaked):.3g}; expected exactly 0")
+    beyond = [(t, v) for t, v in enumerate(position_rows) if t >= T and v != 0.0]
+    if beyond:
+        verdict.fail(f"position rows {[t for t, _ in beyond]} lie beyond T = {T} yet got gradient up to {max(v for _, v in beyond):.3g}; expected exactly 0")
+    unused_pos = [t for t in range(T) if position_rows[t] == 0.0]
+    if unused_pos == [T - 1]:
+        verdict.fail(f"position row {T - 1} (the last position, T = {T}) got no gradient: the last position's logits never reach "
+                     "the loss; are the targets shifted a second time (logits[:, :-1] against targets[:, 1:])?")
+    verdict.check(not unused_pos, f"position rows {unused_pos} (< T = {T}) got no gradient: positions 0..T-1 must be added")
+    dead = [i for i in used if token_rows[i] == 0.0]
+    verdict.check(not dead, f"token ids {dead} appear in the batch but their embedding rows got no gradient")
+    verdict.ok(f"all {len(grads)} parameter tensors got finite, non-zero gradients; the {len(unused)} unused token rows and the "
+               f"position rows {T}..{len(position_rows) - 1} got exactly zero")
+
+
+@criterion("registration", kind="registration", requires=("logits_shape",),
+           title={"en": "Every block is registered and distinct", "zh": "每一块都已注册且彼此独立"},
+           hint={"en": "Keep the given __init__: self.blocks = nn.ModuleList([TransformerBlock(config) for _ in range(n_layers)]). A plain Python list hides the blocks from parameters(), .to() and state_dict(); [block] * n repeats one object, so every layer shares one set of weights.",
+                 "zh": "保持给定的 __init__：self.blocks = nn.ModuleList([TransformerBlock(config) for _ in range(n_layers)])。普通 Python 列表会让 parameters()、.to() 和 state_dict() 看不到这些块；[block] * n 重复同一个对象，所有层共用一套权重。"})
+def test_registration(obs, ref, verdict):
+    got, want = obs.probe("registration"), ref.probe("registration")
+    count, expected, n = got.value("count"), want.value("count"), got.value("n_layers")
+    verdict.note(parameter_count=count, expected_count=expected, blocks_type=got.value("blocks_type"),
+                 distinct_blocks=got.value("distinct_blocks"))
+    if not got.value("is_module_list"):
+        verdict.fail(f"model.blocks is a {got.value('blocks_type')}, not an nn.ModuleList: its blocks are not registered, so "
+                     f"model.parameters() holds {count:,} parameters instead of {expected:,}")
+    if got.value("n_blocks") != n or got.value("distinct_blocks") != n:
+        verdict.fail(f"with n_layers={n} model.blocks holds {got.value('n_blocks')} entries but only {got.value('distinct_blocks')} "
+                     f"distinct block objects: the layers share weights ({count:,} parameters instead of {expected:,})")
+    verdict.check(count == expected, f"the model has {count:,} parameters; the contract's model has {expected:,} (off by {count - expected:,})")
+    verdict.ok(f"{n} distinct blocks in an nn.ModuleList; {count:,} parameters, as the reference")
+
+
+@criterion("rejects_too_long", kind="errors",
+           title={"en": "ValueError when T > block_size (positions never wrap)", "zh": "T > block_size 时抛出 ValueError（位置不回绕）"},
+           hint={"en": "Check T = tokens.shape[1] against config.block_size before the lookup and raise ValueError. Never wrap (positions % block_size) or clip the positions: the position table has exactly block_size learned rows.",
+                 "zh": "查表之前比较 T = tokens.shape[1] 与 config.block_size，超出则抛出 ValueError。不要让位置回绕（positions % block_size）或截断：位置表只有 block_size 行。"})
+def test_rejects_too_long(obs, verdict):
+    p = obs.probe("bad_inputs")
+    bad = _failures(p.value("too_long"), "ValueError")
+    if bad:
+        wrapped = any(raised(o) is None for _, o in bad)
+        verdict.fail(_list_failures(bad, "sequences longer than block_size = 8 did not raise ValueError")
+                     + ("; returning logits means the positions were wrapped or clipped" if wrapped else ""))
+    ok = _failures(p.value("at_block_size"), None)
+    verdict.check(not ok, _list_failures(ok, "sequences of exactly block_size tokens were rejected; they are valid"))
+    verdict.ok("ValueError for T = 9 and T = 16 with block_size = 8; T = 8 runs")
+
+
+@criterion("rejects_bad_tokens", kind="errors",
+           title={"en": "ValueError for tokens that are not a non-empty 2-D int64 tensor",
+                  "zh": "tokens 不是非空二维 int64 张量时抛出 ValueError"},
+           hint={"en": "At the top of forward check tokens.dim() == 2, tokens.dtype == torch.long and both B and T > 0; raise ValueError with the shape and dtype you got.",
+                 "zh": "在 forward 开头检查 tokens.dim() == 2、tokens.dtype == torch.long，以及 B 和 T 都大于 0；不满足时抛出写明形状和 dtype 的 ValueError。"})
+def test_rejects_bad_tokens(obs, verdict):
+    p = obs.probe("bad_inputs")
+    bad = _failures(p.value("bad_tokens"), "ValueError")
+    verdict.check(not bad, _list_failures(bad, "bad token tensors did not raise ValueError"))
+    verdict.ok("ValueError for float32 and int32 tokens, 1-D tokens, and empty shapes [1, 0] and [0, 5]")
+
+
+@criterion("rejects_bad_targets", kind="errors",
+           title={"en": "ValueError for bad targets", "zh": "targets 非法时抛出 ValueError"},
+           hint={"en": "When targets is given, require the same shape as tokens and dtype torch.long, and at least one entry != -100 (otherwise the mean over scored positions is 0/0 = NaN).",
+                 "zh": "给出 targets 时，要求形状与 tokens 相同、dtype 为 torch.long，并且至少有一个不等于 -100 的元素（否则被计分位置上的平均是 0/0 = NaN）。"})
+def test_rejects_bad_targets(obs, verdict):
+    p = obs.probe("bad_inputs")
+    bad = _failures(p.value("bad_targets"), "ValueError")
+    verdict.check(not bad, _list_failures(bad, "bad targets did not raise ValueError"))
+    verdict.ok("ValueError for targets of another shape ([2, 4], [1, 5]), int32 and float32 targets, and all -100")
+
+
+@criterion("cache_not_implemented", kind="errors", requires=("logits_shape",),
+           title={"en": "NotImplementedError when a KV cache is asked for", "zh": "请求 KV 缓存时抛出 NotImplementedError"},
+           hint={"en": "At the top of forward: if past_key_values is not None or use_cache: raise NotImplementedError(...). The cache comes in a later chapter.",
+                 "zh": "在 forward 开头：if past_key_values is not None or use_cache: raise NotImplementedError(...)。缓存留到后面的章节。"})
+def test_cache_not_implemented(obs, verdict):
+    p = obs.probe("bad_inputs")
+    bad = _failures(p.value("cache"), "NotImplementedError")
+    verdict.check(not bad, _list_failures(bad, "cache requests did not raise NotImplementedError"))
+    verdict.ok("NotImplementedError for past_key_values given and for use_cache=True; a normal forward works")
+
+
+def _own_loss_note(p, judged):
+    """A remark when the loss forward reported differs from the cross-entropy of its own logits on the same batch."""
+    own = _loss_value(p.value("final_loss"))
+    if own is None or abs(own - judged) <= 1e-3:
+        return ""
+    return (f"; your forward reported a loss of {own:.4g} for the same batch, so the loss it optimises is not the "
+            "cross-entropy of its logits against these targets")
+
+
+def _training_summary(p):
+    curve = p.value("curve")
+    logits, targets = p.tensor("logits"), p.tensor("targets")
+    if list(logits.shape[:2]) != list(targets.shape):
+        raise ValueError(f"logits of shape {list(logits.shape)} for targets of shape {list(targets.shape)}")
+    return curve, logits, targets, _cross_entropy(logits, targets)
+
+
+@criterion("overfit_fixed_batch", kind="overfit", requires=("logits_shape",),
+           title={"en": "120 AdamW steps overfit the fixed batch (loss < 0.1, argmax = targets)",
+                  "zh": "AdamW 120 步拟合固定批次（loss < 0.1，argmax = 目标）"},
+           hint={"en": "If the loss barely moves, the loss is not connected to the parameters (loss.item() re-wrapped, detach) or the targets are shifted; if it falls but the predictions are wrong, check the target alignment (targets[:, t] is the token after tokens[:, t]: do not shift again).",
+                 "zh": "如果 loss 几乎不动，说明 loss 没有连到参数（loss.item() 重新包装、detach）或目标被移位；如果 loss 下降但预测不对，检查目标对齐（targets[:, t] 是 tokens[:, t] 之后的词元，不要再移一次）。"})
+def test_overfit_fixed_batch(obs, verdict):
+    p = obs.probe("overfit")
+    try:
+        curve, logits, targets, final = _training_summary(p)
+    except ValueError as exc:
+        verdict.fail(f"after training, {exc}")
+    pred = logits.argmax(-1)
+    verdict.note(curve=curve, final_eval_loss=final, prediction=pred.tolist(), targets=targets.tolist())
+    start = f"{curve[0]:.4f}" if curve else "n/a"
+    if not final < OVERFIT_THRESHOLD:
+        verdict.fail(f"after {p.value('steps')} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your "
+                     f"logits against y) is {final:.4f}, first training loss {start}; expected below {OVERFIT_THRESHOLD} "
+                     f"(the reference reaches about 5e-05){_own_loss_note(p, final)}")
+    verdict.check(torch.equal(pred, targets), f"the eval loss is {final:.4g} but the predictions {pred.tolist()} differ from the targets {targets.tolist()}")
+    verdict.ok(f"after {p.value('steps')} steps the eval loss fell from {start} to {final:.2e} and argmax equals the targets")
+
+
+@criterion("contradictory_labels", kind="overfit", requires=("logits_shape",),
+           title={"en": "Contradictory labels settle at their optimum (log 2), never lower",
+                  "zh": "矛盾标签收敛到最优值（log 2），不会更低"},
+           hint={"en": "Two identical inputs with different targets can at best get probability 1/2 each (loss log 2 there). A loss below that optimum means the model sees something it should not; far above it means it is not learning (loss disconnected, targets shifted, positions missing).",
+                 "zh": "两条相同输入、不同目标的样本，最好也只能各得 1/2 的概率（该处损失为 log 2）。低于这个最优值说明模型看到了不该看的信息；远高于它说明没有在学习（loss 断图、目标移位、缺少位置）。"})
+def test_contradictory_labels(obs, verdict):
+    p = obs.probe("contradictory")
+    try:
+        curve, logits, targets, final = _training_summary(p)
+    except ValueError as exc:
+        verdict.fail(f"after training, {exc}")
+    tokens = p.tensor("tokens")
+    B, T = targets.shape
+    contradictory = [t for t in range(T) if len(set(targets[:, t].tolist())) > 1]
+    optimum = 0.0
+    for t in range(T):
+        column = targets[:, t].tolist()
+        optimum -= sum(column.count(v) * math.log(column.count(v) / B) for v in set(column))
+    optimum /= B * T
+    verdict.note(curve=curve, final_eval_loss=final, optimum=optimum, contradictory_positions=contradictory)
+    verdict.check(bool((tokens == tokens[0]).all()), "internal: the two input rows should be identical")
+    where = (f"two identical rows of {T} tokens whose targets differ at positions {contradictory} "
+             f"(optimum = {len(contradictory)} x log 2 / {T} = {optimum:.4f})")
+    if final < optimum - CONTRADICTORY_BELOW:
+        verdict.fail(f"for {where} the eval loss is {final:.4f}, below the optimum: no deterministic model of the "
+                     "input can do that; the logits must depend on something other than the tokens")
+    if final > optimum + CONTRADICTORY_MARGIN:
+        verdict.fail(f"for {where} the eval loss after {p.value('steps')} steps is {final:.4f}, {final - optimum:.3f} above "
+                     f"the optimum (allowed {CONTRADICTORY_MARGIN}); the reference ends within 0.004 of it{_own_loss_note(p, final)}")
+    verdict.ok(f"for {where} the eval loss is {final:.4f}, within [{-CONTRADICTORY_BELOW:g}, +{CONTRADICTORY_MARGIN:g}] of the optimum")

@@ -1,0 +1,198 @@
+"""Probes of exercise `attention` (attention.py): scaled_dot_product_attention(q, k, v, mask=None).
+
+Every probe records the inputs it made (before the student's code can touch them), so that the criteria
+can say not only *that* a result is wrong but *which* wrong formula it matches.
+"""
+
+import torch
+
+from grader.worker.probe import describe_exception, probe
+
+# Tq != Tk everywhere a softmax axis could be confused, and Dv != D so that reading the values with the
+# keys (or scaling by the value width) changes a shape or a number.
+B, H, TQ, TK, D, DV = 2, 3, 5, 7, 16, 12
+SCALE_D, SCALE_TQ, SCALE_TK, SCALE_DV = 64, 4, 6, 8   # D = 64: a missing 1/sqrt(D) is a factor 8 on the scores
+CAUSAL_T = 6
+
+
+def attend(student, q, k, v, mask=None):
+    """Call the student's function on fresh copies (so in-place edits cannot reach the inputs) and unpack it."""
+    args = [q.clone(), k.clone(), v.clone()]
+    if mask is not None:
+        args.append(mask.clone())
+    result = student.scaled_dot_product_attention(*args)
+    return unpack(result)
+
+
+class WrongReturn(TypeError):
+    """The student's function returned something other than the tuple (out, weights) of two tensors."""
+
+
+def unpack(result):
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        what = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
+        raise WrongReturn(f"scaled_dot_product_attention returned a {what}; the contract asks for a tuple (out, weights)")
+    out, weights = result
+    for name, t in (("out", out), ("weights", weights)):
+        if not isinstance(t, torch.Tensor):
+            raise WrongReturn(f"scaled_dot_product_attention returned {name} as a {type(t).__name__}; expected a tensor")
+    return out, weights
+
+
+def rows_with_a_key(ctx, *shape, p=0.6):
+    """A random bool mask where every query row keeps at least one key."""
+    mask = ctx.randbool(*shape, p=p)
+    keep = ctx.randint(0, shape[-1], tuple(shape[:-1]))
+    mask.scatter_(-1, keep.unsqueeze(-1), True)
+    return mask
+
+
+@probe
+def shapes(student, ctx):
+    """Shapes of (out, weights) with 2, 3, 4 and 5 axes; each case recorded on its own."""
+    cases = {
+        "batch_heads": ((B, H, TQ, D), (B, H, TK, D), (B, H, TK, DV), None),
+        "no_batch": ((TQ, D), (TK, D), (TK, DV), None),
+        "one_batch_axis": ((4, 6, 8), (4, 9, 8), (4, 9, 3), None),
+        "three_batch_axes": ((2, 2, 3, TQ, D), (2, 2, 3, TK, D), (2, 2, 3, TK, DV), None),
+        "three_batch_axes_masked": ((2, 2, 3, TQ, D), (2, 2, 3, TK, D), (2, 2, 3, TK, DV), (TQ, TK)),
+    }
+    results = {}
+    for name, (qs, ks, vs, ms) in cases.items():
+        q, k, v = ctx.randn(*qs), ctx.randn(*ks), ctx.randn(*vs)
+        mask = None if ms is None else rows_with_a_key(ctx, *ms)
+        entry = {"q": list(qs), "k": list(ks), "v": list(vs), "mask": None if ms is None else list(ms)}
+        try:
+            out, weights = attend(student, q, k, v, mask)
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded per case, judged by the criterion
+            entry["raised"] = describe_exception(exc, ctx.student_file)
+        else:
+            entry.update(out=list(out.shape), weights=list(weights.shape))
+        results[name] = entry
+    ctx.record(cases=results)
+
+
+@probe
+def values(student, ctx):
+    """No mask, float32, Tq=5 != Tk=7, D=16 != Dv=12."""
+    q, k, v = ctx.randn(B, H, TQ, D), ctx.randn(B, H, TK, D), ctx.randn(B, H, TK, DV)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        ctx.tensor(name, t)
+    out, weights = attend(student, q, k, v)
+    ctx.tensor("out", out)
+    ctx.tensor("weights", weights)
+
+
+@probe
+def scale(student, ctx):
+    """D = 64 with unit-variance q and k: the unscaled scores have standard deviation 8, the scaled ones 1."""
+    q, k = ctx.randn(B, 1, SCALE_TQ, SCALE_D), ctx.randn(B, 1, SCALE_TK, SCALE_D)
+    v = ctx.randn(B, 1, SCALE_TK, SCALE_DV)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        ctx.tensor(name, t)
+    out, weights = attend(student, q, k, v)
+    ctx.tensor("out", out)
+    ctx.tensor("weights", weights)
+
+
+@probe
+def masked(student, ctx):
+    """A full-shape [B, H, Tq, Tk] bool mask, every query row keeping at least one key."""
+    q, k, v = ctx.randn(B, H, TQ, D), ctx.randn(B, H, TK, D), ctx.randn(B, H, TK, DV)
+    mask = rows_with_a_key(ctx, B, H, TQ, TK)
+    ctx.tensor("mask", mask)
+    ctx.tensor("v", v)
+    out, weights = attend(student, q, k, v, mask)
+    ctx.tensor("out", out)
+    ctx.tensor("weights", weights)
+
+
+@probe
+def causality(student, ctx):
+    """float64, a causal [B, H, T, T] mask; change the queries, keys and values after position t."""
+    q, k, v = (ctx.randn(B, 2, CAUSAL_T, 8, dtype=torch.float64) for _ in range(3))
+    mask = torch.ones(CAUSAL_T, CAUSAL_T, dtype=torch.bool).tril().expand(B, 2, CAUSAL_T, CAUSAL_T).clone()
+    base, _ = attend(student, q, k, v, mask)
+    leaks = []
+    for t in range(CAUSAL_T - 1):
+        changed = []
+        for x in (q, k, v):
+            x = x.clone()
+            x[..., t + 1:, :] = ctx.randn(B, 2, CAUSAL_T - t - 1, 8, dtype=torch.float64) * 3
+            changed.append(x)
+        out, _ = attend(student, *changed, mask)
+        leaks.append(float((out[..., : t + 1, :] - base[..., : t + 1, :]).abs().max()))
+    ctx.record(leaks=leaks)
+
+
+@probe
+def broadcast(student, ctx):
+    """Masks that broadcast against the scores, each next to the same mask expanded to the full shape."""
+    q, k, v = ctx.randn(B, H, TQ, D), ctx.randn(B, H, TK, D), ctx.randn(B, H, TK, DV)
+    key_vector = torch.ones(TK, dtype=torch.bool)
+    hidden = int(ctx.randint(1, TK - 1, (1,)))
+    key_vector[hidden:hidden + 2] = False                 # two keys hidden from every query
+    forms = {
+        "key_vector": (q, k, v, key_vector),                           # [Tk]
+        "query_key": (q, k, v, rows_with_a_key(ctx, TQ, TK)),          # [Tq, Tk]
+        "one_one_query_key": (q, k, v, rows_with_a_key(ctx, 1, 1, TQ, TK)),  # [1, 1, Tq, Tk]
+        "batch_key": (q, k, v, rows_with_a_key(ctx, B, 1, 1, TK)),     # [B, 1, 1, Tk]
+    }
+    shapes = {}
+    for name, (qq, kk, vv, mask) in forms.items():
+        full = mask.expand(*qq.shape[:-1], kk.shape[-2]).clone()
+        shapes[name] = {"mask": list(mask.shape), "scores": list(full.shape)}
+        ctx.tensor(f"{name}.mask", full)
+        for tag, m in (("broadcast", mask), ("full", full)):
+            # not ctx.outcome: it would swallow the stub's NotImplementedError and count as an attempt
+            try:
+                out, weights = attend(student, qq, kk, vv, m)
+            except NotImplementedError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - recorded per mask form, judged by the criterion
+                ctx.record(**{f"{name}.{tag}": {"raised": describe_exception(exc, ctx.student_file)}})
+                continue
+            ctx.record(**{f"{name}.{tag}": {"returned": "tuple"}})
+            ctx.tensor(f"{name}.{tag}.out", out)
+            ctx.tensor(f"{name}.{tag}.weights", weights)
+    ctx.record(forms=shapes)
+
+
+def fully_masked_layout(ctx, dtype):
+    """q [2, 2, 5, 8], k/v with Tk = 6, Dv = 4; query rows with no key at all, and a key nobody may read."""
+    q, k, v = ctx.randn(2, 2, 5, 8, dtype=dtype), ctx.randn(2, 2, 6, 8, dtype=dtype), ctx.randn(2, 2, 6, 4, dtype=dtype)
+    mask = rows_with_a_key(ctx, 2, 2, 5, 6)
+    mask[..., 4] = False             # key 4 is hidden from every query
+    mask[0, :, 1, :] = False         # batch 0, every head: query 1 sees nothing
+    mask[1, 0, 3, :] = False         # batch 1, head 0: query 3 sees nothing
+    mask[1, 1, 0, :] = False         # batch 1, head 1: query 0 sees nothing
+    return q, k, v, mask
+
+
+@probe
+def fully_masked(student, ctx):
+    q, k, v, mask = fully_masked_layout(ctx, torch.float32)
+    ctx.tensor("mask", mask)
+    out, weights = attend(student, q, k, v, mask)
+    ctx.tensor("out", out)
+    ctx.tensor("weights", weights)
+
+
+@probe
+def gradients(student, ctx):
+    """float64 backward through out and weights, with fully masked query rows and a key hidden from all."""
+    q, k, v, mask = fully_masked_layout(ctx, torch.float64)
+    ctx.tensor("mask", mask)
+    q, k, v = (t.clone().requires_grad_(True) for t in (q, k, v))
+    out, weights = unpack(student.scaled_dot_product_attention(q, k, v, mask.clone()))
+    r_out = ctx.randn(*out.shape, dtype=torch.float64)
+    r_weights = ctx.randn(*weights.shape, dtype=torch.float64)
+    ((out * r_out).sum() + (weights * r_weights).sum()).backward()
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.grad is None:
+            ctx.record(**{f"{name}_grad": None})
+        else:
+            ctx.tensor(f"{name}.grad", t.grad)
+            ctx.record(**{f"{name}_grad": "recorded"})

@@ -1,0 +1,124 @@
+"""Probes of exercise `rope` (rope.py): apply_rope.
+
+Every input is drawn from the probe's generator before student code runs, in the same order for every
+submission, so the judge reads the inputs from the reference run and never trusts the ones a worker wrote.
+"""
+
+import torch
+
+from grader.worker.probe import probe
+
+F64 = torch.float64
+FD_STEP = 1e-3  # central differences: exact for a map linear in x, rounding ~1e-13 on these sums
+
+
+def record_inputs(ctx, **tensors) -> None:
+    for key, value in tensors.items():
+        ctx.tensor(key, value)
+
+
+@probe
+def shapes(student, ctx):
+    inputs = {"bhtd": ctx.randn(2, 3, 5, 8), "td": ctx.randn(5, 8), "btd_float64": ctx.randn(2, 5, 8, dtype=F64),
+              "d2": ctx.randn(3, 4, 2)}
+    for key, x in inputs.items():
+        ctx.tensor(f"out_{key}", student.apply_rope(x.clone()))
+
+
+@probe
+def values(student, ctx):
+    x64 = ctx.randn(2, 3, 6, 16, dtype=F64)    # [B, H, T, D], H != T
+    x32 = ctx.randn(2, 9, 10)                  # D = 10: an odd number of pairs
+    x_long = ctx.randn(4096, 8, dtype=F64)     # default positions up to 4095
+    record_inputs(ctx, x64=x64, x32=x32, x_long=x_long)
+    ctx.tensor("out64", student.apply_rope(x64.clone()))
+    ctx.tensor("out32", student.apply_rope(x32.clone()))
+    ctx.tensor("out_long", student.apply_rope(x_long.clone()))
+
+
+@probe
+def pairing(student, ctx):
+    # batch j holds the one-hot vector e_j at every position: the output shows which channels e_j is mixed into
+    D, T = 8, 3
+    x = torch.eye(D, dtype=F64)[:, None, :].repeat(1, T, 1)   # [D, T, D]
+    ctx.tensor("out", student.apply_rope(x))
+
+
+@probe
+def norms(student, ctx):
+    x = ctx.randn(2, 16, 12, dtype=F64) * 2
+    ctx.tensor("x", x)
+    ctx.tensor("out", student.apply_rope(x.clone()))
+
+
+@probe
+def relative(student, ctx):
+    # the same query vector at positions 0..11 and the same key vector at positions 0..11
+    T, D = 12, 16
+    q, k = ctx.randn(D, dtype=F64), ctx.randn(D, dtype=F64)
+    record_inputs(ctx, q=q, k=k)
+    ctx.tensor("rq", student.apply_rope(q.expand(T, D).clone()))
+    ctx.tensor("rk", student.apply_rope(k.expand(T, D).clone()))
+
+
+@probe
+def positions(student, ctx):
+    # every call with explicit positions is compared with the student's own call on the whole sequence
+    x = ctx.randn(2, 3, 12, 8, dtype=F64)
+    long = ctx.randn(4096, 8, dtype=F64)
+    far_positions = torch.tensor([4093, 7, 4095, 0, 2048, 3, 1000, 4094, 12, 4090])
+    record_inputs(ctx, x=x, far_positions=far_positions)
+    ctx.tensor("full", student.apply_rope(x.clone()))
+    ctx.tensor("part", student.apply_rope(x[..., 4:9, :].clone(), positions=torch.arange(4, 9)))
+    ctx.tensor("last", student.apply_rope(x[..., 11:12, :].clone(), positions=torch.tensor([11])))
+    ctx.tensor("long_far_rows", student.apply_rope(long.clone())[far_positions])
+    ctx.tensor("far", student.apply_rope(long[far_positions].clone(), positions=far_positions.clone()))
+
+
+@probe
+def custom_base(student, ctx):
+    x = ctx.randn(6, 12, dtype=F64)
+    ctx.tensor("x", x)
+    ctx.tensor("out_100", student.apply_rope(x.clone(), base=100.0))
+    ctx.tensor("out_500000", student.apply_rope(x.clone(), base=500000.0))
+
+
+@probe
+def leading_dims(student, ctx):
+    x_square = ctx.randn(2, 4, 4, 6, dtype=F64)     # [B, H, T, D] with H == T: axis mix-ups keep the shape
+    x_5d = ctx.randn(2, 2, 3, 5, 4, dtype=F64)      # two extra leading axes
+    x_td = ctx.randn(7, 6, dtype=F64)               # no leading axis at all
+    record_inputs(ctx, x_square=x_square, x_5d=x_5d, x_td=x_td)
+    for key, x in (("square", x_square), ("5d", x_5d)):
+        ctx.tensor(f"out_{key}", student.apply_rope(x.clone()))
+        rows = x.reshape(-1, *x.shape[-2:])
+        # the same [T, D] matrices one at a time: a batched call must rotate each of them on its own
+        ctx.tensor(f"slices_{key}", torch.stack([student.apply_rope(r.clone()) for r in rows]).reshape(x.shape))
+    ctx.tensor("out_td", student.apply_rope(x_td.clone()))
+
+
+@probe
+def gradients(student, ctx):
+    x = ctx.randn(2, 7, 8, dtype=F64)
+    g = ctx.randn(2, 7, 8, dtype=F64)
+    direction = ctx.randn(2, 7, 8, dtype=F64)
+    record_inputs(ctx, x=x, g=g, direction=direction)
+    ctx.record(fd_step=FD_STEP)
+    leaf = x.clone().requires_grad_(True)
+    out = student.apply_rope(leaf)
+    ctx.tensor("out", out)
+    (out * g).sum().backward()
+    ctx.tensor("x_grad", leaf.grad)
+    # central differences of the student's own function along one random direction
+    with torch.no_grad():
+        for sign, label in ((1, "plus"), (-1, "minus")):
+            ctx.record(**{f"loss_{label}": float((student.apply_rope(x + sign * FD_STEP * direction) * g).sum())})
+
+
+@probe
+def bad_input(student, ctx):
+    ctx.outcome("odd_d", lambda: student.apply_rope(ctx.randn(4, 7)))
+    ctx.outcome("odd_d_4d", lambda: student.apply_rope(ctx.randn(2, 2, 5, 5)))
+    ctx.outcome("positions_short", lambda: student.apply_rope(ctx.randn(6, 8), positions=torch.arange(5)))
+    ctx.outcome("positions_long", lambda: student.apply_rope(ctx.randn(2, 6, 8), positions=torch.arange(7)))
+    ctx.outcome("valid", lambda: student.apply_rope(ctx.randn(6, 8), positions=torch.arange(10, 16)))

