@@ -5,26 +5,24 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import hashlib
-import importlib
+import importlib.metadata
 import importlib.util
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-import torch
-
 import grader
 from grader.course import Course, ExerciseConfig
-from grader.judge.observations import Observations, RunSummary
-from grader.judge.session import judge
-from grader.report.build import exercise_result
 from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.supervisor import Job, Run, run_jobs
+
+# torch, pytest and the judge are imported only once the worker is running: both then import in parallel.
 
 
 def cache_root() -> Path:
@@ -80,22 +78,25 @@ def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
                timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, forbidden=ex.forbidden)
 
 
-def summary_of(ex: ExerciseConfig, run: Run | None) -> RunSummary | None:
+def summary_of(ex: ExerciseConfig, run: Run | None):
+    from grader.judge.observations import RunSummary
+
     if run is None:
         return None
     return RunSummary(limit=run.limit, signal=run.signal, exit=run.exit, failure=run.failure,
                       timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, acks=run.acks)
 
 
-def reference_observations(course: Course, exercises: list[ExerciseConfig]) -> dict[str, Observations]:
-    """The same probes run on the reference solutions, cached on disk by everything that could change them."""
-    refs: dict[str, Observations] = {}
+def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[str, Path]:
+    """The observations of the same probes run on the reference solutions, cached on disk by everything that
+    could change them; computed here when the cache lacks them."""
+    refs: dict[str, Path] = {}
     missing: list[tuple[ExerciseConfig, Path]] = []
     for ex in exercises:
         folder = cache_root() / "references" / f"{ex.id}-{reference_key(course, ex)}"
         if not (folder / "obs" / "complete").exists():
             missing.append((ex, folder))
-        refs[ex.id] = Observations(ex.id, ex.file, probe_order(ex), folder / "obs", RunSummary())
+        refs[ex.id] = folder / "obs"
     if missing:
         with tempfile.TemporaryDirectory(prefix="grader-ref-") as tmp:
             jobs = []
@@ -127,7 +128,7 @@ def reference_key(course: Course, ex: ExerciseConfig) -> str:
     package = Path(grader.__file__).parent
     for source in sorted([*(package / "probes").glob("*.py"), *(package / "worker").glob("*.py")]):
         h.update(source.name.encode() + b"\0" + source.read_bytes())
-    h.update(f"{ex.id}|{course.seed}|{torch.__version__}|{grader.__version__}".encode())
+    h.update(f"{ex.id}|{course.seed}|{importlib.metadata.version('torch')}|{grader.__version__}".encode())
     return h.hexdigest()[:16]
 
 
@@ -135,14 +136,35 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     exercises = [course.exercise(e) for e in exercise_ids]
-    references = reference_observations(course, exercises)
+    reference_dirs = reference_folders(course, exercises)
     scratch = Path(tempfile.mkdtemp(prefix="grader-"))
     try:
         staged: dict[str, Staged] = {}
         for ex in exercises:
             staged[ex.id] = stage(submission, ex.id, ex.file, course.stub(ex), scratch / ex.id)
         jobs = [job_for(ex, staged[ex.id].path) for ex in exercises if staged[ex.id].path is not None]
-        runs = run_jobs(jobs, course.seed, sandbox, scratch) if jobs else {}
+        runs: dict[str, Run] = {}
+        failures: list[BaseException] = []
+
+        def supervise() -> None:
+            try:
+                runs.update(run_jobs(jobs, course.seed, sandbox, scratch) if jobs else {})
+            except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
+                failures.append(exc)
+
+        worker = threading.Thread(target=supervise, name="supervisor")
+        worker.start()
+        # While the worker imports torch and runs the probes (it mostly waits on the student's code), the judge
+        # imports its own heavy modules on the other core.
+        from grader.judge.observations import Observations, RunSummary
+        from grader.judge.session import judge
+        from grader.report.build import exercise_result
+
+        references = {ex.id: Observations(ex.id, ex.file, probe_order(ex), reference_dirs[ex.id], RunSummary())
+                      for ex in exercises}
+        worker.join()
+        if failures:
+            raise failures[0]
         observations = {}
         for ex in exercises:
             st = staged[ex.id]
@@ -157,7 +179,8 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     max_score = round(sum(r.max_score for r in results), 4)
     return Report(schema_version=SCHEMA_VERSION, submission=submission.name, course=course.name, score=score,
                   max_score=max_score, percent=round(100 * score / max_score, 2) if max_score else 0.0,
-                  sandbox=sandbox.describe(), grader_version=grader.__version__, torch_version=torch.__version__,
+                  sandbox=sandbox.describe(), grader_version=grader.__version__,
+                  torch_version=importlib.metadata.version("torch"),
                   seed=course.seed, started_at=started_at, duration_s=round(time.monotonic() - t0, 3),
                   exercises=results)
 

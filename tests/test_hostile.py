@@ -490,7 +490,14 @@ def check_case(g: Grading, case: Case) -> None:
 def test_hostile_case(case, gradings, course):
     g = gradings[grading_key(case)]
     check_grading_survived(g, course)
-    check_case(g, case)
+    if "xfail" not in case.manifest:
+        check_case(g, case)
+        return
+    try:  # a known hole, outside the sandbox's reach: the grading itself must still survive (checked above)
+        check_case(g, case)
+    except AssertionError as exc:
+        pytest.xfail(f"{case.manifest['xfail']} ({str(exc).splitlines()[0][:300]})")
+    pytest.fail(f"{case.name} is judged right now: remove its `xfail`")
 
 
 # ------------------------------------------------------------------------------------------------ non-root

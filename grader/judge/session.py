@@ -16,6 +16,8 @@ from grader.judge.observations import Observations
 from grader.judge.plugin import JudgePlugin
 
 CRITERIA_DIR = Path(__file__).resolve().parent.parent / "criteria"
+UNUSED_PLUGINS = ("doctest", "pastebin", "junitxml", "logging", "faulthandler", "warnings", "tmpdir", "monkeypatch",
+                  "recwarn", "setuponly", "setupplan", "stepwise")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ def judge(exercise_ids: list[str], observations: dict[str, Observations],
         "-c", str(CRITERIA_DIR / "judge.ini"), "--rootdir", str(CRITERIA_DIR), "-q",
         "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--import-mode=importlib",
         "--json-report-file=none", "-W", "ignore", "--assert=plain",
+        # criteria print nothing and need none of pytest's per-test services: each costs time on every test
+        "--capture=no", *[arg for plugin in UNUSED_PLUGINS for arg in ("-p", f"no:{plugin}")],
     ]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         pytest.main(args, plugins=[plugin, report_plugin])

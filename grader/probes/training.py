@@ -9,6 +9,7 @@ starts from the same weights for every submission. Models are float64 so that "e
 import copy
 
 import torch
+import torch._dynamo  # noqa: F401 - the first optimizer imports it: paid once in the worker, not per child
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_pre_hook

@@ -101,13 +101,11 @@ def strict_missing() -> str:
 
 
 def _worker_code_paths() -> list[Path]:
-    import torch
-    import safetensors
+    """What the worker imports, located without importing it (importing torch here would cost a second)."""
+    import importlib.util
 
-    import grader
-
-    return [Path(sys.executable), Path(os.path.realpath(sys.executable)), Path(grader.__file__).parent,
-            Path(torch.__file__).parent, Path(safetensors.__file__).parent]
+    packages = [Path(importlib.util.find_spec(name).origin).parent for name in ("grader", "torch", "safetensors")]
+    return [Path(sys.executable), Path(os.path.realpath(sys.executable)), *packages]
 
 
 def _world_readable(path: Path) -> bool:

@@ -166,7 +166,7 @@ class Guard:
                     else:
                         type.__setattr__(cls, key, value)
             if cls is not None:
-                for key in [k for k in now if k not in saved]:
+                for key in [k for k in now if k not in saved and k not in self.IGNORED]:
                     changed.append(f"{label}.{key}")
                     type.__delattr__(cls, key)
         if _gettrace() is not None or _getprofile() is not None:
