@@ -6,7 +6,7 @@ can say not only *that* a result is wrong but *which* wrong formula it matches.
 
 import torch
 
-from grader.worker.probe import describe_exception, probe
+from grader.worker.probe import describe_exception, plain_tensor, probe
 
 # Tq != Tk everywhere a softmax axis could be confused, and Dv != D so that reading the values with the
 # keys (or scaling by the value width) changes a shape or a number.
@@ -114,7 +114,7 @@ def causality(student, ctx):
     """float64, a causal [B, H, T, T] mask; change the queries, keys and values after position t."""
     q, k, v = (ctx.randn(B, 2, CAUSAL_T, 8, dtype=torch.float64) for _ in range(3))
     mask = torch.ones(CAUSAL_T, CAUSAL_T, dtype=torch.bool).tril().expand(B, 2, CAUSAL_T, CAUSAL_T).clone()
-    base, _ = attend(student, q, k, v, mask)
+    base = plain_tensor(attend(student, q, k, v, mask)[0])  # plain copies: a returned subclass cannot bend the arithmetic
     leaks = []
     for t in range(CAUSAL_T - 1):
         changed = []
@@ -122,7 +122,7 @@ def causality(student, ctx):
             x = x.clone()
             x[..., t + 1:, :] = ctx.randn(B, 2, CAUSAL_T - t - 1, 8, dtype=torch.float64) * 3
             changed.append(x)
-        out, _ = attend(student, *changed, mask)
+        out = plain_tensor(attend(student, *changed, mask)[0])
         leaks.append(float((out[..., : t + 1, :] - base[..., : t + 1, :]).abs().max()))
     ctx.record(leaks=leaks)
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from grader.worker.probe import probe
+from grader.worker.probe import plain_tensor, probe
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 40
 PROJECTIONS = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"]
@@ -31,12 +31,12 @@ def causality(student, ctx):
     attn = seeded_attention(student, ctx, dtype=torch.float64).eval()
     x = ctx.randn(2, 8, D_MODEL, dtype=torch.float64)
     with torch.no_grad():
-        base = attn(x)
+        base = plain_tensor(attn(x))  # measured on plain copies: a returned subclass cannot bend the arithmetic
         leaks = []
         for t in range(x.shape[1] - 1):
             changed = x.clone()
             changed[:, t + 1:] = ctx.randn(2, x.shape[1] - t - 1, D_MODEL, dtype=torch.float64) * 3
-            leaks.append(float((attn(changed)[:, : t + 1] - base[:, : t + 1]).abs().max()))
+            leaks.append(float((plain_tensor(attn(changed))[:, : t + 1] - base[:, : t + 1]).abs().max()))
     ctx.record(leaks=leaks)
 
 

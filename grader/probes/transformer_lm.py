@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from grader.worker.probe import probe
+from grader.worker.probe import plain_tensor, probe
 
 IGNORE_INDEX = -100
 SIZE_FIELDS = ("vocab_size", "block_size", "d_model", "n_heads", "n_layers", "d_ff")
@@ -199,14 +199,14 @@ def causality(student, ctx):
     V, T = 13, 10
     tokens = ctx.randint(0, V, (2, T))
     with torch.no_grad():
-        base = field(model(tokens), "logits")
-        repeat = field(model(tokens), "logits")
+        base = plain_tensor(field(model(tokens), "logits"))  # plain copies: a returned subclass cannot bend the arithmetic
+        repeat = plain_tensor(field(model(tokens), "logits"))
         leaks = []
         for t in range(T - 1):
             changed = tokens.clone()
             shift = ctx.randint(1, V, (2, T - t - 1))  # a different token at every future position
             changed[:, t + 1:] = (tokens[:, t + 1:] + shift) % V
-            leaks.append(float((field(model(changed), "logits")[:, : t + 1] - base[:, : t + 1]).abs().max()))
+            leaks.append(float((plain_tensor(field(model(changed), "logits"))[:, : t + 1] - base[:, : t + 1]).abs().max()))
     ctx.record(leaks=leaks, repeat_change=float((repeat - base).abs().max()), logits_shape=list(base.shape))
 
 
