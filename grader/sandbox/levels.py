@@ -43,7 +43,8 @@ class Sandbox:
             user = pwd.getpwnam(UNPRIVILEGED_USER)
             return {"level": "strict", "hide": list(self.hide), "user": {"uid": user.pw_uid, "gid": user.pw_gid},
                     "kill_all": True, "nproc": 256,
-                    "private_tmp": {"scratch": str(scratch), "folders": list(PRIVATE_FOLDERS), "size_mb": 256}}
+                    "private_tmp": {"keep": [str(scratch), *_grader_locations()], "folders": list(PRIVATE_FOLDERS),
+                                    "size_mb": 256}}
         nproc = None if os.geteuid() == 0 else _process_count(os.getuid()) + 256
         return {"level": self.level, "hide": [], "user": None, "kill_all": False, "nproc": nproc}
 
@@ -98,6 +99,14 @@ def strict_missing() -> str:
     if probe.returncode != 0:
         return "namespaces cannot be created here: " + probe.stderr.decode(errors="replace").strip()[:200]
     return ""
+
+
+def _grader_locations() -> list[str]:
+    """Where the worker's code lives: the environment and the checkout of the grader package."""
+    import importlib.util
+
+    package = Path(importlib.util.find_spec("grader").origin).resolve().parent
+    return [sys.prefix, os.path.realpath(sys.prefix), str(package.parent)]
 
 
 def _worker_code_paths() -> list[Path]:

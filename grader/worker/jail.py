@@ -34,16 +34,16 @@ def apply_jail(jail: dict) -> None:
     while the exercise runs (`hand_over`), so that code of one exercise cannot change another's files.
     """
     libc = None
+    private = jail.get("private_tmp")
+    if private:  # first: the checkout itself may live under /tmp, and the hiding below must apply to it
+        libc = _libc()
+        _private_tmp(libc, private["keep"], private["folders"], private["size_mb"])
     for path in jail.get("hide", []):
         libc = libc or _libc()
         if os.path.isdir(path):
             _mount(libc, b"tmpfs", path, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0")
         elif os.path.exists(path):
             _mount(libc, b"/dev/null", path, None, MS_BIND, None)
-    private = jail.get("private_tmp")
-    if private:
-        libc = libc or _libc()
-        _private_tmp(libc, private["scratch"], private["folders"], private["size_mb"])
 
 
 def drop_privileges(jail: dict) -> None:
@@ -81,18 +81,24 @@ def _mount(libc, source, target: str, fstype, flags: int, data) -> None:
         raise OSError(ctypes.get_errno(), f"cannot mount over {target}")
 
 
-def _private_tmp(libc, scratch: str, folders: list[str], size_mb: int) -> None:
+def _private_tmp(libc, keep: list[str], folders: list[str], size_mb: int) -> None:
     """Empty, size-capped tmpfs over /tmp and friends (so nothing written there outlives the namespace and
-    no other submission's scratch folder is visible), with this submission's scratch folder bound back in."""
-    keep = os.open(scratch, os.O_PATH | os.O_DIRECTORY)
+    no other submission's scratch folder is visible), with the folders in `keep` that lie under them (this
+    submission's scratch folder; the grader's checkout and environment, when they were installed there)
+    bound back in at their own paths."""
+    inside = [p for p in dict.fromkeys(keep)
+              if os.path.isdir(p) and any(p == f or p.startswith(f.rstrip("/") + "/") for f in folders)]
+    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in sorted(inside, key=len)}
     try:
         for folder in folders:
             if os.path.isdir(folder):
                 _mount(libc, b"tmpfs", folder, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=1777".encode())
-        os.makedirs(scratch, exist_ok=True)
-        _mount(libc, f"/proc/self/fd/{keep}".encode(), scratch, None, MS_BIND, None)
+        for path, fd in fds.items():  # parents first, so that a nested folder is bound into its parent's view
+            os.makedirs(path, exist_ok=True)
+            _mount(libc, f"/proc/self/fd/{fd}".encode(), path, None, MS_BIND, None)
     finally:
-        os.close(keep)
+        for fd in fds.values():
+            os.close(fd)
 
 
 def child_limits(job: dict, jail: dict) -> None:
