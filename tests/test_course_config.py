@@ -58,3 +58,25 @@ def test_probe_order_read_from_source_matches_the_module(exercise_id):
 
     ex = COURSE.exercise(exercise_id)
     assert probe_order(ex) == [p.name for p in probes_of(importlib.import_module(ex.probes_module))]
+
+
+SHIPPED_MODEL = ["Config", "CausalSelfAttention", "FeedForward", "TransformerBlock", "TransformerLM"]
+
+
+@pytest.mark.parametrize("path", [
+    "exercises/training/train.py", "solutions/training/train.py",
+    "exercises/checkpoint/checkpoint.py", "solutions/checkpoint/checkpoint.py", "grader/probes/lm.py",
+])
+def test_shipped_model_copies_match_the_reference(path):
+    """Exercises 10 and 11 ship a working copy of exercise 9's model (each student file is standalone), and the
+    probes hand the same model to student code: every copy must stay the reference, class for class."""
+    import ast
+
+    def classes(file):
+        source = (ROOT / file).read_text()
+        return {node.name: ast.get_source_segment(source, node) for node in ast.parse(source).body
+                if isinstance(node, ast.ClassDef) and node.name in SHIPPED_MODEL}
+
+    reference = classes("solutions/transformer_lm/model.py")
+    assert sorted(reference) == sorted(SHIPPED_MODEL)
+    assert classes(path) == reference
