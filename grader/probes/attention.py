@@ -146,15 +146,10 @@ def broadcast(student, ctx):
         shapes[name] = {"mask": list(mask.shape), "scores": list(full.shape)}
         ctx.tensor(f"{name}.mask", full)
         for tag, m in (("broadcast", mask), ("full", full)):
-            # not ctx.outcome: it would swallow the stub's NotImplementedError and count as an attempt
-            try:
-                out, weights = attend(student, qq, kk, vv, m)
-            except NotImplementedError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - recorded per mask form, judged by the criterion
-                ctx.record(**{f"{name}.{tag}": {"raised": describe_exception(exc, ctx.student_file)}})
+            result = ctx.outcome(f"{name}.{tag}", lambda: attend(student, qq, kk, vv, m))
+            if result is None:
                 continue
-            ctx.record(**{f"{name}.{tag}": {"returned": "tuple"}})
+            out, weights = result
             ctx.tensor(f"{name}.{tag}.out", out)
             ctx.tensor(f"{name}.{tag}.weights", weights)
     ctx.record(forms=shapes)

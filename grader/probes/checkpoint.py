@@ -6,7 +6,6 @@ on small scripted models whose greedy continuation is known in advance. Files go
 which persist between probes, so the isolated probe (a fresh process) can load what an earlier probe saved.
 """
 
-import io
 import json
 import os
 import re
@@ -18,13 +17,9 @@ import torch.nn as nn
 from grader.probes.lm import Config, TransformerLM
 from grader.worker.probe import probe
 
-# Two first-use side effects of torch that the worker's guard (grader.worker.runner.Guard) would otherwise report as
-# the student's tampering, done here because this module is imported before the guard takes its snapshot:
-# - building the first torch.optim optimizer imports torch._dynamo, which rebinds torch.manual_seed;
-# - pickling the first Tensor or Parameter (torch.save) caches copyreg's `__slotnames__` on its class.
-# Doing them here also means the worker pays the ~3 s torch._dynamo import once, not once per forked child.
+# The first torch.optim optimizer imports torch._dynamo: imported here, the worker pays it once, before any
+# exercise's clock starts, not once per forked child.
 import torch._dynamo  # noqa: E402,F401
-torch.save([torch.zeros(1), nn.Parameter(torch.zeros(1))], io.BytesIO())
 
 # --- save / load ----------------------------------------------------------------------------------
 MODEL = dict(vocab_size=11, block_size=8, d_model=16, n_heads=2, n_layers=2, d_ff=32)
