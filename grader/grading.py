@@ -19,6 +19,7 @@ import grader
 from grader.course import Course, ExerciseConfig
 from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
+from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.supervisor import Job, Run, run_jobs
 
@@ -28,34 +29,6 @@ from grader.sandbox.supervisor import Job, Run, run_jobs
 def cache_root() -> Path:
     base = os.environ.get("GRADER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "transformer-grader")
     return Path(base)
-
-
-def hidden_paths(course: Course, extra: list[Path]) -> list[str]:
-    """What a strict sandbox hides: every top-level entry of the course but the grader package (and the
-    environment it runs from), the hidden criteria, the cache of reference observations, and `extra`.
-
-    With `--course` pointing elsewhere, the checkout the grader runs from is a second course folder (its
-    solutions/, tests/, course.toml) and its grader/criteria/ is the one the judge uses: both are hidden too.
-    """
-    prefix = Path(sys.prefix).resolve()
-    package = Path(grader.__file__).resolve().parent
-    roots = [course.root]
-    if (package.parent / "course.toml").is_file() and package.parent != course.root:
-        roots.append(package.parent)
-    hide = []
-    for root in roots:
-        keep = {root / "grader", package, prefix}
-        hide += [p for p in sorted(root.iterdir()) if p not in keep and not _contains(p, prefix)]
-    hide += [package / "criteria", course.root / "grader" / "criteria", cache_root(), *extra]
-    return [str(p) for p in dict.fromkeys(hide)]
-
-
-def _contains(parent: Path, child: Path) -> bool:
-    try:
-        child.relative_to(parent)
-        return True
-    except ValueError:
-        return False
 
 
 def probe_order(ex: ExerciseConfig) -> list[str]:
@@ -75,7 +48,8 @@ def probe_order(ex: ExerciseConfig) -> list[str]:
 
 def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
     return Job(id=ex.id, student_file=student_file, module_name=ex.module_name, probes_module=ex.probes_module,
-               timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, forbidden=ex.forbidden)
+               timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, forbidden=ex.forbidden,
+               disk_mb=ex.disk_mb, files=ex.files)
 
 
 def summary_of(ex: ExerciseConfig, run: Run | None):
@@ -84,12 +58,15 @@ def summary_of(ex: ExerciseConfig, run: Run | None):
     if run is None:
         return None
     return RunSummary(limit=run.limit, signal=run.signal, exit=run.exit, failure=run.failure,
-                      timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, acks=run.acks)
+                      timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, acks=run.acks,
+                      grader_fault=run.grader_fault, disk_mb=ex.disk_mb, files=ex.files)
 
 
 def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[str, Path]:
     """The observations of the same probes run on the reference solutions, cached on disk by everything that
     could change them; computed here when the cache lacks them."""
+    if course.references is not None:   # a handout's checker: stored, for its visible criteria only
+        return {ex.id: course.references / ex.id for ex in exercises}
     refs: dict[str, Path] = {}
     missing: list[tuple[ExerciseConfig, Path]] = []
     for ex in exercises:
@@ -137,7 +114,7 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     t0 = time.monotonic()
     exercises = [course.exercise(e) for e in exercise_ids]
     reference_dirs = reference_folders(course, exercises)
-    scratch = Path(tempfile.mkdtemp(prefix="grader-"))
+    scratch = new_scratch()
     try:
         staged: dict[str, Staged] = {}
         for ex in exercises:
@@ -148,7 +125,7 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
 
         def supervise() -> None:
             try:
-                runs.update(run_jobs(jobs, course.seed, sandbox, scratch) if jobs else {})
+                runs.update(run_jobs(jobs, course.seed, sandbox, scratch, course.uids) if jobs else {})
             except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
                 failures.append(exc)
 
@@ -174,7 +151,7 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
         outcomes = judge([ex.id for ex in exercises], observations, references)
         results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, runs.get(ex.id), outcomes[ex.id])) for ex in exercises]
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
     score = round(sum(r.score for r in results), 4)
     max_score = round(sum(r.max_score for r in results), 4)
     return Report(schema_version=SCHEMA_VERSION, submission=submission.name, course=course.name, score=score,

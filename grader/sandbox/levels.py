@@ -1,8 +1,11 @@
 """Which isolation a machine allows, and how the worker is started at each level.
 
-- `strict`: root. New network, pid and mount namespaces (`unshare`); inside them the worker hides the
-  grader's secrets behind empty mounts, drops to `nobody`, and kills every stray process after each child.
-- `basic`: any user. A separate process group started with `python -I`, rlimits on each child.
+- `strict`: root. New network, pid, IPC, UTS and mount namespaces (`unshare`); inside them the box
+  (grader/sandbox/box.py) pivots into a fresh root holding only the allow-listed system folders, the worker's
+  packages and code; children run as the grading's own uid with capped scratch, and every stray process is
+  killed after each child.
+- `basic`: any user. A separate process group started with `python -I`, rlimits on each child; run as root
+  (Gradescope's containers without namespaces), children still drop to the grading's own uid.
 - `none`: trusted code only (the reference solutions): a separate process, no limits but the wall clock.
 """
 
@@ -10,19 +13,16 @@ from __future__ import annotations
 
 import functools
 import os
-import pwd
 import shutil
 import stat
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 LEVELS = ("strict", "basic", "none")
-UNPRIVILEGED_USER = "nobody"
-# World-writable folders: each worker gets empty ones of its own. /run/lock (also /var/lock) is world-writable
-# on Debian and Ubuntu: without it here a submission could leave files on the host there.
-PRIVATE_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+NAMESPACES = ("--net", "--pid", "--ipc", "--uts", "--mount")
+NPROC = 256   # processes (threads) of one grading's uid: enough for torch, too few for a fork bomb to matter
 
 
 @dataclass(frozen=True)
@@ -30,23 +30,29 @@ class Sandbox:
     level: str
     layers: dict[str, bool]
     note: str = ""
-    hide: tuple[str, ...] = field(default=())
 
-    def command(self, worker_args: list[str]) -> list[str]:
-        python = [sys.executable, "-I", "-m", "grader.worker", *worker_args]
+    def command(self, control_fd: int, request_fd: int, plan_fd: int | None) -> list[str]:
+        worker = ["--control-fd", str(control_fd), "--request-fd", str(request_fd)]
         if self.level == "strict":
-            return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", *python]
-        return python
+            return ["unshare", *NAMESPACES, "--propagation", "private", "--fork", "--kill-child", "--",
+                    sys.executable, "-I", "-m", "grader.sandbox.box", "--plan-fd", str(plan_fd), "--", *worker]
+        return [sys.executable, "-I", "-m", "grader.worker", *worker]
 
-    def jail(self, scratch: Path) -> dict:
+    def jail(self, uid: int | None, scratch_fd: int | None) -> dict:
+        """What the worker applies: the user children become, the process limit, how strays are killed."""
+        user = {"uid": uid, "gid": uid} if uid is not None else None
         if self.level == "strict":
-            user = pwd.getpwnam(UNPRIVILEGED_USER)
-            return {"level": "strict", "hide": list(self.hide), "user": {"uid": user.pw_uid, "gid": user.pw_gid},
-                    "kill_all": True, "nproc": 256,
-                    "private_tmp": {"keep": [str(scratch), *_grader_locations()], "folders": list(PRIVATE_FOLDERS),
-                                    "size_mb": 256}}
-        nproc = None if os.geteuid() == 0 else _process_count(os.getuid()) + 256
-        return {"level": self.level, "hide": [], "user": None, "kill_all": False, "nproc": nproc}
+            return {"level": "strict", "box": True, "user": user, "kill_all": True, "nproc": NPROC,
+                    "scratch_fd": scratch_fd}
+        if self.level == "basic" and user:
+            return {"level": "basic", "user": user, "kill_all": False, "nproc": NPROC}
+        nproc = None if os.geteuid() == 0 else _process_count(os.getuid()) + NPROC
+        return {"level": self.level, "user": None, "kill_all": False, "nproc": nproc}
+
+    @property
+    def own_uid(self) -> bool:
+        """Whether children run as a uid of the grading's own (root is needed to switch)."""
+        return self.level in ("strict", "basic") and os.geteuid() == 0
 
     def describe(self) -> dict:
         return {"level": self.level, "layers": self.layers, "note": self.note}
@@ -56,25 +62,31 @@ class SandboxUnavailable(Exception):
     """The level asked for cannot be had here; the message says why."""
 
 
-def choose(requested: str, hide: list[str]) -> Sandbox:
+def choose(requested: str, hide: list[str] | None = None) -> Sandbox:
     """The sandbox at the requested level, or SandboxUnavailable saying what is missing."""
     if requested == "strict":
         missing = strict_missing()
         if missing:
             raise SandboxUnavailable(f"the strict sandbox is unavailable: {missing}")
-        layers = dict(process=True, rlimits=True, other_user=True, network_namespace=True,
-                      pid_namespace=True, hidden_paths=True)
-        return Sandbox("strict", layers, "", tuple(hide))
+        layers = dict(process=True, rlimits=True, own_uid=True, network_namespace=True, pid_namespace=True,
+                      ipc_namespace=True, allow_listed_root=True, capped_scratch=True)
+        return Sandbox("strict", layers)
     if requested == "basic":
-        layers = dict(process=True, rlimits=True, other_user=False, network_namespace=False,
-                      pid_namespace=False, hidden_paths=False)
+        root = os.geteuid() == 0
+        layers = dict(process=True, rlimits=True, own_uid=root, network_namespace=False, pid_namespace=False,
+                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False)
         why = strict_missing()
-        note = (f"weaker than strict ({why}): student code runs as the grading user, can read what that user "
-                "can read, and reach the network") if why else "basic chosen explicitly: no other user, no namespaces"
+        if root:
+            note = (f"weaker than strict ({why}): student code runs as a uid of its own and can read what every "
+                    "user can read (keep hidden files root-only), and reach the network") if why else \
+                "basic chosen explicitly: student code runs as a uid of its own, with no namespaces"
+        else:
+            note = (f"weaker than strict ({why}): student code runs as the grading user, can read what that user "
+                    "can read, and reach the network") if why else "basic chosen explicitly: no other user, no namespaces"
         return Sandbox("basic", layers, note)
     if requested == "none":
-        layers = dict(process=True, rlimits=False, other_user=False, network_namespace=False,
-                      pid_namespace=False, hidden_paths=False)
+        layers = dict(process=True, rlimits=False, own_uid=False, network_namespace=False, pid_namespace=False,
+                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False)
         return Sandbox("none", layers, "no isolation beyond a separate process: for trusted code only")
     raise ValueError(f"unknown sandbox level {requested!r}; choose one of {', '.join(LEVELS)}")
 
@@ -83,30 +95,18 @@ def choose(requested: str, hide: list[str]) -> Sandbox:
 def strict_missing() -> str:
     """Empty when the strict level works here; otherwise what is missing, in words."""
     if os.geteuid() != 0:
-        return "it needs root (to switch to another user and create namespaces)"
+        return "it needs root (to create namespaces and switch to another user)"
     if shutil.which("unshare") is None:
         return "the `unshare` command (util-linux) is not installed"
-    try:
-        pwd.getpwnam(UNPRIVILEGED_USER)
-    except KeyError:
-        return f"there is no `{UNPRIVILEGED_USER}` user"
     unreadable = [str(p) for p in _worker_code_paths() if not _world_readable(p)]
     if unreadable:
-        return (f"{unreadable[0]} is not readable by `{UNPRIVILEGED_USER}`: build the environment from a "
-                "system Python in a world-readable folder (see README)")
-    probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", "true"],
+        return (f"{unreadable[0]} is not readable by other users: build the environment from a system Python in a "
+                "world-readable folder (see README)")
+    probe = subprocess.run(["unshare", *NAMESPACES, "--propagation", "private", "--fork", "--kill-child", "--", "true"],
                            capture_output=True, timeout=30)
     if probe.returncode != 0:
         return "namespaces cannot be created here: " + probe.stderr.decode(errors="replace").strip()[:200]
     return ""
-
-
-def _grader_locations() -> list[str]:
-    """Where the worker's code lives: the environment and the checkout of the grader package."""
-    import importlib.util
-
-    package = Path(importlib.util.find_spec("grader").origin).resolve().parent
-    return [sys.prefix, os.path.realpath(sys.prefix), str(package.parent)]
 
 
 def _worker_code_paths() -> list[Path]:

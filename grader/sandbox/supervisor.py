@@ -16,11 +16,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.sandbox import rootfs
 from grader.sandbox.levels import Sandbox
+from grader.sandbox.uids import NoFreeUid
+from grader.sandbox.uids import claim as uid_claim
 
 STARTUP_SECONDS = 180.0   # importing torch on a loaded machine
 GRACE_SECONDS = 15.0      # beyond an exercise's own timeout, before the worker itself is presumed stuck
 LOG_TAIL_BYTES = 4000
+PIPE_BYTES = 60000        # what a pipe holds before its reader runs (Linux: 64 KiB)
+DEFAULT_UIDS = (61000, 61999)
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,8 @@ class Job:
     memory_mb: int
     output_kb: int
     forbidden: tuple[str, ...] = ()
+    disk_mb: int = 256
+    files: int = 4096
 
     @property
     def workdir(self) -> Path:
@@ -44,11 +51,18 @@ class Job:
     def obs_dir(self) -> Path:
         return self.workdir / "obs"
 
-    def request(self) -> dict:
-        return {"id": self.id, "student_file": str(self.student_file), "module_name": self.module_name,
-                "probes_module": self.probes_module, "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,
-                "output_kb": self.output_kb, "forbidden": list(self.forbidden),
-                "workdir": str(self.workdir), "obs_dir": str(self.obs_dir)}
+    def request(self, boxed: bool) -> dict:
+        """What the worker is told of this exercise. In the box it names box paths only: the staged file is
+        reached relative to the supervisor's folder, which the worker holds as a descriptor."""
+        if boxed:
+            workdir = f"{rootfs.SUBMISSION}/{self.id}"
+            paths = {"student_file": f"{workdir}/{self.student_file.name}", "workdir": workdir,
+                     "obs_dir": f"{workdir}/obs", "staged": f"{self.id}/{self.student_file.name}"}
+        else:
+            paths = {"student_file": str(self.student_file), "workdir": str(self.workdir), "obs_dir": str(self.obs_dir)}
+        return {"id": self.id, "module_name": self.module_name, "probes_module": self.probes_module,
+                "timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "output_kb": self.output_kb,
+                "forbidden": list(self.forbidden), "disk_mb": self.disk_mb, "files": self.files, **paths}
 
 
 @dataclass
@@ -65,51 +79,82 @@ class Run:
     output_tail: str = ""
     output_bytes: int = 0
     failure: str = ""          # set when the supervisor, not the worker, had to end it
+    grader_fault: str = ""     # the grader, not the student, failed: the exercise is graded again later
     extra: dict = field(default_factory=dict)
     acks: dict = field(default_factory=dict)  # probe -> [json sha256, tensors sha256 or None]; None: not trusted
 
 
-def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path) -> dict[str, Run]:
+def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
+             uids: tuple[int, int] = DEFAULT_UIDS) -> dict[str, Run]:
     """Run every job; each gets a Run, whatever the student code does."""
     for job in jobs:
         job.obs_dir.mkdir(parents=True, exist_ok=True)
-    jail = sandbox.jail(scratch)
-    if jail["user"]:
-        # Readable, not writable, by the unprivileged user: the worker hands each exercise's folder to it
-        # only while that exercise runs (jail.hand_over), so no exercise's code can touch another's files.
-        for folder, _, _ in os.walk(scratch):
-            os.chmod(folder, 0o755)
     runs: dict[str, Run] = {}
-    remaining = list(jobs)
-    attempt = 0
-    while remaining:
-        attempt += 1
-        finished = _run_worker(remaining, seed, sandbox, jail, scratch, attempt)
-        progressed = bool(finished)
-        runs.update(finished)
-        remaining = [j for j in remaining if j.id not in runs]
-        if remaining and not progressed:
-            reason = _log_tail(scratch / f"worker-{attempt}.log")
-            for job in remaining:
-                runs[job.id] = Run(job.id, failure="the grading worker could not start: " + (reason or "no output"))
-            break
+    try:
+        claim = uid_claim(*uids) if sandbox.own_uid else None
+    except NoFreeUid as exc:
+        return {job.id: Run(job.id, grader_fault=str(exc)) for job in jobs}
+    try:
+        if claim and sandbox.level == "basic":
+            # No box: the exercise folders live on the host, lent to the grading's uid one at a time.
+            for folder, _, _ in os.walk(scratch):
+                os.chmod(folder, 0o755)
+        remaining = list(jobs)
+        attempt = 0
+        while remaining:
+            attempt += 1
+            finished = _run_worker(remaining, seed, sandbox, claim.uid if claim else None, scratch, attempt)
+            progressed = bool(finished)
+            runs.update(finished)
+            remaining = [j for j in remaining if j.id not in runs]
+            if remaining and not progressed:
+                reason = _log_tail(scratch / f"worker-{attempt}.log")
+                for job in remaining:
+                    runs[job.id] = Run(job.id, grader_fault="the grading worker could not start: " + (reason or "no output"))
+                break
+    finally:
+        if claim:
+            claim.release()
     return runs
 
 
-def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, jail: dict, scratch: Path, attempt: int) -> dict[str, Run]:
-    request_path = scratch / f"request-{attempt}.json"
-    request_path.write_text(json.dumps({"seed": seed, "jail": jail, "exercises": [j.request() for j in jobs]}))
-    os.chmod(request_path, 0o644)
+def _pipe_with(text: str) -> int:
+    """The read end of a pipe already holding `text` (the worker reads it at start; it never names a path
+    the worker could not reach anyway)."""
+    data = text.encode("utf-8")
+    if len(data) >= PIPE_BYTES:
+        raise ValueError(f"a worker request of {len(data)} bytes does not fit in a pipe")
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)
+    os.close(write_end)
+    return read_end
+
+
+def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, uid: int | None, scratch: Path, attempt: int) -> dict[str, Run]:
+    boxed = sandbox.level == "strict"
+    scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None
+    request = {"seed": seed, "jail": sandbox.jail(uid, scratch_fd), "exercises": [j.request(boxed) for j in jobs]}
+    request_fd = _pipe_with(json.dumps(request))
+    plan_fd = None
+    if boxed:
+        root = scratch / f".root-{attempt}"
+        root.mkdir(mode=0o700)
+        plan_fd = _pipe_with(json.dumps({"root": str(root), "plan": rootfs.plan(), "uid": uid,
+                                         "exercises": [j.id for j in jobs]}))
     read_end, write_end = os.pipe()
     log_path = scratch / f"worker-{attempt}.log"
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch),
            "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
            "PYTHONDONTWRITEBYTECODE": "1"}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(sandbox.command(["--control-fd", str(write_end), str(request_path)]),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_end,),
-                                cwd=scratch, env=env, start_new_session=True)
-    os.close(write_end)
+    passed = [fd for fd in (write_end, request_fd, plan_fd, scratch_fd) if fd is not None]
+    try:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(sandbox.command(write_end, request_fd, plan_fd), stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=log, pass_fds=passed, cwd=scratch, env=env,
+                                    start_new_session=True)
+    finally:
+        for fd in passed:
+            os.close(fd)
     by_id = {j.id: j for j in jobs}
     runs: dict[str, Run] = {}
     current: str | None = None
@@ -165,6 +210,7 @@ def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, jail: dict, scratc
 
 def _run_from_event(event: dict) -> Run:
     return Run(event["id"], exit=event["exit"], signal=event["signal"], limit=event["limit"],
+               grader_fault=event.get("grader_fault", ""),
                wall_s=event.get("wall_s", 0.0), cpu_s=event.get("cpu_s", 0.0), max_rss_mb=event.get("max_rss_mb", 0.0),
                output_tail=event.get("output_tail", ""), output_bytes=event.get("output_bytes", 0))
 

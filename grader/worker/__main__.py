@@ -18,7 +18,8 @@ import sys
 import time
 
 from grader.worker import protocol
-from grader.worker.jail import apply_jail, become_subreaper, child_limits, cleanup_strays, drop_privileges, hand_over
+from grader.worker.jail import (ExerciseBox, become_subreaper, child_limits, cleanup_strays, drop_privileges,
+                               hand_over)
 
 OUTPUT_TAIL_BYTES = 4096
 MEMORY_WORDS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"can't allocate memory")
@@ -27,14 +28,13 @@ MEMORY_WORDS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"
 def main() -> int:
     parser = argparse.ArgumentParser(prog="grader.worker")
     parser.add_argument("--control-fd", type=int, required=True)
-    parser.add_argument("request")
+    parser.add_argument("--request-fd", type=int, required=True)
     args = parser.parse_args()
-    with open(args.request, encoding="utf-8") as fh:
+    with os.fdopen(args.request_fd, encoding="utf-8") as fh:
         request = json.load(fh)
     control = os.fdopen(args.control_fd, "w", buffering=1, encoding="utf-8")
-
-    apply_jail(request["jail"])  # masks and private folders, before any heavy import; children drop privileges
-    if not request["jail"].get("kill_all"):
+    jail = request["jail"]
+    if not jail.get("kill_all"):
         become_subreaper()
 
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -52,32 +52,49 @@ def main() -> int:
     send(control, {"event": "ready", "torch": torch.__version__})
     for job in request["exercises"]:
         send(control, {"event": "start", "id": job["id"]})
-        groups = load_probe_groups(job["probes_module"])
         started = time.monotonic()
-        deadline = started + job["timeout_s"]
         result = {"event": "done", "id": job["id"], "exit": None, "signal": None, "limit": None,
-                  "output_tail": "", "output_bytes": 0, "max_rss_mb": 0.0, "cpu_s": 0.0}
+                  "output_tail": "", "output_bytes": 0, "max_rss_mb": 0.0, "cpu_s": 0.0, "grader_fault": ""}
         tail = bytearray()
-        acks: dict[str, list | None] = {}
-        hand_over(job["workdir"], request["jail"], to_user=True)
-        for index, group in enumerate(groups):
-            run = run_child(job, group, request["seed"], request["jail"], deadline, tail, control, first=index == 0)
-            for name, digests in run["acks"].items():
-                acks[name] = None if name in acks else digests  # reported twice: neither report is trusted
-            send(control, {"event": "acks", "id": job["id"], "acks": acks})
-            result["output_bytes"] += run["output_bytes"]
-            result["max_rss_mb"] = max(result["max_rss_mb"], run["max_rss_mb"])
-            result["cpu_s"] += run["cpu_s"]
-            result["exit"], result["signal"], result["limit"] = run["exit"], run["signal"], run["limit"]
-            if run["limit"] or run["signal"] is not None or run["exit"] not in (0, None):
-                break
+        try:
+            if jail.get("box"):
+                with ExerciseBox(job, jail) as box:
+                    run_exercise(job, jail, request["seed"], result, tail, control, started)
+                    if result["limit"] is None and box.disk_full():
+                        result["limit"] = "disk"
+                    box.copy_out()
+            else:
+                hand_over(job["workdir"], jail, to_user=True)
+                run_exercise(job, jail, request["seed"], result, tail, control, started)
+                hand_over(job["workdir"], jail, to_user=False)
+        except OSError as exc:  # the sandbox itself failed (a mount, a fork, a copy): never the student's fault
+            result["grader_fault"] = result["grader_fault"] or f"the sandbox failed: {exc}"
         result["wall_s"] = round(time.monotonic() - started, 3)
         result["cpu_s"] = round(result["cpu_s"], 3)
         result["output_tail"] = bytes(tail[-OUTPUT_TAIL_BYTES:]).decode("utf-8", "replace")
-        hand_over(job["workdir"], request["jail"], to_user=False)
         send(control, result)
     send(control, {"event": "finished"})
     return 0
+
+
+def run_exercise(job: dict, jail: dict, seed: int, result: dict, tail: bytearray, control, started: float) -> None:
+    """Run the exercise's probe groups, a child each, until one ends abnormally; fill `result`."""
+    from grader.worker.runner import load_probe_groups
+
+    deadline = started + job["timeout_s"]
+    acks: dict[str, list | None] = {}
+    for index, group in enumerate(load_probe_groups(job["probes_module"])):
+        run = run_child(job, group, seed, jail, deadline, tail, control, first=index == 0)
+        for name, digests in run["acks"].items():
+            acks[name] = None if name in acks else digests  # reported twice: neither report is trusted
+        send(control, {"event": "acks", "id": job["id"], "acks": acks})
+        result["output_bytes"] += run["output_bytes"]
+        result["max_rss_mb"] = max(result["max_rss_mb"], run["max_rss_mb"])
+        result["cpu_s"] += run["cpu_s"]
+        result["exit"], result["signal"], result["limit"] = run["exit"], run["signal"], run["limit"]
+        result["grader_fault"] = run["grader_fault"]
+        if run["limit"] or run["signal"] is not None or run["exit"] not in (0, None):
+            break
 
 
 def send(control, message: dict) -> None:
@@ -89,10 +106,17 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
     """Fork one child for a group of probes, supervise it to its end, and say how it ended."""
     read_end, write_end = os.pipe()
     ack_read, ack_write = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (read_end, write_end, ack_read, ack_write):
+            os.close(fd)
+        raise
     if pid == 0:  # the child: student code runs from here on
         try:
             os.close(control.fileno())  # the control pipe is the parent's word alone
+            if jail.get("scratch_fd") is not None:
+                os.close(jail["scratch_fd"])  # the supervisor's folder is the worker's alone
             os.close(read_end)
             os.close(ack_read)
             os.dup2(write_end, 1)
@@ -155,7 +179,13 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
         limit = "file_size"
     if limit is None and (sig is not None or exit_code not in (0, None)) and any(m in tail for m in MEMORY_WORDS):
         limit = "memory"  # an allocation failed in C (abort) or the kernel killed it, and it said so
+    fault = ""
+    if not acks.started and (sig is not None or exit_code not in (0, None)):
+        # Before the runner announced the student's import nothing of the student's had run: the grader's fault.
+        fault = (f"the grading process ended ({f'signal {sig}' if sig is not None else f'exit status {exit_code}'}) "
+                 "before the student's code was imported")
     return {"exit": exit_code, "signal": sig, "limit": limit, "output_bytes": output_bytes, "acks": acks.digests,
+            "grader_fault": fault,
             "max_rss_mb": round(rusage.ru_maxrss / 1024, 1),
             "cpu_s": rusage.ru_utime + rusage.ru_stime}
 
@@ -176,6 +206,7 @@ class Acks:
         self.buffer = b""
         self.received = 0
         self.digests: dict[str, list | None] = {}
+        self.started = False   # the runner announced the student's import (protocol.STARTED)
 
     def read(self, fd: int) -> None:
         while True:
@@ -190,6 +221,9 @@ class Acks:
                 continue  # a flood is not what the runner writes: keep draining, stop listening
             *lines, self.buffer = (self.buffer + chunk).split(b"\n")
             for line in lines:
+                if line == protocol.STARTED:
+                    self.started = True
+                    continue
                 match = self.LINE.match(line)
                 if match and match.group(1).decode() in self.allowed:
                     name = match.group(1).decode()

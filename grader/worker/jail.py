@@ -1,65 +1,126 @@
-"""The layers of the sandbox that the worker applies to itself and to each child it forks.
+"""The layers of the sandbox that the worker applies to each exercise and to each child it forks.
 
-The supervisor starts the worker inside new namespaces (strict level). Here the worker, root inside them,
-hides the grader's secrets behind empty mounts; each child then gets rlimits and drops to the unprivileged
-user; after each child, everything it left running is killed.
+Strict level: the worker runs in the box (grader/sandbox/box.py), root inside its namespaces. Each exercise
+gets a size- and inode-capped tmpfs of its own, bound to its folder under /submission, to /tmp and to
+/dev/shm while it runs (`ExerciseBox`); its observations are copied out to the supervisor's folder, reached
+through a descriptor the box was started with, and the tmpfs goes. Each child gets rlimits and drops to the
+grading's own uid; after each child, everything it left running is killed.
+Basic level run as root: no box, but children still drop to the grading's uid (`hand_over` lends them the
+exercise's folder).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import errno
 import os
 import resource
 import signal
 import stat
 import time
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND = 1, 2, 4, 8, 4096
-PR_SET_NO_NEW_PRIVS = 38
-PR_SET_CHILD_SUBREAPER = 36
+from grader.worker import protocol
+from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, PR_SET_CHILD_SUBREAPER,
+                                    PR_SET_NO_NEW_PRIVS, mount, prctl, umount)
+
 FILE_SIZE_LIMIT = 96 << 20  # observations are capped at 64 MiB a probe; nothing a probe writes needs more
+SCRATCH = "/.scratch"
 
 
-def _libc():
-    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+class ExerciseBox:
+    """Strict level: the exercise's capped scratch, mounted for the time it runs.
 
-
-def apply_jail(jail: dict) -> None:
-    """Hide paths and give the worker private temporary folders, as the jail says.
-
-    Only the strict level has `hide`, `private_tmp` and `user`; at the other levels this does nothing. The
-    worker itself stays root inside its namespaces (it never runs student code): each child becomes the
-    unprivileged user (`drop_privileges`), and the worker hands each exercise's folder to that user only
-    while the exercise runs (`hand_over`), so that code of one exercise cannot change another's files.
+    Its folder (the student's file, the observations, whatever the code writes), /tmp and /dev/shm are three
+    folders of one tmpfs of `disk_mb` MB and `files` inodes, so a submission cannot fill the host's disk
+    nor leave anything for the next exercise or grading.
     """
-    libc = None
-    private = jail.get("private_tmp")
-    if private:  # first: the checkout itself may live under /tmp, and the hiding below must apply to it
-        libc = _libc()
-        _private_tmp(libc, private["keep"], private["folders"], private["size_mb"])
-    for path in jail.get("hide", []):
-        libc = libc or _libc()
-        if os.path.isdir(path):
-            _mount(libc, b"tmpfs", path, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0")
-        elif os.path.exists(path):
-            _mount(libc, b"/dev/null", path, None, MS_BIND, None)
+
+    def __init__(self, job: dict, jail: dict):
+        self.job = job
+        self.uid = jail["user"]["uid"]
+        self.gid = jail["user"]["gid"]
+        self.scratch_fd = jail["scratch_fd"]
+        self.mounts: list[str] = []
+
+    def __enter__(self) -> "ExerciseBox":
+        job = self.job
+        mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV,
+              f"size={job['disk_mb']}m,nr_inodes={job['files']},mode=0711")
+        self.mounts.append(SCRATCH)
+        for name, mode, owner in (("work", 0o700, self.uid), ("tmp", 0o1777, 0), ("shm", 0o1777, 0)):
+            path = f"{SCRATCH}/{name}"
+            os.mkdir(path)
+            os.chmod(path, mode)
+            os.chown(path, owner, self.gid if owner else 0)
+        for source, target in ((f"{SCRATCH}/work", job["workdir"]), (f"{SCRATCH}/tmp", "/tmp"),
+                               (f"{SCRATCH}/shm", "/dev/shm")):
+            mount(source, target, None, MS_BIND)
+            self.mounts.append(target)
+        os.mkdir(job["obs_dir"], 0o700)
+        os.chown(job["obs_dir"], self.uid, self.gid)
+        fd = os.open(job["staged"], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.scratch_fd)
+        with os.fdopen(fd, "rb") as src, open(job["student_file"], "xb") as dst:
+            dst.write(src.read())
+        return self
+
+    def disk_full(self) -> bool:
+        """Whether the code used up the exercise's space or inodes (a write then failed with ENOSPC)."""
+        info = os.statvfs(SCRATCH)
+        return info.f_bavail * info.f_frsize < 64 << 10 or info.f_favail < 4
+
+    def copy_out(self) -> None:
+        """The observation files, regular ones only and within the protocol's caps, to the supervisor's folder.
+        The judge still trusts only files whose digests the runner reported."""
+        target = os.open(f"{self.job['id']}/obs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self.scratch_fd)
+        try:
+            source = os.open(self.job["obs_dir"], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            os.close(target)
+            return
+        try:
+            for name in sorted(os.listdir(source))[:256]:
+                cap = protocol.MAX_TENSOR_BYTES if name.endswith(protocol.TENSOR_SUFFIX) else protocol.MAX_JSON_BYTES
+                if not protocol.NAME_PATTERN.match(name):
+                    continue
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=source)
+                except OSError:
+                    continue
+                with os.fdopen(fd, "rb") as fh:
+                    info = os.fstat(fh.fileno())
+                    if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+                        continue
+                    data = fh.read(cap + 1)
+                out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=target)
+                with os.fdopen(out, "wb") as fh:
+                    fh.write(data)
+        finally:
+            os.close(source)
+            os.close(target)
+
+    def __exit__(self, *exc) -> None:
+        for path in reversed(self.mounts):
+            try:
+                umount(path, MNT_DETACH)
+            except OSError as error:
+                if error.errno != errno.EINVAL:
+                    raise
+        self.mounts.clear()
 
 
 def drop_privileges(jail: dict) -> None:
-    """In a child about to run student code: become the unprivileged user for good (strict level)."""
+    """In a child about to run student code: become the grading's own uid for good, with no groups and no way
+    back (no_new_privs). Nothing here forks or writes a file."""
     user = jail.get("user")
     if user:
         os.setgroups([])
         os.setresgid(user["gid"], user["gid"], user["gid"])
         os.setresuid(user["uid"], user["uid"], user["uid"])
-        if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "cannot set no_new_privs")
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
 def hand_over(folder: str, jail: dict, to_user: bool) -> None:
-    """Strict level: give an exercise's folder (and all in it) to the unprivileged user before its exercise
-    runs; take it back after, owned by root and writable by nobody else, so that later exercises' code can
+    """Basic level as root (no box): give an exercise's folder (and all in it) to the grading's uid before its
+    exercise runs; take it back after, owned by root and writable by nobody else, so that later exercises' code can
     neither change nor delete its observations (nor earlier code plant files in it). Links are never followed."""
     user = jail.get("user")
     if not user:
@@ -74,31 +135,6 @@ def hand_over(folder: str, jail: dict, to_user: bool) -> None:
                     os.chmod(path, stat.S_IMODE(mode) & ~(stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID))
             except FileNotFoundError:
                 pass
-
-
-def _mount(libc, source, target: str, fstype, flags: int, data) -> None:
-    if libc.mount(source, target.encode(), fstype, flags, data) != 0:
-        raise OSError(ctypes.get_errno(), f"cannot mount over {target}")
-
-
-def _private_tmp(libc, keep: list[str], folders: list[str], size_mb: int) -> None:
-    """Empty, size-capped tmpfs over /tmp and friends (so nothing written there outlives the namespace and
-    no other submission's scratch folder is visible), with the folders in `keep` that lie under them (this
-    submission's scratch folder; the grader's checkout and environment, when they were installed there)
-    bound back in at their own paths."""
-    inside = [p for p in dict.fromkeys(keep)
-              if os.path.isdir(p) and any(p == f or p.startswith(f.rstrip("/") + "/") for f in folders)]
-    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in sorted(inside, key=len)}
-    try:
-        for folder in folders:
-            if os.path.isdir(folder):
-                _mount(libc, b"tmpfs", folder, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=1777".encode())
-        for path, fd in fds.items():  # parents first, so that a nested folder is bound into its parent's view
-            os.makedirs(path, exist_ok=True)
-            _mount(libc, f"/proc/self/fd/{fd}".encode(), path, None, MS_BIND, None)
-    finally:
-        for fd in fds.values():
-            os.close(fd)
 
 
 def child_limits(job: dict, jail: dict) -> None:
@@ -119,7 +155,7 @@ def child_limits(job: dict, jail: dict) -> None:
 def become_subreaper() -> None:
     """Without a pid namespace (basic level), make orphans of the worker's children its own children, so
     that cleanup_strays still finds a grandchild that setsid()s out of its process group."""
-    _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def cleanup_strays(pid: int, jail: dict) -> None:

@@ -1,0 +1,78 @@
+"""The grading's scratch folder on the host: made private, held by a lock while in use, and swept when stale.
+
+A grading killed with -9 cannot remove its folder; the next grading on the machine can, once it sees that
+no process holds that folder's lock any more (flock dies with its holder, whatever ends it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+PREFIX = "grader-"
+LOCK = ".lock"
+# mkdtemp's names: the prefix and eight characters. `grader-ref-` folders (the reference runs) hold no lock.
+STALE_NAME = re.compile(r"^grader-(ref-)?[a-z0-9_]{8}$")
+UNLOCKED_GRACE_S = 600.0   # a folder without a lock is someone's only if it is younger than this
+_held: dict[Path, int] = {}
+
+
+def new_scratch() -> Path:
+    """A fresh private folder under the temporary folder, locked until `remove_scratch`; stale ones go first."""
+    sweep(Path(tempfile.gettempdir()))
+    folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    _held[folder] = fd
+    return folder
+
+
+def remove_scratch(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    fd = _held.pop(folder, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def sweep(parent: Path) -> list[Path]:
+    """Remove this user's scratch folders that no living grading holds; return them."""
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        folder = parent / name
+        if not STALE_NAME.match(name) or folder in _held:
+            continue
+        try:
+            info = os.lstat(folder)
+        except OSError:
+            continue
+        if info.st_uid != os.geteuid() or not os.path.isdir(folder) or os.path.islink(folder):
+            continue
+        if _abandoned(folder, info.st_mtime):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _abandoned(folder: Path, mtime: float) -> bool:
+    try:
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return time.time() - mtime > UNLOCKED_GRACE_S
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)

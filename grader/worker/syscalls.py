@@ -1,0 +1,53 @@
+"""The few Linux calls Python lacks (mount, umount2, pivot_root, prctl), through the libc already loaded.
+
+`ctypes.CDLL(None)` finds them in the running process: no `ctypes.util.find_library`, which forks
+`ldconfig` and writes a temporary file, both of which fail in a child whose process or file limits are
+spent (a neighbour's fork bomb once made every child of a grading die before the student's import).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 36, 38
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+for _name, _args in (("mount", [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]),
+                     ("umount2", [ctypes.c_char_p, ctypes.c_int]),
+                     ("prctl", [ctypes.c_int] + [ctypes.c_ulong] * 4)):
+    getattr(_libc, _name).argtypes = _args
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _bytes(value: str | None) -> bytes | None:
+    return None if value is None else os.fsencode(value)
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(_bytes(source), _bytes(target), _bytes(fstype), flags, _bytes(data)), f"cannot mount on {target}")
+
+
+def umount(target: str, flags: int = 0) -> None:
+    _check(_libc.umount2(_bytes(target), flags), f"cannot unmount {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    number = SYS_PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise OSError(f"pivot_root: unknown system call number on {platform.machine()}")
+    _check(_libc.syscall(number, _bytes(new_root), _bytes(put_old)), "cannot pivot_root")
+
+
+def prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, value, 0, 0, 0), f"prctl({option})")
