@@ -24,6 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from grader.criteria.training import evaluation  # noqa: E402
 from grader.probes import training as probes  # noqa: E402
 from grader.worker.runner import probe_seed  # noqa: E402
 
@@ -56,8 +57,10 @@ def fit(solution, seed, xs, ys, betas):
         opt = torch.optim.AdamW([p for p in lm.parameters() if p.requires_grad], lr=probes.FIT_LR,
                                 betas=betas, weight_decay=0.0)
         losses = [solution.train_step(lm, opt, x, y, max_grad_norm=1.0) for _ in range(probes.FIT_STEPS)]
-    result = probes.evaluate(lm, x, y)
-    return losses, result
+    lm.eval()
+    with torch.no_grad():
+        final_loss, _, prediction = evaluation(lm(x)["logits"], ys)  # as the judge computes it
+    return losses, {"final_loss": final_loss, "prediction": prediction}
 
 
 def main() -> None:

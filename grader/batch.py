@@ -2,11 +2,17 @@
 
 Each submission is graded by its own `grader grade` process, so one student's failure never touches
 another's; the gradebook is written by this process alone, one transaction per submission.
+
+Every entry of the class folder gets its row, whatever it holds: a link (never followed) or an archive that
+cannot be read is the submission's final verdict; a failure of the grader itself is stored as `grader_error`
+and graded again by the next run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -15,94 +21,205 @@ import subprocess
 import sys
 import zipfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import Course
-from grader.gradebook import Gradebook, class_summary, content_hash, grader_key, grades_csv
+from grader.gradebook import GRADER_ERROR, Gradebook, class_summary, content_hash, grader_key, grades_csv
 from grader.reporting import write_atomic
 
 MAX_ZIP_MEMBERS = 2000
 MAX_ZIP_FILE_BYTES = 16 << 20
 MAX_ZIP_TOTAL_BYTES = 64 << 20
+MAX_NAME_BYTES = 255          # one path component, as most file systems allow
+UNREADABLE = "unreadable"     # a submission's status when it holds nothing the grader may read: final
+EXIT_GRADER_ERROR = 3         # `grader grade`'s exit status when the grader, not the submission, failed
+LOCK_FILE = ".batch.lock"
 
 
 class UnsafeArchive(Exception):
-    """A zip that would write outside its folder, hold links, or unpack to more than the caps."""
+    """A zip the grader will not unpack: unreadable, or it would write outside its folder, hold links, or
+    unpack to more than the caps."""
+
+
+class BatchBusy(Exception):
+    """Another `grader batch` is writing the same output folder."""
 
 
 @dataclass
 class Entry:
-    name: str
-    folder: Path | None      # None when the submission could not be unpacked
+    name: str                 # the row's name: the entry's own name, escaped when it is not printable text
+    folder: Path | None       # None when there is nothing to grade
+    status: str = ""          # with no folder: UNREADABLE (final) or GRADER_ERROR (graded again next run)
     problem: str = ""
+    fingerprint: str = ""     # with no folder: what decides whether the entry changed
+
+
+def row_name(name: str) -> str:
+    """The name the gradebook shows for a class folder entry: the name itself when it is printable text without
+    a backslash; otherwise escaped (a byte that is not UTF-8 as \\xNN, another unprintable character as \\uNNNN,
+    a backslash as \\\\), so two entries never share a row and a name never breaks a CSV line or a path."""
+    if name.isprintable() and "\\" not in name:
+        return name
+    return "".join(_escaped(ch) for ch in name)
+
+
+def _escaped(ch: str) -> str:
+    if "\udc80" <= ch <= "\udcff":           # os.fsdecode's stand-in for a byte that is not UTF-8
+        return f"\\x{ord(ch) - 0xdc00:02x}"
+    if ch == "\\":
+        return "\\\\"
+    if ch.isprintable():
+        return ch
+    return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
 
 
 def discover(submissions: Path, unpack_to: Path, exercise_ids: set[str]) -> list[Entry]:
-    """Student folders and zip files directly under `submissions`, in name order."""
+    """Student folders and zip files directly under `submissions`, in name order; links get a row of their own
+    and are never followed. Other files (notes, a README) are not submissions."""
     entries = []
     for path in sorted(submissions.iterdir()):
         if path.name.startswith("."):
             continue
-        if path.is_dir() and not path.is_symlink():
-            entries.append(Entry(path.name, path))
-        elif path.suffix == ".zip" and path.is_file():
-            name = path.stem
-            try:
-                entries.append(Entry(name, unpack(path, unpack_to / name, exercise_ids)))
-            except (UnsafeArchive, zipfile.BadZipFile, OSError) as exc:
-                entries.append(Entry(name, None, f"{path.name} could not be unpacked: {exc}"))
+        name = row_name(path.name)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:   # removed while the batch started
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            entries.append(Entry(name, None, UNREADABLE, f"{name} is a symbolic link: submit plain files",
+                                 _digest(b"link\0" + os.fsencode(os.readlink(path)))))
+        elif stat.S_ISDIR(info.st_mode):
+            entries.append(Entry(name, path))
+        elif stat.S_ISREG(info.st_mode) and path.name.lower().endswith(".zip"):
+            entries.append(_unpacked_entry(path, name, unpack_to / name, exercise_ids))
     return entries
+
+
+def _unpacked_entry(archive: Path, name: str, target: Path, exercise_ids: set[str]) -> Entry:
+    try:
+        return Entry(name, unpack(archive, target, exercise_ids))
+    except UnsafeArchive as exc:
+        return Entry(name, None, UNREADABLE, f"{name} could not be unpacked: {exc}", _file_digest(archive))
+    except OSError as exc:   # writing the unpacked files (a full disk...): the grader's problem, not the student's
+        return Entry(name, None, GRADER_ERROR, f"{name} could not be unpacked here: {exc}")
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:20]
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except OSError:
+        return "unreadable"
+    return h.hexdigest()[:20]
 
 
 def unpack(archive: Path, target: Path, exercise_ids: set[str]) -> Path:
     """Unpack regular files only, refusing path escapes, links and oversized content; a single top-level
     folder is looked through, since students often zip their folder rather than its contents."""
+    files = read_archive(archive)
     shutil.rmtree(target, ignore_errors=True)
-    with zipfile.ZipFile(archive) as zf:
-        members = zf.infolist()
-        if len(members) > MAX_ZIP_MEMBERS:
-            raise UnsafeArchive(f"{len(members)} entries (at most {MAX_ZIP_MEMBERS})")
-        total = 0
-        for m in members:
-            parts = Path(m.filename).parts
-            if m.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-                raise UnsafeArchive(f"entry {m.filename!r} points outside the archive")
-            if stat.S_ISLNK(m.external_attr >> 16):
-                raise UnsafeArchive(f"entry {m.filename!r} is a symbolic link")
-            if m.file_size > MAX_ZIP_FILE_BYTES:
-                raise UnsafeArchive(f"entry {m.filename!r} is {m.file_size:,} bytes (at most {MAX_ZIP_FILE_BYTES:,})")
-            total += m.file_size
-            if total > MAX_ZIP_TOTAL_BYTES:
-                raise UnsafeArchive(f"more than {MAX_ZIP_TOTAL_BYTES:,} bytes uncompressed")
-        target.mkdir(parents=True)
-        for m in members:
-            if m.is_dir():
-                continue
-            destination = target.joinpath(*Path(m.filename).parts)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(m) as src, open(destination, "wb") as dst:
-                remaining = MAX_ZIP_FILE_BYTES + 1
-                while chunk := src.read(min(1 << 16, remaining)):
-                    dst.write(chunk)
-                    remaining -= len(chunk)
-                if remaining <= 0:  # the header lied about the size
-                    raise UnsafeArchive(f"entry {m.filename!r} is larger than it claims")
+    target.mkdir(parents=True)
+    for parts, data in files:
+        destination = target.joinpath(*parts)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(data)
     children = [p for p in target.iterdir() if not p.name.startswith((".", "__MACOSX"))]
     if len(children) == 1 and children[0].is_dir() and children[0].name not in exercise_ids:
         return children[0]
     return target
 
 
+def read_archive(archive: Path) -> list[tuple[tuple[str, ...], bytes]]:
+    """Each regular file of the archive as (path components, content), checked before anything is written."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = zf.infolist()
+            _check_members(members)
+            return [(Path(m.filename).parts, _read_member(zf, m)) for m in members if not m.is_dir()]
+    except (UnsafeArchive, PermissionError):  # a file the grader may not read is the instructor's to fix
+        raise
+    # A crafted archive makes zipfile raise nearly anything: BadZipFile, RuntimeError (encrypted),
+    # NotImplementedError (compression method 99), zlib.error (corrupt deflate data), EOFError, UnicodeDecodeError
+    # (a name flagged UTF-8 that is not), OSError (a seek to a bogus offset)... Each means the same: unreadable.
+    except Exception as exc:  # noqa: BLE001
+        kind = type(exc).__qualname__ if type(exc).__module__ == "builtins" else f"{type(exc).__module__}.{type(exc).__qualname__}"
+        raise UnsafeArchive(f"{kind}: {exc}") from None
+
+
+def _check_members(members: list[zipfile.ZipInfo]) -> None:
+    if len(members) > MAX_ZIP_MEMBERS:
+        raise UnsafeArchive(f"{len(members)} entries (at most {MAX_ZIP_MEMBERS})")
+    total = 0
+    files, folders = set(), set()
+    for m in members:
+        parts = Path(m.filename).parts
+        if m.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+            raise UnsafeArchive(f"entry {m.filename!r} points outside the archive")
+        if not parts or any(len(os.fsencode(p)) > MAX_NAME_BYTES for p in parts):
+            raise UnsafeArchive(f"entry {m.filename!r} has no usable file name")
+        if stat.S_ISLNK(m.external_attr >> 16):
+            raise UnsafeArchive(f"entry {m.filename!r} is a symbolic link")
+        if m.file_size > MAX_ZIP_FILE_BYTES:
+            raise UnsafeArchive(f"entry {m.filename!r} is {m.file_size:,} bytes (at most {MAX_ZIP_FILE_BYTES:,})")
+        total += m.file_size
+        if total > MAX_ZIP_TOTAL_BYTES:
+            raise UnsafeArchive(f"more than {MAX_ZIP_TOTAL_BYTES:,} bytes uncompressed")
+        folders.update(parts[:i] for i in range(1, len(parts)))
+        (folders if m.is_dir() else files).add(parts)
+    clash = files & folders
+    if clash:
+        raise UnsafeArchive(f"{'/'.join(sorted(clash)[0])!r} is both a file and a folder")
+
+
+def _read_member(zf: zipfile.ZipFile, m: zipfile.ZipInfo) -> bytes:
+    """The entry's content, refused when larger than its header said: the checked sizes then bound the total."""
+    with zf.open(m) as src:
+        data = src.read(m.file_size + 1)
+    if len(data) > m.file_size:
+        raise UnsafeArchive(f"entry {m.filename!r} is larger than it claims")
+    return data
+
+
+@contextmanager
+def batch_lock(out: Path):
+    """Hold `out` for this run: unpacked folders and reports are this run's alone."""
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BatchBusy(f"another grader batch is writing {out}") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
               lang: str, progress) -> dict:
     out.mkdir(parents=True, exist_ok=True)
+    with batch_lock(out):
+        # What a killed run left unpacked goes first: nothing but this run writes here, and a stale partial
+        # unpack must never be graded.
+        shutil.rmtree(out / "unpacked", ignore_errors=True)
+        return _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress)
+
+
+def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
+                 lang: str, progress) -> dict:
     book = Gradebook(out / "gradebook.sqlite")
     key = grader_key(course)
     entries = discover(submissions, out / "unpacked", {ex.id for ex in course.exercises})
     todo, skipped = [], 0
     for e in entries:
-        chash = content_hash(course, e.folder) if e.folder else "unreadable"
+        chash = content_hash(course, e.folder) if e.folder else e.fingerprint or e.status
         if not regrade and book.is_graded(e.name, chash, key):
             skipped += 1
         else:
@@ -114,7 +231,10 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
                    for e, chash in todo}
         for future in as_completed(futures):
             entry, chash = futures[future]
-            summary, rows = future.result()
+            try:
+                summary, rows = future.result()
+            except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
+                summary, rows = failure_rows(course, GRADER_ERROR, f"the batch could not grade it: {exc!r}", _now())
             book.store(entry.name, chash, key, summary, rows)
             done += 1
             progress(done, len(entries), (entry.name, summary))
@@ -126,11 +246,17 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
     return {"total": len(entries), "graded": len(todo), "skipped": skipped}
 
 
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def grade_one(course: Course, entry: Entry, report_dir: Path, sandbox: str, lang: str) -> tuple[dict, list[dict]]:
     """Grade one submission in its own process; whatever happens, return a summary and one row per criterion."""
-    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    now = _now()
     if entry.folder is None:
-        return failure_rows(course, entry.problem, now)
+        return failure_rows(course, entry.status, entry.problem, now)
+    again = "graded again on the next run"
+    (report_dir / "report.json").unlink(missing_ok=True)   # a report left by an earlier run must not be read as this one's
     limit = sum(ex.timeout_s for ex in course.exercises) * 2 + 300
     command = [sys.executable, "-m", "grader", "--course", str(course.root), "grade", str(entry.folder),
                "--out", str(report_dir), "--sandbox", sandbox, "--lang", lang]
@@ -138,29 +264,44 @@ def grade_one(course: Course, entry: Entry, report_dir: Path, sandbox: str, lang
         finished = subprocess.run(command, capture_output=True, text=True, timeout=limit,
                                   env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
     except subprocess.TimeoutExpired:
-        return failure_rows(course, f"grading did not finish within {limit:g} s", now)
-    if finished.returncode != 0:
+        return failure_rows(course, GRADER_ERROR, f"grading did not finish within {limit:g} s; {again}", now)
+    report = _read_report(report_dir / "report.json")
+    if finished.returncode not in (0, EXIT_GRADER_ERROR) or report is None:
         reason = (finished.stderr.strip().splitlines() or ["no message"])[-1]
-        return failure_rows(course, f"grading failed (exit {finished.returncode}): {reason}", now)
-    report = json.loads((report_dir / "report.json").read_text())
+        return failure_rows(course, GRADER_ERROR, f"grading failed (exit {finished.returncode}): {reason}; {again}", now)
     rows = [{"exercise": e["id"], "criterion": c["id"], "kind": c["kind"], "status": c["status"],
              "points": c["points"], "max_points": c["max_points"], "message": c["message"]}
             for e in report["exercises"] for c in e["criteria"]]
-    statuses = {e["status"] for e in report["exercises"]}
-    status = "passed" if statuses == {"passed"} else "graded"
+    faults = [e for e in report["exercises"] if e["status"] == GRADER_ERROR]
+    if faults or finished.returncode == EXIT_GRADER_ERROR:
+        status = GRADER_ERROR
+        where = ", ".join(f"{e['id']} ({e['message']})" for e in faults) or "this submission"
+        message = f"the grader failed on {where}; {again}"
+    else:
+        status = "passed" if {e["status"] for e in report["exercises"]} == {"passed"} else "graded"
+        message = f"{sum(r['status'] == 'passed' for r in rows)} of {len(rows)} criteria passed"
     summary = {"score": report["score"], "max_score": report["max_score"], "percent": report["percent"],
-               "status": status, "message": f"{sum(r['status'] == 'passed' for r in rows)} of {len(rows)} criteria passed",
-               "report_dir": str(report_dir), "graded_at": now}
+               "status": status, "message": message, "report_dir": str(report_dir), "graded_at": now}
     return summary, rows
 
 
-def failure_rows(course: Course, message: str, now: str) -> tuple[dict, list[dict]]:
-    """A submission that could not be graded still gets every row: status error, no points, the reason."""
+def _read_report(path: Path) -> dict | None:
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) and "exercises" in report else None
+
+
+def failure_rows(course: Course, status: str, message: str, now: str) -> tuple[dict, list[dict]]:
+    """A submission that could not be graded still gets every row: no points, the reason. Its criteria are
+    `error` when the submission is at fault, `grader_error` when the grader is."""
     from grader.judge.session import criteria_of
 
-    rows = [{"exercise": ex.id, "criterion": meta.id, "kind": meta.kind, "status": "error", "points": 0.0,
+    criterion_status = GRADER_ERROR if status == GRADER_ERROR else "error"
+    rows = [{"exercise": ex.id, "criterion": meta.id, "kind": meta.kind, "status": criterion_status, "points": 0.0,
              "max_points": ex.points.get(meta.id, 0.0), "message": message}
             for ex in course.exercises for meta in criteria_of(ex.id)]
     max_score = sum(r["max_points"] for r in rows)
-    return {"score": 0.0, "max_score": max_score, "percent": 0.0, "status": "error", "message": message,
+    return {"score": 0.0, "max_score": max_score, "percent": 0.0, "status": status, "message": message,
             "report_dir": None, "graded_at": now}, rows

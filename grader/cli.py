@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
 
 from grader.course import CourseError, load_course
 
-EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -22,14 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except (UsageError, CourseError) as exc:
-        print(f"grader: {exc}", file=sys.stderr)
+        from grader.render.safe_text import terminal_text
+
+        print(f"grader: {terminal_text(str(exc))}", file=sys.stderr)  # it may name the submission's folder
         return EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grader", description="Grade Transformer course submissions.")
     parser.add_argument("--course", type=Path, default=None, help="folder holding course.toml (default: this checkout)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # The metavar keeps the hidden command out of the usage line; leaving it without help keeps it out of the list.
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     grade = sub.add_parser("grade", help="grade one submission and write report.json, report.html, scorecard.md")
     grade.add_argument("submission", nargs="?", type=Path, default=None,
@@ -40,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--lang", choices=("en", "zh"), default="en")
     grade.add_argument("--sandbox", choices=("strict", "basic", "none"), default="strict",
                        help="isolation of student code; strict needs root, and a weaker level must be asked for")
-    grade.add_argument("--fail-under", type=float, default=None, metavar="PCT",
-                       help="exit 1 when the total is below PCT percent")
+    grade.add_argument("--fail-under", type=percent_argument, default=None, metavar="PCT",
+                       help="exit 1 when the total is below PCT percent (0 to 100)")
     grade.add_argument("--format", default="json,html,md", type=formats_argument,
                        help="comma-separated: json, html, md, gradescope (results.json), junit (junit.xml)")
     grade.set_defaults(handler=command_grade)
@@ -49,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     batch = sub.add_parser("batch", help="grade a folder of student folders or zip files into a gradebook")
     batch.add_argument("submissions", type=Path, help="a folder whose entries are student folders or .zip files")
     batch.add_argument("--out", type=Path, required=True, help="gradebook.sqlite, grades.csv, class.html, students/")
-    batch.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)), help="submissions graded at once")
+    batch.add_argument("--jobs", type=positive_int_argument, default=max(1, (os.cpu_count() or 1)),
+                       help="submissions graded at once (at least 1)")
     batch.add_argument("--regrade", action="store_true", help="grade again what the gradebook already holds")
     batch.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
     batch.add_argument("--lang", choices=("en", "zh"), default="en")
@@ -62,15 +67,28 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="for students: public tests and the visible criteria, no root needed")
     check.add_argument("exercise", nargs="?", default=None, help="one exercise (default: every exercise)")
     check.add_argument("--submission", type=Path, default=None,
-                       help="folder laid out like exercises/ (default: ./exercises, else the course's exercises/)")
+                       help="folder laid out like exercises/ (default: ./exercises, the root of a student repository)")
     check.add_argument("--lang", choices=("en", "zh"), default="en")
     check.set_defaults(handler=command_check)
+
+    classroom = sub.add_parser("classroom", help="hidden grading of a GitHub Classroom assignment, posted back")
+    classroom_sub = classroom.add_subparsers(dest="classroom_command", required=True, metavar="ACTION")
+    sync = classroom_sub.add_parser("sync", help="grade each student repository's new commit; post status and scorecard")
+    sync.add_argument("--org", required=True, help="the organisation holding the students' repositories")
+    sync.add_argument("--prefix", required=True, help="the assignment's prefix: repositories are <prefix>-<username>")
+    sync.add_argument("--out", type=Path, required=True, help="the gradebook folder, kept between runs")
+    sync.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "https://api.github.com"),
+                      help="GitHub's REST API (default: $GITHUB_API_URL, else https://api.github.com)")
+    sync.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)), help="submissions graded at once")
+    sync.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
+    sync.add_argument("--lang", choices=("en", "zh"), default="en")
+    sync.set_defaults(handler=command_classroom_sync)
 
     bundle = sub.add_parser("gradescope", help="build a Gradescope autograder bundle (setup.sh, run_autograder)")
     bundle.add_argument("out", type=Path, help="the .zip to write")
     bundle.set_defaults(handler=command_gradescope)
 
-    gs_run = sub.add_parser("gradescope-run", help=argparse.SUPPRESS)
+    gs_run = sub.add_parser("gradescope-run")  # what the bundle's run_autograder calls; not for people
     gs_run.add_argument("--root", type=Path, default=Path("/autograder"))
     gs_run.set_defaults(handler=command_gradescope_run)
 
@@ -91,10 +109,29 @@ def formats_argument(text: str) -> tuple[str, ...]:
     return chosen
 
 
+def percent_argument(text: str) -> float:
+    """A finite percentage in [0, 100]: `nan` would make every comparison false, so every grade would pass."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0 <= value <= 100):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
+    return value
+
+
+def positive_int_argument(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is less than 1")
+    return value
+
+
 def command_grade(args) -> int:
-    from grader.grading import grade, hidden_paths
-    from grader.render.terminal import render_table
-    from grader.reporting import write_reports
+    from grader.grading import grade
     from grader.sandbox.levels import SandboxUnavailable, choose
 
     course = load_course(args.course)
@@ -106,27 +143,47 @@ def command_grade(args) -> int:
         course.exercise(ex)
     out = (args.out or course.root / "reports" / submission.name).absolute()
     try:
-        sandbox = choose(args.sandbox, hidden_paths(course, [out, submission]))
+        sandbox = choose(args.sandbox)
     except SandboxUnavailable as exc:
         raise UsageError(f"{exc}; pass --sandbox basic to grade with weaker isolation") from None
     report = grade(course, submission, exercise_ids, sandbox)
-    written = write_reports(report, out, course.root / "templates", args.lang, args.format)
-    print(render_table(report, args.lang))
-    print(f"\nreports: {', '.join(str(p) for p in written)}")
-    if args.fail_under is not None and report.percent < args.fail_under:
-        print(f"grader: {report.percent:g}% is below --fail-under {args.fail_under:g}%", file=sys.stderr)
+    return publish(report, out, course.root / "templates", args.lang, args.format, args.fail_under)
+
+
+def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, ...], fail_under: float | None) -> int:
+    """Write every report, print the table, and return the exit status the grading ended with."""
+    from grader.render.safe_text import terminal_text
+    from grader.render.terminal import render_table
+    from grader.reporting import append_step_summary, write_reports
+
+    written = write_reports(report, out, templates, lang, formats)
+    print(render_table(report, lang))
+    # the default report folder is named after the submission's
+    print(f"\nreports: {', '.join(terminal_text(str(p)) for p in written)}")
+    if "md" in formats:
+        try:
+            append_step_summary(out / "scorecard.md")
+        except OSError as exc:  # the CI summary is a copy: losing it changes nothing about the grading
+            print(f"grader: warning: GITHUB_STEP_SUMMARY not written: {terminal_text(str(exc))}", file=sys.stderr)
+    incomplete = [e for e in report.exercises if e.status == "grader_error"]
+    if incomplete:
+        # the score is not the student's yet, so --fail-under has nothing to judge
+        print("grading incomplete: " + "; ".join(f"{e.id}: {terminal_text(e.message)}" for e in incomplete),
+              file=sys.stderr)
+        return EXIT_INCOMPLETE
+    if fail_under is not None and report.percent < fail_under:
+        print(f"grader: {report.percent:g}% is below --fail-under {fail_under:g}%", file=sys.stderr)
         return EXIT_BELOW_THRESHOLD
     return EXIT_OK
 
 
 def command_selftest(args) -> int:
-    from grader.grading import hidden_paths
     from grader.sandbox.levels import choose, strict_missing
     from grader.selftest import matrix_markdown, run_selftest
 
     course = load_course(args.course)
     catalog = args.catalog or course.root / "tests"
-    sandbox = choose("basic" if strict_missing() else "strict", hidden_paths(course, []))
+    sandbox = choose("basic" if strict_missing() else "strict")
 
     def progress(i, group):
         print(f"round {i + 1}: " + ", ".join(f"{c.kind} {c.label}" for c in group), flush=True)
@@ -148,7 +205,8 @@ def command_selftest(args) -> int:
 
 
 def command_batch(args) -> int:
-    from grader.batch import run_batch
+    from grader.batch import BatchBusy, run_batch
+    from grader.render.safe_text import terminal_text
     from grader.sandbox.levels import strict_missing
 
     course = load_course(args.course)
@@ -165,11 +223,16 @@ def command_batch(args) -> int:
         text = f"[{done:>{len(str(total))}}/{total}] {'#' * filled}{'.' * (width - filled)}"
         if last:
             name, summary = last
-            text += f"  {name}: {summary['percent']:g}%" + (f" ({summary['message']})" if summary["status"] == "error" else "")
+            # a folder's name is the student's choice, and so is much of an error message
+            text += f"  {terminal_text(name)}: {summary['percent']:g}%" + (
+                f" ({terminal_text(summary['message'])})" if summary["status"] not in ("passed", "graded") else "")
         print(("\r" + text.ljust(100)) if interactive else text, end="" if interactive else "\n", file=sys.stderr, flush=True)
 
-    outcome = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
-                        args.sandbox, args.lang, progress)
+    try:
+        outcome = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
+                            args.sandbox, args.lang, progress)
+    except BatchBusy as exc:
+        raise UsageError(str(exc)) from None
     if interactive:
         print(file=sys.stderr)
     print(f"{outcome['total']} submissions: {outcome['graded']} graded, {outcome['skipped']} already in the gradebook; "
@@ -189,6 +252,34 @@ def command_handout(args) -> int:
     return EXIT_OK
 
 
+def command_classroom_sync(args) -> int:
+    from grader.batch import run_batch
+    from grader.classroom import GitHub, GitHubError, classroom_settings, sync, token_from_environment
+    from grader.sandbox.levels import strict_missing
+
+    course = load_course(args.course)
+    token = token_from_environment()
+    if not token:
+        raise UsageError("set GRADER_TOKEN (or GITHUB_TOKEN) to a token that can read the students' repositories "
+                         "and write their commit statuses")
+    if args.sandbox == "strict" and strict_missing():
+        raise UsageError(f"the strict sandbox is unavailable: {strict_missing()}; pass --sandbox basic")
+    out = args.out.absolute()
+
+    def grade_batch(submissions, gradebook):
+        return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang, lambda *a: None)
+
+    try:
+        graded = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch,
+                      classroom_settings(course).get("deadline"))
+    except GitHubError as exc:
+        raise UsageError(f"GitHub: {exc}") from None
+    for g in graded:
+        print(f"{g.repository} {g.sha[:12]}: {g.description}")
+    print(f"{len(graded)} scorecards posted; gradebook in {out}")
+    return EXIT_OK
+
+
 def command_gradescope(args) -> int:
     from grader.gradescope import build_bundle
 
@@ -198,20 +289,24 @@ def command_gradescope(args) -> int:
 
 
 def command_gradescope_run(args) -> int:
-    from grader.gradescope import run_in_gradescope
+    from grader.gradescope import UnsafeToGrade, run_in_gradescope
 
-    print(run_in_gradescope(load_course(args.course), args.root))
+    try:
+        print(run_in_gradescope(load_course(args.course), args.root))
+    except UnsafeToGrade as exc:   # no results.json: Gradescope shows the instructor a failed autograder run
+        raise UsageError(f"refusing to grade: {exc}") from None
     return EXIT_OK
 
 
 def command_check(args) -> int:
-    from grader.check import run_check
+    from grader.check import CheckRefused, run_check, submission_folder
 
     course = load_course(args.course)
-    submission = args.submission or (Path("exercises") if Path("exercises").is_dir() else course.root / "exercises")
-    if not submission.is_dir():
-        raise UsageError(f"{submission} is not a folder laid out like exercises/")
+    try:
+        submission = submission_folder(course, args.submission, Path.cwd())
+    except CheckRefused as exc:
+        raise UsageError(str(exc)) from None
     ids = [args.exercise] if args.exercise else [e.id for e in course.exercises]
     for ex in ids:
         course.exercise(ex)
-    return run_check(course, submission.absolute(), ids, args.lang)
+    return run_check(course, submission, ids, args.lang)

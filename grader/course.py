@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 COURSE_FILE = "course.toml"
+GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
 
 class CourseError(Exception):
@@ -29,6 +30,11 @@ class ExerciseConfig:
     forbidden: tuple[str, ...]
     points: dict[str, float]
     visible: tuple[str, ...] = ()   # criteria `grader check` shows students: ids, or "kind:<kind>"
+    hidden_criteria: int = 0        # a handout's checker: how many criteria only the instructor's grading judges
+    # Gradescope visibility by criterion id or "kind:<kind>"; see `gradescope_visibility`.
+    visibility: dict[str, str] = field(default_factory=dict)
+    disk_mb: int = 256              # the exercise's scratch (its folder, /tmp, /dev/shm): size of its tmpfs
+    files: int = 4096               # ... and how many files and folders it may hold
 
     @property
     def module_name(self) -> str:
@@ -45,6 +51,12 @@ class ExerciseConfig:
     def is_visible(self, criterion_id: str, kind: str) -> bool:
         return criterion_id in self.visible or f"kind:{kind}" in self.visible
 
+    def gradescope_visibility(self, criterion_id: str, kind: str) -> str:
+        """When Gradescope shows a criterion to the student: as set by id, else by kind, else `visible` for the
+        criteria `grader check` already shows and `after_published` for the hidden ones."""
+        chosen = self.visibility.get(criterion_id) or self.visibility.get(f"kind:{kind}")
+        return chosen or ("visible" if self.is_visible(criterion_id, kind) else "after_published")
+
 
 @dataclass(frozen=True)
 class Course:
@@ -52,6 +64,9 @@ class Course:
     name: str
     seed: int
     exercises: tuple[ExerciseConfig, ...]
+    uids: tuple[int, int] = (61000, 61999)   # the sandbox gives each concurrent grading one of these
+    # A handout's checker has no solutions/: the reference observations its visible criteria read are stored here.
+    references: Path | None = None
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -71,6 +86,16 @@ def default_root() -> Path:
     """The folder holding course.toml: $GRADER_COURSE, else the checkout this package lives in."""
     env = os.environ.get("GRADER_COURSE")
     return Path(env) if env else Path(__file__).resolve().parent.parent
+
+
+def _visibility(defaults: dict, own: dict) -> dict[str, str]:
+    """The exercise's visibility table over the defaults' one, each value one of Gradescope's four."""
+    merged = {str(k): v for k, v in {**defaults, **own}.items()}
+    bad = {k: v for k, v in merged.items() if v not in GRADESCOPE_VISIBILITIES}
+    if bad:
+        key, value = next(iter(bad.items()))
+        raise ValueError(f"visibility {key!r} = {value!r} (choose from {', '.join(GRADESCOPE_VISIBILITIES)})")
+    return merged
 
 
 def load_course(root: Path | None = None) -> Course:
@@ -95,8 +120,17 @@ def load_course(root: Path | None = None) -> Course:
                 output_kb=int(merged["output_kb"]), forbidden=tuple(merged.get("forbidden", ())),
                 points={str(k): float(v) for k, v in merged["points"].items()},
                 visible=tuple(merged.get("visible", ())),
+                hidden_criteria=int(raw.get("hidden_criteria", 0)),
+                visibility=_visibility(defaults.get("visibility", {}), raw.get("visibility", {})),
+                disk_mb=int(merged.get("disk_mb", 256)), files=int(merged.get("files", 4096)),
             ))
         except (KeyError, TypeError, ValueError) as exc:
             raise CourseError(f"{path}: exercise #{i + 1} is missing or has a bad {exc}") from None
     seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
-    return Course(root=root, name=course.get("name", "course"), seed=seed, exercises=tuple(exercises))
+    uids = data.get("sandbox", {}).get("uids", [61000, 61999])
+    if not (isinstance(uids, list) and len(uids) == 2 and all(isinstance(u, int) for u in uids)
+            and 1000 <= uids[0] <= uids[1] < 2**31 - 1):
+        raise CourseError(f"{path}: [sandbox] uids must be [first, last] with 1000 <= first <= last")
+    references = root / course["references"] if course.get("references") else None
+    return Course(root=root, name=course.get("name", "course"), seed=seed, exercises=tuple(exercises),
+                  uids=(uids[0], uids[1]), references=references)

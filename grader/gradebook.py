@@ -17,6 +17,8 @@ from pathlib import Path
 
 import grader
 from grader.course import COURSE_FILE, Course
+from grader.nolinks import LINK, REGULAR, read_without_links
+from grader.render.safe_text import csv_cell
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS submissions (
@@ -34,24 +36,30 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+# A submission's status when the grader, not the submission, failed: no verdict, graded again next run.
+GRADER_ERROR = "grader_error"
+
+
 def grader_key(course: Course) -> str:
     digest = hashlib.sha256((course.root / COURSE_FILE).read_bytes()).hexdigest()[:10]
     return f"{grader.__version__}+{digest}"
 
 
 def content_hash(course: Course, submission: Path) -> str:
-    """A hash of exactly what the grader reads: each exercise's contract file (or its absence)."""
+    """A hash of exactly what the grader reads: each exercise's contract file, or what stands in its place (a
+    link is hashed as a link, never as its target's content)."""
     h = hashlib.sha256()
     for ex in course.exercises:
-        path = submission / ex.id / ex.file
         h.update(f"{ex.id}/{ex.file}\0".encode())
         try:
-            if path.is_file() and not path.is_symlink():
-                h.update(path.read_bytes()[: 2 << 20])
-            else:
-                h.update(b"<absent>")
+            found = read_without_links(submission, (ex.id, ex.file), 2 << 20)
         except OSError:
             h.update(b"<unreadable>")
+            continue
+        if found.kind == REGULAR:
+            h.update(found.data)
+        else:
+            h.update(f"<link {found.link}>".encode() if found.kind == LINK else b"<absent>")
     return h.hexdigest()[:20]
 
 
@@ -66,8 +74,10 @@ class Gradebook:
         self.db.close()
 
     def is_graded(self, submission: str, chash: str, key: str) -> bool:
-        row = self.db.execute("SELECT 1 FROM submissions WHERE submission=? AND content_hash=? AND grader_key=?",
-                              (submission, chash, key)).fetchone()
+        """Stored for this content and grader, by a grading that reached a verdict: a grader-side failure is kept
+        for the instructor to see but graded again by the next run."""
+        row = self.db.execute("SELECT 1 FROM submissions WHERE submission=? AND content_hash=? AND grader_key=? "
+                              "AND status != ?", (submission, chash, key, GRADER_ERROR)).fetchone()
         return row is not None
 
     def store(self, submission: str, chash: str, key: str, summary: dict, rows: list[dict]) -> None:
@@ -112,7 +122,7 @@ def grades_csv(course: Course, book: Gradebook, key: str) -> str:
     writer.writerow(["submission", "score", "max_score", "percent", "status", *[e.id for e in course.exercises],
                      "content_hash"])
     for s in book.submissions(key):
-        writer.writerow([s["submission"], f"{s['score']:g}", f"{s['max_score']:g}", f"{s['percent']:g}", s["status"],
+        writer.writerow([csv_cell(s["submission"]), f"{s['score']:g}", f"{s['max_score']:g}", f"{s['percent']:g}", s["status"],
                          *[f"{per_exercise.get((s['submission'], e.id), 0.0):g}" for e in course.exercises],
                          s["content_hash"]])
     return out.getvalue()
@@ -142,13 +152,17 @@ class ClassSummary:
 
 
 def class_summary(course: Course, book: Gradebook, key: str) -> ClassSummary:
-    subs = book.submissions(key)
+    """Over the submissions graded: one the grader failed on has no verdict to count."""
+    subs = [s for s in book.submissions(key) if s["status"] != GRADER_ERROR]
+    counted = {s["submission"] for s in subs}
     percents = sorted(s["percent"] for s in subs)
     histogram = [0] * 10
     for p in percents:
         histogram[min(9, int(p // 10))] += 1
     counts: dict[tuple[str, str], list[int]] = {}
     for r in book.results(key):
+        if r["submission"] not in counted:
+            continue
         c = counts.setdefault((r["exercise"], r["criterion"]), [0, 0])
         c[0] += r["status"] == "passed"
         c[1] += 1

@@ -5,28 +5,72 @@
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import tempfile
 import zipfile
 from pathlib import Path
 
 from grader.course import Course
+from grader.nolinks import LINK, REGULAR, Lookup, links_under, read_without_links
+from grader.render.safe_text import terminal_text
 
 BUNDLED = ("course.toml", "pyproject.toml", "README.md", "exercises", "solutions", "templates", "grader", "scripts")
+# Made root-only in the image: the reference code, the hidden criteria, and course.toml (it holds the seed the
+# hidden inputs derive from). In a container without namespaces nothing else hides them from student code.
+HIDDEN_IN_BUNDLE = ("solutions", "grader/criteria", "course.toml")
+MAX_UPLOADED_FILE_BYTES = 16 << 20   # staging refuses far less; this only bounds what is copied
+# What stands in for an exercise whose path in the upload went through a link: a link of our own that points
+# nowhere, so staging refuses the exercise as a link, and nothing could ever reach the original target.
+LINK_STAND_IN = "/nonexistent/symbolic-link-in-the-upload"
+
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, when the autograder image is built.
+# Gradescope runs this once, as root, when the autograder image is built (Ubuntu 22.04: python3 is 3.10).
 set -euo pipefail
+cd "$(dirname "$0")"
+export DEBIAN_FRONTEND=noninteractive
+
+# The grader needs Python 3.11+ with venv, installed system-wide: student code runs as another uid, which
+# must be able to read the interpreter.
+find_python() {
+    local name path
+    for name in python3.13 python3.12 python3.11 /usr/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.11; do
+        path="$(command -v "$name" 2>/dev/null)" || continue
+        if "$path" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+            echo "$path"
+            return 0
+        fi
+    done
+    return 1
+}
+
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv util-linux >/dev/null
-cd /autograder/source
-GRADER_PYTHON="$(command -v python3)" bash scripts/setup.sh
-"""
+apt-get install -y -qq util-linux >/dev/null   # unshare, for the strict sandbox where namespaces are allowed
+python="$(find_python)" || {
+    apt-get install -y -qq python3.11 python3.11-venv >/dev/null || true
+    python="$(find_python)"
+} || {
+    echo "setup.sh: no Python 3.11 or newer with venv, and apt-get could not install python3.11 and" \\
+         "python3.11-venv (third-party archives such as deadsnakes are not reachable here): use a Gradescope" \\
+         "base image that has Python 3.11+" >&2
+    exit 1
+}
+echo "setup.sh: grading with $python ($("$python" --version))"
+GRADER_PYTHON="$python" bash scripts/setup.sh
+
+# Without namespaces (usual in Gradescope) no mount hides anything from student code: file modes must.
+# Everything the worker imports stays readable by all; the hidden material becomes root-only.
+chmod -R a+rX,go-w .
+chmod -R go-rwx %(hidden)s
+""" % {"hidden": " ".join(HIDDEN_IN_BUNDLE)}
 RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this for every submission.
+# Gradescope runs this, as root, for every submission.
 cd /autograder/source
 exec .venv/bin/python -m grader --course /autograder/source gradescope-run --root "${AUTOGRADER_ROOT:-/autograder}"
 """
+
+
+class UnsafeToGrade(Exception):
+    """Grading here would run student code with access to the hidden material; the message says why."""
 
 
 def build_bundle(course: Course, out: Path) -> list[str]:
@@ -51,33 +95,72 @@ def build_bundle(course: Course, out: Path) -> list[str]:
     return names
 
 
-def gather_submission(course: Course, uploaded: Path, target: Path) -> None:
+def gather_submission(course: Course, uploaded: Path, target: Path) -> list[str]:
     """Lay an upload out like exercises/: students upload their folder, or just the files (the file names
-    of the exercises are all different, so a flat upload maps without ambiguity)."""
+    of the exercises are all different, so a flat upload maps without ambiguity). Only regular files are
+    copied and no link is followed on the way; an exercise reached through a link is handed to staging as a
+    link, which makes it an error. Returns what the student should be told about the upload."""
     for ex in course.exercises:
-        candidates = [uploaded / ex.id / ex.file, uploaded / "exercises" / ex.id / ex.file, uploaded / ex.file]
-        found = next((c for c in candidates if c.is_symlink() or c.exists()), None)
-        if found is None:
-            matches = [p for p in uploaded.rglob(ex.file) if not p.is_symlink()]
-            found = matches[0] if len(matches) == 1 else None
-        if found is not None:
-            (target / ex.id).mkdir(parents=True, exist_ok=True)
-            shutil.copy2(found, target / ex.id / ex.file, follow_symlinks=False)
+        found = _find_in_upload(uploaded, ex.id, ex.file)
+        if found.kind not in (REGULAR, LINK):
+            continue
+        (target / ex.id).mkdir(parents=True, exist_ok=True)
+        if found.kind == LINK:
+            os.symlink(LINK_STAND_IN, target / ex.id / ex.file)
+        else:
+            (target / ex.id / ex.file).write_bytes(found.data)
+    links = links_under(uploaded)
+    if not links:
+        return []
+    # terminal_text: a name is the student's choice, and may hold a newline or bytes that are not UTF-8
+    return ["Symbolic links in your upload are never followed (submit plain files): "
+            + ", ".join(terminal_text(link) for link in links)]
+
+
+def _find_in_upload(uploaded: Path, exercise_id: str, filename: str) -> Lookup:
+    for parts in ((exercise_id, filename), ("exercises", exercise_id, filename), (filename,)):
+        found = read_without_links(uploaded, parts, MAX_UPLOADED_FILE_BYTES)
+        if found.kind in (REGULAR, LINK):
+            return found
+    matches = [os.path.relpath(os.path.join(folder, filename), uploaded)
+               for folder, _, files in os.walk(uploaded) if filename in files]  # os.walk enters no link
+    if len(matches) != 1:
+        return Lookup("absent")
+    return read_without_links(uploaded, matches[0].split(os.sep), MAX_UPLOADED_FILE_BYTES)
+
+
+def gradescope_sandbox():
+    """Strict where the container allows namespaces; otherwise basic, which as root must still run student code
+    under a uid of its own (the hidden files are root-only, see SETUP_SH): never as root."""
+    from grader.sandbox.levels import choose, strict_missing
+
+    sandbox = choose("basic" if strict_missing() else "strict")
+    if os.geteuid() == 0 and not sandbox.layers.get("own_uid"):
+        raise UnsafeToGrade(f"the {sandbox.level} sandbox would run student code as root, which can read the "
+                            "solutions and the hidden criteria")
+    return sandbox
 
 
 def run_in_gradescope(course: Course, root: Path) -> Path:
-    from grader.grading import grade, hidden_paths
-    from grader.reporting import write_reports
-    from grader.sandbox.levels import choose, strict_missing
+    from grader.grading import cache_root, grade
+    from grader.render.exports import render_gradescope
+    from grader.reporting import write_atomic, write_reports
 
     results = root / "results"
+    sandbox = gradescope_sandbox()
+    # The reference observations give the expected answers away: root-only, like the solutions.
+    cache_root().mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(cache_root(), 0o700)
     with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         submission = Path(tmp) / "submission"
         submission.mkdir()
-        gather_submission(course, root / "submission", submission)
-        # Gradescope's containers may not allow namespaces; the level used is recorded in the report.
-        sandbox = choose("basic" if strict_missing() else "strict", hidden_paths(course, [results, root / "submission"]))
+        notes = gather_submission(course, root / "submission", submission)
         report = grade(course, submission, [e.id for e in course.exercises], sandbox)
-    write_reports(report, results, course.root / "templates", "en", ("gradescope", "json", "html"))
+    write_reports(report, results, course.root / "templates", "en", ("json", "html"))
+
+    def visibility_of(exercise_id: str, criterion_id: str, kind: str) -> str:
+        return course.exercise(exercise_id).gradescope_visibility(criterion_id, kind)
+
+    write_atomic(results / "results.json", render_gradescope(report, "en", visibility_of, notes))
     os.chmod(results, 0o755)
     return results / "results.json"

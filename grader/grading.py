@@ -82,7 +82,7 @@ def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[s
                 target.parent.mkdir(parents=True)
                 shutil.copyfile(course.solution(ex), target)
                 jobs.append(job_for(ex, target))
-            runs = run_jobs(jobs, course.seed, choose("none", []), Path(tmp))
+            runs = run_jobs(jobs, course.seed, choose("none"), Path(tmp))
             for (ex, folder), job in zip(missing, jobs):
                 run = runs[ex.id]
                 if run.failure or run.limit or run.signal is not None or run.exit:

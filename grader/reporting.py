@@ -37,14 +37,20 @@ def write_atomic(path: Path, text: str) -> None:
 
 def write_reports(report: Report, out: Path, templates: Path, lang: str,
                   formats: tuple[str, ...] = DEFAULT_FORMATS) -> list[Path]:
-    """Write each requested format to `out`; the Markdown scorecard also goes to $GITHUB_STEP_SUMMARY."""
+    """Write each requested format to `out`, report.json first: it is the record, so no other format's
+    failure can cost it."""
     written = []
-    for fmt in formats:
+    for fmt in sorted(formats, key=lambda f: f != "json"):
         name, render = FORMATS[fmt]
-        text = render(report, templates, lang)
-        write_atomic(out / name, text)
+        write_atomic(out / name, render(report, templates, lang))
         written.append(out / name)
-        if fmt == "md" and os.environ.get("GITHUB_STEP_SUMMARY"):
-            with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as fh:
-                fh.write(text + "\n")
     return written
+
+
+def append_step_summary(scorecard: Path) -> None:
+    """Append the Markdown scorecard to $GITHUB_STEP_SUMMARY (a CI job's summary) when that is set; an
+    OSError is the caller's to report, it says nothing about the grading."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(scorecard.read_text(encoding="utf-8") + "\n")

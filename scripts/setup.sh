@@ -19,7 +19,7 @@ fi
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 # The CPU wheel first: a bare `torch` requirement would pull a CUDA build of several GB.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+bash scripts/install-torch.sh .venv/bin/python
 if [ "${1:-}" = "--test" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
     if ! command -v chromium >/dev/null 2>&1; then

@@ -1,8 +1,10 @@
 """`grader batch`: a class of mixed submissions, graded in parallel into the gradebook; killed with
-SIGKILL halfway and started again, it ends with the same CSV as an uninterrupted run."""
+SIGKILL halfway and started again, it ends with the same CSV as an uninterrupted run. Links are never
+followed, crafted archives and odd names each get their row, and a grader-side failure is graded again."""
 
 import csv
 import io
+import json
 import os
 import shutil
 import signal
@@ -11,6 +13,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +174,240 @@ def test_zip_bomb_is_refused(tmp_path):
             zf.writestr(f"f{i}.bin", b"\0" * (MAX_ZIP_TOTAL_BYTES // 4))
     with pytest.raises(UnsafeArchive, match="uncompressed"):
         unpack(archive, tmp_path / "target", set())
+
+
+# --- Isolation: links, crafted archives, odd names, grader-side failures -------------------------------------
+
+def zip_bytes(entries: dict[str, bytes], method: int = zipfile.ZIP_STORED) -> bytearray:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as zf:
+        for name, data in entries.items():
+            zf.writestr(name, data)
+    return bytearray(buf.getvalue())
+
+
+def patched_headers(archive: bytearray, local_offset: int, central_offset: int, value: int) -> bytes:
+    """Set a 2-byte field of the first local header and of the first central directory header."""
+    for signature, offset in ((b"PK\x03\x04", local_offset), (b"PK\x01\x02", central_offset)):
+        at = archive.find(signature) + offset
+        archive[at:at + 2] = value.to_bytes(2, "little")
+    return bytes(archive)
+
+
+def crafted_archives(solution: bytes) -> dict[str, bytes]:
+    """Zips that make zipfile raise: each must become its own row, never stop the batch."""
+    entry = "heads/heads.py"
+    corrupt = zip_bytes({entry: solution}, zipfile.ZIP_DEFLATED)
+    data_at = corrupt.find(b"PK\x03\x04") + 30 + len(entry)
+    corrupt[data_at:data_at + 40] = b"\xff" * 40          # deflate block type 3 does not exist
+    bad_name = bytearray(patched_headers(zip_bytes({entry: solution}), 6, 8, 0x800))  # "names are UTF-8"...
+    bad_name[:] = bad_name.replace(entry.encode(), b"heads/\xffeads.py")               # ...but one is not
+    return {
+        "broken.zip": b"PK\x03\x04 this is not a zip",
+        "encrypted.zip": patched_headers(zip_bytes({entry: solution}), 6, 8, 0x1),     # flag bit 0: encrypted
+        "method99.zip": patched_headers(zip_bytes({entry: solution}), 8, 10, 99),       # AES: not supported
+        "corrupt.zip": bytes(corrupt),
+        "badname.zip": bytes(bad_name),
+    }
+
+
+CRAFTED_REASONS = {"broken.zip": "BadZipFile", "encrypted.zip": "encrypted", "method99.zip": "NotImplementedError",
+                   "corrupt.zip": "zlib.error", "badname.zip": "UnicodeDecodeError"}
+ODD_NAME = os.fsdecode(b"odd\xff\nname.zip")   # not UTF-8, and a newline: must not break the CSV or the gradebook
+ODD_ROW = "odd\\xff\\u000aname.zip"
+
+
+@pytest.fixture(scope="module")
+def hostile_class(tmp_path_factory, course_dir):
+    """A class where bob's correct heads is the target of every link, next to crafted archives."""
+    from grader.course import load_course
+
+    solution = load_course(ROOT).solution(load_course(ROOT).exercise("heads")).read_bytes()
+    root = tmp_path_factory.mktemp("hostile-class")
+    (root / "bob" / "heads").mkdir(parents=True)
+    (root / "bob" / "heads" / "heads.py").write_bytes(solution)
+    (root / "frank" / "heads").mkdir(parents=True)
+    (root / "frank" / "heads" / "heads.py").write_bytes(solution)
+    (root / "frank.zip").write_bytes(zip_bytes({"heads/heads.py": b"def split_heads(x, n):\n    return x\n"}))
+    (root / "alice").symlink_to(root / "bob")                                   # absolute, to a classmate
+    (root / "carol").symlink_to("bob")                                          # relative, to a classmate
+    (root / "dave").mkdir()
+    (root / "dave" / "heads").symlink_to("../bob/heads")                         # one exercise, to a classmate
+    (root / "erin").mkdir()
+    (root / "erin" / "heads").symlink_to("/proc/self/cwd/solutions/heads")       # the grader's own solutions
+    (root / "zed.zip").symlink_to(root / "frank.zip")
+    for name, data in crafted_archives(solution).items():
+        (root / name).write_bytes(data)
+    (root / ODD_NAME).write_bytes(zip_bytes({"heads/heads.py": solution, "heads/odd\nentry.py": b"x = 1\n"}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def hostile_runs(hostile_class, course_dir, tmp_path_factory):
+    """Two batch runs over the hostile class, from the course folder (so /proc/self/cwd/solutions exists)."""
+    out = tmp_path_factory.mktemp("hostile-out")
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(batch_command(course_dir, hostile_class, out), capture_output=True, text=True,
+                              timeout=600, cwd=course_dir)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append((done, (out / "grades.csv").read_text()))
+    return out, runs
+
+
+def csv_rows(text: str) -> dict[str, dict]:
+    return {r["submission"]: r for r in csv.DictReader(io.StringIO(text))}
+
+
+def test_linked_student_folders_get_their_own_row_and_no_points(hostile_runs):
+    out, [(_, first), _] = hostile_runs
+    rows = csv_rows(first)
+    assert float(rows["bob"]["heads"]) == 10, "the link target must be worth stealing"
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    for name in ("alice", "carol", "zed.zip"):
+        assert rows[name]["status"] == "unreadable" and float(rows[name]["score"]) == 0
+        message = db.execute("SELECT message FROM submissions WHERE submission=?", (name,)).fetchone()[0]
+        assert message == f"{name} is a symbolic link: submit plain files"
+
+
+def test_a_linked_exercise_folder_scores_nothing(hostile_runs):
+    out, [(_, first), _] = hostile_runs
+    rows = csv_rows(first)
+    for name in ("dave", "erin"):
+        assert float(rows[name]["heads"]) == 0
+        report = json.loads((out / "students" / name / "report.json").read_text())
+        heads = next(e for e in report["exercises"] if e["id"] == "heads")
+        assert heads["status"] == "error" and "symbolic link" in heads["message"]
+
+
+def test_crafted_archives_each_get_a_row_with_the_reason(hostile_runs):
+    out, [(_, first), _] = hostile_runs
+    rows = csv_rows(first)
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    for name, reason in CRAFTED_REASONS.items():
+        assert rows[name]["status"] == "unreadable" and float(rows[name]["score"]) == 0
+        message = db.execute("SELECT message FROM submissions WHERE submission=?", (name,)).fetchone()[0]
+        assert message.startswith(f"{name} could not be unpacked") and reason in message
+
+
+def test_an_oddly_named_zip_is_graded_under_an_escaped_name(hostile_runs):
+    _, [(_, first), _] = hostile_runs
+    rows = csv_rows(first)
+    assert float(rows[ODD_ROW]["heads"]) == 10
+    assert len(first.splitlines()) == 1 + len(rows), "a name must not break a CSV line"
+
+
+def test_folder_and_zip_of_the_same_stem_are_two_stable_rows(hostile_runs):
+    _, [(first_run, first), (second_run, second)] = hostile_runs
+    rows = csv_rows(first)
+    assert float(rows["frank"]["heads"]) == 10 and float(rows["frank.zip"]["heads"]) < 10
+    assert second == first
+    assert "0 graded, 14 already in the gradebook" in second_run.stdout
+
+
+def fake_grade(outcomes: list):
+    """A stand-in for the `grader grade` subprocess: each call takes the next outcome, one of
+    ("report", exit status, exercise status) or an exception to raise; every call is recorded."""
+    from grader.judge.session import criteria_of
+
+    calls = []
+
+    def run(command, **_):
+        calls.append(command)
+        outcome = outcomes[len(calls) - 1]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        _, code, status = outcome
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        exercises = [{"id": ex, "status": status, "message": f"{ex} {status}",
+                      "criteria": [{"id": m.id, "kind": m.kind, "status": status, "points": 0.0, "max_points": 1.0,
+                                    "message": status} for m in criteria_of(ex)]} for ex in EXERCISES]
+        (out / "report.json").write_text(json.dumps({"score": 0.0, "max_score": 1.0, "percent": 0.0,
+                                                     "exercises": exercises}))
+        return subprocess.CompletedProcess(command, code, "", "")
+
+    return run, calls
+
+
+def batch_in_process(course_dir, classroom, out):
+    from grader.batch import run_batch
+    from grader.course import load_course
+
+    return run_batch(load_course(course_dir), classroom, out, 1, False, "strict", "en", lambda *_: None)
+
+
+def stored_status(out, name):
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    return db.execute("SELECT status, message FROM submissions WHERE submission=?", (name,)).fetchone()
+
+
+@pytest.mark.parametrize("fault", [("report", 3, "grader_error"), ("report", 0, "grader_error"),
+                                   ("report", 1, "failed"), subprocess.TimeoutExpired("grader", 1)],
+                         ids=["exit-3", "exercise-grader-error", "process-failed", "timeout"])
+def test_a_grader_side_failure_is_stored_and_graded_again(fault, course_dir, tmp_path, monkeypatch):
+    (tmp_path / "class" / "gina").mkdir(parents=True)
+    run, calls = fake_grade([fault, ("report", 0, "failed")])
+    monkeypatch.setattr(subprocess, "run", run)
+    batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
+    status, message = stored_status(tmp_path / "out", "gina")
+    assert status == "grader_error" and "graded again on the next run" in message
+    outcome = batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
+    assert len(calls) == 2 and outcome["graded"] == 1
+    assert stored_status(tmp_path / "out", "gina")[0] == "graded"
+
+
+def test_an_unreadable_submission_is_final(course_dir, tmp_path, monkeypatch):
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "broken.zip").write_bytes(b"not a zip")
+    run, calls = fake_grade([])
+    monkeypatch.setattr(subprocess, "run", run)
+    batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
+    outcome = batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
+    assert calls == [] and outcome["skipped"] == 1
+    assert stored_status(tmp_path / "out", "broken.zip")[0] == "unreadable"
+    (tmp_path / "class" / "broken.zip").write_bytes(b"still not a zip, but another one")
+    assert batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")["graded"] == 1
+
+
+def test_a_stale_report_is_not_taken_for_this_run(course_dir, tmp_path, monkeypatch):
+    (tmp_path / "class" / "hank").mkdir(parents=True)
+    stale = tmp_path / "out" / "students" / "hank" / "report.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps({"score": 21, "max_score": 21, "percent": 100, "exercises": []}))
+    monkeypatch.setattr(subprocess, "run", lambda command, **_: subprocess.CompletedProcess(command, 0, "", ""))
+    batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
+    assert stored_status(tmp_path / "out", "hank")[0] == "grader_error"
+
+
+def test_what_a_killed_run_left_unpacked_is_removed(course_dir, tmp_path, monkeypatch):
+    (tmp_path / "class").mkdir()
+    leftover = tmp_path / "out" / "unpacked" / "gone.zip" / "heads"
+    leftover.mkdir(parents=True)
+    (leftover / "heads.py").write_text("half written")
+    monkeypatch.setattr(subprocess, "run", fake_grade([])[0])
+    batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
+    assert not (tmp_path / "out" / "unpacked").exists()
+
+
+def test_a_second_batch_on_the_same_folder_is_refused(course_dir, tmp_path):
+    import fcntl
+
+    from grader.batch import LOCK_FILE, BatchBusy
+
+    (tmp_path / "class").mkdir()
+    (tmp_path / "out").mkdir()
+    with open(tmp_path / "out" / LOCK_FILE, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(BatchBusy):
+            batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
+
+
+def test_row_names_are_distinct_for_distinct_entries():
+    from grader.batch import row_name
+
+    names = ["frank", "frank.zip", "a\\xff", os.fsdecode(b"a\xff"), "a\u00ff", "a\x85", os.fsdecode(b"a\x85"), "a\n",
+             "a\\u000a", "学生"]
+    rows = [row_name(n) for n in names]
+    assert len(set(rows)) == len(names)
+    assert rows[0] == "frank" and rows[-1] == "学生" and all(r.isprintable() for r in rows)

@@ -7,6 +7,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from junitparser import JUnitXml
 
 from conftest import ROOT
 
@@ -16,8 +17,9 @@ def exported(tmp_path_factory):
     out = tmp_path_factory.mktemp("exports")
     summary = out / "step-summary.md"
     env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary)}
+    # one exercise, and one the sample fails in part: every status path of the exports, in seconds
     done = subprocess.run([sys.executable, "-m", "grader", "grade", str(ROOT / "examples" / "submissions" / "sample"),
-                           "--out", str(out), "--format", "json,md,gradescope,junit"],
+                           "--exercise", "attention", "--out", str(out), "--format", "json,md,gradescope,junit"],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     return out
@@ -49,6 +51,7 @@ def test_junit_parses_with_one_case_per_criterion(exported):
     report = json.loads((exported / "report.json").read_text())
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == sum(len(e["criteria"]) for e in report["exercises"])
+    assert len([case for suite in JUnitXml.fromfile(str(exported / "junit.xml")) for case in suite]) == len(cases)
     failed = [c for e in report["exercises"] for c in e["criteria"] if c["status"] == "failed"]
     assert int(root.get("failures")) == len(failed) == len(root.findall("./testsuite/testcase/failure"))
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import re
 import shutil
 import socket
@@ -47,6 +46,7 @@ import pytest
 
 from conftest import ROOT
 from grader.course import load_course
+from grader.sandbox import uids
 from grader.reporting import DEFAULT_FORMATS, FORMATS
 
 CATALOG = ROOT / "tests" / "hostile"
@@ -59,6 +59,7 @@ STRAY = "hostile-stray"      # ... and every process they try to leave running
 GRADER_FILES = {FORMATS[f][0] for f in DEFAULT_FORMATS}   # what `grader grade` writes into --out
 LIGHT_EXERCISES = ("heads", "embedding", "masks", "attention", "layer_norm", "rope", "param_count", "decoder_block")
 IS_ROOT = os.geteuid() == 0
+GRADING_UIDS = (61000, 62000)   # course.toml's [sandbox] uids, as a range
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,8 @@ def build_special(case: Case, exercise_id: str, submission: Path, course, neighb
     elif build == "stub_crlf":
         text = course.stub(ex).read_text()
         target.write_bytes("\r\n".join(line + "  " for line in text.split("\n")).encode())
+    elif build == "value_error_stub":
+        target.write_text(course.stub(ex).read_text().replace("raise NotImplementedError", "raise ValueError"))
     elif build == "shipped_files":
         for folder in (submission, submission / exercise_id):
             for name in ("conftest.py", "torch.py", "sitecustomize.py", "usercustomize.py"):
@@ -225,27 +228,39 @@ def processes() -> dict[int, tuple[int, str, str]]:
 
 
 def strays(before: set[int], tmp_root: Path, settle_s: float = 2.0) -> dict[int, str]:
-    """Processes the grading left running: new processes of the user student code runs as (`nobody`, or
-    this user when not root), and any process named like a hostile stray, that are not zombies and do not
-    belong to another grading running on this machine (whose environment points to a scratch folder outside
-    `tmp_root`)."""
-    nobody = pwd.getpwnam("nobody").pw_uid if IS_ROOT else os.getuid()
+    """Processes the grading left running: new processes of a uid student code runs as (the course's grading
+    uids as root, this user otherwise), and any process named like a hostile stray, that are not zombies.
+    Concurrent gradings run as other uids of the range; their strays would be caught by their own check, and
+    their live processes are told apart here by the scratch folder the supervisor's environment names."""
+    grading_uids = range(*GRADING_UIDS) if IS_ROOT else range(os.getuid(), os.getuid() + 1)
     deadline = time.monotonic() + settle_s  # a killed namespace takes a moment to be reaped
     while True:
         left = {}
         for pid, (uid, state, cmdline) in processes().items():
             if pid in before or state in ("Z", "X") or pid == os.getpid():
                 continue
-            if STRAY not in cmdline and uid != nobody:
+            if STRAY not in cmdline and uid not in grading_uids:
                 continue
+            if STRAY not in cmdline and IS_ROOT and _uid_held(uid):
+                continue  # a uid a grading still holds: another grading's, still running
             environ = _read(f"/proc/{pid}/environ").decode(errors="replace")
             scratch = re.search(r"(?:^|\0)HOME=([^\0]*)", environ)
-            if STRAY not in cmdline and scratch and not scratch.group(1).startswith(str(tmp_root)):
-                continue  # a worker of another grading
+            if STRAY not in cmdline and not IS_ROOT and scratch and not scratch.group(1).startswith(str(tmp_root)):
+                continue  # a worker of another grading (basic level: on the host, with its scratch as HOME)
             left[pid] = cmdline
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
+
+
+def _uid_held(uid: int) -> bool:
+    """Whether a grading holds `uid` now (its lock is taken): the grading that finished has let its own go."""
+    try:
+        held = uids.claim(uid, uid)
+    except uids.NoFreeUid:
+        return True
+    held.release()
+    return False
 
 
 class Listener:
@@ -529,7 +544,7 @@ def test_basic_fallback_without_root(case, nobody_area, course):
     check_case(g, case)
     sandbox = g.report["sandbox"]
     assert sandbox["level"] == "basic"
-    assert sandbox["layers"]["other_user"] is False and sandbox["layers"]["pid_namespace"] is False
+    assert sandbox["layers"]["own_uid"] is False and sandbox["layers"]["pid_namespace"] is False
     assert "needs root" in sandbox["note"], sandbox["note"]
 
 

@@ -64,3 +64,15 @@ def test_report_shows_every_criterion(sample_report):
         for c in exercise["criteria"]:
             assert f"<code>{c['id']}</code>" in html
     assert f"{report['score']:g} / {report['max_score']:g}" in html
+
+
+def test_student_markup_in_a_report_stays_text_in_the_browser(tmp_path):
+    """A message and a submission name carrying <img onerror=...>, ESC and a surrogate: no element is made of them."""
+    from hostile_report import hostile_report
+
+    from grader.reporting import write_reports
+
+    write_reports(hostile_report(), tmp_path, ROOT / "templates", "en", ("html",))
+    dom, console = render(tmp_path / "report.html", tmp_path)
+    assert console == []
+    assert "<img" not in dom and "&lt;img src=x onerror=alert(1)&gt;" in dom

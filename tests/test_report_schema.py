@@ -1,10 +1,14 @@
-"""report.json follows the schema shipped in the package; the schema itself is valid."""
+"""report.json follows the schema shipped in the package; the schema itself is valid; the model and every renderer
+know the same statuses."""
 
 import json
 
 import jsonschema
+import pytest
+from hostile_report import hostile_report
 
-from grader.report.model import SCHEMA_PATH
+from grader.render.labels import LABELS, STATUS_MARK
+from grader.report.model import SCHEMA_PATH, STATUSES
 
 
 def schema():
@@ -23,3 +27,32 @@ def test_schema_rejects_unknown_status():
                              "status": "exploded", "message": "m", "criteria": [], "run": {}}]}
     errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(report))
     assert errors and "exploded" in errors[0].message
+
+
+def test_schema_statuses_are_the_models():
+    assert schema()["$defs"]["status"]["enum"] == list(STATUSES)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_status_has_a_label_and_a_mark(lang):
+    assert all(LABELS[lang].get(s) for s in STATUSES) and all(STATUS_MARK.get(s) for s in STATUSES)
+
+
+def test_a_report_holding_a_lone_surrogate_is_written_as_utf8():
+    report = hostile_report()
+    report.submission = "assigned later \ud800"  # after __post_init__: to_dict cleans it again
+    text = report.to_json()
+    assert "\ufffd" in text and text.encode("utf-8")
+    assert "\ud800" not in report.exercises[0].criteria[0].message
+
+
+def test_a_grader_error_marks_the_exercise_and_earns_no_point():
+    rope = hostile_report("grader_error").exercises[1]
+    assert (rope.status, rope.score, rope.max_score) == ("grader_error", 0.0, 4.0)
+    assert rope.criteria[0].points == 0.0 and "the sandbox could not start" in rope.message
+
+
+def test_the_judge_and_the_report_know_the_same_statuses():
+    from grader.judge.verdicts import STATUSES as JUDGED
+
+    assert set(JUDGED) == set(STATUSES)

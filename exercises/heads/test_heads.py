@@ -9,25 +9,27 @@ import torch
 import heads
 
 
-def expected_split(x, n_heads):
-    """Head h at position t is the h-th slice of D channels, written with explicit slicing."""
-    D = x.shape[-1] // n_heads
-    return torch.stack([x[:, :, h * D:(h + 1) * D] for h in range(n_heads)], dim=1)
-
-
 def test_split_shape():
     x = torch.randn(2, 5, 12)
     out = heads.split_heads(x, 3)
     assert tuple(out.shape) == (2, 3, 5, 4), f"expected (B, H, T, D) = (2, 3, 5, 4), got {tuple(out.shape)}"
 
 
-@pytest.mark.parametrize("B,T,C,H", [(2, 5, 12, 3), (2, 4, 8, 4)], ids=["H!=T", "H==T"])
+# x = arange(B*T*C).view(B, T, C), split by hand: head h at position t holds channels h*D .. (h+1)*D - 1.
+SPLIT_BY_HAND = {
+    (1, 2, 6, 3): [[[[0, 1], [6, 7]], [[2, 3], [8, 9]], [[4, 5], [10, 11]]]],
+    (1, 2, 4, 2): [[[[0, 1], [4, 5]], [[2, 3], [6, 7]]]],
+}
+
+
+@pytest.mark.parametrize("B,T,C,H", list(SPLIT_BY_HAND), ids=["H!=T", "H==T"])
 def test_split_puts_each_channel_slice_in_its_head(B, T, C, H):
-    torch.manual_seed(0)
-    x = torch.randn(B, T, C)
+    x = torch.arange(B * T * C, dtype=torch.float32).view(B, T, C)
     out = heads.split_heads(x, H)
+    expected = torch.tensor(SPLIT_BY_HAND[(B, T, C, H)], dtype=torch.float32)
     # Pure data movement: exact equality (tolerance 0). With H == T a layout mistake keeps the shape.
-    assert torch.equal(out, expected_split(x, H)), "split_heads(x)[b, h, t] should be x[b, t, h*D:(h+1)*D]"
+    assert torch.equal(out, expected), f"split_heads(x)[b, h, t] should be x[b, t, h*D:(h+1)*D]: expected " \
+                                       f"{expected.tolist()}, got {out.tolist()}"
 
 
 def test_merge_shape():

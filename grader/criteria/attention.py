@@ -5,7 +5,7 @@ import math
 import torch
 
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import difference
+from grader.judge.compare import difference, prefix_leaks
 from grader.judge.criterion import criterion
 
 EXERCISE = "attention"
@@ -15,6 +15,7 @@ CAUSAL_TOLERANCE = 1e-10             # float64: anything above rounding noise is
 BROADCAST_TOLERANCE = 1e-6           # the same code on the same numbers; only the mask's shape differs
 DIAGNOSE_TOLERANCE = 1e-4            # close enough to a known wrong formula to name it as the likely mistake
 ZERO_GRADIENT = 1e-12                # float64: a quantity that cannot influence the loss gets no gradient
+CAUSAL_SHAPE = [2, 2, 6, 8]          # the causality probe's q, k, v: [B, H, T, D], so out is [B, H, T, Dv] with Dv = D
 
 AXES = ("batch", "head", "query", "key")
 
@@ -160,7 +161,7 @@ def test_softmax_over_keys(obs, verdict):
         verdict.fail(f"the weight at {_at(i)} is {float(weights[i]):.4g}; probabilities cannot be negative")
     error = (weights.sum(-1) - 1).abs()
     verdict.note(max_row_sum_error=float(error.max()))
-    if float(error.max()) > SUM_TOLERANCE:
+    if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
         columns = float((weights.sum(-2) - 1).abs().max())
         why = (" Each key's column sums to 1 instead: the softmax runs over the query axis." if columns <= SUM_TOLERANCE else "")
@@ -191,7 +192,7 @@ def test_masked_weights_zero(obs, verdict):
         verdict.fail(f"{int(leaked.sum())} of {int((~mask).sum())} masked positions have a non-zero weight, "
                      f"e.g. {float(weights[i]):.4g} at {_at(i)} where the mask is False.{why}")
     error = (weights.sum(-1) - 1).abs()
-    if float(error.max()) > SUM_TOLERANCE:
+    if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
         total = float(weights[i].sum())
         why = ("Zeroing after the softmax does this: the masked keys still took their share of the probability."
@@ -212,12 +213,25 @@ def test_masked_weights_zero(obs, verdict):
                  "zh": "mask 必须在 softmax 之前生效（masked_fill 为 -inf）：softmax 之后再置零，未来的分数仍会影响归一化。"
                        "softmax 沿 key 轴（dim=-1），不是 query 轴。"})
 def test_causality(obs, verdict):
-    leaks = obs.probe("causality").value("leaks")
-    leaks = [float(x) for x in leaks]
+    p = obs.probe("causality")
+    base = p.tensor("base")
+    if list(base.shape) != CAUSAL_SHAPE:
+        verdict.fail(f"with q, k, v of shape {CAUSAL_SHAPE} and a causal mask the output has shape {list(base.shape)}; "
+                     f"expected {CAUSAL_SHAPE}")
+    perturbed = []
+    for t in range(CAUSAL_SHAPE[-2] - 1):
+        out = p.tensor(f"changed_after_{t}")
+        if list(out.shape) != CAUSAL_SHAPE:
+            verdict.fail(f"after changing q, k and v after position {t} the output has shape {list(out.shape)}; expected {CAUSAL_SHAPE}")
+        perturbed.append(out)
+    leaks = prefix_leaks(base, perturbed, axis=-2)
     verdict.note(max_change_per_prefix=leaks)
-    bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]
+    bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
         t = bad[0]
+        if not torch.isfinite(base[..., : t + 1, :]).all():
+            verdict.fail(f"with a causal mask the output at positions 0..{t} holds NaN or inf even before any input changes, "
+                         "so no change there can be measured")
         change = "became NaN" if math.isnan(leaks[t]) else f"changed by up to {leaks[t]:.3g}"
         verdict.fail(f"with a causal mask, changing q, k and v after position {t} reached the output at positions 0..{t}: "
                      f"it {change} (expected no change at all); "
@@ -302,7 +316,7 @@ def test_gradients_finite(obs, verdict):
     mask = p.tensor("mask")
     grads = {}
     for name in ("q", "k", "v"):
-        if p.value(f"{name}_grad") is None:
+        if f"{name}.grad" in p.not_tensors:
             verdict.fail(f"{name} received no gradient: it is not on the path from the inputs to out and weights "
                          "(detached, or replaced by a copy that does not require grad)")
         grads[name] = p.tensor(f"{name}.grad")

@@ -1,11 +1,16 @@
 """Hidden criteria of exercise `decoder_block`: CausalSelfAttention and count_block_parameters."""
 
-from grader.judge.compare import describe_outcome, difference, raised
+import math
+
+import torch
+
+from grader.judge.compare import describe_outcome, difference, prefix_leaks, raised
 from grader.judge.criterion import criterion
 
 EXERCISE = "decoder_block"
 CAUSAL_TOLERANCE = 1e-10  # float64: anything above rounding noise is information from the future
 VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-point operations may differ
+CAUSAL_SHAPE = [2, 8, 16] # the causality probe's x, [B, T, C]: the output keeps that shape
 
 
 @criterion("output_shape", kind="shape",
@@ -24,12 +29,26 @@ def test_output_shape(obs, verdict):
            hint={"en": "Mask scores of keys after the query (positions j > i) with -inf before the softmax; the mask is True on and below the diagonal (tril), not above it.",
                  "zh": "在 softmax 之前把查询之后的键（j > i）的分数置为 -inf；允许的位置是对角线及以下（tril），不是以上。"})
 def test_causality(obs, verdict):
-    leaks = obs.probe("causality").value("leaks")
+    p = obs.probe("causality")
+    base = p.tensor("base")
+    if list(base.shape) != CAUSAL_SHAPE:
+        verdict.fail(f"x of shape {CAUSAL_SHAPE} gave an output of shape {list(base.shape)}; expected {CAUSAL_SHAPE}")
+    perturbed = []
+    for t in range(CAUSAL_SHAPE[1] - 1):
+        out = p.tensor(f"changed_after_{t}")
+        if list(out.shape) != CAUSAL_SHAPE:
+            verdict.fail(f"after changing the inputs after position {t} the output has shape {list(out.shape)}; expected {CAUSAL_SHAPE}")
+        perturbed.append(out)
+    leaks = prefix_leaks(base, perturbed, axis=1)
     verdict.note(max_change_per_prefix=leaks)
-    bad = [t for t, leak in enumerate(leaks) if leak > CAUSAL_TOLERANCE]
+    bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
         t = bad[0]
-        verdict.fail(f"changing the inputs after position {t} changed the output at positions 0..{t} by up to {leaks[t]:.3g} "
+        if not torch.isfinite(base[:, : t + 1]).all():
+            verdict.fail(f"the output at positions 0..{t} holds NaN or inf even before any input changes, so no change there "
+                         "can be measured")
+        change = "became NaN" if math.isnan(leaks[t]) else f"by up to {leaks[t]:.3g}"
+        verdict.fail(f"changing the inputs after position {t} changed the output at positions 0..{t} {change} "
                      f"(expected no change at all); {len(bad)} of {len(leaks)} prefixes leak")
     verdict.ok(f"perturbing every future suffix (positions 1..7) left every earlier output unchanged (max change {max(leaks):.1e})")
 
@@ -53,7 +72,7 @@ def test_values_match_reference(obs, ref, verdict):
                  "zh": "forward 中要用到 q_proj、k_proj、v_proj 和 out_proj，保持计算在自动微分图中（不要 .detach()、.item() 或 .data），屏蔽分数用 masked_fill 设为 -inf，不要产生 NaN。"})
 def test_gradients_reach_projections(obs, verdict):
     p = obs.probe("gradients")
-    grads = p.value("grads")
+    grads = {name: _gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
     verdict.note(grads=grads)
     for name in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"):
         g = grads.get(name, "missing")
@@ -65,8 +84,17 @@ def test_gradients_reach_projections(obs, verdict):
             verdict.fail(f"`{name}` received a non-finite gradient (NaN or inf)")
         if g["norm"] == 0.0:
             verdict.fail(f"`{name}` received an all-zero gradient: its output does not reach the result")
-    verdict.check(p.value("input_grad_finite"), "the gradient with respect to the input is missing or not finite")
+    x_grad = _gradient_summary(p, "input_grad")
+    verdict.check(x_grad is not None and x_grad["finite"], "the gradient with respect to the input is missing or not finite")
     verdict.ok("q_proj, k_proj, v_proj and out_proj all receive finite, non-zero gradients")
+
+
+def _gradient_summary(p, key):
+    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
+    if key in p.not_tensors:
+        return None
+    grad = p.tensor(key).double()
+    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
 
 
 @criterion("eval_deterministic", kind="determinism", requires=("output_shape",),

@@ -4,6 +4,8 @@ Inputs, weights and upstream gradients are read from the reference run (`ref`): 
 them before any student code ran, so a submission cannot change what it is compared against.
 """
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -258,21 +260,45 @@ def test_gradients_flow(obs, ref, verdict):
                          "it is not used in forward, or the computation left autograd")
         grad = got.tensor(key)
         verdict.check(bool(torch.isfinite(grad).all()), f"the gradient of {name} contains NaN or inf")
-    checks, step = [], inputs.value("fd_step")
+    checks, step, g = [], inputs.value("fd_step"), inputs.tensor("g").double()
     for key, name in (("x", "x"), ("w", "weight"), ("b", "bias")):
         direction = inputs.tensor(f"dir_{key}").double()
-        analytic = float((got.tensor({"x": "x_grad", "w": "weight_grad", "b": "bias_grad"}[key]).double() * direction).sum())
-        plus, minus = got.value(f"loss_{key}_plus"), got.value(f"loss_{key}_minus")
-        if not all(isinstance(v, float) for v in (plus, minus)):
-            verdict.fail(f"the forward pass gave a non-finite loss when {name} was nudged by {step:g}")
+        grad = got.tensor({"x": "x_grad", "w": "weight_grad", "b": "bias_grad"}[key]).double()
+        verdict.check(list(grad.shape) == list(direction.shape),
+                      f"the gradient of {name} has shape {list(grad.shape)}; expected {list(direction.shape)}")
+        analytic = float((grad * direction).sum())
+        plus, minus = (_loss(got.tensor(f"out_{key}_{sign}"), g) for sign in ("plus", "minus"))
+        if not (math.isfinite(plus) and math.isfinite(minus)):
+            verdict.fail(f"the forward pass gave a non-finite loss ({plus}, {minus}) when {name} was nudged by ±{step:g}")
         numeric = (plus - minus) / (2 * step)
         checks.append({"parameter": name, "autograd": analytic, "finite_difference": numeric})
-        if abs(analytic - numeric) > FD_TOLERANCE * max(1.0, abs(numeric)):
+        if not abs(analytic - numeric) <= FD_TOLERANCE * max(1.0, abs(numeric)):  # NaN fails too
             verdict.fail(f"along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} and re-running "
                          f"your forward changes the loss at a rate of {numeric:.8g}: part of the computation is hidden from autograd",
                          checks=checks)
     verdict.ok("x, weight and bias receive finite gradients equal to finite differences of your forward "
                f"(relative agreement {FD_TOLERANCE:g})", checks=checks)
+
+
+def _loss(out, g):
+    """The probe's loss sum(out * g), in float64; NaN when the output does not have g's shape."""
+    return float((out.double() * g).sum()) if list(out.shape) == list(g.shape) else math.nan
+
+
+def _largest_change(after, before) -> float:
+    """The largest change, in float64, of a tensor the student's code was handed (inf when its shape changed,
+    NaN when a value became NaN: neither equals 0)."""
+    if list(after.shape) != list(before.shape):
+        return math.inf
+    return float((after.double() - before.double()).abs().max()) if before.numel() else 0.0
+
+
+def _gradient_summary(p, key):
+    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
+    if key in p.not_tensors:
+        return None
+    grad = p.tensor(key).double()
+    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
 
 
 # --- PreNormResidual ------------------------------------------------------------------------------
@@ -334,11 +360,11 @@ def test_prenorm_structure(obs, ref, verdict):
            title={"en": "The input x is never modified in place", "zh": "输入 x 不会被原地修改"},
            hint={"en": "Write return x + self.sublayer(self.norm(x)), not x += ... or x.add_(...); in LayerNorm, x - mean instead of x.sub_(mean).",
                  "zh": "写 return x + self.sublayer(self.norm(x))，不要写 x += ... 或 x.add_(...)；LayerNorm 中写 x - mean，不要 x.sub_(mean)。"})
-def test_input_not_modified(obs, verdict):
-    change = obs.probe("reference").value("input_change")
+def test_input_not_modified(obs, ref, verdict):
+    change = _largest_change(obs.probe("reference").tensor("x64_after_call"), ref.probe("reference").tensor("x64"))
     verdict.check(change == 0.0, f"LayerNorm's forward changed its input tensor by up to {change!r}: an in-place operation "
                                  "(sub_, div_, -=, /=) rewrote the caller's x")
-    change = obs.probe("prenorm_inplace").value("input_change")
+    change = _largest_change(obs.probe("prenorm_inplace").tensor("x_after_call"), ref.probe("prenorm_inplace").tensor("x"))
     verdict.check(change == 0.0, f"PreNormResidual's forward changed the caller's x by up to {change!r}: the residual is "
                                  "modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) instead")
     verdict.ok("after LayerNorm and PreNormResidual, the caller's x is unchanged")
@@ -362,13 +388,13 @@ def test_residual_gradient(obs, ref, verdict):
     outcome = got.value("linear_sublayer")
     if raised(outcome):
         verdict.fail(f"backward through PreNormResidual with a linear sublayer {describe_outcome(outcome)}{raised_where(outcome)}")
-    grads = got.value("grads")
+    grads = {name: _gradient_summary(got, f"grad.{name}") for name in got.value("parameters")}
     verdict.note(grads=grads)
     verdict.check(any(n.startswith("norm.") for n in grads), "block.norm has no parameters to receive a gradient")
     for name, grad in grads.items():
         verdict.check(grad is not None, f"parameter `{name}` received no gradient")
         verdict.check(grad["finite"], f"parameter `{name}` received a non-finite gradient")
-    x_grad = got.value("input_grad")
+    x_grad = _gradient_summary(got, "input_grad")
     verdict.check(x_grad is not None and x_grad["finite"], "with a linear sublayer the gradient of x is missing or not finite")
     verdict.ok(f"with a zero sublayer x.grad equals the upstream gradient exactly; with a linear sublayer x and "
                f"{', '.join(sorted(grads))} get finite gradients")

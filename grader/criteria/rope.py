@@ -5,6 +5,8 @@ Property criteria (norms, relative positions, pairing, slices, leading axes, gra
 outputs with each other, so one formula mistake costs the value criteria, not every criterion.
 """
 
+import math
+
 import torch
 
 from grader.judge.compare import describe_outcome, difference, raised
@@ -133,6 +135,7 @@ def test_norm_preserved(obs, ref, verdict):
     x = ref.probe("norms").tensor("x")
     out = obs.probe("norms").tensor("out")
     check_shape(verdict, out, x, "x of shape [2, 16, 12]")
+    check_finite(verdict, out, "x of shape [2, 16, 12]")
     before, after = x.norm(dim=-1), out.double().norm(dim=-1)
     ratio = (after / before - 1).abs()
     if ratio.max() > NORM_RTOL:
@@ -154,6 +157,8 @@ def test_relative_position(obs, ref, verdict):
     rq, rk = got.tensor("rq").double(), got.tensor("rk").double()
     check_shape(verdict, rq, q.expand(12, 16), "q repeated at 12 positions")
     check_shape(verdict, rk, k.expand(12, 16), "k repeated at 12 positions")
+    check_finite(verdict, rq, "q repeated at 12 positions")
+    check_finite(verdict, rk, "k repeated at 12 positions")
     scores = rq @ rk.T                          # scores[m, n] = <rope(q, m), rope(k, n)>
     scale = float(q.norm() * k.norm())
     worst, worst_d, means = 0.0, 0, []
@@ -323,13 +328,17 @@ def test_gradient_flows(obs, ref, verdict):
     grad = got.tensor("x_grad").double()
     verdict.check(list(grad.shape) == list(x.shape), f"x.grad has shape {list(grad.shape)}; expected {list(x.shape)}")
     verdict.check(bool(torch.isfinite(grad).all()), "x.grad contains NaN or inf")
-    plus, minus = got.value("loss_plus"), got.value("loss_minus")
-    if not all(isinstance(v, float) for v in (plus, minus)):
-        verdict.fail("the forward pass gave a non-finite loss when x was nudged")
+    g = inputs.tensor("g").double()
+    plus, minus = (got.tensor(f"out_{sign}") for sign in ("plus", "minus"))
+    for out in (plus, minus):
+        verdict.check(list(out.shape) == list(g.shape), f"apply_rope on x of shape {list(g.shape)} returned shape {list(out.shape)}")
+    plus, minus = float((plus.double() * g).sum()), float((minus.double() * g).sum())
+    if not (math.isfinite(plus) and math.isfinite(minus)):
+        verdict.fail(f"the forward pass gave a non-finite loss ({plus}, {minus}) when x was nudged")
     step = inputs.value("fd_step")
     analytic, numeric = float((grad * direction).sum()), (plus - minus) / (2 * step)
     verdict.note(autograd=analytic, finite_difference=numeric)
-    if abs(analytic - numeric) > GRAD_RTOL * max(1.0, abs(numeric)):
+    if not abs(analytic - numeric) <= GRAD_RTOL * max(1.0, abs(numeric)):  # NaN fails too
         verdict.fail(f"along a random direction x.grad gives a slope of {analytic:.10g}, but nudging x and calling apply_rope again "
                      f"changes the loss at a rate of {numeric:.10g}: part of the computation is hidden from autograd")
     verdict.ok("x.grad is finite and equals the finite-difference slope of your apply_rope")

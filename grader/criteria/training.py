@@ -8,6 +8,9 @@ solution (41 model seeds, including the probes' own seeds for the course seed, �
 import math
 from collections import Counter, defaultdict
 
+import torch
+import torch.nn.functional as F
+
 from grader.judge.compare import describe_outcome, raised
 from grader.judge.criterion import criterion
 
@@ -168,7 +171,7 @@ def test_train_step_returns_loss(obs, verdict):
                        "它与权重已断开），然后 optimizer.step()；不要在 backward() 和 step() 之间清零梯度。"})
 def test_train_step_updates(obs, verdict):
     p = obs.probe("train_step_update")
-    reached, changed = p.value("reached_by_gradient"), set(p.value("changed"))
+    reached, changed = p.value("reached_by_gradient"), set(_changed(p, "before", "after"))
     with_grad = p.value("with_grad_at_step")
     verdict.note(optimizer_steps=len(with_grad), parameters_with_grad_at_step=with_grad, changed=len(changed),
                  reached_by_gradient=len(reached))
@@ -194,11 +197,13 @@ def test_train_step_updates(obs, verdict):
 def test_gradient_clipping(obs, verdict):
     p = obs.probe("clipping")
     tight, loose = p.value("tight"), p.value("loose")
-    verdict.note(tight=tight, loose=loose)
-    for case in (tight, loose):
-        verdict.check(len(case["norms_at_step"]) > 0 and case["with_grad_at_step"][-1] > 0,
+    for label, case in (("tight", tight), ("loose", loose)):
+        verdict.check(len(case["with_grad_at_step"]) > 0 and case["with_grad_at_step"][-1] > 0,
                       f"with max_grad_norm={case['max_grad_norm']:g}, optimizer.step() ran with no gradient")
-    limit, norm, raw = tight["max_grad_norm"], _float(tight["norms_at_step"][-1]), tight["unclipped_norm"]
+        case["unclipped_norm"] = _total_norm(_tensors(p, f"{label}.fresh").values())
+        case["norm_at_last_step"] = _total_norm(_tensors(p, f"{label}.at_step").values())
+    verdict.note(tight=tight, loose=loose)
+    limit, norm, raw = tight["max_grad_norm"], tight["norm_at_last_step"], tight["unclipped_norm"]
     verdict.check(norm <= limit * (1 + CLIP_ABOVE),
                   f"with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g} "
                   f"(the unclipped gradient has {raw:.4g}); expected at most {limit:g}: "
@@ -206,11 +211,11 @@ def test_gradient_clipping(obs, verdict):
     verdict.check(norm >= limit * (1 - CLIP_BELOW),
                   f"with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g}, "
                   f"far below the limit (the unclipped norm is {raw:.4g}); clipping rescales to the limit, not below it")
-    norm, raw = _float(loose["norms_at_step"][-1]), loose["unclipped_norm"]
-    verdict.check(abs(norm - raw) <= UNTOUCHED_TOLERANCE * raw,
+    norm, raw = loose["norm_at_last_step"], loose["unclipped_norm"]
+    verdict.check(abs(norm - raw) <= UNTOUCHED_TOLERANCE * raw,  # NaN fails too
                   f"with max_grad_norm={loose['max_grad_norm']:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; "
                   "a gradient already below the limit must be left as it is")
-    verdict.ok(f"norm {tight['unclipped_norm']:.3g} clipped to {_float(tight['norms_at_step'][-1]):.6g} with max_grad_norm={limit:g}; "
+    verdict.ok(f"norm {tight['unclipped_norm']:.3g} clipped to {tight['norm_at_last_step']:.6g} with max_grad_norm={limit:g}; "
                f"left at {raw:.3g} with max_grad_norm={loose['max_grad_norm']:g}")
 
 
@@ -228,14 +233,18 @@ def test_gradients_reset(obs, verdict):
                  parameters_holding_grad_when_backward_began=p.value("grads_at_backward"))
     situations = (f"the first call (the model arrived with a stale .grad of {p.value('stale_value'):g} in every parameter)",
                   "the second call (right after the first)")
-    for situation, call in zip(situations, calls):
+    for i, (situation, call) in enumerate(zip(situations, calls)):
         verdict.check(call["steps"] > 0, f"at {situation} optimizer.step() was not called")
-        for name, g in call["parameters"].items():
-            if g["step_norm"] is None:
+        fresh, at_step = _tensors(p, f"call{i}.fresh"), _tensors(p, f"call{i}.at_step")
+        for name, want in fresh.items():
+            got = at_step.get(name)
+            if got is None:
                 verdict.fail(f"at {situation}, `{name}` had no gradient at optimizer.step() although backward reaches it")
-            if not _float(g["difference_norm"]) <= RESET_TOLERANCE * max(g["fresh_norm"], 1e-12):  # NaN fails too
-                verdict.fail(f"at {situation}, the gradient optimizer.step() applied to `{name}` has norm {_float(g['step_norm']):.6g}, "
-                             f"but one backward from zero gives {g['fresh_norm']:.6g} (difference {_float(g['difference_norm']):.3g}): "
+            fresh_norm, step_norm = float(want.double().norm()), float(got.double().norm())
+            difference = float((got.double() - want.double()).norm()) if got.shape == want.shape else math.inf
+            if not difference <= RESET_TOLERANCE * max(fresh_norm, 1e-12):  # NaN fails too
+                verdict.fail(f"at {situation}, the gradient optimizer.step() applied to `{name}` has norm {step_norm:.6g}, "
+                             f"but one backward from zero gives {fresh_norm:.6g} (difference {difference:.3g}): "
                              "gradients from before this call were added in")
     held = [c for c in p.value("grads_at_backward") if c > 0]
     if held:
@@ -256,7 +265,8 @@ def test_nonfinite_loss_guard(obs, verdict):
     cases = (("nan_weight", "with a NaN weight in the head (loss NaN)"), ("inf_loss", "with a loss of +inf"))
     for key, situation in cases:
         case = p.value(key)
-        verdict.note(**{key: {k: case[k] for k in ("outcome", "steps", "backwards")} | {"changed": len(case["changed"])}})
+        changed = _changed(p, f"{key}.before", f"{key}.after")
+        verdict.note(**{key: {k: case[k] for k in ("outcome", "steps", "backwards")} | {"changed": len(changed)}})
         problems = []
         if raised(case["outcome"]) != "FloatingPointError":
             outcome = case["outcome"]
@@ -264,8 +274,8 @@ def test_nonfinite_loss_guard(obs, verdict):
             problems.append(f"train_step {got}; expected FloatingPointError")
         if case["steps"]:
             problems.append(f"optimizer.step() was called {case['steps']} time(s)")
-        if case["changed"]:
-            problems.append(f"{len(case['changed'])} parameters changed ({_names(case['changed'])})")
+        if changed:
+            problems.append(f"{len(changed)} parameters changed ({_names(changed)})")
         if case["backwards"] and not problems:
             problems.append("backward() ran on the non-finite loss before the error; check the loss right after the forward")
         if problems:
@@ -316,7 +326,8 @@ def test_fit_protocol(obs, verdict):
                        "调用 optimizer.step()、AdamW 使用传入的 lr 且无权重衰减、优化器建立在模型自己的参数上。"})
 def test_overfit_fixed_batch(obs, verdict):
     p = obs.probe("overfit_fixed_batch")
-    final, prediction, y = _float(p.value("final_loss")), p.value("prediction"), p.value("y")
+    y = p.value("y")
+    final, _, prediction = evaluation(p.tensor("logits"), y)
     setting = f"x={p.value('x')}, y={y}, {p.value('steps')} steps at lr {p.value('lr'):g}"
     verdict.note(initial_loss=p.value("initial_loss"), final_loss=final, prediction=prediction, expected=y,
                  returned_losses=_every_tenth(p.value("losses")))
@@ -339,12 +350,13 @@ def test_overfit_fixed_batch(obs, verdict):
                        "与固定批次无法过拟合是同一类管线问题：检查 zero_grad、对真正的损失张量反向传播、学习率和 optimizer.step()。"})
 def test_contradictory_labels(obs, verdict):
     p = obs.probe("contradictory_labels")
-    x, y, final = p.value("x"), p.value("y"), _float(p.value("final_loss"))
+    x, y = p.value("x"), p.value("y")
+    final, per_position_loss, _ = evaluation(p.tensor("logits"), y)
     best, contested = _optimum(x, y)
     setting = (f"two identical rows {x[0]} with targets {y[0]} and {y[1]} (contested at positions {contested}), "
                f"{p.value('steps')} steps at lr {p.value('lr'):g}")
     verdict.note(optimum=best, final_loss=final, initial_loss=p.value("initial_loss"),
-                 per_position_loss=p.value("per_position_loss"), returned_losses=_every_tenth(p.value("losses")))
+                 per_position_loss=per_position_loss, returned_losses=_every_tenth(p.value("losses")))
     verdict.check(math.isfinite(final), f"after fit_fixed_batch ({setting}) the loss in eval mode is {final}; expected a finite loss "
                                         f"near the optimum {best:.4f}")
     verdict.check(final >= best - OPTIMUM_SLACK,
@@ -359,6 +371,40 @@ def test_contradictory_labels(obs, verdict):
 
 
 # --- helpers ------------------------------------------------------------------------------------------
+
+def evaluation(logits: torch.Tensor, y: list[list[int]]) -> tuple[float, list[list[float]], list[list[int]]]:
+    """The eval-mode mean cross-entropy (float64), the loss at each position and the argmax predictions, from the
+    logits the trained model gave for the batch; a loss of NaN when the logits do not fit the targets."""
+    targets = torch.tensor(y, dtype=torch.long)
+    if list(logits.shape[:-1]) != list(targets.shape) or logits.dim() != 3:
+        return math.nan, [], []
+    per_position = F.cross_entropy(logits.double().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+    return float(per_position.mean()), per_position.view_as(targets).tolist(), logits.argmax(dim=-1).tolist()
+
+
+def _tensors(p, prefix: str) -> dict[str, torch.Tensor]:
+    """The tensors a probe recorded under `prefix.<parameter name>`, by parameter name."""
+    return {name[len(prefix) + 1:]: p.tensor(name) for name in p.tensor_names if name.startswith(prefix + ".")}
+
+
+def _changed(p, before: str, after: str) -> list[str]:
+    """Parameters whose values differ between the two snapshots (NaN equals NaN: a NaN left alone is no change)."""
+    old, new = _tensors(p, before), _tensors(p, after)
+    changed = []
+    for name, a in old.items():
+        b = new.get(name)
+        same = b is not None and a.shape == b.shape and torch.equal(a.isnan(), b.isnan()) and \
+            torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+        if not same:
+            changed.append(name)
+    return changed
+
+
+def _total_norm(grads) -> float:
+    """The norm of all gradients together, in float64, as clip_grad_norm_ measures it (NaN and inf propagate)."""
+    grads = [g.double().reshape(-1) for g in grads]
+    return float(torch.cat(grads).norm()) if grads else 0.0
+
 
 def _of_type(type_name: str) -> str:
     return "None" if type_name == "NoneType" else f"a value of type {type_name}"

@@ -5,12 +5,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.compare import describe_outcome, difference, prefix_leaks, raised
 from grader.judge.criterion import criterion
+from grader.judge.verdicts import CriterionFailed
 
 EXERCISE = "transformer_lm"
 IGNORE_INDEX = -100
 CAUSAL_TOLERANCE = 1e-10   # float64 model: anything above rounding noise is information from the future
+CAUSAL_SHAPE = [2, 10, 13] # the causality probe's logits: tokens [B, T] = [2, 10], V = 13
 LOSS_TOLERANCE = 1e-5      # float32 logits of order one: correct reductions (mean, sum / count, log_softmax + gather)
                            # agree to ~1e-6; every bug this catches moves the loss by more than 1e-3
 VALUE_TOLERANCE = 1e-5     # float32, same weights: only the order of floating-point operations may differ
@@ -200,7 +202,7 @@ def test_hand_computed_limit(obs, verdict):
             verdict.fail(f"with targets [[1, 0]] the loss is a {p.value(f'loss_{key}')['type']}; expected a scalar")
     verdict.note(loss_high=losses["high"], loss_low=losses["low"], expected_high=closed["high"], expected_low=closed["low"], a=A)
     for key in ("high", "low"):
-        if abs(losses[key] - closed[key]) > LIMIT_TOLERANCE:
+        if not abs(losses[key] - closed[key]) <= LIMIT_TOLERANCE:  # NaN fails too
             other = closed["low" if key == "high" else "high"]
             cause = ("; it is the value of the other head ordering, which is what scoring logits[:, 0] against targets[:, 1] "
                      "gives: the targets look shifted a second time" if abs(losses[key] - other) <= LIMIT_TOLERANCE else "")
@@ -218,15 +220,30 @@ def test_hand_computed_limit(obs, verdict):
                  "zh": "给定的注意力会屏蔽查询之后的键，请保留它（tril，True 表示可以关注）；隐藏状态只经过各块传递；使用给定的 dropout 模块，这样 eval() 能关闭它们。"})
 def test_causality(obs, verdict):
     p = obs.probe("causality")
-    leaks, repeat = p.value("leaks"), p.value("repeat_change")
-    verdict.note(max_change_per_prefix=leaks, repeat_change=repeat)
-    if repeat > 0:
-        verdict.fail(f"with dropout=0.3 in eval mode two calls on the same tokens already differ by {repeat:.3g}: "
+    base, repeat = p.tensor("base"), p.tensor("repeat")
+    if list(base.shape) != CAUSAL_SHAPE or list(repeat.shape) != CAUSAL_SHAPE:
+        verdict.fail(f"tokens of shape {CAUSAL_SHAPE[:2]} (V = {CAUSAL_SHAPE[2]}) gave logits of shape {list(base.shape)}, "
+                     f"then {list(repeat.shape)}; expected {CAUSAL_SHAPE}")
+    repeat_change = float((repeat.double() - base.double()).abs().max())
+    perturbed = []
+    for t in range(CAUSAL_SHAPE[1] - 1):
+        out = p.tensor(f"changed_after_{t}")
+        if list(out.shape) != CAUSAL_SHAPE:
+            verdict.fail(f"after changing the tokens after position {t} the logits have shape {list(out.shape)}; expected {CAUSAL_SHAPE}")
+        perturbed.append(out)
+    leaks = prefix_leaks(base, perturbed, axis=1)
+    verdict.note(max_change_per_prefix=leaks, repeat_change=repeat_change)
+    if not torch.isfinite(base).all():
+        verdict.fail(f"the logits hold {int((~torch.isfinite(base)).sum())} non-finite values (NaN or inf) for valid tokens, "
+                     "so no change can be measured")
+    if not repeat_change == 0.0:  # NaN fails too
+        verdict.fail(f"with dropout=0.3 in eval mode two calls on the same tokens already differ by {repeat_change:.3g}: "
                      "dropout is still active in eval mode, so no prefix stays fixed (use nn.Dropout or F.dropout(training=self.training))")
-    bad = [t for t, leak in enumerate(leaks) if leak > CAUSAL_TOLERANCE]
+    bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
         t = bad[0]
-        verdict.fail(f"changing the tokens after position {t} changed the logits at positions 0..{t} by up to {leaks[t]:.3g} "
+        change = "became NaN" if math.isnan(leaks[t]) else f"by up to {leaks[t]:.3g}"
+        verdict.fail(f"changing the tokens after position {t} changed the logits at positions 0..{t} {change} "
                      f"(expected no change at all); {len(bad)} of {len(leaks)} prefixes leak")
     verdict.ok(f"replacing every future suffix (after positions 0..{len(leaks) - 1}) left all earlier logits unchanged "
                f"(max change {max(leaks):.1e}), float64, eval mode with dropout=0.3")
@@ -260,7 +277,7 @@ def test_gradients_reach_every_parameter(obs, verdict):
         verdict.fail(f"the loss has no grad_fn{rebuilt}: it is not connected to the model's parameters, so loss.backward() {after}")
     if raised(backward):
         verdict.fail(f"loss.backward() {describe_outcome(backward)}")
-    grads = p.value("grads")
+    grads = {name: _gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
     verdict.note(grads=grads)
     none = [n for n, g in grads.items() if g is None]
     if none:
@@ -270,7 +287,7 @@ def test_gradients_reach_every_parameter(obs, verdict):
     verdict.check(not bad, f"non-finite (NaN or inf) gradients in {', '.join(bad[:6])}")
     zero = [n for n, g in grads.items() if g["norm"] == 0.0]
     verdict.check(not zero, f"all-zero gradients in {', '.join(zero[:6])}: with a random init every parameter tensor should move the loss")
-    token_rows, position_rows = p.value("token_rows"), p.value("position_rows")
+    token_rows, position_rows = _largest_per_row(p, "token_embedding_grad"), _largest_per_row(p, "position_embedding_grad")
     unused, used, T = p.value("unused_tokens"), p.value("used_tokens"), p.value("T")
     leaked = [(i, token_rows[i]) for i in unused if token_rows[i] != 0.0]
     if leaked:
@@ -288,6 +305,23 @@ def test_gradients_reach_every_parameter(obs, verdict):
     verdict.check(not dead, f"token ids {dead} appear in the batch but their embedding rows got no gradient")
     verdict.ok(f"all {len(grads)} parameter tensors got finite, non-zero gradients; the {len(unused)} unused token rows and the "
                f"position rows {T}..{len(position_rows) - 1} got exactly zero")
+
+
+def _gradient_summary(p, key):
+    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
+    if key in p.not_tensors:
+        return None
+    grad = p.tensor(key).double()
+    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
+
+
+def _largest_per_row(p, key):
+    """The largest absolute gradient of each row of an embedding table (NaN where a row holds NaN)."""
+    if key in p.not_tensors:
+        raise CriterionFailed(f"the embedding table `{key.removesuffix('_grad')}` received no gradient (its .grad is "
+                              f"{p.not_tensors[key]})")
+    grad = p.tensor(key).double()
+    return [float(row.abs().max()) if row.numel() else 0.0 for row in grad.reshape(grad.shape[0], -1)]
 
 
 @criterion("registration", kind="registration", requires=("logits_shape",),
@@ -424,7 +458,7 @@ def test_contradictory_labels(obs, verdict):
     if final < optimum - CONTRADICTORY_BELOW:
         verdict.fail(f"for {where} the eval loss is {final:.4f}, below the optimum: no deterministic model of the "
                      "input can do that; the logits must depend on something other than the tokens")
-    if final > optimum + CONTRADICTORY_MARGIN:
+    if not final <= optimum + CONTRADICTORY_MARGIN:  # NaN fails too
         verdict.fail(f"for {where} the eval loss after {p.value('steps')} steps is {final:.4f}, {final - optimum:.3f} above "
                      f"the optimum (allowed {CONTRADICTORY_MARGIN}); the reference ends within 0.004 of it{_own_loss_note(p, final)}")
     verdict.ok(f"for {where} the eval loss is {final:.4f}, within [{-CONTRADICTORY_BELOW:g}, +{CONTRADICTORY_MARGIN:g}] of the optimum")

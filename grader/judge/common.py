@@ -5,10 +5,12 @@ from grader.judge.verdicts import NotAttempted
 
 
 def forbidden_api_criterion():
-    """The `api` criterion: no call to the exercise's forbidden APIs from the student's file.
+    """The `api` criterion: no forbidden operator reached torch's dispatcher, and no forbidden class or function
+    was called, while the exercise's code ran (whatever name or file the call came from).
 
-    It is not attempted until every part of the exercise is written (no probe reached NotImplementedError),
-    so that a stub, or a half-written file, earns nothing here for the calls it has not made yet.
+    It is not attempted until every part of the exercise is written (no probe reached NotImplementedError) and
+    some function returned (the judge's plugin), so that a stub, a half-written file or one whose every function
+    raises earns nothing here for the calls it has not made.
     """
 
     @criterion("no_forbidden_api", kind="api",
@@ -24,7 +26,8 @@ def forbidden_api_criterion():
         verdict.note(calls=calls)
         if calls:
             first = calls[0]
-            verdict.fail(f"your code calls the forbidden `{first['call']}` at {first['where']}"
+            where = f"at {first['where']}" if first["where"] else "from code outside your file's own lines"
+            verdict.fail(f"your code calls the forbidden `{first['call']}` {where}"
                          + (f" (and {len(calls) - 1} more forbidden calls)" if len(calls) > 1 else ""))
         verdict.ok("no forbidden API was called while your code ran")
 

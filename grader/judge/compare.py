@@ -30,6 +30,17 @@ def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float =
             f"expected {float(w[index]):.6g} (tolerance {atol:g}{f' + {rtol:g}·|expected|' if rtol else ''})")
 
 
+def prefix_leaks(base: torch.Tensor, perturbed: list[torch.Tensor], axis: int) -> list[float]:
+    """Leak k: the largest change, in float64, of the values at positions 0..k along `axis` between `base` and
+    `perturbed[k]` (the output once every input after position k was changed). Same shapes required. A NaN
+    or inf anywhere in those prefixes makes the leak NaN or inf, which no `leak <= tolerance` lets pass."""
+    leaks = []
+    for k, out in enumerate(perturbed):
+        before, after = base.double().narrow(axis, 0, k + 1), out.double().narrow(axis, 0, k + 1)
+        leaks.append(float((after - before).abs().max()) if after.numel() else 0.0)
+    return leaks
+
+
 def raised(outcome: dict) -> str | None:
     """The exception type an `outcome` recorded, or None when the call returned."""
     return outcome["raised"]["type"] if "raised" in outcome else None

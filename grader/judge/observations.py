@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from safetensors.torch import load as load_safetensors
 
-from grader.judge.verdicts import Crashed, CriterionFailed, NotAttempted, StudentRaised, TimedOut
+from grader.judge.verdicts import Crashed, CriterionFailed, GraderFault, NotAttempted, StudentRaised, TimedOut
 from grader.worker import protocol
 from grader.worker.jail import FILE_SIZE_LIMIT
 
@@ -109,6 +109,20 @@ class RunSummary:
     # probe -> [json sha256, tensors sha256 or None] as the worker saw the runner write them (None: reported
     # twice, so not trusted). None for runs whose files are trusted as they are (the reference solutions).
     acks: dict | None = None
+    grader_fault: str = ""      # the grader, not the student, ended the run early
+    disk_mb: int = 0
+    files: int = 0
+
+
+def _records_a_raise(value, depth: int = 0) -> bool:
+    """Whether probe values hold an exception a call raised (`{"raised": ...}`, as probes record one)."""
+    if depth > 8:
+        return False
+    if isinstance(value, dict):
+        return "raised" in value or any(_records_a_raise(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_records_a_raise(v, depth + 1) for v in value)
+    return False
 
 
 class Observations:
@@ -162,6 +176,20 @@ class Observations:
         statuses = [(self._raw(n) or {}).get("status") for n in self.probe_order]
         return protocol.OK in statuses and protocol.NOT_IMPLEMENTED not in statuses
 
+    def returned_a_result(self) -> bool:
+        """Whether some function of the submission returned: a probe ran to its end and either saw a call
+        through `ctx.outcome` return, or recorded no exception at all (so every call it made of student code
+        returned). A file whose every function raises (a stub's NotImplementedError turned into ValueError)
+        has not."""
+        for name in self.probe_order:
+            raw = self._raw(name) or {}
+            calls = raw.get("calls")
+            if raw.get("status") != protocol.OK or not isinstance(calls, dict):
+                continue
+            if calls.get("returned") or not _records_a_raise(raw.get("values")):
+                return True
+        return False
+
     # --- internals ------------------------------------------------------------------------------
     def _check_staged(self) -> None:
         if self.staged_status == "not_attempted":
@@ -199,10 +227,17 @@ class Observations:
         if error.get("limit") == "memory":
             return Crashed(f"{what} ran out of memory: the process may use at most {self._memory_limit()} and the code "
                            f"asked for more ({text}{where})", limit="memory")
+        if error.get("limit") == "disk":
+            return Crashed(f"{what} filled its scratch space: your code may write at most {self._disk_limit()} "
+                           f"({text}{where})", limit="disk")
         if error.get("limit") == "file_size":
             return Crashed(f"{what} tried to write a file larger than the limit of {FILE_SIZE_LIMIT >> 20} MB "
                            f"({text}{where})", limit="file_size")
         return StudentRaised(f"{what} raised {text}{where}", error=error)
+
+    def _disk_limit(self) -> str:
+        run = self.run
+        return f"{run.disk_mb} MB in {run.files} files and folders" if run and run.disk_mb else "the disk limit"
 
     def _memory_limit(self) -> str:
         return f"{self.run.memory_mb} MB" if self.run and self.run.memory_mb else "the memory limit"
@@ -220,6 +255,9 @@ class Observations:
         run = self.run
         if run is None:
             return Crashed(f"{what} left no observation (the exercise was not run)")
+        if run.grader_fault:
+            return GraderFault(f"the grader failed, not your code: {run.grader_fault}; {what} did not run. "
+                               "No point is taken for it: the submission will be graded again")
         if run.failure:
             cls = TimedOut if run.limit == "time" else Crashed
             return cls(f"{run.failure}; {what} did not finish", limit=run.limit)
@@ -232,6 +270,9 @@ class Observations:
         if run.limit == "file_size":
             return Crashed(f"killed for writing a file larger than the limit of {FILE_SIZE_LIMIT >> 20} MB while running "
                            f"{what}", limit="file_size")
+        if run.limit == "disk":
+            return Crashed(f"the code filled its scratch space (at most {self._disk_limit()}) while running {what}",
+                           limit="disk")
         if run.limit == "memory":
             return Crashed(f"the process ran out of memory (it may use at most {self._memory_limit()}) and died while "
                            f"running {what}", limit="memory")

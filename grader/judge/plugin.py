@@ -9,7 +9,7 @@ import pytest
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.jsonable import jsonable
 from grader.judge.observations import Observations
-from grader.judge.verdicts import Blocked, NotAttempted, Verdict
+from grader.judge.verdicts import Blocked, GraderFault, NotAttempted, Verdict
 
 VERDICT_KEY = pytest.StashKey[VerdictRecorder]()
 
@@ -36,6 +36,8 @@ class JudgePlugin:
         if unmet:
             if self.statuses.get((exercise, unmet[0])) == "not_attempted":
                 raise NotAttempted(f"not attempted: it needs `{unmet[0]}`, which is not attempted yet")
+            if self.statuses.get((exercise, unmet[0])) == "grader_error":
+                raise GraderFault(f"not judged: it needs `{unmet[0]}`, which the grader failed to run")
             raise Blocked(f"not judged: it needs `{unmet[0]}` to pass first")
         recorder = VerdictRecorder()
         request.node.stash[VERDICT_KEY] = recorder
@@ -48,7 +50,12 @@ class JudgePlugin:
             return {}
         recorder = item.stash.get(VERDICT_KEY, VerdictRecorder())
         exc = call.excinfo.value if call.excinfo is not None else None
-        if exc is None:
+        if exc is None and not self.observations[item.module.EXERCISE].returned_a_result():
+            # a criterion met by raising alone (an error asked for, a forbidden call never made) earns nothing
+            status, message, evidence = "not_attempted", (
+                "not judged: no function of this exercise returned a result (every call raised), and this "
+                "criterion is met by raising alone"), {}
+        elif exc is None:
             status, message, evidence = "passed", recorder.message or "as expected", recorder.evidence
         elif isinstance(exc, Verdict):
             status, message, evidence = exc.status, exc.message, {**recorder.evidence, **exc.evidence}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked")
+STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked", "grader_error")
 
 
 class Verdict(Exception):
@@ -44,3 +44,10 @@ class Blocked(Verdict):
     """A criterion this one needs did not pass, so judging this one would say nothing new."""
 
     status = "blocked"
+
+
+class GraderFault(Verdict):
+    """The grader failed (its sandbox could not start, a child died before the student's import): no point is
+    taken for it, and the submission is graded again."""
+
+    status = "grader_error"

@@ -6,6 +6,7 @@ on small scripted models whose greedy continuation is known in advance. Files go
 which persist between probes, so the isolated probe (a fresh process) can load what an earlier probe saved.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -171,6 +172,7 @@ def pickled_code(student, ctx):
     CANARY_RUNS.clear()
     target = build()
     ctx.outcome("load_planted", lambda: student.load_checkpoint(evil, target, adamw(target)))
+    # Whether the canary ran is an event in this process: only the probe can see it.
     ctx.record(planted=True, canary_ran=bool(CANARY_RUNS))
 
 
@@ -236,16 +238,17 @@ def atomic_save(student, ctx):
     train_step(model, opt, x, y)
     student.save_checkpoint(path, model, opt, 2, run="second")  # replaces an existing checkpoint
     ctx.record(after_second=listing(base))
+    # Digests stand for the file's bytes (a checkpoint is too large to record): the judge compares them.
     with open(path, "rb") as fh:
-        good = fh.read()
+        ctx.record(digest_before_failed_save=hashlib.sha256(fh.read()).hexdigest())
 
     broken = FailsMidSave(Config(**MODEL))
     broken.load_state_dict(model.state_dict())
     broken_opt = FailsMidSaveAdamW(broken.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     ctx.outcome("failed_save", lambda: student.save_checkpoint(path, broken, broken_opt, 3, run="third"))
     with open(path, "rb") as fh:
-        unchanged = fh.read() == good
-    ctx.record(after_failed=listing(base), file_unchanged=unchanged)
+        ctx.record(digest_after_failed_save=hashlib.sha256(fh.read()).hexdigest())
+    ctx.record(after_failed=listing(base))
     info = ctx.outcome("load_after_failure", lambda: student.load_checkpoint(path, build()))
     ctx.record(info_after_failure=describe_info(info) if info is not None else None)
 
@@ -298,6 +301,7 @@ def resume_fresh_process(student, ctx):
     moments = optimizer_moments(model, opt)
     for key, value in moments.items():
         ctx.tensor(key + "_after_load", value)
+    # How many entries the loaded optimizer holds is a fact about the object; its moments are recorded above.
     ctx.record(optimizer_state_entries=len(opt.state_dict()["state"]), info=describe_info(info))
     for name, p in model.named_parameters():
         ctx.tensor("loaded." + name, p)

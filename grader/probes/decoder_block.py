@@ -2,7 +2,7 @@
 
 import torch
 
-from grader.worker.probe import plain_tensor, probe
+from grader.worker.probe import probe
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 40
 PROJECTIONS = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"]
@@ -28,16 +28,15 @@ def forward(student, ctx):
 
 @probe
 def causality(student, ctx):
+    """The outputs for x and for x changed after each position t; the judge measures what reached 0..t."""
     attn = seeded_attention(student, ctx, dtype=torch.float64).eval()
     x = ctx.randn(2, 8, D_MODEL, dtype=torch.float64)
     with torch.no_grad():
-        base = plain_tensor(attn(x))  # measured on plain copies: a returned subclass cannot bend the arithmetic
-        leaks = []
+        ctx.tensor("base", attn(x.clone()))
         for t in range(x.shape[1] - 1):
             changed = x.clone()
             changed[:, t + 1:] = ctx.randn(2, x.shape[1] - t - 1, D_MODEL, dtype=torch.float64) * 3
-            leaks.append(float((plain_tensor(attn(changed))[:, : t + 1] - base[:, : t + 1]).abs().max()))
-    ctx.record(leaks=leaks)
+            ctx.tensor(f"changed_after_{t}", attn(changed))
 
 
 @probe
@@ -46,11 +45,12 @@ def gradients(student, ctx):
     x = ctx.randn(2, 6, D_MODEL).requires_grad_(True)
     out = attn(x)
     (out * ctx.randn(*out.shape)).sum().backward()
-    grads = {}
+    names = []
     for name, p in attn.named_parameters():
-        grads[name] = None if p.grad is None else {"finite": bool(torch.isfinite(p.grad).all()),
-                                                     "norm": float(p.grad.norm())}
-    ctx.record(grads=grads, input_grad_finite=bool(x.grad is not None and torch.isfinite(x.grad).all()))
+        names.append(name)
+        ctx.tensor(f"grad.{name}", p.grad)  # None is recorded as its type
+    ctx.record(parameters=names)
+    ctx.tensor("input_grad", x.grad)
 
 
 @probe

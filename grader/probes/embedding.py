@@ -33,6 +33,7 @@ def seed_weight(ctx, module, keep_row=None):
 
 @probe
 def table(student, ctx):
+    # Facts about the module object itself (its class, its attribute's class, registration): no tensor carries them.
     emb = student.TokenEmbedding(VOCAB, DIM)
     weight = getattr(emb, "weight", None)
     params = {name: list(p.shape) for name, p in emb.named_parameters()} if isinstance(emb, nn.Module) else {}
@@ -78,10 +79,7 @@ def gradient(student, ctx):
         ctx.tensor(f"upstream_{key}", upstream)
         out = emb(ids)
         ctx.outcome(f"backward_{key}", lambda: (out * upstream).sum().backward())
-        grad = emb.weight.grad
-        ctx.record(**{f"has_grad_{key}": isinstance(grad, torch.Tensor)})
-        if isinstance(grad, torch.Tensor):
-            ctx.tensor(f"grad_{key}", grad)
+        ctx.tensor(f"grad_{key}", emb.weight.grad)  # None is recorded as its type
 
 
 @probe

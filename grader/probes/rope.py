@@ -109,10 +109,10 @@ def gradients(student, ctx):
     ctx.tensor("out", out)
     (out * g).sum().backward()
     ctx.tensor("x_grad", leaf.grad)
-    # central differences of the student's own function along one random direction
+    # the student's own function, nudged along one random direction: the judge takes central differences
     with torch.no_grad():
         for sign, label in ((1, "plus"), (-1, "minus")):
-            ctx.record(**{f"loss_{label}": float((student.apply_rope(x + sign * FD_STEP * direction) * g).sum())})
+            ctx.tensor(f"out_{label}", student.apply_rope(x + sign * FD_STEP * direction))
 
 
 @probe

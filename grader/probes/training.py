@@ -11,7 +11,6 @@ import copy
 import torch
 import torch._dynamo  # noqa: F401 - the first optimizer imports it: paid once in the worker, not per child
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from grader.probes.lm import Config, TransformerLM
@@ -143,7 +142,7 @@ def describe_losses(losses) -> dict:
         return info
     info["length"] = len(items)
     info["element_types"] = sorted({type(v).__name__ for v in items})
-    info["all_float"] = all(isinstance(v, float) for v in items)
+    info["all_float"] = all(isinstance(v, float) for v in items)  # isinstance: a fact about the objects, not their values
     values = []
     for v in items:
         try:
@@ -158,15 +157,10 @@ def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
-def changed_parameters(model: nn.Module, before: dict[str, torch.Tensor]) -> list[str]:
-    """Names whose values differ from `before` (NaN compares equal to NaN)."""
-    changed = []
-    for name, p in model.named_parameters():
-        a, b = before[name], p.detach()
-        same = torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
-        if not same:
-            changed.append(name)
-    return changed
+def record_tensors(ctx, prefix: str, tensors: dict[str, torch.Tensor]) -> None:
+    """Record named tensors under `prefix.name` (parameters, gradients): the judge compares them."""
+    for name, value in tensors.items():
+        ctx.tensor(f"{prefix}.{name}", value)
 
 
 def fresh_gradients(model: nn.Module, x, y) -> dict[str, torch.Tensor]:
@@ -178,20 +172,13 @@ def fresh_gradients(model: nn.Module, x, y) -> dict[str, torch.Tensor]:
     return {name: p.grad.detach().clone() for name, p in twin.named_parameters() if p.grad is not None}
 
 
-def total_norm(grads) -> float:
-    grads = list(grads)
-    if not grads:
-        return 0.0
-    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.double()) for g in grads])))
-
-
 def watch_steps(opt, model: nn.Module) -> list[dict]:
     """Record, at each optimizer.step() of `opt`, the gradients it is about to apply."""
     seen: list[dict] = []
 
     def before_step(optimizer, args, kwargs):
         grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
-        seen.append({"grads": grads, "norm": total_norm(grads.values()), "with_grad": len(grads)})
+        seen.append({"grads": grads, "with_grad": len(grads)})
 
     opt.register_step_pre_hook(before_step)
     return seen
@@ -208,16 +195,8 @@ def call_expecting_raise(ctx, call) -> dict:
     return {"returned": type(result).__name__, "value": _number(result)}
 
 
-def evaluate(model: TransformerLM, x, y) -> dict:
-    model.eval()
-    with torch.no_grad():
-        logits = model(x)["logits"]
-        per_position = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
-    return {"final_loss": float(per_position.mean()), "per_position_loss": per_position.view_as(y).tolist(),
-            "prediction": logits.argmax(dim=-1).tolist()}
-
-
 def initial_loss(model: TransformerLM, x, y) -> float:
+    """The loss before any student call: what the criteria show next to the student's results."""
     with torch.no_grad():
         return float(model(x, targets=y)["loss"])
 
@@ -267,14 +246,16 @@ def train_step_update(student, ctx):
     x, y = random_batch(ctx)
     expected = initial_loss(lm, x, y)
     reached = [n for n, g in fresh_gradients(lm, x, y).items() if bool(g.abs().sum() > 0)]
-    before = snapshot(lm)
+    record_tensors(ctx, "before", snapshot(lm))
     watched = Watched(lm).eval()  # train_step must switch it to train()
     opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, weight_decay=0.0)
     steps = watch_steps(opt, lm)
     returned = student.train_step(watched, opt, x, y)  # max_grad_norm left at its default
+    record_tensors(ctx, "after", snapshot(lm))
+    # The module's mode and the counts of steps and forwards are events and state in this process: no tensor holds them.
     ctx.record(returned_type=type(returned).__name__, returned_is_float=isinstance(returned, float),
                returned_value=_number(returned), expected_loss=expected, reached_by_gradient=reached,
-               changed=changed_parameters(lm, before), training=bool(watched.training and lm.training),
+               training=bool(watched.training and lm.training),
                with_grad_at_step=[s["with_grad"] for s in steps], forwards=len(watched.grads_at_forward))
 
 
@@ -283,13 +264,13 @@ def clipping(student, ctx):
     for label, max_norm in (("tight", TIGHT_CLIP), ("loose", LOOSE_CLIP)):
         lm = small_model()
         x, y = random_batch(ctx)
-        unclipped = total_norm(fresh_gradients(lm, x, y).values())
+        record_tensors(ctx, f"{label}.fresh", fresh_gradients(lm, x, y))
         opt = torch.optim.SGD(lm.parameters(), lr=0.1)
         steps = watch_steps(opt, lm)
         student.train_step(lm, opt, x, y, max_grad_norm=max_norm)
-        ctx.record(**{label: {"max_grad_norm": max_norm, "unclipped_norm": unclipped,
-                              "norms_at_step": [s["norm"] for s in steps],
-                              "with_grad_at_step": [s["with_grad"] for s in steps]}})
+        if steps:  # the gradients the last optimizer.step() applied: the judge takes their norm
+            record_tensors(ctx, f"{label}.at_step", steps[-1]["grads"])
+        ctx.record(**{label: {"max_grad_norm": max_norm, "with_grad_at_step": [s["with_grad"] for s in steps]}})
 
 
 @probe
@@ -302,18 +283,14 @@ def gradient_reset(student, ctx):
     opt = torch.optim.SGD(lm.parameters(), lr=0.05)
     steps = watch_steps(opt, lm)
     calls = []
-    for _ in range(2):
+    for i in range(2):
         fresh = fresh_gradients(lm, x, y)
+        record_tensors(ctx, f"call{i}.fresh", fresh)
         n_before = len(steps)
         student.train_step(watched, opt, x, y, max_grad_norm=NO_CLIP)
-        at_step = steps[-1]["grads"] if len(steps) > n_before else {}
-        per_parameter = {}
-        for name, g in fresh.items():
-            got = at_step.get(name)
-            per_parameter[name] = {"fresh_norm": float(g.norm()),
-                                   "step_norm": None if got is None else float(got.norm()),
-                                   "difference_norm": None if got is None else float((got - g).norm())}
-        calls.append({"steps": len(steps) - n_before, "parameters": per_parameter})
+        if len(steps) > n_before:  # the gradients this call's last optimizer.step() applied
+            record_tensors(ctx, f"call{i}.at_step", steps[-1]["grads"])
+        calls.append({"steps": len(steps) - n_before})
     ctx.record(calls=calls, stale_value=STALE_GRAD, n_parameters=len(list(lm.parameters())),
                grads_at_forward=watched.grads_at_forward, grads_at_backward=watched.grads_at_backward)
 
@@ -327,11 +304,12 @@ def nonfinite_loss(student, ctx):
             with torch.no_grad():
                 lm.head.weight[0, 0] = float("nan")  # every logit of token 0 is NaN, so is the loss
         watched = Watched(lm, loss_factor=float("inf") if label == "inf_loss" else None)
-        before = snapshot(lm)
+        record_tensors(ctx, f"{label}.before", snapshot(lm))
         opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, weight_decay=0.0)
         steps = watch_steps(opt, lm)
         outcome = call_expecting_raise(ctx, lambda: student.train_step(watched, opt, x, y))
-        ctx.record(**{label: {"outcome": outcome, "changed": changed_parameters(lm, before), "steps": len(steps),
+        record_tensors(ctx, f"{label}.after", snapshot(lm))
+        ctx.record(**{label: {"outcome": outcome, "steps": len(steps),
                               "backwards": len(watched.grads_at_backward), "forwards": len(watched.grads_at_forward),
                               "adam_state": len(opt.state)}})
 
@@ -367,7 +345,10 @@ def _fit(student, ctx, xs, ys):
     x, y = torch.tensor(xs, dtype=torch.long), torch.tensor(ys, dtype=torch.long)
     start = initial_loss(lm, x, y)
     losses = describe_losses(student.fit_fixed_batch(lm, x, y, steps=FIT_STEPS, lr=FIT_LR))  # drains a generator too
-    ctx.record(x=xs, y=ys, steps=FIT_STEPS, lr=FIT_LR, initial_loss=start, losses=losses, **evaluate(lm, x, y))
+    lm.eval()
+    with torch.no_grad():
+        ctx.tensor("logits", lm(x)["logits"])  # the judge computes the eval loss and the predictions from them
+    ctx.record(x=xs, y=ys, steps=FIT_STEPS, lr=FIT_LR, initial_loss=start, losses=losses)
 
 
 @probe

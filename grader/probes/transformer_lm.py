@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from grader.worker.probe import plain_tensor, probe
+from grader.worker.probe import probe
 
 IGNORE_INDEX = -100
 SIZE_FIELDS = ("vocab_size", "block_size", "d_model", "n_heads", "n_layers", "d_ff")
@@ -193,21 +193,21 @@ def hand_limit(student, ctx):
 
 @probe
 def causality(student, ctx):
-    # float64 so that any real leak stands far above rounding; dropout > 0 so that only eval() keeps it off.
+    """The logits for the tokens (twice) and for the tokens changed after each position t; the judge measures
+    what reached 0..t. float64 so that any real leak stands far above rounding; dropout > 0 so that only
+    eval() keeps it off."""
     model = build(student, torch.float64, vocab_size=13, block_size=10, dropout=0.3).eval()
     fill_all_parameters(model, ctx)
     V, T = 13, 10
     tokens = ctx.randint(0, V, (2, T))
     with torch.no_grad():
-        base = plain_tensor(field(model(tokens), "logits"))  # plain copies: a returned subclass cannot bend the arithmetic
-        repeat = plain_tensor(field(model(tokens), "logits"))
-        leaks = []
+        ctx.tensor("base", field(model(tokens.clone()), "logits"))
+        ctx.tensor("repeat", field(model(tokens.clone()), "logits"))
         for t in range(T - 1):
             changed = tokens.clone()
             shift = ctx.randint(1, V, (2, T - t - 1))  # a different token at every future position
             changed[:, t + 1:] = (tokens[:, t + 1:] + shift) % V
-            leaks.append(float((plain_tensor(field(model(changed), "logits"))[:, : t + 1] - base[:, : t + 1]).abs().max()))
-    ctx.record(leaks=leaks, repeat_change=float((repeat - base).abs().max()), logits_shape=list(base.shape))
+            ctx.tensor(f"changed_after_{t}", field(model(changed), "logits"))
 
 
 @probe
@@ -232,21 +232,19 @@ def gradients(student, ctx):
     ctx.record(loss=loss_facts(loss))  # recorded before backward: a loss rebuilt from a float shows here
     model.zero_grad(set_to_none=True)
     ctx.outcome("backward", lambda: loss.backward())
-    grads = {}
+    names = []
     for name, p in model.named_parameters():
-        if p.grad is None:
-            grads[name] = None
-        else:
-            grads[name] = {"finite": bool(torch.isfinite(p.grad).all()), "norm": float(p.grad.norm())}
-    rows = {}
-    for key, emb in (("token_rows", model.token_embedding.weight), ("position_rows", model.position_embedding.weight)):
-        rows[key] = None if emb.grad is None else [float(r) for r in emb.grad.abs().amax(dim=1)]
-    ctx.record(grads=grads, unused_tokens=sorted(unused.tolist()), used_tokens=sorted(set(tokens.flatten().tolist())),
-               T=T, block_size=C, **rows)
+        names.append(name)
+        ctx.tensor(f"grad.{name}", p.grad)  # None is recorded as its type
+    ctx.tensor("token_embedding_grad", model.token_embedding.weight.grad)
+    ctx.tensor("position_embedding_grad", model.position_embedding.weight.grad)
+    ctx.record(parameters=names, unused_tokens=sorted(unused.tolist()), used_tokens=sorted(set(tokens.flatten().tolist())),
+               T=T, block_size=C)
 
 
 @probe
 def registration(student, ctx):
+    # Facts about the module tree (its classes, object identities, what is registered): no tensor carries them.
     model = build(student, n_layers=3)
     blocks = model.blocks
     ctx.record(count=sum(p.numel() for p in model.parameters()), tensors=len(list(model.parameters())),

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
 
+from grader.render.labels import LABELS
+from grader.render.safe_text import gradescope_text, junit_text
 from grader.report.model import Report
 
 # Gradescope's test statuses are only "passed" and "failed"; ours keep their detail in the output text.
 GRADESCOPE_STATUS = {"passed": "passed"}
+# JUnit has no status of its own for these: each is an <error> whose type names ours.
+JUNIT_ERRORS = ("error", "timeout", "crashed", "grader_error")
 
 
-def render_gradescope(report: Report, lang: str = "en") -> str:
-    """Gradescope's results.json: score, execution_time (a number), one test per criterion."""
+def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[[str, str, str], str] | None = None,
+                      notes: Sequence[str] = ()) -> str:
+    """Gradescope's results.json: score, execution_time (a number), one test per criterion, each shown as
+    `visibility_of(exercise id, criterion id, kind)` says (default: visible). The top-level output counts the
+    points not shown yet without naming their criteria, names the sandbox level, and adds `notes`."""
     tests = []
     for i, ex in enumerate(report.exercises, start=1):
         for j, c in enumerate(ex.criteria, start=1):
-            output = c.message if c.status == "passed" else f"[{c.status}] {c.message}\n{c.hint[lang]}"
+            message = gradescope_text(c.message)
+            output = message if c.status == "passed" else f"[{LABELS[lang][c.status]}] {message}\n{c.hint[lang]}"
             tests.append({
                 "name": f"{ex.id}: {c.title[lang]}",
                 "number": f"{i}.{j}",
@@ -25,12 +34,12 @@ def render_gradescope(report: Report, lang: str = "en") -> str:
                 "status": GRADESCOPE_STATUS.get(c.status, "failed"),
                 "output": output,
                 "tags": [ex.id, c.kind],
-                "visibility": "visible",
+                "visibility": visibility_of(ex.id, c.id, c.kind) if visibility_of else "visible",
             })
     results = {
         "score": report.score,
         "execution_time": report.duration_s,
-        "output": f"{report.score:g} / {report.max_score:g} ({report.percent:g}%), sandbox {report.sandbox['level']}",
+        "output": "\n".join([*_gradescope_summary(report, tests), *map(gradescope_text, notes)]),  # notes name files
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -38,31 +47,46 @@ def render_gradescope(report: Report, lang: str = "en") -> str:
     return json.dumps(results, indent=2, ensure_ascii=False) + "\n"
 
 
+def _gradescope_summary(report: Report, tests: list[dict]) -> list[str]:
+    """The score a student may see now (a total would give the hidden criteria away), and the sandbox level."""
+    hidden = [t for t in tests if t["visibility"] != "visible"]
+    if hidden:
+        shown = [t for t in tests if t["visibility"] == "visible"]
+        score = (f"Visible criteria: {sum(t['score'] for t in shown):g} / {sum(t['max_score'] for t in shown):g} points. "
+                 f"{sum(t['max_score'] for t in hidden):g} more points are graded by criteria shown later "
+                 "(after the due date or once grades are published).")
+    else:
+        score = f"Score: {report.score:g} / {report.max_score:g} ({report.percent:g}%)."
+    note = report.sandbox.get("note")
+    return [score, f"Sandbox: {report.sandbox['level']}" + (f" ({note})" if note else "")]
+
+
 def render_junit(report: Report, lang: str = "en") -> str:
-    """One <testsuite> per exercise, one <testcase> per criterion; failed -> <failure>, error/crash/timeout -> <error>,
-    not attempted/blocked -> <skipped>."""
+    """One <testsuite> per exercise, one <testcase> per criterion; failed -> <failure>, error/crash/timeout/grader
+    error -> <error>, not attempted/blocked -> <skipped>."""
     every = [c for e in report.exercises for c in e.criteria]
-    root = ET.Element("testsuites", name=f"grader {report.submission}", tests=str(len(every)),
+    root = ET.Element("testsuites", name=f"grader {junit_text(report.submission)}", tests=str(len(every)),
                       failures=str(sum(c.status == "failed" for c in every)),
-                      errors=str(sum(c.status in ("error", "timeout", "crashed") for c in every)),
+                      errors=str(sum(c.status in JUNIT_ERRORS for c in every)),
                       time=f"{report.duration_s:.3f}")
     for ex in report.exercises:
         suite = ET.SubElement(root, "testsuite", name=ex.id, tests=str(len(ex.criteria)),
                               failures=str(sum(c.status == "failed" for c in ex.criteria)),
-                              errors=str(sum(c.status in ("error", "timeout", "crashed") for c in ex.criteria)),
+                              errors=str(sum(c.status in JUNIT_ERRORS for c in ex.criteria)),
                               skipped=str(sum(c.status in ("not_attempted", "blocked") for c in ex.criteria)))
         for c in ex.criteria:
             case = ET.SubElement(suite, "testcase", classname=f"{ex.id}.{c.kind}", name=c.id)
             ET.SubElement(case, "properties").extend([
                 ET.Element("property", name="points", value=f"{c.points:g}"),
                 ET.Element("property", name="max_points", value=f"{c.max_points:g}"),
-                ET.Element("property", name="title", value=c.title[lang]),
+                ET.Element("property", name="title", value=junit_text(c.title[lang])),
             ])
+            message, hint = junit_text(c.message), junit_text(c.hint[lang])
             if c.status == "failed":
-                ET.SubElement(case, "failure", message=c.message, type=c.status).text = c.hint[lang]
-            elif c.status in ("error", "timeout", "crashed"):
-                ET.SubElement(case, "error", message=c.message, type=c.status).text = c.hint[lang]
+                ET.SubElement(case, "failure", message=message, type=c.status).text = hint
+            elif c.status in JUNIT_ERRORS:
+                ET.SubElement(case, "error", message=message, type=c.status).text = hint
             elif c.status in ("not_attempted", "blocked"):
-                ET.SubElement(case, "skipped", message=c.message)
+                ET.SubElement(case, "skipped", message=message)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

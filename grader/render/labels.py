@@ -8,7 +8,7 @@ LABELS = {
         "torch": "PyTorch", "graded_at": "Graded at", "duration": "Duration", "output": "Your program's output (last lines)",
         "criteria_passed": "criteria passed", "run": "Run", "limit": "Limit hit",
         "passed": "passed", "failed": "failed", "error": "error", "not_attempted": "not attempted",
-        "timeout": "timeout", "crashed": "crashed", "blocked": "blocked",
+        "timeout": "timeout", "crashed": "crashed", "blocked": "blocked", "grader_error": "grader error",
     },
     "zh": {
         "report": "评分报告", "submission": "提交", "total": "总分", "exercise": "练习",
@@ -17,9 +17,9 @@ LABELS = {
         "torch": "PyTorch", "graded_at": "评分时间", "duration": "耗时", "output": "程序输出（末尾）",
         "criteria_passed": "项通过", "run": "运行", "limit": "触发的限制",
         "passed": "通过", "failed": "未通过", "error": "报错", "not_attempted": "未作答",
-        "timeout": "超时", "crashed": "崩溃", "blocked": "受阻",
+        "timeout": "超时", "crashed": "崩溃", "blocked": "受阻", "grader_error": "评分器故障",
     },
 }
 
 STATUS_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "not_attempted": "⬜", "timeout": "⏱️",
-               "crashed": "💀", "blocked": "⛔"}
+               "crashed": "💀", "blocked": "⛔", "grader_error": "⚠️"}

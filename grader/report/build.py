@@ -6,7 +6,9 @@ from grader.course import ExerciseConfig
 from grader.judge.session import Outcome
 from grader.report.model import CriterionResult, ExerciseResult
 
-ABORTED = ("timeout", "crashed")
+# The first of these a criterion has names the exercise's status: a grader error first (the grading is
+# incomplete and is done again, whatever the student's code did), then the limit that ended the run.
+ABORTED = ("grader_error", "timeout", "crashed")
 
 
 def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict) -> ExerciseResult:

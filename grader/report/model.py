@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 SCHEMA_VERSION = "1.0"
@@ -12,9 +13,38 @@ SCHEMA_PATH = Path(__file__).with_name("schema.json")
 # Fields that change from one run to the next; everything else is the same for the same submission.
 VOLATILE_FIELDS = ("started_at", "duration_s", "run")
 
+# Every status a criterion or an exercise can have; schema.json's enum and every renderer's labels follow it.
+# `grader_error`: the grader, not the student, failed (the sandbox did not start...); it earns no point and
+# the submission is graded again.
+STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked", "grader_error")
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(value):
+    """`value` with every lone surrogate in its strings (dict keys included) replaced by U+FFFD.
+
+    Student text can hold them (`raise ValueError("\\ud800")`, a folder name decoded with surrogateescape),
+    and no UTF-8 file can: the model holds none, so every report can be written."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(valid_unicode(v) for v in value)
+    return value
+
+
+class _ValidUnicode:
+    """Cleans the dataclass's own fields when it is built (nested results clean themselves)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            setattr(self, f.name, valid_unicode(getattr(self, f.name)))
+
 
 @dataclass
-class CriterionResult:
+class CriterionResult(_ValidUnicode):
     id: str
     kind: str
     title: dict[str, str]
@@ -27,7 +57,7 @@ class CriterionResult:
 
 
 @dataclass
-class ExerciseResult:
+class ExerciseResult(_ValidUnicode):
     id: str
     title: dict[str, str]
     file: str
@@ -40,7 +70,7 @@ class ExerciseResult:
 
 
 @dataclass
-class Report:
+class Report(_ValidUnicode):
     schema_version: str
     submission: str
     course: str
@@ -56,7 +86,8 @@ class Report:
     exercises: list[ExerciseResult]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # cleaned again: a field assigned after the report was built skipped __post_init__
+        return valid_unicode(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, sort_keys=False)

@@ -6,7 +6,8 @@ read-only binds of the allow-listed system folders and packages, a copy of the w
 and /etc, and empty mount points for the running exercise; pivots into it and detaches the host's root; then
 execs a fresh interpreter for the worker. The exec is what keeps host paths out: nothing of this process's
 memory (the plan included) survives into the worker, whose children run student code. There is no /proc
-and no /sys: the mount table would name the host folders the binds come from.
+and no /sys (the mount table would name the host folders the binds come from), only copies of the
+processor descriptions torch reads.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ import os
 import shutil
 import sys
 
-from grader.sandbox import rootfs
+from grader.sandbox import cgroups, rootfs
 from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC,
                                      MS_REMOUNT, mount, pivot_root, umount)
 
 # Started so (python -I -S -c BOOT ...): the worker imports only from the box's own folders.
 BOOT = (f"import sys; sys.path[:0] = [{rootfs.LIB!r}, {rootfs.SITE!r}]; "
         "from grader.worker.__main__ import main; sys.exit(main())")
+CPU_FILES = ("/proc/cpuinfo", "/sys/devices/system/cpu/possible", "/sys/devices/system/cpu/present",
+             "/sys/devices/system/cpu/online")
 ENVIRONMENT = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
                "PYTHONDONTWRITEBYTECODE": "1"}
@@ -47,6 +50,7 @@ def build(root: str, plan: dict, uid: int, exercises: list[str]) -> None:
         shutil.copyfile(source, target)
     _etc(root, plan["etc"], uid)
     _dev(root)
+    _cpu(root)
     for path in ("/tmp", rootfs.SCRATCH, *(f"{rootfs.SUBMISSION}/{e}" for e in exercises)):
         os.makedirs(root + path, mode=0o755, exist_ok=True)
     # The worker's own /tmp (torch._dynamo wants a writable one at import); each exercise gets its own on top.
@@ -84,6 +88,20 @@ def _dev(root: str) -> None:
         mount(f"/dev/{name}", target, None, MS_BIND)
 
 
+def _cpu(root: str) -> None:
+    """Copies of the few processor descriptions torch's cpuinfo reads (it complains into every child's output
+    without them); the box has no /proc or /sys of its own."""
+    for path in CPU_FILES:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(1 << 20)
+        except OSError:
+            continue
+        os.makedirs(os.path.dirname(root + path), exist_ok=True)
+        with open(root + path, "wb") as fh:
+            fh.write(data)
+
+
 def enter(root: str) -> None:
     """Make `root` the root of this mount namespace, read-only, and detach the host's."""
     mount(None, root, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -100,6 +118,7 @@ def main() -> int:
     args = parser.parse_args()
     with os.fdopen(args.plan_fd, encoding="utf-8") as fh:
         request = json.load(fh)
+    cgroups.join(request["cgroups"])  # first: every process the worker and the student start inherits them
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here reaches the host's mount table
     build(request["root"], request["plan"], request["uid"], request["exercises"])
     enter(request["root"])

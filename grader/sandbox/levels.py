@@ -62,19 +62,22 @@ class SandboxUnavailable(Exception):
     """The level asked for cannot be had here; the message says why."""
 
 
-def choose(requested: str, hide: list[str] | None = None) -> Sandbox:
+def choose(requested: str) -> Sandbox:
     """The sandbox at the requested level, or SandboxUnavailable saying what is missing."""
     if requested == "strict":
         missing = strict_missing()
         if missing:
             raise SandboxUnavailable(f"the strict sandbox is unavailable: {missing}")
+        from grader.sandbox import cgroups
+
         layers = dict(process=True, rlimits=True, own_uid=True, network_namespace=True, pid_namespace=True,
-                      ipc_namespace=True, allow_listed_root=True, capped_scratch=True)
-        return Sandbox("strict", layers)
+                      ipc_namespace=True, allow_listed_root=True, capped_scratch=True, cpu_share=cgroups.available())
+        note = "" if layers["cpu_share"] else "no control groups here: concurrent gradings share the CPU by process"
+        return Sandbox("strict", layers, note)
     if requested == "basic":
         root = os.geteuid() == 0
         layers = dict(process=True, rlimits=True, own_uid=root, network_namespace=False, pid_namespace=False,
-                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False)
+                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False, cpu_share=False)
         why = strict_missing()
         if root:
             note = (f"weaker than strict ({why}): student code runs as a uid of its own and can read what every "
@@ -86,7 +89,7 @@ def choose(requested: str, hide: list[str] | None = None) -> Sandbox:
         return Sandbox("basic", layers, note)
     if requested == "none":
         layers = dict(process=True, rlimits=False, own_uid=False, network_namespace=False, pid_namespace=False,
-                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False)
+                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False, cpu_share=False)
         return Sandbox("none", layers, "no isolation beyond a separate process: for trusted code only")
     raise ValueError(f"unknown sandbox level {requested!r}; choose one of {', '.join(LEVELS)}")
 

@@ -8,7 +8,6 @@ refused with a message instead of copied.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,7 +97,3 @@ def _same_code(a: bytes, b: bytes) -> bool:
     def norm(x: bytes) -> list[bytes]:
         return [line.rstrip() for line in x.replace(b"\r\n", b"\n").strip().split(b"\n")]
     return norm(a) == norm(b)
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

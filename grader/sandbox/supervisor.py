@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.sandbox import rootfs
+from grader.sandbox import cgroups, rootfs
 from grader.sandbox.levels import Sandbox
 from grader.sandbox.uids import NoFreeUid
 from grader.sandbox.uids import claim as uid_claim
@@ -94,6 +94,7 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
         claim = uid_claim(*uids) if sandbox.own_uid else None
     except NoFreeUid as exc:
         return {job.id: Run(job.id, grader_fault=str(exc)) for job in jobs}
+    group = cgroups.create(f"uid-{claim.uid}") if claim and sandbox.level == "strict" else None
     try:
         if claim and sandbox.level == "basic":
             # No box: the exercise folders live on the host, lent to the grading's uid one at a time.
@@ -103,7 +104,7 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
         attempt = 0
         while remaining:
             attempt += 1
-            finished = _run_worker(remaining, seed, sandbox, claim.uid if claim else None, scratch, attempt)
+            finished = _run_worker(remaining, seed, sandbox, claim.uid if claim else None, scratch, attempt, group)
             progressed = bool(finished)
             runs.update(finished)
             remaining = [j for j in remaining if j.id not in runs]
@@ -113,6 +114,8 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
                     runs[job.id] = Run(job.id, grader_fault="the grading worker could not start: " + (reason or "no output"))
                 break
     finally:
+        if group:
+            group.remove()
         if claim:
             claim.release()
     return runs
@@ -130,7 +133,8 @@ def _pipe_with(text: str) -> int:
     return read_end
 
 
-def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, uid: int | None, scratch: Path, attempt: int) -> dict[str, Run]:
+def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, uid: int | None, scratch: Path, attempt: int,
+                group: cgroups.GradingGroup | None = None) -> dict[str, Run]:
     boxed = sandbox.level == "strict"
     scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None
     request = {"seed": seed, "jail": sandbox.jail(uid, scratch_fd), "exercises": [j.request(boxed) for j in jobs]}
@@ -140,7 +144,7 @@ def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, uid: int | None, s
         root = scratch / f".root-{attempt}"
         root.mkdir(mode=0o700)
         plan_fd = _pipe_with(json.dumps({"root": str(root), "plan": rootfs.plan(), "uid": uid,
-                                         "exercises": [j.id for j in jobs]}))
+                                         "exercises": [j.id for j in jobs], "cgroups": group.procs if group else []}))
     read_end, write_end = os.pipe()
     log_path = scratch / f"worker-{attempt}.log"
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch),

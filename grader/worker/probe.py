@@ -6,18 +6,38 @@ student's functions, and records what came back. It never decides whether that w
 
 from __future__ import annotations
 
+import _json
 import errno
 import hashlib
-import json
 import os
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy
 import torch
-from safetensors.torch import save as save_tensors
 
 from grader.worker import protocol
+
+# The path from a probe's results to its files runs in the student's process, after the student's code ran.
+# It calls only these, bound here, before any student import: C functions and methods of immutable C types,
+# which no submission can replace (json's encoder class, safetensors.torch and the methods torch.Tensor
+# defines in Python can be). The runner's guard verifies the rest of the path (this module's own functions).
+_TensorBase = torch._C.TensorBase
+_as_subclass, _detach, _cpu, _contiguous, _clone = (_TensorBase.as_subclass, _TensorBase.detach, _TensorBase.cpu,
+                                                    _TensorBase.contiguous, _TensorBase.clone)
+_reshape, _view, _to_numpy, _tolist = _TensorBase.reshape, _TensorBase.view, _TensorBase.numpy, _TensorBase.tolist
+_dtype_of, _shape_of = _TensorBase.dtype.__get__, _TensorBase.shape.__get__
+_to_bytes = numpy.ndarray.tobytes
+_NoTorchFunction, _NoTorchDispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
+_sha256 = hashlib.sha256
+_encode_json = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
+_join, _join_bytes = "".join, b"".join
+_unlink, _open, _write, _close = os.unlink, os.open, os.write, os.close
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+_SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                       torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+                       torch.uint8: "U8", torch.bool: "BOOL", torch.complex64: "C64"}
 
 
 @dataclass(frozen=True)
@@ -47,10 +67,11 @@ def probes_of(module) -> list[ProbeSpec]:
 
 
 def plain_tensor(value: torch.Tensor) -> torch.Tensor:
-    """A detached, contiguous copy with no subclass behaviour left (a returned subclass cannot lie later)."""
-    with torch._C.DisableTorchFunctionSubclass():
-        base = torch.Tensor.as_subclass(value, torch.Tensor)
-        return base.detach().cpu().contiguous().clone()
+    """A detached, contiguous copy of the data, read past any behaviour the tensor carries: a subclass, a
+    `__class__` assigned after the fact, `__torch_function__`, `__torch_dispatch__` and any mode left pushed
+    are all skipped, and torch.Tensor's Python-level methods are never looked up."""
+    with _NoTorchFunction(), _NoTorchDispatch():
+        return _clone(_contiguous(_cpu(_detach(_as_subclass(value, torch.Tensor)))))
 
 
 def raised_in(exc: BaseException, student_file: str | None) -> bool:
@@ -88,6 +109,8 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
             info["limit"] = "memory"
         elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:
             info["limit"] = "file_size"  # Python ignores SIGXFSZ: RLIMIT_FSIZE surfaces as "File too large"
+        elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            info["limit"] = "disk"       # the exercise's capped scratch is full (space or inodes)
     except BaseException:  # noqa: BLE001 - a hostile exception class may break even this
         pass
     return info
@@ -105,6 +128,8 @@ class ProbeContext:
         self.values: dict[str, Any] = {}
         self.tensors: dict[str, torch.Tensor] = {}
         self.not_tensors: dict[str, str] = {}
+        # calls through `outcome` that returned and that raised: the judge's evidence that something was written
+        self.calls = {"returned": 0, "raised": 0}
 
     # --- inputs -------------------------------------------------------------------------------
     def randn(self, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -136,6 +161,18 @@ class ProbeContext:
         else:
             self.not_tensors[name] = type(value).__name__
 
+    def hand_over(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """Record `tensor` as the input `name` and return a plain copy to pass to the student's call: the probe's
+        own tensor never reaches student code, so nothing the call does to its argument (an in-place edit, a new
+        `__class__`) reaches what the probe computes with."""
+        self.tensor(name, tensor)
+        return plain_tensor(tensor)
+
+    def record_input_after(self, name: str, handed: torch.Tensor) -> None:
+        """Record, as `<name>_after_call`, the data of a tensor given by `hand_over` as it is after the call (read
+        past any subclass behaviour): the judge compares it with the input it drew."""
+        self.tensor(f"{name}_after_call", handed)
+
     def outcome(self, name: str, call: Callable[[], Any], *, not_implemented_is_an_answer: bool = False) -> Any:
         """Call `call`, record whether it returned or what it raised, and return its value (None if it raised).
 
@@ -148,23 +185,26 @@ class ProbeContext:
             if not not_implemented_is_an_answer and raised_in(exc, self.student_file):
                 raise
             self.values[name] = {"raised": describe_exception(exc, self.student_file)}
+            self.calls["raised"] += 1
             return None
         except BaseException as exc:  # noqa: BLE001 - SystemExit and friends from student code are observations
             self.values[name] = {"raised": describe_exception(exc, self.student_file)}
+            self.calls["raised"] += 1
             return None
         self.values[name] = {"returned": type(result).__name__}
+        self.calls["returned"] += 1
         return result
 
     def write(self, obs_dir: str, status: str, error: dict | None, forbidden: list[dict],
               seconds: float) -> tuple[str, str | None]:
         """Write `<name>.safetensors` then `<name>.json` (the probe's commit marker); return their SHA-256
         digests (None without tensors), which the worker passes on so that the judge can tell them from
-        files student code wrote."""
+        files student code wrote. Only the functions bound at the top of this module are called."""
         tensor_digest = None
         if self.tensors:
-            data = save_tensors(self.tensors)
-            _write_new(os.path.join(obs_dir, self.name + protocol.TENSOR_SUFFIX), data)
-            tensor_digest = hashlib.sha256(data).hexdigest()
+            data = _safetensors_bytes(self.tensors)
+            tensor_digest = _sha256(data).hexdigest()
+            _write_new(obs_dir + "/" + self.name + protocol.TENSOR_SUFFIX, data)
         payload = {
             "probe": self.name,
             "status": status,
@@ -172,29 +212,50 @@ class ProbeContext:
             "values": self.values,
             "not_tensors": self.not_tensors,
             "tensors": sorted(self.tensors),
+            "calls": self.calls,
             protocol.FORBIDDEN_KEY: forbidden,
             "seconds": round(seconds, 4),
         }
-        text = json.dumps(payload).encode("utf-8")
-        _write_new(os.path.join(obs_dir, self.name + protocol.JSON_SUFFIX), text)
-        return hashlib.sha256(text).hexdigest(), tensor_digest
+        text = _join(_encode_json(payload, 0)).encode("ascii")
+        _write_new(obs_dir + "/" + self.name + protocol.JSON_SUFFIX, text)
+        return _sha256(text).hexdigest(), tensor_digest
+
+
+def _safetensors_bytes(tensors: dict[str, torch.Tensor]) -> bytes:
+    """The safetensors file of plain tensors, written here (safetensors.torch is Python, so replaceable): the
+    header's length (8 bytes, little-endian), the JSON header padded with spaces to 8 bytes, then the data."""
+    header, chunks, offset = {}, [], 0
+    for name, t in tensors.items():
+        with _NoTorchFunction(), _NoTorchDispatch():
+            raw = _to_bytes(_to_numpy(_view(_reshape(t, (-1,)), torch.uint8)))
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[_dtype_of(t)], "shape": list(_shape_of(t)),
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = _join(_encode_json(header, 0)).encode("ascii")
+    text += b" " * (-len(text) % 8)
+    return _join_bytes([len(text).to_bytes(8, "little"), text, *chunks])
 
 
 def _write_new(path: str, data: bytes) -> None:
     """Write a fresh file: whatever student code put at that name (a link, say) is replaced, never followed."""
     try:
-        os.unlink(path)
+        _unlink(path)
     except FileNotFoundError:
         pass
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    fd = _open(path, _NEW_FILE, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[_write(fd, view):]
+    finally:
+        _close(fd)
 
 
 def _jsonable(value: Any) -> Any:
     """Plain JSON data from probe values: tensors become lists, floats stay floats (NaN and inf included)."""
     if isinstance(value, torch.Tensor):
-        return plain_tensor(value).tolist()
+        return _tolist(plain_tensor(value))
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -7,6 +7,9 @@ import re
 JSON_SUFFIX = ".json"
 TENSOR_SUFFIX = ".safetensors"
 IMPORT_PROBE = "_import"
+# What a child's runner writes on its acknowledgement pipe right before it imports the student's file: a child
+# that ends abnormally without it failed in the grader's own code.
+STARTED = b"started"
 
 MAX_JSON_BYTES = 1 << 20          # one probe's JSON
 MAX_TENSOR_BYTES = 64 << 20       # one probe's safetensors file

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import importlib.util
@@ -10,11 +9,17 @@ import os
 import random
 import sys
 import time
+from itertools import repeat
+from operator import is_
+from types import FunctionType
 
 import torch
 
 from grader.worker import protocol
+from grader.worker.forbidden import ForbiddenCalls, ForbiddenOps, Recorder
 from grader.worker.probe import ProbeContext, describe_exception, probes_of, raised_in
+
+_write = os.write  # bound before any student import: the acknowledgement never looks os.write up again
 
 
 def load_probe_groups(probes_module: str) -> list[list[str]]:
@@ -46,18 +51,38 @@ def run_probes(job: dict, names: list[str], course_seed: int, ack_fd: int | None
     os.chdir(job["workdir"])
     specs = {s.name: s for s in probes_of(importlib.import_module(job["probes_module"]))}
     student_file = os.path.abspath(job["student_file"])
-    hooks = ForbiddenCalls(job.get("forbidden", []), student_file)
-    hooks.install()
+    forbidden = Recorder(student_file)
+    operators = [name for name in job.get("forbidden", []) if "::" in name]   # aten::native_layer_norm
+    ForbiddenCalls([name for name in job.get("forbidden", []) if "::" not in name], forbidden).install()
     guard = Guard(importlib.import_module(job["probes_module"]))
+    # The guard verifies everything else; its own code is verified here, in this frame, whose code a
+    # submission cannot swap while it runs.
+    check = guard.check
+    own_code = [(f, f.__code__, f.__defaults__) for f in (check.__func__, _parts, _same)]
+
+    def verified_check() -> list[str]:
+        for f, code, defaults in own_code:
+            if f.__code__ is not code or f.__defaults__ is not defaults:
+                return [f"grader.worker.runner.{f.__name__}"]
+        return check()
+
+    def watched(call):
+        """Run `call` (student code, or a probe calling it) with the forbidden operators recorded, if any."""
+        if not operators:
+            return call()
+        with ForbiddenOps(operators, forbidden):
+            return call()
 
     started = time.perf_counter()
-    student, status, error = import_student(student_file, job["module_name"])
-    changed = guard.check()
+    if ack_fd is not None:
+        os.write(ack_fd, protocol.STARTED + b"\n")  # from here on, what goes wrong may be the student's doing
+    student, status, error = watched(lambda: import_student(student_file, job["module_name"]))
+    changed = verified_check()
     if changed:
         student, status, error = None, protocol.RAISED, tampering(changed)
     if write_import:  # the first child of the exercise records the import; later ones import it again
         ctx = ProbeContext(protocol.IMPORT_PROBE, 0, job["workdir"], student_file)
-        acknowledge(ack_fd, ctx.name, ctx.write(job["obs_dir"], status, error, hooks.take(), time.perf_counter() - started))
+        acknowledge(ack_fd, ctx.name, ctx.write(job["obs_dir"], status, error, forbidden.take(), time.perf_counter() - started))
     if student is None:
         return
 
@@ -68,19 +93,20 @@ def run_probes(job: dict, names: list[str], course_seed: int, ack_fd: int | None
         random.seed(seed)
         status, error = protocol.OK, None
         started = time.perf_counter()
-        try:
-            specs[name].fn(student, ctx)
-        except BaseException as exc:  # noqa: BLE001 - everything student code throws is an observation
-            status, error = classify(exc, student_file)
-        changed = guard.check()
+        if not guard.lasting:  # a change that could not be put back: no later probe of this process measures
+            try:
+                watched(lambda: specs[name].fn(student, ctx))
+            except BaseException as exc:  # noqa: BLE001 - everything student code throws is an observation
+                status, error = classify(exc, student_file)
+            changed = verified_check()
         if changed:
             status, error = protocol.RAISED, tampering(changed)
-        acknowledge(ack_fd, name, ctx.write(job["obs_dir"], status, error, hooks.take(), time.perf_counter() - started))
+        acknowledge(ack_fd, name, ctx.write(job["obs_dir"], status, error, forbidden.take(), time.perf_counter() - started))
 
 
 def acknowledge(ack_fd: int | None, name: str, digests: tuple[str, str | None]) -> None:
     if ack_fd is not None:
-        os.write(ack_fd, f"{name} {digests[0]} {digests[1] or '-'}\n".encode())
+        _write(ack_fd, f"{name} {digests[0]} {digests[1] or '-'}\n".encode())
 
 
 def import_student(path: str, module_name: str):
@@ -107,19 +133,66 @@ def classify(exc: BaseException, student_file: str) -> tuple[str, dict]:
 
 _MISSING = object()
 _gettrace, _getprofile, _settrace, _setprofile = sys.gettrace, sys.getprofile, sys.settrace, sys.setprofile
+_function_modes, _pop_function_mode = torch._C._len_torch_function_stack, torch._C._pop_torch_function_stack
+_dispatch_modes, _pop_dispatch_mode = torch._C._len_torch_dispatch_stack, torch._C._pop_torch_dispatch_stack
+_WRAPPERS = (staticmethod, classmethod)
+
+
+# The guard's own functions take every global and builtin they use as a default, bound now: a submission that
+# replaces builtins.all or runner._MISSING must not change how the guard looks.
+def _parts(value, type=type, tuple=tuple, property=property, FunctionType=FunctionType, _WRAPPERS=_WRAPPERS,
+           ValueError=ValueError) -> tuple:
+    """The objects a patch can swap behind a name without changing what the name holds: a function's code,
+    defaults and closure (and, one level down, those of the functions its closure holds: torch wraps many
+    Tensor methods), a property's accessors, the function inside a staticmethod or classmethod."""
+    parts, pending = [], [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        parts.append(item)
+        kind = type(item)
+        if kind in _WRAPPERS:
+            pending.append((item.__func__, depth))
+        elif kind is property:
+            pending += [(item.fget, depth), (item.fset, depth), (item.fdel, depth)]
+        elif kind is FunctionType and depth < 2:
+            parts += [item.__code__, item.__defaults__]
+            kwdefaults = item.__kwdefaults__
+            if kwdefaults:
+                parts += [*kwdefaults.keys(), *kwdefaults.values()]
+            for cell in item.__closure__ or ():
+                try:
+                    pending.append((cell.cell_contents, depth + 1))
+                except ValueError:  # an empty cell
+                    parts.append(None)
+    return tuple(parts)
+
+
+def _same(a: tuple, b: tuple, len=len, zip=zip) -> bool:
+    """Identity, part for part: never ==, which a planted object could answer."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is not y:
+            return False
+    return True
 
 
 class Guard:
-    """What probes measure with must stay what it was while student code runs next to them.
+    """What probes measure with, and the path from their results to the files, must stay what it was while
+    student code runs next to them.
 
     A probe computes in the student's process (`float((a - b).abs().max())`), so a submission that replaces
-    `builtins.float`, `torch.Tensor.max` or `torch.allclose` could make a wrong answer measure as right.
-    The guard takes a snapshot of those namespaces before the student's module is imported and compares
-    after the import and after each probe: anything replaced or removed (or, on a class, added) is put back,
-    and the import or probe that ran is recorded as tampering instead of what it measured.
+    `builtins.float`, `torch.Tensor.max`, the code of a method torch.Tensor defines in Python, or a class
+    attribute of a serialiser, could make a wrong answer measure as right. The guard takes a snapshot of
+    those namespaces (module dicts, class dicts, and the code, defaults and closures of every Python function
+    in them) before the student's module is imported, and compares after the import and after each probe:
+    anything replaced, removed or (on a class) added is put back and the import or probe that ran is recorded
+    as tampering instead of what it measured; a function changed in place (its code, defaults or closure) is
+    not put back, so every later probe of the process is recorded as tampering too. Tracing hooks and torch
+    modes left behind are removed, so that nothing of the student's runs while the observation is written.
 
     It catches a submission that patches and leaves the patch in place; code written to patch and undo
-    within one call, or to disable this guard, is beyond what an in-process check can stop.
+    within one probe, or to disable this guard, is beyond what an in-process check can stop.
     """
 
     IGNORED = frozenset({"__warningregistry__", "__slotnames__"})   # caches Python fills in (warnings, pickle)
@@ -130,49 +203,93 @@ class Guard:
     def __init__(self, probes_module):
         import builtins
         import json
+        import json.encoder
         import math
 
         import safetensors.torch
+        import torch._tensor
+        import torch.functional
         import torch.linalg
         import torch.nn.functional
         import torch.testing
+        import torch.utils._python_dispatch as python_dispatch
 
+        from grader.worker import forbidden as forbidden_module
         from grader.worker import probe as probe_module
         from grader.worker import protocol as protocol_module
 
-        modules = [("builtins", builtins), ("math", math), ("json", json), ("os", os), ("os.path", os.path),
-                   ("torch", torch), ("torch.nn", torch.nn), ("torch.nn.functional", torch.nn.functional),
-                   ("torch.linalg", torch.linalg), ("torch.testing", torch.testing),
+        modules = [("builtins", builtins), ("math", math), ("json", json), ("json.encoder", json.encoder),
+                   ("os", os), ("os.path", os.path), ("torch", torch), ("torch._C", torch._C),
+                   ("torch._C._nn", torch._C._nn), ("torch._tensor", torch._tensor),
+                   ("torch.functional", torch.functional), ("torch.nn", torch.nn),
+                   ("torch.nn.functional", torch.nn.functional), ("torch.linalg", torch.linalg),
+                   ("torch.testing", torch.testing), ("torch.utils._python_dispatch", python_dispatch),
                    ("safetensors.torch", safetensors.torch), ("grader.worker.probe", probe_module),
-                   ("grader.worker.protocol", protocol_module), ("grader.worker.runner", sys.modules[__name__]),
-                   (probes_module.__name__, probes_module)]
+                   ("grader.worker.protocol", protocol_module), ("grader.worker.forbidden", forbidden_module),
+                   ("grader.worker.runner", sys.modules[__name__]), (probes_module.__name__, probes_module)]
         classes = [("torch.Tensor", torch.Tensor), ("torch.nn.Module", torch.nn.Module),
-                   ("torch.nn.Parameter", torch.nn.Parameter), ("ProbeContext", ProbeContext), ("Guard", Guard)]
-        self.spaces = [(label, m.__dict__, None, dict(m.__dict__)) for label, m in modules]
-        self.spaces += [(label, c.__dict__, c, dict(c.__dict__)) for label, c in classes]
+                   ("torch.nn.Parameter", torch.nn.Parameter), ("json.JSONEncoder", json.JSONEncoder),
+                   ("TorchDispatchMode", python_dispatch.TorchDispatchMode), ("ProbeContext", ProbeContext),
+                   ("Guard", Guard), ("Recorder", Recorder), ("ForbiddenOps", ForbiddenOps),
+                   ("ForbiddenCalls", ForbiddenCalls)]
+        # (label, the live namespace, whether a name added to it counts: on a class or an instance it hides
+        # what the class below defines)
+        spaces = [(label, m.__dict__, False) for label, m in modules] + [(label, c.__dict__, True) for label, c in classes]
+        spaces.append(("json._default_encoder", vars(json._default_encoder), True))   # json.dumps calls its encode
+        self.spaces = []
+        for label, now, additions in spaces:
+            saved = {k: _parts(v) for k, v in now.items()}
+            # most names hold a builtin, a class or a constant, compared by identity in C in one pass; the
+            # Python functions among them (`deep`) need their parts compared one by one
+            shallow = [(k, parts[0]) for k, parts in saved.items() if len(parts) == 1]
+            deep = {k: parts for k, parts in saved.items() if len(parts) > 1}
+            self.spaces.append((label, now, additions, saved, tuple(k for k, _ in shallow), tuple(v for _, v in shallow), deep))
+        self.classes = dict(classes)
+        self.modes = (_function_modes(), _dispatch_modes())
+        self.lasting = False   # a change check() could not put back
 
-    def check(self) -> list[str]:
-        """Dotted names changed since the snapshot (each one already put back); empty when none."""
+    def check(self, _parts=_parts, _same=_same, all=all, map=map, is_=is_, repeat=repeat, len=len, type=type,
+              dict=dict, getattr=getattr, FunctionType=FunctionType, _MISSING=_MISSING, _gettrace=_gettrace,
+              _getprofile=_getprofile, _settrace=_settrace, _setprofile=_setprofile, _function_modes=_function_modes,
+              _dispatch_modes=_dispatch_modes, _pop_function_mode=_pop_function_mode,
+              _pop_dispatch_mode=_pop_dispatch_mode, setattr=type.__setattr__, delattr=type.__delattr__) -> list[str]:
+        """Dotted names changed since the snapshot (each replaced or added name already put back); empty when none."""
         changed = []
-        for label, now, cls, saved in self.spaces:
-            for key, value in saved.items():
-                if key not in self.IGNORED and now.get(key, _MISSING) is not value:
-                    if f"{label}.{key}" in self.SELF_WRAPPED and getattr(now.get(key), "__wrapped__", None) is value:
-                        saved[key] = now[key]
-                        continue
-                    changed.append(f"{label}.{key}")
-                    if cls is None:
-                        now[key] = value
-                    else:
-                        type.__setattr__(cls, key, value)
-            if cls is not None:
+        for label, now, additions, saved, keys, values, deep in self.spaces:
+            owner = now if type(now) is dict else None   # a class's mappingproxy is changed through the class
+            intact = all(map(is_, map(now.get, keys, repeat(_MISSING)), values)) and len(now) == len(saved)
+            for key, parts in (deep if intact else saved).items():
+                value = now.get(key, _MISSING)
+                if key in self.IGNORED or (value is parts[0] and _same(_parts(value), parts)):
+                    continue
+                if (f"{label}.{key}" in self.SELF_WRAPPED and type(value) is FunctionType
+                        and getattr(value, "__wrapped__", None) is parts[0]):
+                    saved[key] = _parts(value)
+                    continue
+                changed.append(f"{label}.{key}")
+                if value is parts[0]:
+                    self.lasting = True
+                elif owner is not None:
+                    owner[key] = parts[0]
+                else:
+                    setattr(self.classes[label], key, parts[0])
+            if additions and not intact:
                 for key in [k for k in now if k not in saved and k not in self.IGNORED]:
                     changed.append(f"{label}.{key}")
-                    type.__delattr__(cls, key)
+                    if owner is not None:
+                        del owner[key]
+                    else:
+                        delattr(self.classes[label], key)
         if _gettrace() is not None or _getprofile() is not None:
             changed.append("sys.settrace")
             _settrace(None)
             _setprofile(None)
+        if (_function_modes(), _dispatch_modes()) != self.modes:
+            changed.append("torch's mode stack")
+            while _function_modes() > self.modes[0]:
+                _pop_function_mode()
+            while _dispatch_modes() > self.modes[1]:
+                _pop_dispatch_mode()
         return changed
 
 
@@ -180,44 +297,3 @@ def tampering(changed: list[str]) -> dict:
     """The error recorded for an import or probe during which the student's code changed the guarded names."""
     shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
     return {"type": "Tampering", "message": f"replaced {shown}", "where": None, "frames": [], "tampered": changed[:40]}
-
-
-class ForbiddenCalls:
-    """Wraps the course's forbidden APIs so that a call made from the student's file is recorded (and still works)."""
-
-    def __init__(self, dotted_names: list[str], student_file: str):
-        self.dotted_names = dotted_names
-        self.student_file = student_file
-        self.calls: list[dict] = []
-
-    def install(self) -> None:
-        for dotted in self.dotted_names:
-            owner_name, attr = dotted.rsplit(".", 1)
-            owner = importlib.import_module(owner_name)
-            target = getattr(owner, attr)
-            if isinstance(target, type):
-                target.__init__ = self._wrap(target.__init__, dotted)
-            else:
-                setattr(owner, attr, self._wrap(target, dotted))
-
-    def _wrap(self, fn, dotted: str):
-        @functools.wraps(fn)
-        def recorded(*args, **kwargs):
-            where = self._student_line()
-            if where and not any(c["call"] == dotted and c["where"] == where for c in self.calls):
-                self.calls.append({"call": dotted, "where": where})
-            return fn(*args, **kwargs)
-
-        return recorded
-
-    def _student_line(self) -> str | None:
-        frame = sys._getframe(2)
-        while frame is not None:
-            if os.path.abspath(frame.f_code.co_filename) == self.student_file:
-                return f"{os.path.basename(self.student_file)}:{frame.f_lineno}"
-            frame = frame.f_back
-        return None
-
-    def take(self) -> list[dict]:
-        calls, self.calls = self.calls, []
-        return calls

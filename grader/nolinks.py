@@ -1,0 +1,78 @@
+"""Reading a file of a student's upload without ever following a symbolic link on the way.
+
+A link anywhere in the path (`alice/rope -> ../bob/rope`, `exercises -> /autograder/source/solutions`,
+`rope -> /proc/self/cwd/solutions/rope`) would make the grader read someone else's file as the student's.
+Each component is opened relative to its parent's descriptor with O_NOFOLLOW, so a link swapped in between a
+check and the open is refused too.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+ABSENT, LINK, NOT_REGULAR, REGULAR = "absent", "link", "not_regular", "regular"
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What lies at a relative path: `kind` is one of the four above; `link` names the first component that is
+    a link; `data` holds at most the bytes asked for of a regular file."""
+
+    kind: str
+    link: str = ""
+    data: bytes = b""
+
+
+def read_without_links(root: Path, parts: tuple[str, ...] | list[str], max_bytes: int) -> Lookup:
+    """The file at root/parts[0]/.../parts[-1], read only when no component after `root` is a link."""
+    opened = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        for i, name in enumerate(parts):
+            shown = "/".join(parts[: i + 1])
+            try:
+                info = os.stat(name, dir_fd=opened[-1], follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                return Lookup(ABSENT)
+            if stat.S_ISLNK(info.st_mode):
+                return Lookup(LINK, shown)
+            last = i == len(parts) - 1
+            if not last and not stat.S_ISDIR(info.st_mode):
+                return Lookup(ABSENT)
+            if last and not stat.S_ISREG(info.st_mode):
+                return Lookup(NOT_REGULAR)
+            # O_NONBLOCK: a FIFO swapped in after the check must not hang the open.
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+            try:
+                opened.append(os.open(name, flags, dir_fd=opened[-1]))
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # replaced by a link since the check
+                    return Lookup(LINK, shown)
+                raise
+        if not stat.S_ISREG(os.fstat(opened[-1]).st_mode):
+            return Lookup(NOT_REGULAR)
+        return Lookup(REGULAR, data=_read(opened[-1], max_bytes))
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _read(fd: int, max_bytes: int) -> bytes:
+    chunks, left = [], max_bytes
+    while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def links_under(root: Path) -> list[str]:
+    """Every link below `root` (relative, in walk order), none of them followed."""
+    found = []
+    for folder, dirs, files in os.walk(root):  # os.walk lists links to folders but does not enter them
+        for name in sorted(dirs) + sorted(files):
+            if os.path.islink(os.path.join(folder, name)):
+                found.append(os.path.relpath(os.path.join(folder, name), root))
+    return found
