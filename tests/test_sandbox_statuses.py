@@ -1,6 +1,7 @@
 """A crash, a timeout and an untouched stub each get their own status and a message in words,
 and the other exercises of the same submission are graded as if nothing happened."""
 
+import os
 import re
 import textwrap
 import time
@@ -118,5 +119,7 @@ def test_basic_sandbox_is_recorded_with_its_weaker_layers(tmp_path):
 
     sandbox = json.loads((out / "report.json").read_text())["sandbox"]
     assert sandbox["level"] == "basic"
-    assert sandbox["layers"]["other_user"] is False and sandbox["layers"]["rlimits"] is True
+    layers = sandbox["layers"]
+    assert layers["pid_namespace"] is False and layers["allow_listed_root"] is False and layers["rlimits"] is True
+    assert layers["own_uid"] is (os.geteuid() == 0)   # as root, student code still runs as a uid of its own
     assert sandbox["note"]
