@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 ROOT = "/sys/fs/cgroup"
 PARENT = "transformer-grader"
 MAX_PIDS = 512
+# The gradings together weigh as much as this many busy processes against the rest of the machine (a group
+# weighs as one process by default, which would slow every grading down whenever anything else runs).
+PARENT_WEIGHT_CPUS = os.cpu_count() or 1
 
 
 @dataclass
@@ -80,6 +83,8 @@ def _v2(name: str) -> str:
     _write(os.path.join(ROOT, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
     os.makedirs(parent, exist_ok=True)
     _write(os.path.join(parent, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
+    if "cpu" in wanted:
+        _write(os.path.join(parent, "cpu.weight"), str(min(10000, 100 * PARENT_WEIGHT_CPUS)))
     folder = _fresh(parent, name)
     if "pids" in wanted:
         _write(os.path.join(folder, "pids.max"), str(MAX_PIDS))
@@ -92,6 +97,8 @@ def _v1(controller: str, name: str) -> str | None:
         return None
     parent = os.path.join(hierarchy, PARENT)
     os.makedirs(parent, exist_ok=True)
+    if controller == "cpu":
+        _write(os.path.join(parent, "cpu.shares"), str(1024 * PARENT_WEIGHT_CPUS))
     folder = _fresh(parent, name)
     if controller == "pids":
         _write(os.path.join(folder, "pids.max"), str(MAX_PIDS))
