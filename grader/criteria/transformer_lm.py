@@ -195,6 +195,10 @@ def test_hand_computed_limit(obs, verdict):
             raw = difference(logits, torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]]) if key == "high"
                              else torch.tensor([[[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]]), atol=LIMIT_TOLERANCE) is None
             cause = ": they equal the head applied to the raw embeddings, so final_norm was skipped" if raw else ""
+            never = [name for name, calls in p.value("hook_calls").items() if calls == 0]
+            if never and not raw:
+                cause += (f"; forward never called {', '.join(never)} (the limit is set up through each module's "
+                          "output: skipped, or its .forward called directly instead of the module)")
             verdict.fail(f"with {heads[key]} the logits should be {'(a,-a,0), (-a,a,0)' if key == 'high' else '(-a,a,0), (a,-a,0)'} "
                          f"with a = {A:.7f}; {problem}{cause}")
         losses[key] = _loss_value(p.value(f"loss_{key}"))

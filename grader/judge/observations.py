@@ -219,6 +219,11 @@ class Observations:
         text = f"{error.get('type', 'an exception')}: {error.get('message', '')}".rstrip(": ")
         if raw["status"] == protocol.NOT_IMPLEMENTED:
             return NotAttempted(f"{what} reached NotImplementedError{where}: the stub is not implemented yet")
+        if raw["status"] == protocol.GRADER_FAULT:
+            at = f" at grader/{error['grader_where']}" if error.get("grader_where") else ""
+            return GraderFault(f"{what} failed in the grader's own code ({text}{at}), not in yours: this is the "
+                               "grader's fault, no point is taken for it, and the submission will be graded again",
+                               error=error)
         if error.get("tampered"):
             names = ", ".join(str(n) for n in list(error["tampered"])[:8])
             return StudentRaised(f"{what}: the submission replaced what the grader measures with ({names}); "

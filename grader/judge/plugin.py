@@ -55,15 +55,19 @@ class JudgePlugin:
             status, message, evidence = "not_attempted", (
                 "not judged: no function of this exercise returned a result (every call raised), and this "
                 "criterion is met by raising alone"), {}
+        elif exc is None and not recorder.met:
+            status, message, evidence = "grader_error", (
+                "the criterion ended without a verdict (it never called verdict.ok): this is the grader's fault, "
+                "no point is taken for it; please report it"), recorder.evidence
         elif exc is None:
-            status, message, evidence = "passed", recorder.message or "as expected", recorder.evidence
+            status, message, evidence = "passed", recorder.message, recorder.evidence
         elif isinstance(exc, Verdict):
             status, message, evidence = exc.status, exc.message, {**recorder.evidence, **exc.evidence}
         else:
             frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
-            status = "error"
-            message = (f"the grader could not judge this criterion ({type(exc).__name__}: {exc}); "
-                       "this is a grader fault: please report it")
+            status = "grader_error"
+            message = (f"the grader could not judge this criterion ({type(exc).__name__}: {exc}); this is the "
+                       "grader's fault, no point is taken for it: please report it")
             evidence = {"grader_traceback": "".join(frames)[-1500:]}
         self.statuses[(item.module.EXERCISE, meta.id)] = status
         return {"criterion": meta.id, "status": status, "message": message, "evidence": jsonable(evidence)}

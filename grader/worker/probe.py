@@ -11,6 +11,7 @@ import errno
 import hashlib
 import os
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -80,6 +81,52 @@ def raised_in(exc: BaseException, student_file: str | None) -> bool:
     while tb is not None:
         last, tb = tb, tb.tb_next
     return last is not None and student_file is not None and os.path.abspath(last.tb_frame.f_code.co_filename) == student_file
+
+
+class ContractBreach(Exception):
+    """Raised by probe code when what the student's code gave breaks the contract: a name the contract fixes is
+    missing, a call returned the wrong kind of value, a returned value cannot do what the contract says it can
+    (a loss with no graph to go backward through). Raised in grader code, it is the student's failure."""
+
+
+def part(obj: Any, *path: str) -> Any:
+    """`obj.a.b...` for names the contract fixes; a missing one is the student's breach of the contract, not an
+    exception of the probe's own."""
+    for i, name in enumerate(path):
+        try:
+            obj = getattr(obj, name)
+        except AttributeError:
+            held = ".".join(path[:i]) or "the model"
+            raise ContractBreach(f"{held} has no attribute `{name}`, which the contract names") from None
+    return obj
+
+
+@contextmanager
+def student_value(what: str):
+    """Wrap probe code that works on a value the student's code returned (backward through its graph, a float
+    of a returned loss): what it raises there is that value failing, the student's doing, said as `what`."""
+    try:
+        yield
+    except ContractBreach:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the student's value is the same breach
+        raise ContractBreach(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+def raised_by_grader(exc: BaseException, student_file: str | None, student_module: Any = None) -> bool:
+    """Whether a probe's exception is the grader's own fault: no frame of its traceback is in the student's file
+    (so no student call was running), and it is not a breach of the contract the probe found in what the student
+    gave (a `ContractBreach`, or a name the probe read from the student's module that is not there)."""
+    if isinstance(exc, ContractBreach):
+        return False
+    if isinstance(exc, AttributeError) and student_module is not None and getattr(exc, "obj", None) is student_module:
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        if student_file is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
+            return False
+        tb = tb.tb_next
+    return True
 
 
 def describe_exception(exc: BaseException, student_file: str | None) -> dict:
