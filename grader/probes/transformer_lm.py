@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from grader.worker.probe import ContractBreach, part, probe, student_value
+from grader.worker.probe import ContractBreach, grader_callback, part, probe, student_value
 
 IGNORE_INDEX = -100
 SIZE_FIELDS = ("vocab_size", "block_size", "d_model", "n_heads", "n_layers", "d_ff")
@@ -185,47 +185,52 @@ def reference_values(student, ctx):
         ctx.tensor("logits", field(model(tokens), "logits"))
 
 
+def parameter_of_shape(model, path, shape):
+    """The parameter of the module the contract names `path` that has `shape` (a table or the head's weight),
+    whatever the module calls it."""
+    for p in part(model, path).parameters():
+        if list(p.shape) == list(shape):
+            return p
+    raise ContractBreach(f"model.{path} holds no parameter of shape {list(shape)}")
+
+
 @probe
 def hand_limit(student, ctx):
-    """The chapter's two-block limit with V=3: A=(1,0), B=(0,1), positions zero, both blocks the identity, the final
-    norm a plain LayerNorm (weight 1, bias 0), head rows (1,0), (0,1), (0,0). Set up by forward hooks on the modules
-    the contract names, each replacing its module's output, so nothing depends on the layers inside them; how many
-    times each hook ran is recorded (a grader-owned count no tensor carries)."""
+    """The chapter's two-block limit with V=3: A=(1,0), B=(0,1), positions zero, both blocks the identity, the
+    final norm weight 1 bias 0, head rows (1,0), (0,1), (0,0). Only the modules the contract names are touched:
+    the tables and the head by the shape the contract gives them, the final norm's weight as its first vector;
+    each block's attention and feed-forward output is replaced by zeros through a forward hook, whatever layers
+    they hold. How many times each hook ran is recorded (a grader-owned count that no tensor carries)."""
     cfg = new_config(student, vocab_size=3, block_size=4, d_model=2, n_heads=1, n_layers=2, d_ff=2, dropout=0.0)
     model = student.TransformerLM(cfg).eval()
-    table = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.3, -0.7]])  # row 2 unused
     head_high = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
-    head = {"rows": head_high}
-    outputs = {
-        "token_embedding": lambda ids, out: table.to(out.dtype)[ids],
-        "position_embedding": lambda positions, out: torch.zeros_like(out),
-        "attention": lambda x, out: torch.zeros_like(out),
-        "feedforward": lambda x, out: torch.zeros_like(out),
-        # LayerNorm with the population variance and eps 1e-5 inside the square root, weight 1, bias 0
-        "final_norm": lambda x, out: (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5),
-        "head": lambda x, out: x @ head["rows"].to(x.dtype).T,
-    }
-    hook_calls = {name: 0 for name in outputs}
+    hook_calls = {"attention": 0, "feedforward": 0}
 
-    def replacing(name):
-        def hook(module, args, kwargs, out):
+    def zero_output(name):
+        @grader_callback
+        def hook(module, args, out):
             hook_calls[name] += 1
-            return outputs[name](args[0] if args else next(iter(kwargs.values())), out)
+            return torch.zeros_like(out)
         return hook
 
-    for path, module in contract_modules(model):
-        name = path.rsplit(".", 1)[-1]
-        if name in outputs:
-            module.register_forward_hook(replacing(name), with_kwargs=True)
-    tokens = torch.tensor([[0, 1]])
-    targets = torch.tensor([[1, 0]])
     with torch.no_grad():
+        parameter_of_shape(model, "token_embedding", (3, 2)).copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.3, -0.7]]))
+        parameter_of_shape(model, "position_embedding", (4, 2)).zero_()
+        for i, vector in enumerate(p for p in part(model, "final_norm").parameters() if p.dim() == 1):
+            vector.fill_(1.0 if i == 0 else 0.0)
+        for path, module in contract_modules(model):
+            name = path.rsplit(".", 1)[-1]
+            if name in hook_calls:
+                module.register_forward_hook(zero_output(name))
+        head = parameter_of_shape(model, "head", (3, 2))
+        tokens = torch.tensor([[0, 1]])
+        targets = torch.tensor([[1, 0]])
         for label, rows in (("high", head_high), ("low", head_high[[1, 0, 2]])):
-            head["rows"] = rows
+            head.copy_(rows)
             out = model(tokens, targets=targets)
             ctx.tensor(f"logits_{label}", field(out, "logits"))
             ctx.record(**{f"loss_{label}": loss_facts(field(out, "loss"))})
-    ctx.record(hook_calls=hook_calls, n_layers=cfg.n_layers)
+    ctx.record(hook_calls=hook_calls)
 
 
 @probe

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import _json
 import errno
+import functools
 import hashlib
 import os
 import traceback
@@ -113,10 +114,31 @@ def student_value(what: str):
         raise ContractBreach(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
+class GraderBug(Exception):
+    """What grader code that student code calls back (a forward hook) raised: the grader's fault, even though
+    student frames surround it."""
+
+
+def grader_callback(fn: Callable) -> Callable:
+    """Mark grader code that student code calls (a forward hook the probe registered): anything it raises
+    becomes a `GraderBug`, so that it is not taken for the student's exception."""
+
+    @functools.wraps(fn)
+    def called_back(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - whatever the grader's own code raised is its bug
+            raise GraderBug(f"{type(exc).__name__}: {exc}") from exc
+
+    return called_back
+
+
 def raised_by_grader(exc: BaseException, student_file: str | None, student_module: Any = None) -> bool:
-    """Whether a probe's exception is the grader's own fault: no frame of its traceback is in the student's file
-    (so no student call was running), and it is not a breach of the contract the probe found in what the student
-    gave (a `ContractBreach`, or a name the probe read from the student's module that is not there)."""
+    """Whether a probe's exception is the grader's own fault: a `GraderBug`, or one with no frame of its traceback
+    in the student's file (so no student call was running) that is not a breach of the contract the probe found in
+    what the student gave (a `ContractBreach`, or a name the probe read from the student's module that is not there)."""
+    if isinstance(exc, GraderBug):
+        return True
     if isinstance(exc, ContractBreach):
         return False
     if isinstance(exc, AttributeError) and student_module is not None and getattr(exc, "obj", None) is student_module:

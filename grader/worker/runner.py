@@ -18,7 +18,7 @@ import torch
 
 from grader.worker import protocol
 from grader.worker.forbidden import ForbiddenCalls, ForbiddenOps, Recorder
-from grader.worker.probe import ProbeContext, describe_exception, probes_of, raised_by_grader, raised_in
+from grader.worker.probe import GraderBug, ProbeContext, describe_exception, probes_of, raised_by_grader, raised_in
 
 _write = os.write  # bound before any student import: the acknowledgement never looks os.write up again
 
@@ -139,7 +139,8 @@ def classify(exc: BaseException, student_file: str, student=None) -> tuple[str, 
 def grader_frame(exc: BaseException) -> str | None:
     """Where in grader code an exception of the grader's own was raised: its innermost frame in `grader/`."""
     found = None
-    for frame in traceback.extract_tb(exc.__traceback__):
+    origin = exc.__cause__ if isinstance(exc, GraderBug) and exc.__cause__ is not None else exc
+    for frame in traceback.extract_tb(origin.__traceback__):
         if f"{os.sep}grader{os.sep}" in frame.filename:
             found = f"{frame.filename.rsplit(os.sep + 'grader' + os.sep, 1)[1]}:{frame.lineno} in {frame.name}"
     return found
