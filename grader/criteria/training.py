@@ -280,7 +280,12 @@ def test_nonfinite_loss_guard(obs, verdict):
             problems.append("backward() ran on the non-finite loss before the error; check the loss right after the forward")
         if problems:
             verdict.fail(f"{situation}: " + "; ".join(problems))
-    verdict.ok("FloatingPointError for a NaN and for a +inf loss, before backward(), with no step and no parameter changed")
+    finite = p.value("finite")
+    if raised(finite):
+        verdict.fail(f"train_step on a batch with a finite loss {describe_outcome(finite)}: a guard that raises whatever "
+                     "the loss is proves nothing; raise FloatingPointError only when torch.isfinite(loss) is False")
+    verdict.ok("FloatingPointError for a NaN and for a +inf loss, before backward(), with no step and no parameter "
+               "changed; a finite loss trains")
 
 
 @criterion("fit_protocol", kind="api",

@@ -215,6 +215,8 @@ class ProbeContext:
         params = dict(module.named_parameters())
         with torch.no_grad():
             for n in names:
+                if n not in params:
+                    raise ContractBreach(f"the module has no parameter `{n}`, which the contract names")
                 p = params[n]
                 p.copy_(self.randn(*p.shape, dtype=p.dtype) * std)
 
