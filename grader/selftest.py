@@ -7,7 +7,8 @@ folder with a manifest.toml: `description`, and for mutants the status each crit
 reach: `fails = [...]` (`failed`: the code ran and did the wrong thing), `errors = [...]` (`error`: the code
 raised, and raising is the bug), `blocked = [...]` (a prerequisite the bug breaks did not pass), and optionally
 `may_fail`, criteria whose verdict on that bug depends on the course seed (accepted either way). A mutant is
-caught only by a criterion that reaches `failed` or `error`; a `grader_error` is always a problem.
+caught only by a criterion that reaches `failed` or `error` (or a `crashed` it names); a `grader_error` is
+always a problem.
 """
 
 from __future__ import annotations
@@ -44,12 +45,18 @@ class Case:
     def expected_fails(self) -> frozenset[str]:
         return frozenset(self.expected)
 
+    def catches(self, criterion: str) -> bool:
+        """Whether the criterion itself detected this mutant: it failed or raised, or hit the limit that its
+        manifest names as the point (`crashes`: counting by building a module far too large to build)."""
+        status = self.got_fails.get(criterion)
+        return status in CATCHING or (status == "crashed" and self.expected.get(criterion) == "crashed")
+
     def problems(self) -> list[str]:
         got = set(self.got_fails)
         if self.kind in ("solution", "variant"):
             return [f"{self.kind} {self.label} lost {c} ({self.got_fails[c]}): {self.messages[c]}" for c in sorted(got)]
         found = []
-        if not any(status in CATCHING for status in self.got_fails.values()):
+        if not any(self.catches(c) for c in self.got_fails):
             found.append(f"mutant {self.label} escaped: no criterion failed or raised on it "
                          f"({', '.join(f'{c} {s}' for c, s in sorted(self.got_fails.items())) or 'full marks'})")
         for c in sorted(got - self.expected_fails - self.may_fail):
@@ -65,7 +72,7 @@ class Case:
 
 # The statuses that mean a criterion itself detected a bug; blocked, crashed, timeout and grader_error do not.
 CATCHING = ("failed", "error")
-MANIFEST_STATUSES = {"fails": "failed", "errors": "error", "blocked": "blocked"}
+MANIFEST_STATUSES = {"fails": "failed", "errors": "error", "crashes": "crashed", "blocked": "blocked"}
 
 
 def expected_statuses(manifest: dict) -> dict[str, str]:
@@ -82,7 +89,7 @@ def coverage_problems(course: Course, cases: list[Case]) -> list[str]:
     for ex in course.exercises:
         mutants = [c for c in cases if c.exercise == ex.id and c.kind == "mutant"]
         for meta in criteria_of(ex.id):
-            if not any(m.got_fails.get(meta.id) in CATCHING for m in mutants):
+            if not any(m.catches(meta.id) for m in mutants):
                 seen = sorted({m.got_fails[meta.id] for m in mutants if meta.id in m.got_fails})
                 problems.append(f"criterion {ex.id}/{meta.id} catches no mutant itself"
                                 + (f" (it is only ever {', '.join(seen)})" if seen else ""))

@@ -188,7 +188,9 @@ def test_masked_weights_zero(obs, verdict):
         i = _first(leaked)
         reversed_ = bool((weights[mask] == 0).all())
         why = (" Your weights are zero exactly where the mask is True: the mask is read the wrong way round "
-               "(True must mean 'may attend')." if reversed_ else "")
+               "(True must mean 'may attend')." if reversed_ else
+               " The -inf fill reached the weights: it was applied after the softmax instead of to the scores before it."
+               if bool((weights[leaked] == float("-inf")).all()) else "")
         verdict.fail(f"{int(leaked.sum())} of {int((~mask).sum())} masked positions have a non-zero weight, "
                      f"e.g. {float(weights[i]):.4g} at {_at(i)} where the mask is False.{why}")
     error = (weights.sum(-1) - 1).abs()
@@ -288,10 +290,11 @@ def test_fully_masked_row_zero(obs, verdict):
         bad = ~torch.isfinite(t)
         if bad.any():
             i = _first(bad)
-            row = i[:3]
-            where = "a fully masked query" if bool(empty[row]) else "a query that has allowed keys"
-            verdict.fail(f"{name} holds {int(bad.sum())} non-finite values (NaN or inf), the first at {_at(i, AXES[:3] + ('column',))} "
-                         f"({where}); a softmax over a row of only -inf is 0/0 = NaN")
+            at = f"{name} holds {int(bad.sum())} non-finite values (NaN or inf), the first at {_at(i, AXES[:3] + ('column',))}"
+            if bool(empty[i[:3]]):
+                verdict.fail(f"{at}, a fully masked query: a softmax over a row of only -inf is 0/0 = NaN")
+            verdict.fail(f"{at}, a query that has allowed keys, so it is not the fully masked rows: "
+                         + _non_finite_cause(weights, mask))
     for i in rows:
         if bool((weights[i] != 0).any()):
             verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, yet its weights are {_row(weights, i)}; expected all zeros"
@@ -300,6 +303,19 @@ def test_fully_masked_row_zero(obs, verdict):
         if bool((out[i] != 0).any()):
             verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, yet its output is {_row(out, i)}; expected all zeros")
     verdict.ok(f"the {len(rows)} fully masked queries get all-zero weights and output, and nothing is NaN")
+
+
+def _non_finite_cause(weights, mask):
+    """Why the weights of queries with allowed keys are not finite, from where the non-finite values sit."""
+    with_keys = mask.any(-1, keepdim=True).expand_as(mask)
+    bad = ~torch.isfinite(weights) & with_keys
+    if bool(bad.any()) and bool((weights[bad] == float("-inf")).all()) and not bool((bad & mask).any()):
+        return ("the weights are -inf exactly where the mask is False: the -inf fill was applied to the weights after "
+                "the softmax; fill the scores before it (scores.masked_fill(~mask, float('-inf')), then softmax)")
+    if bool((~torch.isfinite(weights) & with_keys & mask).any()):
+        return ("allowed keys have non-finite weights: the scores themselves are not finite (a mask applied by "
+                "arithmetic such as scores * mask + (1 - mask) * -inf gives 0 * -inf = NaN); use masked_fill")
+    return "the weights of masked keys are not finite: masked weights must be exactly 0"
 
 
 @criterion("gradients_finite", kind="gradient", requires=("output_shapes",),

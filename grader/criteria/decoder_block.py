@@ -64,7 +64,12 @@ def test_values_match_reference(obs, ref, verdict):
     for key, label in (("out", "T=7, H=4"), ("out_h_equals_t", "T=H=4")):
         problem = difference(got.tensor(key), want.tensor(key), atol=VALUE_TOLERANCE, rtol=1e-4)
         if problem:
-            verdict.fail(f"with the same projection weights ({label}) the output differs from the reference: {problem}")
+            biases = [n for n, shape in got.value("parameter_shapes").items() if len(shape) < 2]
+            cause = (f"; the module also holds {', '.join(biases)}, which the reference does not have (the projections are "
+                     "bias-free), so the seeded weights alone do not fix the output" if biases else
+                     "; likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from q and k, "
+                     "or merging heads without transpose(1, 2)")
+            verdict.fail(f"with the same projection weights ({label}) the output differs from the reference: {problem}{cause}")
     verdict.ok(f"with the same weights the output matches the reference within {VALUE_TOLERANCE:g}, also when H == T")
 
 

@@ -62,7 +62,8 @@ class ProbeObservation:
 
     def value(self, key: str) -> Any:
         if key not in self.values:
-            raise CriterionFailed(f"probe `{self.name}` recorded no `{key}` (internal: the grader expected it)")
+            raise GraderFault(f"probe `{self.name}` recorded no `{key}`, which the criterion reads: this is the grader's "
+                              "fault, no point is taken for it")
         return self.values[key]
 
     def has(self, key: str) -> bool:
@@ -74,7 +75,8 @@ class ProbeObservation:
                                   returned=self.not_tensors[key])
         tensors = self._load()
         if key not in tensors:
-            raise CriterionFailed(f"probe `{self.name}` recorded no tensor `{key}`")
+            raise GraderFault(f"probe `{self.name}` recorded no tensor `{key}`, which the criterion reads: this is the "
+                              "grader's fault, no point is taken for it")
         return tensors[key]
 
     def _load(self) -> dict[str, torch.Tensor]:
