@@ -337,24 +337,38 @@ def test_gradients_finite(obs, verdict):
                          "(detached, or replaced by a copy that does not require grad)")
         grads[name] = p.tensor(f"{name}.grad")
     verdict.note(grad_norms={n: float(g.double().norm()) for n, g in grads.items() if torch.isfinite(g).all()})
+    weights = p.tensor("weights")
+    empty = ~mask.any(-1)                                  # [B, H, Tq]: queries that may read nothing
     for name, g in grads.items():
         bad = ~torch.isfinite(g)
         if bad.any():
             i = _first(bad)
             axes = ("batch", "head", "query" if name == "q" else "key", "channel")
+            forward_bad = ~torch.isfinite(weights)
+            if bool((forward_bad & ~empty.unsqueeze(-1)).any()):
+                cause = "the forward's weights are already non-finite for queries that have allowed keys: " + _non_finite_cause(weights, mask)
+            elif bool(forward_bad.any()):
+                cause = ("the forward's weights are NaN for queries whose every key is masked: a softmax over a row of only "
+                         "-inf is 0/0 = NaN, and it flows back through the scores")
+            else:
+                cause = ("the forward is finite, so the NaN comes from the backward of a row of only -inf scores: repairing "
+                         "the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes only the forward")
             verdict.fail(f"{name}.grad holds {int(bad.sum())} non-finite values (NaN or inf) of {g.numel()}, the first at "
-                         f"{_at(i, axes)}; the probe has queries whose every key is masked (NaN there, even if repaired "
-                         "after the softmax, flows back through the scores)")
+                         f"{_at(i, axes)}; {cause}")
     for name, g in grads.items():
         if float(g.abs().max()) == 0.0:
             verdict.fail(f"{name}.grad is all zeros: {name} does not influence out or weights")
-    empty = ~mask.any(-1)                                  # [B, H, Tq]
     q_leak = grads["q"].abs().amax(-1) * empty
     if float(q_leak.max()) > ZERO_GRADIENT:
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(q_leak), q_leak.shape))
         verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, so its output is constant zero, yet q.grad there reaches "
                      f"{float(q_leak[i]):.3g}; expected 0")
     hidden = ~mask.any(-2)                                 # [B, H, Tk]: keys no query may read
+    if bool((weights.abs().sum(-1) * empty).any()):
+        # fully masked queries with non-zero (uniform) weights read the hidden keys: fully_masked_row_zero charges that
+        verdict.ok("q, k and v receive finite gradients and fully masked queries none; keys masked for every query still "
+                   "get gradient through the fully masked queries' non-zero weights, which fully_masked_row_zero judges")
+        return
     for name in ("k", "v"):
         leak = grads[name].abs().amax(-1) * hidden
         if float(leak.max()) > ZERO_GRADIENT:

@@ -181,6 +181,7 @@ def gradients(student, ctx):
     ctx.tensor("mask", mask)
     q, k, v = (t.clone().requires_grad_(True) for t in (q, k, v))
     out, weights = unpack(student.scaled_dot_product_attention(q, k, v, mask.clone()))
+    ctx.tensor("weights", weights)  # the forward's weights: where a non-finite gradient comes from
     r_out = ctx.randn(*out.shape, dtype=torch.float64)
     r_weights = ctx.randn(*weights.shape, dtype=torch.float64)
     ((out * r_out).sum() + (weights * r_weights).sum()).backward()
