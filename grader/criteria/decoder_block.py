@@ -12,6 +12,8 @@ CAUSAL_TOLERANCE = 1e-10  # float64: anything above rounding noise is informatio
 VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-point operations may differ
 CAUSAL_SHAPE = [2, 8, 16] # the causality probe's x, [B, T, C]: the output keeps that shape
 DROPOUT_P = 0.5           # the dropout probe's rate: kept elements are scaled by 1 / (1 - p) = 2, exactly
+NON_FINITE_CAUSE = ("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * -inf "
+                    "gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
 OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the eval value; weight dropout mixes values
 
 
@@ -65,7 +67,8 @@ def test_values_match_reference(obs, ref, verdict):
         problem = difference(got.tensor(key), want.tensor(key), atol=VALUE_TOLERANCE, rtol=1e-4)
         if problem:
             biases = [n for n, shape in got.value("parameter_shapes").items() if len(shape) < 2]
-            cause = (f"; the module also holds {', '.join(biases)}, which the reference does not have (the projections are "
+            cause = (f"; {NON_FINITE_CAUSE}" if not torch.isfinite(got.tensor(key)).all() else
+                     f"; the module also holds {', '.join(biases)}, which the reference does not have (the projections are "
                      "bias-free), so the seeded weights alone do not fix the output" if biases else
                      "; likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from q and k, "
                      "or merging heads without transpose(1, 2)")
@@ -121,6 +124,8 @@ def test_eval_deterministic(obs, verdict):
                  "zh": "保存 dropout 概率，并在 softmax 之后对注意力权重做 dropout；train() 模式下它应改变输出。"})
 def test_dropout_in_training(obs, verdict):
     p = obs.probe("dropout")
+    verdict.check(bool(torch.isfinite(p.tensor("eval_first")).all()),
+                  f"with dropout=0.5 the eval-mode output is not finite, so whether dropout acts cannot be seen: {NON_FINITE_CAUSE}")
     same = difference(p.tensor("train"), p.tensor("eval_first"), atol=0.0) is None
     verdict.check(not same, "with dropout=0.5 the train-mode output equals the eval-mode output: dropout is not applied")
     verdict.ok("with dropout=0.5 the train-mode output differs from the eval-mode output")
