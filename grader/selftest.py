@@ -63,6 +63,10 @@ class Case:
             found.append(f"mutant {self.label} fails {c} ({self.got_fails[c]}), which its manifest does not expect: {self.messages[c]}")
         for c in sorted(self.expected_fails - got):
             found.append(f"mutant {self.label} passes {c}, which its manifest says it fails")
+        for c in sorted(got):
+            if self.got_fails[c] == "error" and not blames_the_student_fairly(self.messages[c], self.source.name):
+                found.append(f"mutant {self.label}: {c} is reported as the student's exception, but it was raised "
+                             f"outside {self.source.name} and is no breach of the contract: {self.messages[c]}")
         for c in sorted(self.expected_fails & got):
             if self.got_fails[c] != self.expected[c]:
                 found.append(f"mutant {self.label}: {c} is {self.got_fails[c]}, its manifest says {self.expected[c]}: "
@@ -73,6 +77,12 @@ class Case:
 # The statuses that mean a criterion itself detected a bug; blocked, crashed, timeout and grader_error do not.
 CATCHING = ("failed", "error")
 MANIFEST_STATUSES = {"fails": "failed", "errors": "error", "crashes": "crashed", "blocked": "blocked"}
+
+
+def blames_the_student_fairly(message: str, student_file: str) -> bool:
+    """Whether an `error` verdict rests on the student's code: the exception names a frame of the student's file,
+    or a probe found a breach of the contract in what that code returned."""
+    return f" at {student_file}:" in message or "ContractBreach" in message
 
 
 def expected_statuses(manifest: dict) -> dict[str, str]:
