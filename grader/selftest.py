@@ -82,7 +82,7 @@ MANIFEST_STATUSES = {"fails": "failed", "errors": "error", "crashes": "crashed",
 def blames_the_student_fairly(message: str, student_file: str) -> bool:
     """Whether an `error` verdict rests on the student's code: the exception names a frame of the student's file,
     or a probe found a breach of the contract in what that code returned."""
-    return f" at {student_file}:" in message or "ContractBreach" in message
+    return f" at {student_file}:" in message or "your code breaks the contract" in message
 
 
 def expected_statuses(manifest: dict) -> dict[str, str]:

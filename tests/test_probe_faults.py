@@ -103,3 +103,20 @@ def test_the_judge_reports_a_probe_fault_as_grader_error_with_no_blame(tmp_path)
         observations.probe("hand_limit")
     assert "grader's fault" in fault.value.message and "no point is taken" in fault.value.message
     assert not isinstance(fault.value, StudentRaised)
+
+
+def test_a_student_class_called_with_the_contracts_arguments_it_refuses_is_the_students(student):
+    module, path = student
+    exc = raised(lambda: module.Block(16, 4))  # Python refuses the call before any student frame runs
+    assert classify(exc, path, module)[0] == protocol.RAISED
+
+
+def test_a_breach_reaches_the_report_as_the_students_with_its_words(tmp_path):
+    obs_dir = tmp_path / "obs"
+    obs_dir.mkdir()
+    (obs_dir / f"{protocol.IMPORT_PROBE}.json").write_text('{"status": "ok", "values": {}}')
+    error = {"type": "ContractBreach", "message": "forward returned a tuple", "where": None, "breach": True}
+    (obs_dir / "forward.json").write_text(__import__("json").dumps({"status": protocol.RAISED, "error": error}))
+    observations = Observations("transformer_lm", "model.py", ["forward"], obs_dir, RunSummary())
+    with pytest.raises(StudentRaised, match="your code breaks the contract: forward returned a tuple"):
+        observations.probe("forward")

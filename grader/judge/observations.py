@@ -240,6 +240,8 @@ class Observations:
         if error.get("limit") == "file_size":
             return Crashed(f"{what} tried to write a file larger than the limit of {FILE_SIZE_LIMIT >> 20} MB "
                            f"({text}{where})", limit="file_size")
+        if error.get("breach"):
+            return StudentRaised(f"{what}: your code breaks the contract: {error.get('message', '')}", error=error)
         return StudentRaised(f"{what} raised {text}{where}", error=error)
 
     def _disk_limit(self) -> str:

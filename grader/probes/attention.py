@@ -6,7 +6,7 @@ can say not only *that* a result is wrong but *which* wrong formula it matches.
 
 import torch
 
-from grader.worker.probe import describe_exception, probe
+from grader.worker.probe import ContractBreach, describe_exception, probe
 
 # Tq != Tk everywhere a softmax axis could be confused, and Dv != D so that reading the values with the
 # keys (or scaling by the value width) changes a shape or a number.
@@ -24,7 +24,7 @@ def attend(student, q, k, v, mask=None):
     return unpack(result)
 
 
-class WrongReturn(TypeError):
+class WrongReturn(ContractBreach):
     """The student's function returned something other than the tuple (out, weights) of two tensors."""
 
 

@@ -143,12 +143,25 @@ def raised_by_grader(exc: BaseException, student_file: str | None, student_modul
         return False
     if isinstance(exc, AttributeError) and student_module is not None and getattr(exc, "obj", None) is student_module:
         return False
+    if isinstance(exc, TypeError) and student_module is not None and _called_with_the_wrong_signature(exc, student_module):
+        return False
     tb = exc.__traceback__
     while tb is not None:
         if student_file is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
             return False
         tb = tb.tb_next
     return True
+
+
+def _called_with_the_wrong_signature(exc: TypeError, student_module: Any) -> bool:
+    """Whether Python refused to call something of the student's module with the contract's arguments ("Name() takes
+    2 positional arguments but 4 were given", "Name.__init__() got an unexpected keyword argument"): raised before
+    any student frame exists, it is still the student's signature that differs from the contract."""
+    message = str(exc)
+    if "argument" not in message or "(" not in message:
+        return False
+    name = message.split("(", 1)[0].split(".", 1)[0].strip()
+    return name.isidentifier() and hasattr(student_module, name)
 
 
 def describe_exception(exc: BaseException, student_file: str | None) -> dict:
@@ -173,6 +186,8 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
     except BaseException:  # noqa: BLE001
         pass
     info = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
+    if isinstance(exc, ContractBreach):
+        info["breach"] = True  # raised by the probe about what the student's code gave: the student's, not the grader's
     try:
         if isinstance(exc, MemoryError) or "can't allocate memory" in message:
             info["limit"] = "memory"
