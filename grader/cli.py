@@ -179,7 +179,7 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
 
 def command_selftest(args) -> int:
     from grader.sandbox.levels import choose, strict_missing
-    from grader.selftest import matrix_markdown, run_selftest
+    from grader.selftest import coverage_problems, matrix_markdown, run_selftest
 
     course = load_course(args.course)
     catalog = args.catalog or course.root / "tests"
@@ -195,7 +195,7 @@ def command_selftest(args) -> int:
 
         write_atomic(args.matrix, matrix)
     print(matrix)
-    problems = [p for case in cases for p in case.problems()]
+    problems = [p for case in cases for p in case.problems()] + coverage_problems(course, cases)
     counts = {k: sum(c.kind == k for c in cases) for k in ("solution", "variant", "mutant")}
     print(f"\n{counts['solution']} solutions, {counts['variant']} variants, {counts['mutant']} mutants; "
           f"{len(problems)} problems")

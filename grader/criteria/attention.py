@@ -188,7 +188,9 @@ def test_masked_weights_zero(obs, verdict):
         i = _first(leaked)
         reversed_ = bool((weights[mask] == 0).all())
         why = (" Your weights are zero exactly where the mask is True: the mask is read the wrong way round "
-               "(True must mean 'may attend')." if reversed_ else "")
+               "(True must mean 'may attend')." if reversed_ else
+               " The -inf fill reached the weights: it was applied after the softmax instead of to the scores before it."
+               if bool((weights[leaked] == float("-inf")).all()) else "")
         verdict.fail(f"{int(leaked.sum())} of {int((~mask).sum())} masked positions have a non-zero weight, "
                      f"e.g. {float(weights[i]):.4g} at {_at(i)} where the mask is False.{why}")
     error = (weights.sum(-1) - 1).abs()
@@ -288,10 +290,11 @@ def test_fully_masked_row_zero(obs, verdict):
         bad = ~torch.isfinite(t)
         if bad.any():
             i = _first(bad)
-            row = i[:3]
-            where = "a fully masked query" if bool(empty[row]) else "a query that has allowed keys"
-            verdict.fail(f"{name} holds {int(bad.sum())} non-finite values (NaN or inf), the first at {_at(i, AXES[:3] + ('column',))} "
-                         f"({where}); a softmax over a row of only -inf is 0/0 = NaN")
+            at = f"{name} holds {int(bad.sum())} non-finite values (NaN or inf), the first at {_at(i, AXES[:3] + ('column',))}"
+            if bool(empty[i[:3]]):
+                verdict.fail(f"{at}, a fully masked query: a softmax over a row of only -inf is 0/0 = NaN")
+            verdict.fail(f"{at}, a query that has allowed keys, so it is not the fully masked rows: "
+                         + _non_finite_cause(weights, mask))
     for i in rows:
         if bool((weights[i] != 0).any()):
             verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, yet its weights are {_row(weights, i)}; expected all zeros"
@@ -300,6 +303,19 @@ def test_fully_masked_row_zero(obs, verdict):
         if bool((out[i] != 0).any()):
             verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, yet its output is {_row(out, i)}; expected all zeros")
     verdict.ok(f"the {len(rows)} fully masked queries get all-zero weights and output, and nothing is NaN")
+
+
+def _non_finite_cause(weights, mask):
+    """Why the weights of queries with allowed keys are not finite, from where the non-finite values sit."""
+    with_keys = mask.any(-1, keepdim=True).expand_as(mask)
+    bad = ~torch.isfinite(weights) & with_keys
+    if bool(bad.any()) and bool((weights[bad] == float("-inf")).all()) and not bool((bad & mask).any()):
+        return ("the weights are -inf exactly where the mask is False: the -inf fill was applied to the weights after "
+                "the softmax; fill the scores before it (scores.masked_fill(~mask, float('-inf')), then softmax)")
+    if bool((~torch.isfinite(weights) & with_keys & mask).any()):
+        return ("allowed keys have non-finite weights: the scores themselves are not finite (a mask applied by "
+                "arithmetic such as scores * mask + (1 - mask) * -inf gives 0 * -inf = NaN); use masked_fill")
+    return "the weights of masked keys are not finite: masked weights must be exactly 0"
 
 
 @criterion("gradients_finite", kind="gradient", requires=("output_shapes",),
@@ -321,24 +337,38 @@ def test_gradients_finite(obs, verdict):
                          "(detached, or replaced by a copy that does not require grad)")
         grads[name] = p.tensor(f"{name}.grad")
     verdict.note(grad_norms={n: float(g.double().norm()) for n, g in grads.items() if torch.isfinite(g).all()})
+    weights = p.tensor("weights")
+    empty = ~mask.any(-1)                                  # [B, H, Tq]: queries that may read nothing
     for name, g in grads.items():
         bad = ~torch.isfinite(g)
         if bad.any():
             i = _first(bad)
             axes = ("batch", "head", "query" if name == "q" else "key", "channel")
+            forward_bad = ~torch.isfinite(weights)
+            if bool((forward_bad & ~empty.unsqueeze(-1)).any()):
+                cause = "the forward's weights are already non-finite for queries that have allowed keys: " + _non_finite_cause(weights, mask)
+            elif bool(forward_bad.any()):
+                cause = ("the forward's weights are NaN for queries whose every key is masked: a softmax over a row of only "
+                         "-inf is 0/0 = NaN, and it flows back through the scores")
+            else:
+                cause = ("the forward is finite, so the NaN comes from the backward of a row of only -inf scores: repairing "
+                         "the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes only the forward")
             verdict.fail(f"{name}.grad holds {int(bad.sum())} non-finite values (NaN or inf) of {g.numel()}, the first at "
-                         f"{_at(i, axes)}; the probe has queries whose every key is masked (NaN there, even if repaired "
-                         "after the softmax, flows back through the scores)")
+                         f"{_at(i, axes)}; {cause}")
     for name, g in grads.items():
         if float(g.abs().max()) == 0.0:
             verdict.fail(f"{name}.grad is all zeros: {name} does not influence out or weights")
-    empty = ~mask.any(-1)                                  # [B, H, Tq]
     q_leak = grads["q"].abs().amax(-1) * empty
     if float(q_leak.max()) > ZERO_GRADIENT:
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(q_leak), q_leak.shape))
         verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, so its output is constant zero, yet q.grad there reaches "
                      f"{float(q_leak[i]):.3g}; expected 0")
     hidden = ~mask.any(-2)                                 # [B, H, Tk]: keys no query may read
+    if bool((weights.abs().sum(-1) * empty).any()):
+        # fully masked queries with non-zero (uniform) weights read the hidden keys: fully_masked_row_zero charges that
+        verdict.ok("q, k and v receive finite gradients and fully masked queries none; keys masked for every query still "
+                   "get gradient through the fully masked queries' non-zero weights, which fully_masked_row_zero judges")
+        return
     for name in ("k", "v"):
         leak = grads[name].abs().amax(-1) * hidden
         if float(leak.max()) > ZERO_GRADIENT:

@@ -112,8 +112,14 @@ def test_load_refuses_pickled_code(obs, verdict):
                      "your own checkpoint, and loading that copy ran the function the object names "
                      f"(then load_checkpoint {describe_outcome(outcome)}); a loader that unpickles arbitrary objects lets "
                      "any downloaded checkpoint run code on your machine")
+    clean = p.value("load_clean")
+    if raised(clean):
+        verdict.fail(f"load_checkpoint on the checkpoint exactly as save_checkpoint wrote it {describe_outcome(clean)}: "
+                     "a loader that refuses every file also refuses the planted one, which proves nothing; the clean "
+                     "file must load")
     verdict.ok("a copy of the checkpoint carrying a pickled function call was loaded without running it "
-               + (f"(load_checkpoint raised {raised(outcome)})" if raised(outcome) else "(load_checkpoint ignored it)"))
+               + (f"(load_checkpoint raised {raised(outcome)})" if raised(outcome) else "(load_checkpoint ignored it)")
+               + ", and the clean checkpoint loads")
 
 
 @criterion("expect_mismatch_raises", kind="errors",

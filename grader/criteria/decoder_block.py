@@ -11,6 +11,10 @@ EXERCISE = "decoder_block"
 CAUSAL_TOLERANCE = 1e-10  # float64: anything above rounding noise is information from the future
 VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-point operations may differ
 CAUSAL_SHAPE = [2, 8, 16] # the causality probe's x, [B, T, C]: the output keeps that shape
+DROPOUT_P = 0.5           # the dropout probe's rate: kept elements are scaled by 1 / (1 - p) = 2, exactly
+NON_FINITE_CAUSE = ("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * -inf "
+                    "gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
+OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the eval value; weight dropout mixes values
 
 
 @criterion("output_shape", kind="shape",
@@ -62,7 +66,13 @@ def test_values_match_reference(obs, ref, verdict):
     for key, label in (("out", "T=7, H=4"), ("out_h_equals_t", "T=H=4")):
         problem = difference(got.tensor(key), want.tensor(key), atol=VALUE_TOLERANCE, rtol=1e-4)
         if problem:
-            verdict.fail(f"with the same projection weights ({label}) the output differs from the reference: {problem}")
+            biases = [n for n, shape in got.value("parameter_shapes").items() if len(shape) < 2]
+            cause = (f"; {NON_FINITE_CAUSE}" if not torch.isfinite(got.tensor(key)).all() else
+                     f"; the module also holds {', '.join(biases)}, which the reference does not have (the projections are "
+                     "bias-free), so the seeded weights alone do not fix the output" if biases else
+                     "; likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from q and k, "
+                     "or merging heads without transpose(1, 2)")
+            verdict.fail(f"with the same projection weights ({label}) the output differs from the reference: {problem}{cause}")
     verdict.ok(f"with the same weights the output matches the reference within {VALUE_TOLERANCE:g}, also when H == T")
 
 
@@ -114,9 +124,62 @@ def test_eval_deterministic(obs, verdict):
                  "zh": "保存 dropout 概率，并在 softmax 之后对注意力权重做 dropout；train() 模式下它应改变输出。"})
 def test_dropout_in_training(obs, verdict):
     p = obs.probe("dropout")
+    verdict.check(bool(torch.isfinite(p.tensor("eval_first")).all()),
+                  f"with dropout=0.5 the eval-mode output is not finite, so whether dropout acts cannot be seen: {NON_FINITE_CAUSE}")
     same = difference(p.tensor("train"), p.tensor("eval_first"), atol=0.0) is None
     verdict.check(not same, "with dropout=0.5 the train-mode output equals the eval-mode output: dropout is not applied")
     verdict.ok("with dropout=0.5 the train-mode output differs from the eval-mode output")
+
+
+@criterion("dropout_on_attention_weights", kind="values", requires=("dropout_in_training",),
+           title={"en": "Dropout acts on the attention weights, not on the output",
+                  "zh": "dropout 作用在注意力权重上，而不是输出上"},
+           hint={"en": "Apply the dropout to the attention weights right after the softmax (weights = dropout(softmax(scores))), then multiply by V; not to the block's output or after out_proj.",
+                 "zh": "在 softmax 之后立即对注意力权重做 dropout（weights = dropout(softmax(scores))），再乘以 V；不要对整个模块的输出或 out_proj 之后的结果做 dropout。"})
+def test_dropout_on_attention_weights(obs, verdict):
+    p = obs.probe("dropout")
+    train, evaluated = p.tensor("train").double(), p.tensor("eval_first").double()
+    kept = evaluated / (1.0 - DROPOUT_P)
+    dropped_or_scaled = (train.abs() <= OUTPUT_DROPOUT_TOLERANCE) | ((train - kept).abs() <= OUTPUT_DROPOUT_TOLERANCE * (1 + kept.abs()))
+    zeros = int((train.abs() <= OUTPUT_DROPOUT_TOLERANCE).sum())
+    verdict.note(elements=train.numel(), zero_elements=zeros)
+    if bool(dropped_or_scaled.all()):
+        verdict.fail(f"with dropout={DROPOUT_P} every one of the {train.numel()} train-mode output elements is either 0 "
+                     f"({zeros} of them) or exactly {1 / (1 - DROPOUT_P):g} x its eval-mode value: the dropout is applied to "
+                     "the output, element by element, not to the attention weights")
+    verdict.ok("the train-mode output mixes values (dropout on the attention weights), not 0 or 2 x the eval output element by element")
+
+
+@criterion("projections_bias_free", kind="registration",
+           title={"en": "Q, K, V and O projections have no bias", "zh": "Q、K、V、O 投影没有偏置"},
+           hint={"en": "Build each projection as nn.Linear(d_model, d_model, bias=False): the contract's attention holds four [d_model, d_model] weights and no vector.",
+                 "zh": "每个投影都写成 nn.Linear(d_model, d_model, bias=False)：约定中的注意力只有四个 [d_model, d_model] 权重，没有向量参数。"})
+def test_projections_bias_free(obs, verdict):
+    shapes = obs.probe("forward").value("parameter_shapes")
+    verdict.note(parameter_shapes=shapes)
+    vectors = [f"{name} {shape}" for name, shape in shapes.items() if len(shape) < 2]
+    verdict.check(not vectors, f"CausalSelfAttention(16, 4) registers {len(vectors)} bias-like parameters "
+                               f"({', '.join(vectors[:4])}); the contract's Q/K/V/O projections are nn.Linear(..., bias=False)")
+    verdict.ok(f"CausalSelfAttention(16, 4) holds only weight matrices ({len(shapes)} parameters), no bias")
+
+
+@criterion("rejects_nonpositive_heads", kind="errors",
+           title={"en": "ValueError for n_heads <= 0", "zh": "n_heads <= 0 时抛出 ValueError"},
+           hint={"en": "Check n_heads > 0 before d_model % n_heads: 12 % -4 == 0 passes the divisibility check, and 12 % 0 raises ZeroDivisionError instead of ValueError.",
+                 "zh": "先检查 n_heads > 0，再检查 d_model % n_heads：12 % -4 == 0 能通过整除检查，而 12 % 0 抛出的是 ZeroDivisionError 而不是 ValueError。"})
+def test_rejects_nonpositive_heads(obs, verdict):
+    p = obs.probe("bad_heads")
+    ok = p.value("d12_h4")
+    verdict.check(raised(ok) is None, f"CausalSelfAttention(d_model=12, n_heads=4) {describe_outcome(ok)}; it is valid and "
+                                      "must construct, so refusing the others would prove nothing")
+    for key, label in (("d12_h0", "d_model=12, n_heads=0"), ("d12_hminus4", "d_model=12, n_heads=-4")):
+        outcome = p.value(key)
+        if raised(outcome) != "ValueError":
+            why = (": n_heads=0 reached d_model % n_heads; check n_heads > 0 first" if raised(outcome) == "ZeroDivisionError"
+                   else ": 12 % -4 == 0 passes the divisibility check; check n_heads > 0 too" if raised(outcome) is None and key == "d12_hminus4"
+                   else "")
+            verdict.fail(f"CausalSelfAttention({label}) {describe_outcome(outcome)}; expected ValueError{why}")
+    verdict.ok("ValueError for n_heads = 0 and n_heads = -4; (12, 4) constructs")
 
 
 @criterion("rejects_bad_heads", kind="errors",

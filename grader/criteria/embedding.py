@@ -165,7 +165,10 @@ def test_rejects_float_ids(obs, verdict):
                    else "; torch's own indexing error is not the contract: check the dtype yourself" if raised(outcome) in ("IndexError", "RuntimeError")
                    else "")
             verdict.fail(f"emb({shown}) {_describe(outcome)}; expected TypeError{why}")
-    verdict.ok("float32 and float64 ids raise TypeError")
+    control = p.value("same_ids_int64")
+    verdict.check(raised(control) is None, f"emb(int64 ids [[1, 2], [3, 4]]) {_describe(control)}: the same ids as "
+                                           "integers must be looked up; reject floating-point ids only")
+    verdict.ok("float32 and float64 ids raise TypeError; the same ids as int64 are looked up")
 
 
 @criterion("rejects_out_of_range_ids", kind="errors",

@@ -84,16 +84,19 @@ def test_optimizer_coverage(obs, verdict):
     if foreign:
         problems.append(f"the groups also hold {_names(foreign)}")
     if problems:
-        verdict.fail(f"with {len(frozen)} of {len(params)} parameters frozen ({', '.join(frozen)}): " + "; ".join(problems))
+        problems = [f"with {len(frozen)} of {len(params)} parameters frozen ({', '.join(frozen)}): " + "; ".join(problems)]
 
+    # every problem is listed: the tied model is judged whatever the first model showed
     shared = obs.probe("optimizer_shared")
     counts = Counter(n for g in shared.value("optimizer")["groups"] for n in g["params"])
     tied = [n for n in shared.value("parameters") if " = " in n]
     for n in shared.value("parameters"):
         if counts[n] != 1:
             where = "one tensor registered under both names" if n in tied else "a parameter"
-            verdict.fail(f"with the head tied to the token embedding, {n} ({where}) is held {counts[n]} times; expected exactly once"
-                         + (" (deduplicate by id(p))" if counts[n] > 1 else ""))
+            problems.append(f"with the head tied to the token embedding, {n} ({where}) is held {counts[n]} times; expected "
+                            "exactly once" + (" (deduplicate by id(p))" if counts[n] > 1 else ""))
+    if problems:
+        verdict.fail(". ".join(problems))
     verdict.ok(f"all {len(trainable)} trainable parameters held once, none of the {len(frozen)} frozen ones; "
                f"a tensor shared by head and token embedding held once")
 
@@ -280,7 +283,12 @@ def test_nonfinite_loss_guard(obs, verdict):
             problems.append("backward() ran on the non-finite loss before the error; check the loss right after the forward")
         if problems:
             verdict.fail(f"{situation}: " + "; ".join(problems))
-    verdict.ok("FloatingPointError for a NaN and for a +inf loss, before backward(), with no step and no parameter changed")
+    finite = p.value("finite")
+    if raised(finite):
+        verdict.fail(f"train_step on a batch with a finite loss {describe_outcome(finite)}: a guard that raises whatever "
+                     "the loss is proves nothing; raise FloatingPointError only when torch.isfinite(loss) is False")
+    verdict.ok("FloatingPointError for a NaN and for a +inf loss, before backward(), with no step and no parameter "
+               "changed; a finite loss trains")
 
 
 @criterion("fit_protocol", kind="api",

@@ -195,6 +195,10 @@ def test_hand_computed_limit(obs, verdict):
             raw = difference(logits, torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]]) if key == "high"
                              else torch.tensor([[[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]]), atol=LIMIT_TOLERANCE) is None
             cause = ": they equal the head applied to the raw embeddings, so final_norm was skipped" if raw else ""
+            never = [name for name, calls in p.value("hook_calls").items() if calls == 0]
+            if never and not raw:
+                cause += (f"; forward never called {', '.join(never)} (the limit is set up through each module's "
+                          "output: skipped, or its .forward called directly instead of the module)")
             verdict.fail(f"with {heads[key]} the logits should be {'(a,-a,0), (-a,a,0)' if key == 'high' else '(-a,a,0), (a,-a,0)'} "
                          f"with a = {A:.7f}; {problem}{cause}")
         losses[key] = _loss_value(p.value(f"loss_{key}"))
@@ -249,7 +253,7 @@ def test_causality(obs, verdict):
                f"(max change {max(leaks):.1e}), float64, eval mode with dropout=0.3")
 
 
-@criterion("eval_deterministic", kind="determinism", requires=("logits_shape",),
+@criterion("eval_deterministic", kind="determinism",
            title={"en": "Eval mode is deterministic with dropout > 0", "zh": "dropout > 0 时 eval 模式输出确定"},
            hint={"en": "Apply dropout only through self.embedding_dropout (an nn.Dropout) or F.dropout(..., training=self.training), so that model.eval() turns it off. eval() reaches only registered submodules: blocks kept in a plain Python list stay in training mode.",
                  "zh": "只通过 self.embedding_dropout（nn.Dropout）或 F.dropout(..., training=self.training) 做 dropout，这样 model.eval() 会关闭它。eval() 只作用于已注册的子模块：放在普通 Python 列表里的块仍处于训练模式。"})
@@ -324,7 +328,7 @@ def _largest_per_row(p, key):
     return [float(row.abs().max()) if row.numel() else 0.0 for row in grad.reshape(grad.shape[0], -1)]
 
 
-@criterion("registration", kind="registration", requires=("logits_shape",),
+@criterion("registration", kind="registration",
            title={"en": "Every block is registered and distinct", "zh": "每一块都已注册且彼此独立"},
            hint={"en": "Keep the given __init__: self.blocks = nn.ModuleList([TransformerBlock(config) for _ in range(n_layers)]). A plain Python list hides the blocks from parameters(), .to() and state_dict(); [block] * n repeats one object, so every layer shares one set of weights.",
                  "zh": "保持给定的 __init__：self.blocks = nn.ModuleList([TransformerBlock(config) for _ in range(n_layers)])。普通 Python 列表会让 parameters()、.to() 和 state_dict() 看不到这些块；[block] * n 重复同一个对象，所有层共用一套权重。"})
@@ -382,7 +386,7 @@ def test_rejects_bad_targets(obs, verdict):
     verdict.ok("ValueError for targets of another shape ([2, 4], [1, 5]), int32 and float32 targets, and all -100")
 
 
-@criterion("cache_not_implemented", kind="errors", requires=("logits_shape",),
+@criterion("cache_not_implemented", kind="errors",
            title={"en": "NotImplementedError when a KV cache is asked for", "zh": "请求 KV 缓存时抛出 NotImplementedError"},
            hint={"en": "At the top of forward: if past_key_values is not None or use_cache: raise NotImplementedError(...). The cache comes in a later chapter.",
                  "zh": "在 forward 开头：if past_key_values is not None or use_cache: raise NotImplementedError(...)。缓存留到后面的章节。"})

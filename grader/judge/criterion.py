@@ -51,10 +51,12 @@ class VerdictRecorder:
     message: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     fraction: float = 1.0
+    met: bool = False   # set by `ok` alone: a criterion that returns without it has not passed
 
     def ok(self, message: str, **evidence: Any) -> None:
         self.message = message
         self.evidence.update(evidence)
+        self.met = True
 
     def note(self, **evidence: Any) -> None:
         self.evidence.update(evidence)

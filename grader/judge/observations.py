@@ -62,7 +62,8 @@ class ProbeObservation:
 
     def value(self, key: str) -> Any:
         if key not in self.values:
-            raise CriterionFailed(f"probe `{self.name}` recorded no `{key}` (internal: the grader expected it)")
+            raise GraderFault(f"probe `{self.name}` recorded no `{key}`, which the criterion reads: this is the grader's "
+                              "fault, no point is taken for it")
         return self.values[key]
 
     def has(self, key: str) -> bool:
@@ -74,7 +75,8 @@ class ProbeObservation:
                                   returned=self.not_tensors[key])
         tensors = self._load()
         if key not in tensors:
-            raise CriterionFailed(f"probe `{self.name}` recorded no tensor `{key}`")
+            raise GraderFault(f"probe `{self.name}` recorded no tensor `{key}`, which the criterion reads: this is the "
+                              "grader's fault, no point is taken for it")
         return tensors[key]
 
     def _load(self) -> dict[str, torch.Tensor]:
@@ -219,6 +221,11 @@ class Observations:
         text = f"{error.get('type', 'an exception')}: {error.get('message', '')}".rstrip(": ")
         if raw["status"] == protocol.NOT_IMPLEMENTED:
             return NotAttempted(f"{what} reached NotImplementedError{where}: the stub is not implemented yet")
+        if raw["status"] == protocol.GRADER_FAULT:
+            at = f" at grader/{error['grader_where']}" if error.get("grader_where") else ""
+            return GraderFault(f"{what} failed in the grader's own code ({text}{at}), not in yours: this is the "
+                               "grader's fault, no point is taken for it, and the submission will be graded again",
+                               error=error)
         if error.get("tampered"):
             names = ", ".join(str(n) for n in list(error["tampered"])[:8])
             return StudentRaised(f"{what}: the submission replaced what the grader measures with ({names}); "
@@ -233,6 +240,8 @@ class Observations:
         if error.get("limit") == "file_size":
             return Crashed(f"{what} tried to write a file larger than the limit of {FILE_SIZE_LIMIT >> 20} MB "
                            f"({text}{where})", limit="file_size")
+        if error.get("breach"):
+            return StudentRaised(f"{what}: your code breaks the contract: {error.get('message', '')}", error=error)
         return StudentRaised(f"{what} raised {text}{where}", error=error)
 
     def _disk_limit(self) -> str:

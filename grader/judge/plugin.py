@@ -19,6 +19,8 @@ class JudgePlugin:
         self.observations = observations
         self.references = references
         self.statuses: dict[tuple[str, str], str] = {}
+        self.messages: dict[tuple[str, str], str] = {}   # what each criterion said: a blocked one repeats it
+        self.blocked_by: dict[tuple[str, str], str] = {}  # a blocked criterion -> the unpassed one at the chain's root
 
     @pytest.fixture
     def obs(self, request) -> Observations:
@@ -38,7 +40,11 @@ class JudgePlugin:
                 raise NotAttempted(f"not attempted: it needs `{unmet[0]}`, which is not attempted yet")
             if self.statuses.get((exercise, unmet[0])) == "grader_error":
                 raise GraderFault(f"not judged: it needs `{unmet[0]}`, which the grader failed to run")
-            raise Blocked(f"not judged: it needs `{unmet[0]}` to pass first")
+            # a chain of blocked criteria names the one at its root: that is what to fix first
+            root = self.blocked_by.get((exercise, unmet[0]), unmet[0])
+            self.blocked_by[(exercise, meta.id)] = root
+            said = self.messages.get((exercise, root))
+            raise Blocked(f"not judged until `{root}` passes; fix that first" + (f" ({said})" if said else ""))
         recorder = VerdictRecorder()
         request.node.stash[VERDICT_KEY] = recorder
         return recorder
@@ -55,15 +61,20 @@ class JudgePlugin:
             status, message, evidence = "not_attempted", (
                 "not judged: no function of this exercise returned a result (every call raised), and this "
                 "criterion is met by raising alone"), {}
+        elif exc is None and not recorder.met:
+            status, message, evidence = "grader_error", (
+                "the criterion ended without a verdict (it never called verdict.ok): this is the grader's fault, "
+                "no point is taken for it; please report it"), recorder.evidence
         elif exc is None:
-            status, message, evidence = "passed", recorder.message or "as expected", recorder.evidence
+            status, message, evidence = "passed", recorder.message, recorder.evidence
         elif isinstance(exc, Verdict):
             status, message, evidence = exc.status, exc.message, {**recorder.evidence, **exc.evidence}
         else:
             frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
-            status = "error"
-            message = (f"the grader could not judge this criterion ({type(exc).__name__}: {exc}); "
-                       "this is a grader fault: please report it")
+            status = "grader_error"
+            message = (f"the grader could not judge this criterion ({type(exc).__name__}: {exc}); this is the "
+                       "grader's fault, no point is taken for it: please report it")
             evidence = {"grader_traceback": "".join(frames)[-1500:]}
         self.statuses[(item.module.EXERCISE, meta.id)] = status
+        self.messages[(item.module.EXERCISE, meta.id)] = message
         return {"criterion": meta.id, "status": status, "message": message, "evidence": jsonable(evidence)}

@@ -6,7 +6,7 @@ can say not only *that* a result is wrong but *which* wrong formula it matches.
 
 import torch
 
-from grader.worker.probe import describe_exception, probe
+from grader.worker.probe import ContractBreach, describe_exception, probe
 
 # Tq != Tk everywhere a softmax axis could be confused, and Dv != D so that reading the values with the
 # keys (or scaling by the value width) changes a shape or a number.
@@ -24,7 +24,7 @@ def attend(student, q, k, v, mask=None):
     return unpack(result)
 
 
-class WrongReturn(TypeError):
+class WrongReturn(ContractBreach):
     """The student's function returned something other than the tuple (out, weights) of two tensors."""
 
 
@@ -181,6 +181,7 @@ def gradients(student, ctx):
     ctx.tensor("mask", mask)
     q, k, v = (t.clone().requires_grad_(True) for t in (q, k, v))
     out, weights = unpack(student.scaled_dot_product_attention(q, k, v, mask.clone()))
+    ctx.tensor("weights", weights)  # the forward's weights: where a non-finite gradient comes from
     r_out = ctx.randn(*out.shape, dtype=torch.float64)
     r_weights = ctx.randn(*weights.shape, dtype=torch.float64)
     ((out * r_out).sum() + (weights * r_weights).sum()).backward()

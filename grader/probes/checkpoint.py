@@ -172,6 +172,9 @@ def pickled_code(student, ctx):
     CANARY_RUNS.clear()
     target = build()
     ctx.outcome("load_planted", lambda: student.load_checkpoint(evil, target, adamw(target)))
+    # the positive control: the same loader on the checkpoint as saved, with nothing planted, must load
+    clean = build()
+    ctx.outcome("load_clean", lambda: student.load_checkpoint(path, clean, adamw(clean)))
     # Whether the canary ran is an event in this process: only the probe can see it.
     ctx.record(planted=True, canary_ran=bool(CANARY_RUNS))
 

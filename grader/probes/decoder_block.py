@@ -20,6 +20,8 @@ def seeded_attention(student, ctx, dropout=0.0, dtype=torch.float32):
 def forward(student, ctx):
     attn = seeded_attention(student, ctx).eval()
     x = ctx.randn(2, 7, D_MODEL)
+    # what is registered, a fact about the module that no output carries: Q/K/V/O have no bias
+    ctx.record(parameter_shapes={name: list(p.shape) for name, p in attn.named_parameters()})
     with torch.no_grad():
         ctx.tensor("out", attn(x))
         # H == T: a merge that forgets the transpose keeps the right shape and still mixes positions
@@ -72,6 +74,9 @@ def bad_heads(student, ctx):
     ctx.outcome("d10_h3", lambda: student.CausalSelfAttention(10, 3))
     ctx.outcome("d12_h5", lambda: student.CausalSelfAttention(12, 5))
     ctx.outcome("d12_h4", lambda: student.CausalSelfAttention(12, 4))
+    # 12 % -4 == 0: only a positivity check rejects it; 12 % 0 divides by zero
+    ctx.outcome("d12_h0", lambda: student.CausalSelfAttention(12, 0))
+    ctx.outcome("d12_hminus4", lambda: student.CausalSelfAttention(12, -4))
 
 
 @probe

@@ -89,6 +89,8 @@ def bad_ids(student, ctx):
     ctx.outcome("boundary", lambda: emb(torch.tensor([[0, VOCAB - 1], [VOCAB - 1, 0]])))
     ctx.outcome("float32", lambda: emb(torch.tensor([[1.0, 2.0], [3.0, 4.0]])))
     ctx.outcome("float64", lambda: emb(torch.tensor([0.0, 5.0, 7.0], dtype=torch.float64)))
+    # the positive control of the two above: the same ids as int64 must be looked up
+    ctx.outcome("same_ids_int64", lambda: emb(torch.tensor([[1, 2], [3, 4]])))
     # The bad id sits in the middle of a 2-D batch, not first, so checking ids[0] alone is not enough.
     for key, bad in (("too_large", VOCAB), ("far_too_large", VOCAB + 5), ("minus_one", -1), ("minus_vocab", -VOCAB)):
         ctx.outcome(key, lambda bad=bad: emb(torch.tensor([[2, 3, 4], [5, bad, 6]])))

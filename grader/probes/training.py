@@ -312,6 +312,11 @@ def nonfinite_loss(student, ctx):
         ctx.record(**{label: {"outcome": outcome, "steps": len(steps),
                               "backwards": len(watched.grads_at_backward), "forwards": len(watched.grads_at_forward),
                               "adam_state": len(opt.state)}})
+    # the positive control: the same call on a finite loss must train, not raise
+    lm = small_model()
+    x, y = random_batch(ctx)
+    opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, weight_decay=0.0)
+    ctx.record(finite=call_expecting_raise(ctx, lambda: student.train_step(lm, opt, x, y)))
 
 
 # --- fit_fixed_batch ----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from grader.worker.probe import probe
+from grader.worker.probe import ContractBreach, grader_callback, part, probe, student_value
 
 IGNORE_INDEX = -100
 SIZE_FIELDS = ("vocab_size", "block_size", "d_model", "n_heads", "n_layers", "d_ff")
@@ -46,30 +46,49 @@ def build(student, dtype=torch.float32, **overrides):
     return student.TransformerLM(make_config(student, **overrides)).to(dtype)
 
 
+# The modules the contract names (COURSE.md §9); what each holds inside is the student's to name and arrange.
+BLOCK_PARTS = ("ln_attention", "attention", "ln_feedforward", "feedforward")
+NORMS = ("ln_attention", "ln_feedforward", "final_norm")
+
+
+def contract_modules(model):
+    """(path, module) for every module the contract names: the embeddings, each block's four parts, the final
+    norm and the head, in that fixed order."""
+    modules = [("token_embedding", part(model, "token_embedding")),
+               ("position_embedding", part(model, "position_embedding"))]
+    for i, block in enumerate(part(model, "blocks")):
+        modules += [(f"blocks.{i}.{name}", part(block, name)) for name in BLOCK_PARTS]
+    return modules + [("final_norm", part(model, "final_norm")), ("head", part(model, "head"))]
+
+
 def fill_all_parameters(model, ctx):
-    """Seeded weights for every registered parameter, by sorted name: every correct implementation computes
-    with the same numbers, whatever order its __init__ built the modules in. Unit-scale embeddings and
-    1/sqrt(fan_in) linear weights give logits of order one, so a wiring bug shows far above rounding."""
+    """Seeded weights for every parameter of the modules the contract names, whatever the layers inside them are
+    called: a module's parameters, in the order it registered them, take consecutive values of a seeded stream of
+    that module's own. So an nn.Sequential feed-forward takes what fc_in and fc_out take, and a fused QKV weight
+    [3d, d] exactly what separate Q, K and V weights [d, d] take. Unit-scale embeddings, 1/sqrt(fan_in) matrices,
+    norm weights near 1 and biases near 0 give logits of order one, so a wiring bug shows far above rounding."""
     with torch.no_grad():
-        for name, p in sorted(model.named_parameters(), key=lambda item: item[0]):
-            noise = ctx.randn(*p.shape, dtype=p.dtype)
-            if name.endswith("bias"):
-                p.copy_(0.1 * noise)
-            elif p.dim() == 1:  # LayerNorm weights
-                p.copy_(1.0 + 0.1 * noise)
-            elif "embedding" in name:
-                p.copy_(noise)
-            else:
-                p.copy_(noise / math.sqrt(p.shape[1]))
+        for index, (path, module) in enumerate(contract_modules(model)):
+            stream = torch.Generator().manual_seed(ctx.seed + index)
+            first_vector = True
+            for p in module.parameters():
+                noise = torch.randn(p.numel(), generator=stream, dtype=torch.float64).reshape(p.shape).to(p.dtype)
+                if p.dim() == 1:  # a norm's weight (its first vector), else a bias
+                    p.copy_((1.0 if first_vector and path.endswith(NORMS) else 0.0) + 0.1 * noise)
+                    first_vector = False
+                elif path.endswith("embedding"):
+                    p.copy_(noise)
+                else:
+                    p.copy_(noise / math.sqrt(p.shape[-1]))
 
 
 def field(out, key):
-    """out[key] of forward's dict, or a clear error naming what forward returned instead."""
+    """out[key] of forward's dict, or a breach of the contract naming what forward returned instead."""
     if not isinstance(out, dict):
-        raise TypeError(f"forward returned a {type(out).__name__}; the contract asks for a dict with keys "
-                        "'logits', 'loss' and 'past_key_values'")
+        raise ContractBreach(f"forward returned a {type(out).__name__}; the contract asks for a dict with keys "
+                             "'logits', 'loss' and 'past_key_values'")
     if key not in out:
-        raise KeyError(f"forward's dict has keys {sorted(map(str, out))}; it lacks '{key}'")
+        raise ContractBreach(f"forward's dict has keys {sorted(map(str, out))}; it lacks '{key}'")
     return out[key]
 
 
@@ -166,29 +185,52 @@ def reference_values(student, ctx):
         ctx.tensor("logits", field(model(tokens), "logits"))
 
 
+def parameter_of_shape(model, path, shape):
+    """The parameter of the module the contract names `path` that has `shape` (a table or the head's weight),
+    whatever the module calls it."""
+    for p in part(model, path).parameters():
+        if list(p.shape) == list(shape):
+            return p
+    raise ContractBreach(f"model.{path} holds no parameter of shape {list(shape)}")
+
+
 @probe
 def hand_limit(student, ctx):
-    # The chapter's two-block limit with V=3: A=(1,0), B=(0,1), positions zero, both blocks the identity
-    # (attention out_proj and FFN fc_out zero), final_norm weight 1 bias 0, head rows (1,0), (0,1), (0,0).
+    """The chapter's two-block limit with V=3: A=(1,0), B=(0,1), positions zero, both blocks the identity, the
+    final norm weight 1 bias 0, head rows (1,0), (0,1), (0,0). Only the modules the contract names are touched:
+    the tables and the head by the shape the contract gives them, the final norm's weight as its first vector;
+    each block's attention and feed-forward output is replaced by zeros through a forward hook, whatever layers
+    they hold. How many times each hook ran is recorded (a grader-owned count that no tensor carries)."""
     cfg = new_config(student, vocab_size=3, block_size=4, d_model=2, n_heads=1, n_layers=2, d_ff=2, dropout=0.0)
     model = student.TransformerLM(cfg).eval()
     head_high = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    hook_calls = {"attention": 0, "feedforward": 0}
+
+    def zero_output(name):
+        @grader_callback
+        def hook(module, args, out):
+            hook_calls[name] += 1
+            return torch.zeros_like(out)
+        return hook
+
     with torch.no_grad():
-        model.token_embedding.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.3, -0.7]]))  # row 2 unused
-        model.position_embedding.weight.zero_()
-        for block in model.blocks:
-            block.attention.out_proj.weight.zero_()
-            block.feedforward.fc_out.weight.zero_()
-            block.feedforward.fc_out.bias.zero_()
-        model.final_norm.weight.fill_(1.0)
-        model.final_norm.bias.zero_()
+        parameter_of_shape(model, "token_embedding", (3, 2)).copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.3, -0.7]]))
+        parameter_of_shape(model, "position_embedding", (4, 2)).zero_()
+        for i, vector in enumerate(p for p in part(model, "final_norm").parameters() if p.dim() == 1):
+            vector.fill_(1.0 if i == 0 else 0.0)
+        for path, module in contract_modules(model):
+            name = path.rsplit(".", 1)[-1]
+            if name in hook_calls:
+                module.register_forward_hook(zero_output(name))
+        head = parameter_of_shape(model, "head", (3, 2))
         tokens = torch.tensor([[0, 1]])
         targets = torch.tensor([[1, 0]])
-        for label, head in (("high", head_high), ("low", head_high[[1, 0, 2]])):
-            model.head.weight.copy_(head)
+        for label, rows in (("high", head_high), ("low", head_high[[1, 0, 2]])):
+            head.copy_(rows)
             out = model(tokens, targets=targets)
             ctx.tensor(f"logits_{label}", field(out, "logits"))
             ctx.record(**{f"loss_{label}": loss_facts(field(out, "loss"))})
+    ctx.record(hook_calls=hook_calls)
 
 
 @probe
@@ -236,8 +278,10 @@ def gradients(student, ctx):
     for name, p in model.named_parameters():
         names.append(name)
         ctx.tensor(f"grad.{name}", p.grad)  # None is recorded as its type
-    ctx.tensor("token_embedding_grad", model.token_embedding.weight.grad)
-    ctx.tensor("position_embedding_grad", model.position_embedding.weight.grad)
+    # the table of each embedding is its one parameter (the contract fixes the modules, not what they call it)
+    for name in ("token_embedding", "position_embedding"):
+        tables = list(part(model, name).parameters())
+        ctx.tensor(f"{name}_grad", tables[0].grad if len(tables) == 1 else tables)
     ctx.record(parameters=names, unused_tokens=sorted(unused.tolist()), used_tokens=sorted(set(tokens.flatten().tolist())),
                T=T, block_size=C)
 
@@ -246,7 +290,7 @@ def gradients(student, ctx):
 def registration(student, ctx):
     # Facts about the module tree (its classes, object identities, what is registered): no tensor carries them.
     model = build(student, n_layers=3)
-    blocks = model.blocks
+    blocks = part(model, "blocks")
     ctx.record(count=sum(p.numel() for p in model.parameters()), tensors=len(list(model.parameters())),
                blocks_type=type(blocks).__name__, is_module_list=isinstance(blocks, torch.nn.ModuleList),
                n_blocks=len(blocks), distinct_blocks=len({id(b) for b in blocks}),
@@ -331,10 +375,11 @@ def train_fixed_batch(student, cfg, x, y, steps, lr=0.02, optimizer_class=AdamW)
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
         loss = field(model(x, targets=y), "loss")
-        loss.backward()
+        with student_value("the loss forward returned cannot be trained on (loss.backward() and float(loss) must work)"):
+            loss.backward()
+            curve.append(float(loss.detach()))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        curve.append(float(loss.detach()))
     model.eval()
     with torch.no_grad():
         out = model(x, targets=y)

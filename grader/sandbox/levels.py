@@ -21,6 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LEVELS = ("strict", "basic", "none")
+# The folder holding this grader package. `python -I` ignores the working folder, so `-m grader...` would run
+# whichever grader is installed, not this one (a checkout next to an installed copy): the worker and the box are
+# started from this package, with that folder on the path only while `grader` itself is imported (submodules are
+# then found through the package, and nothing else of the checkout is importable).
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+
+
+def _run_module(module: str) -> list[str]:
+    """`python -I` running `module` of this grader package as `__main__` (its arguments follow)."""
+    boot = (f"import sys, runpy; sys.path.insert(0, {PACKAGE_PARENT!r}); import grader; "
+            f"sys.path.remove({PACKAGE_PARENT!r}); runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-I", "-c", boot]
 NAMESPACES = ("--net", "--pid", "--ipc", "--uts", "--mount")
 NPROC = 256   # processes (threads) of one grading's uid: enough for torch, too few for a fork bomb to matter
 
@@ -35,8 +47,8 @@ class Sandbox:
         worker = ["--control-fd", str(control_fd), "--request-fd", str(request_fd)]
         if self.level == "strict":
             return ["unshare", *NAMESPACES, "--propagation", "private", "--fork", "--kill-child", "--",
-                    sys.executable, "-I", "-m", "grader.sandbox.box", "--plan-fd", str(plan_fd), "--", *worker]
-        return [sys.executable, "-I", "-m", "grader.worker", *worker]
+                    *_run_module("grader.sandbox.box"), "--plan-fd", str(plan_fd), "--", *worker]
+        return [*_run_module("grader.worker"), *worker]
 
     def jail(self, uid: int | None, scratch_fd: int | None) -> dict:
         """What the worker applies: the user children become, the process limit, how strays are killed."""

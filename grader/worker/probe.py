@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import _json
 import errno
+import functools
 import hashlib
 import os
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -82,6 +84,86 @@ def raised_in(exc: BaseException, student_file: str | None) -> bool:
     return last is not None and student_file is not None and os.path.abspath(last.tb_frame.f_code.co_filename) == student_file
 
 
+class ContractBreach(Exception):
+    """Raised by probe code when what the student's code gave breaks the contract: a name the contract fixes is
+    missing, a call returned the wrong kind of value, a returned value cannot do what the contract says it can
+    (a loss with no graph to go backward through). Raised in grader code, it is the student's failure."""
+
+
+def part(obj: Any, *path: str) -> Any:
+    """`obj.a.b...` for names the contract fixes; a missing one is the student's breach of the contract, not an
+    exception of the probe's own."""
+    for i, name in enumerate(path):
+        try:
+            obj = getattr(obj, name)
+        except AttributeError:
+            held = ".".join(path[:i]) or "the model"
+            raise ContractBreach(f"{held} has no attribute `{name}`, which the contract names") from None
+    return obj
+
+
+@contextmanager
+def student_value(what: str):
+    """Wrap probe code that works on a value the student's code returned (backward through its graph, a float
+    of a returned loss): what it raises there is that value failing, the student's doing, said as `what`."""
+    try:
+        yield
+    except ContractBreach:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the student's value is the same breach
+        raise ContractBreach(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+class GraderBug(Exception):
+    """What grader code that student code calls back (a forward hook) raised: the grader's fault, even though
+    student frames surround it."""
+
+
+def grader_callback(fn: Callable) -> Callable:
+    """Mark grader code that student code calls (a forward hook the probe registered): anything it raises
+    becomes a `GraderBug`, so that it is not taken for the student's exception."""
+
+    @functools.wraps(fn)
+    def called_back(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - whatever the grader's own code raised is its bug
+            raise GraderBug(f"{type(exc).__name__}: {exc}") from exc
+
+    return called_back
+
+
+def raised_by_grader(exc: BaseException, student_file: str | None, student_module: Any = None) -> bool:
+    """Whether a probe's exception is the grader's own fault: a `GraderBug`, or one with no frame of its traceback
+    in the student's file (so no student call was running) that is not a breach of the contract the probe found in
+    what the student gave (a `ContractBreach`, or a name the probe read from the student's module that is not there)."""
+    if isinstance(exc, GraderBug):
+        return True
+    if isinstance(exc, ContractBreach):
+        return False
+    if isinstance(exc, AttributeError) and student_module is not None and getattr(exc, "obj", None) is student_module:
+        return False
+    if isinstance(exc, TypeError) and student_module is not None and _called_with_the_wrong_signature(exc, student_module):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        if student_file is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
+            return False
+        tb = tb.tb_next
+    return True
+
+
+def _called_with_the_wrong_signature(exc: TypeError, student_module: Any) -> bool:
+    """Whether Python refused to call something of the student's module with the contract's arguments ("Name() takes
+    2 positional arguments but 4 were given", "Name.__init__() got an unexpected keyword argument"): raised before
+    any student frame exists, it is still the student's signature that differs from the contract."""
+    message = str(exc)
+    if "argument" not in message or "(" not in message:
+        return False
+    name = message.split("(", 1)[0].split(".", 1)[0].strip()
+    return name.isidentifier() and hasattr(student_module, name)
+
+
 def describe_exception(exc: BaseException, student_file: str | None) -> dict:
     """Type, message and the student's own frames of an exception, each part guarded against hostile objects."""
     try:
@@ -104,6 +186,8 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
     except BaseException:  # noqa: BLE001
         pass
     info = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
+    if isinstance(exc, ContractBreach):
+        info["breach"] = True  # raised by the probe about what the student's code gave: the student's, not the grader's
     try:
         if isinstance(exc, MemoryError) or "can't allocate memory" in message:
             info["limit"] = "memory"
@@ -146,6 +230,8 @@ class ProbeContext:
         params = dict(module.named_parameters())
         with torch.no_grad():
             for n in names:
+                if n not in params:
+                    raise ContractBreach(f"the module has no parameter `{n}`, which the contract names")
                 p = params[n]
                 p.copy_(self.randn(*p.shape, dtype=p.dtype) * std)
 

@@ -19,4 +19,5 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 OK = "ok"                         # the probe ran to its end
 RAISED = "raised"                 # student code raised out of the probe
 NOT_IMPLEMENTED = "not_implemented"
+GRADER_FAULT = "grader_fault"      # a probe raised on its own, in no student call: the grader's bug
 FORBIDDEN_KEY = "forbidden_calls"

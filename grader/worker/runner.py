@@ -9,6 +9,7 @@ import os
 import random
 import sys
 import time
+import traceback
 from itertools import repeat
 from operator import is_
 from types import FunctionType
@@ -17,7 +18,7 @@ import torch
 
 from grader.worker import protocol
 from grader.worker.forbidden import ForbiddenCalls, ForbiddenOps, Recorder
-from grader.worker.probe import ProbeContext, describe_exception, probes_of, raised_in
+from grader.worker.probe import GraderBug, ProbeContext, describe_exception, probes_of, raised_by_grader, raised_in
 
 _write = os.write  # bound before any student import: the acknowledgement never looks os.write up again
 
@@ -97,7 +98,7 @@ def run_probes(job: dict, names: list[str], course_seed: int, ack_fd: int | None
             try:
                 watched(lambda: specs[name].fn(student, ctx))
             except BaseException as exc:  # noqa: BLE001 - everything student code throws is an observation
-                status, error = classify(exc, student_file)
+                status, error = classify(exc, student_file, student)
             changed = verified_check()
         if changed:
             status, error = protocol.RAISED, tampering(changed)
@@ -123,12 +124,26 @@ def import_student(path: str, module_name: str):
     return module, protocol.OK, None
 
 
-def classify(exc: BaseException, student_file: str) -> tuple[str, dict]:
-    """`not_implemented` only when the student's own file raised NotImplementedError (an untouched stub)."""
+def classify(exc: BaseException, student_file: str, student=None) -> tuple[str, dict]:
+    """`not_implemented` only when the student's own file raised NotImplementedError (an untouched stub);
+    `grader_fault` when a probe (given the imported `student`) raised on its own, with no student call running."""
     error = describe_exception(exc, student_file)
     if isinstance(exc, NotImplementedError) and raised_in(exc, student_file):
         return protocol.NOT_IMPLEMENTED, error
+    if student is not None and raised_by_grader(exc, student_file, student):
+        error["grader_where"] = grader_frame(exc)
+        return protocol.GRADER_FAULT, error
     return protocol.RAISED, error
+
+
+def grader_frame(exc: BaseException) -> str | None:
+    """Where in grader code an exception of the grader's own was raised: its innermost frame in `grader/`."""
+    found = None
+    origin = exc.__cause__ if isinstance(exc, GraderBug) and exc.__cause__ is not None else exc
+    for frame in traceback.extract_tb(origin.__traceback__):
+        if f"{os.sep}grader{os.sep}" in frame.filename:
+            found = f"{frame.filename.rsplit(os.sep + 'grader' + os.sep, 1)[1]}:{frame.lineno} in {frame.name}"
+    return found
 
 
 _MISSING = object()

@@ -1,0 +1,35 @@
+"""Every correct variant in tests/variants/ scores full marks, graded as `grader grade` grades a class: the ways
+students really restructure code (a feed-forward as nn.Sequential, renamed inner layers, attention with helper
+methods of its own, their own LayerNorm class) cost nothing, and no probe of the grader's fails on them."""
+
+import tempfile
+from pathlib import Path
+
+from grader.course import load_course
+from grader.grading import grade
+from grader.sandbox.levels import choose, strict_missing
+from grader.selftest import discover, record, rounds
+
+from conftest import ROOT
+
+COURSE = load_course(ROOT)
+
+
+def test_every_variant_scores_full_marks():
+    variants = [c for c in discover(COURSE, ROOT / "tests") if c.kind == "variant"]
+    sandbox = choose("basic" if strict_missing() else "strict")
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, group in enumerate(rounds(variants)):
+            submission = Path(tmp) / f"round-{i}"
+            for case in group:
+                target = submission / case.exercise / COURSE.exercise(case.exercise).file
+                target.parent.mkdir(parents=True)
+                target.write_bytes(case.source.read_bytes())
+            record(grade(COURSE, submission, [c.exercise for c in group], sandbox), group)
+    lost = [f"{c.label}: {criterion} {status}: {c.messages[criterion]}" for c in variants for criterion, status in c.got_fails.items()]
+    assert not lost, "\n".join(lost)
+
+
+def test_the_restructured_transformer_variants_are_in_the_catalog():
+    names = {c.name for c in discover(COURSE, ROOT / "tests") if c.kind == "variant" and c.exercise == "transformer_lm"}
+    assert {"feedforward_sequential", "renamed_inner_layers", "attention_helper_methods", "own_layer_norm_mask_buffer"} <= names
