@@ -1,0 +1,165 @@
+"""`grader batch --cluster`: a Dask scheduler and two workers on 127.0.0.1, each in its own folder with its own
+cache (no shared files); one worker is killed with SIGKILL mid-batch, and the gradebook still ends as a local
+run's. A submission whose grading kills workers is recorded, not retried forever."""
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, course_copy
+
+EXERCISES = ["decoder_block", "heads"]
+SUBMISSIONS = 12
+
+
+@pytest.fixture(scope="module")
+def course_dir(tmp_path_factory):
+    return course_copy(tmp_path_factory.mktemp("course"), EXERCISES, timeout_s=5)
+
+
+@pytest.fixture(scope="module")
+def classroom(tmp_path_factory):
+    """Correct submissions (each a distinct file), mutants, an empty one and one that exits at import."""
+    root = tmp_path_factory.mktemp("class")
+    mutants = sorted((ROOT / "tests" / "mutants" / "decoder_block").glob("*/block.py"))
+    files = {"decoder_block": "block.py", "heads": "heads.py"}
+    for i in range(SUBMISSIONS):
+        student = root / f"student{i:02d}"
+        student.mkdir()
+        for ex, name in files.items():
+            source = (ROOT / "solutions" / ex / name).read_text() + f"\n# student {i}\n"
+            if ex == "decoder_block" and i % 3 == 1:
+                source = mutants[i % len(mutants)].read_text()
+            if i == 10:
+                continue   # empty
+            if i == 11 and ex == "heads":
+                source = "import sys\nsys.exit(0)\n"
+            (student / ex).mkdir()
+            (student / ex / name).write_text(source)
+    return root
+
+
+def batch(course_dir, classroom, out, *extra) -> list[str]:
+    return [sys.executable, "-m", "grader", "--course", str(course_dir), "batch", str(classroom), "--out", str(out),
+            *extra]
+
+
+def own_folder(base: Path, name: str) -> tuple[Path, dict]:
+    """A folder and environment for one Dask process: its own cache and temporary files, the grader importable."""
+    folder = base / name
+    (folder / "tmp").mkdir(parents=True)
+    env = {**os.environ, "GRADER_CACHE": str(folder / "cache"), "TMPDIR": str(folder / "tmp"),
+           "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
+    return folder, env
+
+
+@pytest.fixture
+def scheduler_and_workers(tmp_path):
+    """A scheduler and two workers on 127.0.0.1, each a process of its own in a folder of its own."""
+    procs = []
+
+    def start(name: str, *args: str) -> tuple[subprocess.Popen, Path]:
+        folder, env = own_folder(tmp_path, name)
+        proc = subprocess.Popen([sys.executable, "-m", *args], cwd=folder, env=env, stdout=subprocess.DEVNULL,
+                                stderr=open(folder / "log", "w"), start_new_session=True)
+        procs.append(proc)
+        return proc, folder
+
+    scheduler_file = tmp_path / "scheduler.json"
+    start("scheduler", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+          "--scheduler-file", str(scheduler_file))
+    deadline = time.monotonic() + 60
+    while not scheduler_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    address = json.loads(scheduler_file.read_text())["address"]
+    workers = [start(f"worker{i}", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
+                     "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(tmp_path / f"worker{i}"))
+               for i in range(2)]
+    yield address, workers
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def graded_count(out: Path) -> int:
+    try:
+        return sqlite3.connect(out / "gradebook.sqlite").execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_worker_killed_mid_batch_loses_nothing(course_dir, classroom, scheduler_and_workers, tmp_path):
+    address, [(victim, victim_folder), _] = scheduler_and_workers
+    local = subprocess.run(batch(course_dir, classroom, tmp_path / "local", "--jobs", "2"), capture_output=True,
+                           text=True, timeout=300)
+    assert local.returncode == 0, local.stderr[-2000:]
+
+    out = tmp_path / "cluster"
+    client = subprocess.Popen(batch(course_dir, classroom, out, "--cluster", address), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:   # the victim holds a submission, and some are already in the gradebook
+        busy = list((victim_folder / "tmp").glob("grader-task-*"))
+        if busy and graded_count(out) >= 2:
+            break
+        time.sleep(0.1)
+    assert busy, "the victim must be killed mid-task"
+    os.killpg(victim.pid, signal.SIGKILL)
+    stdout, stderr = client.communicate(timeout=300)
+    assert client.returncode == 0, stderr[-2000:]
+    assert f"{SUBMISSIONS} graded" in stdout
+    assert (out / "grades.csv").read_text() == (tmp_path / "local" / "grades.csv").read_text()
+    assert list((victim_folder / "tmp").glob("grader-task-*")), "the victim died holding a task"
+
+
+@pytest.mark.parametrize("level", ["strict", "basic"])
+def test_each_submission_records_the_sandbox_it_was_graded_in(level, course_dir, tmp_path):
+    from grader.batch import run_batch
+    from grader.course import load_course
+
+    student = tmp_path / "class" / "ivy" / "heads"
+    student.mkdir(parents=True)
+    shutil.copyfile(ROOT / "solutions" / "heads" / "heads.py", student / "heads.py")
+    run_batch(load_course(course_dir), tmp_path / "class", tmp_path / "out", 1, False, level, "en", lambda *_: None)
+    stored = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite").execute("SELECT sandbox FROM submissions").fetchall()
+    assert stored == [(level,)]
+
+
+def kills_its_worker(*_):
+    """A Dask task standing in for a grading that takes its worker down."""
+    os._exit(1)
+
+
+def test_a_submission_that_kills_two_workers_is_recorded_once(course_dir, tmp_path, monkeypatch):
+    import cloudpickle
+
+    from grader import cluster
+    from grader.batch import run_batch
+    from grader.course import load_course
+
+    monkeypatch.setattr(cluster, "grade_on_worker", kills_its_worker)
+    (tmp_path / "class" / "mallory").mkdir(parents=True)
+    course = load_course(course_dir)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the workers need not import this test module
+    try:
+        first = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en", lambda *_: None,
+                          cluster="local")
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    status, message = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite").execute(
+        "SELECT status, message FROM submissions WHERE submission='mallory'").fetchone()
+    assert first["graded"] == 1 and status == "killed_workers" and "killed 2 workers" in message
+    again = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en", lambda *_: None,
+                      cluster="local")
+    assert again["skipped"] == 1
