@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, course_copy
 
-EXERCISES = ["decoder_block", "heads"]
+EXERCISES = ["heads"]   # light: the behaviour under test is the cluster's
 SUBMISSIONS = 12
 
 
@@ -29,21 +29,18 @@ def course_dir(tmp_path_factory):
 def classroom(tmp_path_factory):
     """Correct submissions (each a distinct file), mutants, an empty one and one that exits at import."""
     root = tmp_path_factory.mktemp("class")
-    mutants = sorted((ROOT / "tests" / "mutants" / "decoder_block").glob("*/block.py"))
-    files = {"decoder_block": "block.py", "heads": "heads.py"}
+    mutants = sorted((ROOT / "tests" / "mutants" / "heads").glob("*/heads.py"))
     for i in range(SUBMISSIONS):
         student = root / f"student{i:02d}"
         student.mkdir()
-        for ex, name in files.items():
-            source = (ROOT / "solutions" / ex / name).read_text() + f"\n# student {i}\n"
-            if ex == "decoder_block" and i % 3 == 1:
-                source = mutants[i % len(mutants)].read_text()
-            if i == 10:
-                continue   # empty
-            if i == 11 and ex == "heads":
-                source = "import sys\nsys.exit(0)\n"
-            (student / ex).mkdir()
-            (student / ex / name).write_text(source)
+        source = (ROOT / "solutions" / "heads" / "heads.py").read_text() + f"\n# student {i}\n"
+        if i % 3 == 1:
+            source = mutants[i % len(mutants)].read_text()
+        elif i == 11:
+            source = "import sys\nsys.exit(0)\n"
+        if i != 10:   # student10 is empty
+            (student / "heads").mkdir()
+            (student / "heads" / "heads.py").write_text(source)
     return root
 
 
