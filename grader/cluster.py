@@ -113,7 +113,7 @@ def _digest(files: dict[str, bytes]) -> str:
     return h.hexdigest()[:20]
 
 
-_slot = threading.local()   # each worker thread's warm graders, by (course folder, sandbox level)
+_graders: dict = {}   # this worker's warm graders, shared by its threads, by (course folder, sandbox level)
 _course_lock = threading.Lock()
 
 
@@ -145,10 +145,8 @@ def grade_on_worker(course: dict[str, bytes], key: str, submission: dict, sandbo
         here = load_course(root)
         if grader_key(here) != key:
             return {"error": f"this worker runs grader {grader_key(here)}, the client {key}"}
-        graders = getattr(_slot, "graders", None)
-        if graders is None:
-            graders = _slot.graders = {}
-        grader = graders.setdefault((root, sandbox), WarmGrader(root, sandbox))
+        with _course_lock:
+            grader = _graders.setdefault((root, sandbox), WarmGrader(root, sandbox))
         with tempfile.TemporaryDirectory(prefix="grader-task-") as tmp:
             folder = Path(tmp) / "submission"
             folder.mkdir()

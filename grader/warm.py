@@ -1,29 +1,36 @@
 """A warm grading process: imports torch, pytest, the judge and the criteria once, then grades submission after
-submission, each in a fresh sandboxed process tree (`grading.grade` stages and supervises every one anew, with
+submission, each in a fresh sandboxed process tree (`grading.probe` stages and supervises every one anew, with
 its own namespaces and uid), so nothing passes from one student to the next.
 
-`python -m grader.warm --course DIR --sandbox LEVEL` says on its first line which sandbox it grades with, then
-answers one JSON line per request line on stdin: {"submission": path, "exercises": [...], "lang": "en"} ->
-{"files": {"report.json": ..., "report.html": ..., "scorecard.md": ...}} or {"error": "..."}.
-`WarmGrader` is the other end: it starts the process, feeds it and restarts it when it dies.
+`python -m grader.warm --course DIR --sandbox LEVEL` first says which sandbox it grades with, then answers one
+JSON line per request line on stdin: {"id": N, "submission": path, "exercises": [...], "lang": "en"} ->
+{"id": N, "files": {"report.json": ..., "report.html": ..., "scorecard.md": ...}} or {"id": N, "error": "..."}.
+Replies come in request order. Two threads pipeline the work: while the judge judges one submission, the next
+one's probes run in its sandbox.
+
+`WarmGrader` is the other end: it starts the process, feeds it from any number of threads (two in flight keep
+the pipeline full) and starts a fresh one after a death.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
-import select
+import queue
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 STARTUP_SECONDS = 300.0   # importing torch and pytest on a loaded machine
 REPORT_FILES = ("json", "html", "md")
 PARENT_POLL_SECONDS = 0.5
+HELLO = "hello"
 
 
 class GradingTimeout(Exception):
@@ -34,77 +41,96 @@ class WarmGraderDied(Exception):
     """The warm process ended without answering; the message holds its last output."""
 
 
+@dataclass
+class _Pending:
+    done: threading.Event = field(default_factory=threading.Event)
+    reply: dict | None = None
+    error: str = ""
+
+
 class WarmGrader:
     """One warm grading process for one course and sandbox level, started on first use and again after a death.
-    Not thread-safe: one per grading slot."""
+    Thread-safe: concurrent `grade` calls share the process and are answered in turn."""
 
     def __init__(self, course_root: Path, sandbox: str):
         self.course_root = course_root
         self.sandbox = sandbox
         self.sandbox_level = ""   # what the process said it grades with
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
         self._proc: subprocess.Popen | None = None
-        self._log = None
-        self._buffer = b""
+        self._pending: dict = {}  # this process's requests not yet answered, by id
 
     def grade(self, submission: Path, exercise_ids: list[str], lang: str, timeout_s: float) -> dict:
-        self._ensure_started()
-        request = {"submission": str(submission), "exercises": exercise_ids, "lang": lang}
-        try:
-            self._proc.stdin.write((json.dumps(request) + "\n").encode())
-            self._proc.stdin.flush()
-        except BrokenPipeError:
-            raise self._died() from None
-        return self._reply(timeout_s)
+        with self._lock:
+            self._ensure_started()
+            proc, request_id, pending = self._proc, next(self._ids), _Pending()
+            self._pending[request_id] = pending
+            request = {"id": request_id, "submission": str(submission), "exercises": exercise_ids, "lang": lang}
+            try:
+                proc.stdin.write((json.dumps(request) + "\n").encode())
+                proc.stdin.flush()
+            except BrokenPipeError:
+                pass   # the reader reports the death to every request of this process
+        return self._wait(proc, pending, timeout_s)
 
     def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _wait(self, proc: subprocess.Popen, pending: _Pending, timeout_s: float) -> dict:
+        if not pending.done.wait(timeout_s):
+            with self._lock:
+                if self._proc is proc:
+                    self._stop()
+            raise GradingTimeout(f"no answer within {timeout_s:g} s")
+        if pending.error:
+            raise WarmGraderDied(pending.error)
+        return pending.reply
+
+    def _stop(self) -> None:
         if self._proc is not None:
             self._proc.kill()
-            self._proc.wait()
-            self._proc.stdin.close()
-            self._proc.stdout.close()
-            self._log.close()
             self._proc = None
 
     def _ensure_started(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             return
-        self.close()
-        self._log = tempfile.TemporaryFile(prefix="grader-warm-")
-        self._buffer = b""
-        self._proc = subprocess.Popen(
+        log = tempfile.TemporaryFile(prefix="grader-warm-")
+        proc = subprocess.Popen(
             [sys.executable, "-m", "grader.warm", "--course", str(self.course_root), "--sandbox", self.sandbox],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
-        hello = self._reply(STARTUP_SECONDS)
-        if "error" in hello:
-            self.close()
-            raise WarmGraderDied(hello["error"])
-        self.sandbox_level = hello["sandbox"]
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
+        hello = _Pending()
+        self._proc, self._pending = proc, {HELLO: hello}
+        threading.Thread(target=_read_replies, args=(proc, self._pending, log), daemon=True,
+                         name=f"warm-{proc.pid}").start()
+        if not hello.done.wait(STARTUP_SECONDS):
+            self._stop()
+            raise GradingTimeout(f"the grading process did not start within {STARTUP_SECONDS:g} s")
+        if hello.error or "error" in hello.reply:
+            self._stop()
+            raise WarmGraderDied(hello.error or hello.reply["error"])
+        self.sandbox_level = hello.reply["sandbox"]
 
-    def _reply(self, timeout_s: float) -> dict:
-        deadline = time.monotonic() + timeout_s
-        out = self._proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.close()
-                raise GradingTimeout(f"no answer within {timeout_s:g} s")
-            ready, _, _ = select.select([out], [], [], left)
-            if ready:
-                chunk = os.read(out, 1 << 20)
-                if not chunk:
-                    raise self._died()
-                self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
 
-    def _died(self) -> WarmGraderDied:
-        self._proc.wait()
-        self._log.seek(0)
-        tail = self._log.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-        code = self._proc.returncode
-        self.close()
-        return WarmGraderDied(f"the grading process ended (exit {code}): {tail[0]}")
+def _read_replies(proc: subprocess.Popen, pending: dict, log) -> None:
+    """Deliver each reply to its request; when the process ends, tell every request still waiting why."""
+    for line in proc.stdout:
+        reply = json.loads(line)
+        waiting = pending.pop(reply.pop("id"), None)
+        if waiting is not None:
+            waiting.reply = reply
+            waiting.done.set()
+    proc.wait()
+    log.seek(0)
+    tail = log.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+    log.close()
+    proc.stdin.close()
+    proc.stdout.close()
+    for waiting in list(pending.values()):
+        waiting.error = f"the grading process ended (exit {proc.returncode}): {tail[0]}"
+        waiting.done.set()
+    pending.clear()
 
 
 def warm_up(exercise_ids: list[str]) -> None:
@@ -120,18 +146,31 @@ def warm_up(exercise_ids: list[str]) -> None:
         criteria_of(ex)
 
 
-def serve(course, sandbox, request: dict) -> dict:
-    from grader.grading import grade
-    from grader.reporting import FORMATS
+def probe_phase(course, sandbox, request: dict):
+    """The submission's probes run in its sandbox: a Probed, or the reply when the grader failed."""
+    from grader.grading import probe
 
     try:
-        report = grade(course, Path(request["submission"]), request["exercises"], sandbox)
+        return probe(course, Path(request["submission"]), request["exercises"], sandbox)
+    except Exception as exc:  # noqa: BLE001 - the grader's own failure is this submission's grader_error
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def judge_phase(course, probed, request: dict) -> dict:
+    """The reply: the judged report's files, or why there are none."""
+    from grader.grading import judged
+    from grader.reporting import FORMATS
+
+    if isinstance(probed, dict):
+        return probed
+    try:
+        report = judged(probed)
         files = {}
         for fmt in REPORT_FILES:
             name, render = FORMATS[fmt]
             files[name] = render(report, course.root / "templates", request["lang"])
         return {"files": files}
-    except Exception as exc:  # noqa: BLE001 - the grader's own failure is this submission's grader_error
+    except Exception as exc:  # noqa: BLE001
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
@@ -164,12 +203,23 @@ def main() -> None:
     try:
         sandbox = choose(args.sandbox)
     except SandboxUnavailable as exc:
-        reply({"error": str(exc)})
+        reply({"id": HELLO, "error": str(exc)})
         return
     warm_up([ex.id for ex in course.exercises])
-    reply({"sandbox": sandbox.level})
-    for line in sys.stdin:
-        reply(serve(course, sandbox, json.loads(line)))
+    reply({"id": HELLO, "sandbox": sandbox.level})
+    # One submission probed ahead of the one being judged: the pipeline never holds more.
+    probed_queue: queue.Queue = queue.Queue(maxsize=1)
+
+    def run_probes() -> None:
+        for line in sys.stdin:
+            request = json.loads(line)
+            probed_queue.put((request, probe_phase(course, sandbox, request)))
+        probed_queue.put(None)
+
+    threading.Thread(target=run_probes, daemon=True, name="probes").start()
+    while (item := probed_queue.get()) is not None:
+        request, probed = item
+        reply({"id": request["id"], **judge_phase(course, probed, request)})
 
 
 if __name__ == "__main__":
