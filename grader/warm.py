@@ -55,7 +55,6 @@ class WarmGrader:
     def __init__(self, course_root: Path, sandbox: str):
         self.course_root = course_root
         self.sandbox = sandbox
-        self.sandbox_level = ""   # what the process said it grades with
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._proc: subprocess.Popen | None = None
@@ -70,8 +69,8 @@ class WarmGrader:
             try:
                 proc.stdin.write((json.dumps(request) + "\n").encode())
                 proc.stdin.flush()
-            except BrokenPipeError:
-                pass   # the reader reports the death to every request of this process
+            except (OSError, ValueError):
+                pass   # it died: its reader tells every request of this process so
         return self._wait(proc, pending, timeout_s)
 
     def close(self) -> None:
@@ -102,35 +101,38 @@ class WarmGrader:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
         hello = _Pending()
         self._proc, self._pending = proc, {HELLO: hello}
-        threading.Thread(target=_read_replies, args=(proc, self._pending, log), daemon=True,
+        threading.Thread(target=self._read_replies, args=(proc, self._pending, log), daemon=True,
                          name=f"warm-{proc.pid}").start()
         if not hello.done.wait(STARTUP_SECONDS):
             self._stop()
             raise GradingTimeout(f"the grading process did not start within {STARTUP_SECONDS:g} s")
-        if hello.error or "error" in hello.reply:
+        if hello.error or "error" in hello.reply:   # e.g. the sandbox level it was asked for is not here
             self._stop()
             raise WarmGraderDied(hello.error or hello.reply["error"])
-        self.sandbox_level = hello.reply["sandbox"]
 
-
-def _read_replies(proc: subprocess.Popen, pending: dict, log) -> None:
-    """Deliver each reply to its request; when the process ends, tell every request still waiting why."""
-    for line in proc.stdout:
-        reply = json.loads(line)
-        waiting = pending.pop(reply.pop("id"), None)
-        if waiting is not None:
-            waiting.reply = reply
-            waiting.done.set()
-    proc.wait()
-    log.seek(0)
-    tail = log.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-    log.close()
-    proc.stdin.close()
-    proc.stdout.close()
-    for waiting in list(pending.values()):
-        waiting.error = f"the grading process ended (exit {proc.returncode}): {tail[0]}"
-        waiting.done.set()
-    pending.clear()
+    def _read_replies(self, proc: subprocess.Popen, pending: dict, log) -> None:
+        """Deliver each reply to its request; when the process ends, tell every request still waiting why."""
+        for line in proc.stdout:
+            reply = json.loads(line)
+            waiting = pending.pop(reply.pop("id"), None)
+            if waiting is not None:
+                waiting.reply = reply
+                waiting.done.set()
+        proc.wait()
+        log.seek(0)
+        tail = log.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        log.close()
+        why = f"the grading process ended (exit {proc.returncode}): {tail[0]}"
+        hello = pending.pop(HELLO, None)
+        if hello is not None:   # its starter waits holding the lock
+            hello.error = why
+            hello.done.set()
+        # Under the lock: a request is either registered before this (and told here) or sent to a new process.
+        with self._lock:
+            for waiting in pending.values():
+                waiting.error = why
+                waiting.done.set()
+            pending.clear()
 
 
 def warm_up(exercise_ids: list[str]) -> None:
