@@ -192,6 +192,9 @@ class DaskEngine:
                 reply = {"final_status": KILLED_WORKERS,
                          "error": f"its grading killed {ALLOWED_FAILURES + 1} workers; not retried (--regrade tries again)"}
             except Exception as exc:  # noqa: BLE001 - the cluster lost it: graded again by the next run
+                if self.client.status != "running":   # the scheduler is gone: every task left would fail alike
+                    raise ClusterError(f"lost the Dask scheduler ({exc}); every submission graded so far is kept: "
+                                       "run the same command again to finish") from None
                 reply = {"error": f"the cluster could not grade it: {type(exc).__name__}: {exc}"}
             future.release()
             submit_more(completed)
