@@ -59,8 +59,8 @@ def own_folder(base: Path, name: str) -> tuple[Path, dict]:
 
 
 @pytest.fixture
-def scheduler_and_workers(tmp_path):
-    """A scheduler and two workers on 127.0.0.1, each a process of its own in a folder of its own."""
+def dask_processes(tmp_path):
+    """start(name, module, *args) -> (process, its folder): a Dask process of its own, killed at the end."""
     procs = []
 
     def start(name: str, *args: str) -> tuple[subprocess.Popen, Path]:
@@ -70,23 +70,37 @@ def scheduler_and_workers(tmp_path):
         procs.append(proc)
         return proc, folder
 
-    scheduler_file = tmp_path / "scheduler.json"
-    start("scheduler", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-          "--scheduler-file", str(scheduler_file))
-    deadline = time.monotonic() + 60
-    while not scheduler_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    address = json.loads(scheduler_file.read_text())["address"]
-    workers = [start(f"worker{i}", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
-                     "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(tmp_path / f"worker{i}"))
-               for i in range(2)]
-    yield address, workers
+    yield start
     for proc in procs:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         proc.wait()
+
+
+def start_cluster(start, tmp_path: Path, name: str, workers: int):
+    """A scheduler and `workers` workers on 127.0.0.1: (scheduler process, address, [(worker, its folder)])."""
+    scheduler_file = tmp_path / f"{name}.json"
+    scheduler, _ = start(name, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                         "--no-dashboard", "--scheduler-file", str(scheduler_file))
+    deadline = time.monotonic() + 60
+    while not scheduler_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    address = json.loads(scheduler_file.read_text())["address"]
+    started = [start(f"{name}-worker{i}", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
+                     "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(tmp_path / f"{name}-worker{i}"))
+               for i in range(workers)]
+    return scheduler, address, started
+
+
+@pytest.fixture(scope="module")
+def local_csv(course_dir, classroom, tmp_path_factory) -> str:
+    """The grades of the same class graded on this machine, without Dask."""
+    out = tmp_path_factory.mktemp("local")
+    local = subprocess.run(batch(course_dir, classroom, out, "--jobs", "2"), capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stderr[-2000:]
+    return (out / "grades.csv").read_text()
 
 
 def graded_count(out: Path) -> int:
@@ -96,12 +110,8 @@ def graded_count(out: Path) -> int:
         return 0
 
 
-def test_a_worker_killed_mid_batch_loses_nothing(course_dir, classroom, scheduler_and_workers, tmp_path):
-    address, [(victim, victim_folder), _] = scheduler_and_workers
-    local = subprocess.run(batch(course_dir, classroom, tmp_path / "local", "--jobs", "2"), capture_output=True,
-                           text=True, timeout=300)
-    assert local.returncode == 0, local.stderr[-2000:]
-
+def test_a_worker_killed_mid_batch_loses_nothing(course_dir, classroom, local_csv, dask_processes, tmp_path):
+    _, address, [(victim, victim_folder), _] = start_cluster(dask_processes, tmp_path, "scheduler", workers=2)
     out = tmp_path / "cluster"
     client = subprocess.Popen(batch(course_dir, classroom, out, "--cluster", address), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -116,8 +126,27 @@ def test_a_worker_killed_mid_batch_loses_nothing(course_dir, classroom, schedule
     stdout, stderr = client.communicate(timeout=300)
     assert client.returncode == 0, stderr[-2000:]
     assert f"{SUBMISSIONS} graded" in stdout
-    assert (out / "grades.csv").read_text() == (tmp_path / "local" / "grades.csv").read_text()
+    assert (out / "grades.csv").read_text() == local_csv
     assert list((victim_folder / "tmp").glob("grader-task-*")), "the victim died holding a task"
+
+
+def test_a_scheduler_killed_mid_batch_loses_nothing(course_dir, classroom, local_csv, dask_processes, tmp_path):
+    scheduler, address, _ = start_cluster(dask_processes, tmp_path, "first", workers=1)
+    out = tmp_path / "cluster"
+    client = subprocess.Popen(batch(course_dir, classroom, out, "--cluster", address), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while graded_count(out) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(scheduler.pid, signal.SIGKILL)
+    _, stderr = client.communicate(timeout=120)
+    assert client.returncode == 2 and "run the same command again" in stderr
+    assert 2 <= graded_count(out) < SUBMISSIONS
+    _, address, _ = start_cluster(dask_processes, tmp_path, "second", workers=1)
+    rerun = subprocess.run(batch(course_dir, classroom, out, "--cluster", address), capture_output=True, text=True,
+                           timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert (out / "grades.csv").read_text() == local_csv
 
 
 @pytest.mark.parametrize("level", ["strict", "basic"])
