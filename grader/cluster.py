@@ -190,7 +190,8 @@ class DaskEngine:
                 reply = future.result()
             except KilledWorker:
                 reply = {"final_status": KILLED_WORKERS,
-                         "error": f"its grading killed {ALLOWED_FAILURES + 1} workers; not retried (--regrade tries again)"}
+                         "error": "every Dask worker that graded it died while grading it; not retried "
+                                  "(--regrade tries again)"}
             except Exception as exc:  # noqa: BLE001 - the cluster lost it: graded again by the next run
                 if self.client.status != "running":   # the scheduler is gone: every task left would fail alike
                     raise ClusterError(f"lost the Dask scheduler ({exc}); every submission graded so far is kept: "
