@@ -1,4 +1,5 @@
-"""`grader batch` on this machine without Dask: `jobs` threads, each feeding its own warm grading process."""
+"""`grader batch` on this machine without Dask: `jobs` warm grading processes, each fed by PIPELINE threads so
+that it judges one submission while the next one's probes run."""
 
 from __future__ import annotations
 
