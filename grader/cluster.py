@@ -48,8 +48,9 @@ def connect(spec: str, jobs: int, settings: dict):
     # Read by schedulers this process starts; a scheduler started elsewhere is told in the README.
     dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES})
     if spec == "local":
-        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None)
+        # Workers as threads of this process: each still grades through a warm process of its own, and none
+        # has to start an interpreter and import Dask first.
+        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=False, dashboard_address=None)
     elif spec in JOBQUEUE_KINDS:
         try:
             import dask_jobqueue
@@ -113,7 +114,7 @@ def _digest(files: dict[str, bytes]) -> str:
     return h.hexdigest()[:20]
 
 
-_graders: dict = {}   # this worker's warm graders, shared by its threads, by (course folder, sandbox level)
+_graders: dict = {}   # warm graders by (worker, course folder, sandbox level): a worker's threads share one
 _course_lock = threading.Lock()
 
 
@@ -138,6 +139,8 @@ def _course_here(files: dict[str, bytes]) -> Path:
 
 def grade_on_worker(course: dict[str, bytes], key: str, submission: dict, sandbox: str, lang: str) -> dict:
     """The Dask task: the same reply a warm grading process gives, never an exception for a grading fault."""
+    from distributed import get_worker
+
     from grader.warm import GradingTimeout, WarmGrader, WarmGraderDied
 
     try:
@@ -146,7 +149,7 @@ def grade_on_worker(course: dict[str, bytes], key: str, submission: dict, sandbo
         if grader_key(here) != key:
             return {"error": f"this worker runs grader {grader_key(here)}, the client {key}"}
         with _course_lock:
-            grader = _graders.setdefault((root, sandbox), WarmGrader(root, sandbox))
+            grader = _graders.setdefault((get_worker().address, root, sandbox), WarmGrader(root, sandbox))
         with tempfile.TemporaryDirectory(prefix="grader-task-") as tmp:
             folder = Path(tmp) / "submission"
             folder.mkdir()

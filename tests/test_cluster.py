@@ -50,11 +50,12 @@ def batch(course_dir, classroom, out, *extra) -> list[str]:
 
 
 def own_folder(base: Path, name: str) -> tuple[Path, dict]:
-    """A folder and environment for one Dask process: its own cache and temporary files, the grader importable."""
+    """A folder and environment for one Dask process: its own cache and temporary files, the grader (and this
+    module's stand-in tasks) importable."""
     folder = base / name
     (folder / "tmp").mkdir(parents=True)
     env = {**os.environ, "GRADER_CACHE": str(folder / "cache"), "TMPDIR": str(folder / "tmp"),
-           "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
     return folder, env
 
 
@@ -79,8 +80,9 @@ def dask_processes(tmp_path):
         proc.wait()
 
 
-def start_cluster(start, tmp_path: Path, name: str, workers: int):
-    """A scheduler and `workers` workers on 127.0.0.1: (scheduler process, address, [(worker, its folder)])."""
+def start_cluster(start, tmp_path: Path, name: str, workers: int, nanny: bool = False):
+    """A scheduler and `workers` workers on 127.0.0.1: (scheduler process, address, [(worker, its folder)]). With
+    a nanny, a worker that dies is started again."""
     scheduler_file = tmp_path / f"{name}.json"
     scheduler, _ = start(name, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
                          "--no-dashboard", "--scheduler-file", str(scheduler_file))
@@ -88,7 +90,8 @@ def start_cluster(start, tmp_path: Path, name: str, workers: int):
     while not scheduler_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     address = json.loads(scheduler_file.read_text())["address"]
-    started = [start(f"{name}-worker{i}", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
+    started = [start(f"{name}-worker{i}", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                     "--nanny" if nanny else "--no-nanny",
                      "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(tmp_path / f"{name}-worker{i}"))
                for i in range(workers)]
     return scheduler, address, started
@@ -167,25 +170,20 @@ def kills_its_worker(*_):
     os._exit(1)
 
 
-def test_a_submission_that_kills_two_workers_is_recorded_once(course_dir, tmp_path, monkeypatch):
-    import cloudpickle
-
+def test_a_submission_that_kills_two_workers_is_recorded_once(course_dir, dask_processes, tmp_path, monkeypatch):
     from grader import cluster
     from grader.batch import run_batch
     from grader.course import load_course
 
+    _, address, _ = start_cluster(dask_processes, tmp_path, "scheduler", workers=1, nanny=True)
     monkeypatch.setattr(cluster, "grade_on_worker", kills_its_worker)
     (tmp_path / "class" / "mallory").mkdir(parents=True)
     course = load_course(course_dir)
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the workers need not import this test module
-    try:
-        first = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en", lambda *_: None,
-                          cluster="local")
-    finally:
-        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    first = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en", lambda *_: None,
+                      cluster=address)
     status, message = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite").execute(
         "SELECT status, message FROM submissions WHERE submission='mallory'").fetchone()
     assert first["graded"] == 1 and status == "killed_workers" and "worker that graded it died" in message
     again = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en", lambda *_: None,
-                      cluster="local")
+                      cluster=address)
     assert again["skipped"] == 1
