@@ -1,17 +1,21 @@
-"""Grading speed, measured: python bench/grade_bench.py [--batch N] [--skip-batch]
+"""Grading speed, measured side by side in one run: python bench/grade_bench.py [--batch N] [--naive]
 
-Three figures side by side, on the reference solutions:
+On the reference solutions (reference observations cached first):
   (a) the bare floor: the same probes called in one plain process (bench/floor.py)
-  (b) the grader as shipped: `grader grade solutions` (reference observations already cached)
-  (c) a naive baseline: one fresh `grader grade --exercise X` process per exercise
-and the ratios b/a (budget: <= 1.5) and c/b. Then a batch of N submissions with --jobs 1 and --jobs 2
-(budget: jobs 2 at least 1.7x the throughput of jobs 1), and the worker's peak memory (budget: < 1.5 GB).
+  (b) a lone `grader grade solutions`                                     b/a   goal <= 1.25
+  (c) with --naive: one fresh `grader grade --exercise X` process per exercise
+Then a class of N distinct copies of the solutions, each run into a fresh gradebook:
+  (d) `grader batch --jobs 1` (warm pool), per submission, over (b)        goal <= 0.6
+  (e) `--cluster local --jobs 2` (Dask) over `--jobs 2` (warm pool)         goal <= 1.1
+  (f) throughput of `--cluster local --jobs 2` over `--cluster local --jobs 1`  goal >= 1.7
+and the worker's peak memory (budget: < 1.5 GB). The machine's load average is printed: measure when it is quiet.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -22,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+GRADER = [PYTHON, "-m", "grader"]
 
 
 def timed(command: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
@@ -36,54 +41,70 @@ def timed(command: list[str]) -> tuple[float, float, subprocess.CompletedProcess
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
 
 
+def make_class(folder: Path, size: int) -> Path:
+    """`size` copies of the solutions, each with a distinct comment so none is a gradebook hit."""
+    for i in range(size):
+        student = folder / f"student{i:02d}"
+        shutil.copytree(ROOT / "solutions", student, ignore=shutil.ignore_patterns("__pycache__"))
+        for f in student.rglob("*.py"):
+            f.write_text(f.read_text() + f"\n# student {i}\n")
+    return folder
+
+
+def batch_run(classroom: Path, out: Path, *options: str) -> tuple[float, float]:
+    """Wall and CPU seconds (every process it waited for, sandboxes included) of one batch into a fresh gradebook."""
+    wall, cpu, _ = timed([*GRADER, "batch", str(classroom), "--out", str(out), *options])
+    return wall, cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--batch", type=int, default=30, help="submissions in the batch figure")
-    parser.add_argument("--skip-batch", action="store_true")
+    parser.add_argument("--batch", type=int, default=10, help="submissions in each batch figure")
+    parser.add_argument("--naive", action="store_true", help="also time one `grader grade` process per exercise")
     args = parser.parse_args()
-    grader = [PYTHON, "-m", "grader"]
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}  ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="grade-bench-") as tmp:
         tmp = Path(tmp)
-        timed([*grader, "grade", str(ROOT / "solutions"), "--out", str(tmp / "warm")])  # fills the reference cache
+        timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "warm")])  # fills the reference cache
 
         floor_wall, floor_cpu, done = timed([PYTHON, str(ROOT / "bench" / "floor.py")])
         floor = json.loads(done.stdout)
-        shipped_wall, shipped_cpu, _ = timed([*grader, "grade", str(ROOT / "solutions"), "--out", str(tmp / "shipped")])
-        report = json.loads((tmp / "shipped" / "report.json").read_text())
-        ids = [e["id"] for e in report["exercises"]]
-        naive_wall = naive_cpu = 0.0
-        for ex in ids:
-            w, c, _ = timed([*grader, "grade", str(ROOT / "solutions"), "--exercise", ex, "--out", str(tmp / f"naive-{ex}")])
-            naive_wall += w
-            naive_cpu += c
+        lone_wall, lone_cpu, _ = timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "lone")])
+        report = json.loads((tmp / "lone" / "report.json").read_text())
 
         print(f"{'exercise':<16}{'floor s':>9}{'grader s':>10}{'worker RSS MB':>15}")
         for e in report["exercises"]:
             print(f"{e['id']:<16}{floor['exercises'][e['id']]['wall_s']:>9.2f}{e['run'].get('wall_s', 0):>10.2f}"
                   f"{e['run'].get('max_rss_mb', 0):>15.0f}")
-        print(f"\n(a) bare floor        wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch {floor['import_torch_s']:.2f} s)")
-        print(f"(b) grader as shipped wall {shipped_wall:6.2f} s   cpu {shipped_cpu:6.2f} s")
-        print(f"(c) naive, per exercise wall {naive_wall:6.2f} s   cpu {naive_cpu:6.2f} s")
-        print(f"b/a = {shipped_wall / floor_wall:.2f} (budget <= 1.5)    c/b = {naive_wall / shipped_wall:.2f}")
+        print(f"\n(a) bare floor          wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch {floor['import_torch_s']:.2f} s)")
+        print(f"(b) lone grader grade   wall {lone_wall:6.2f} s   cpu {lone_cpu:6.2f} s")
+        if args.naive:
+            naive_wall = sum(timed([*GRADER, "grade", str(ROOT / "solutions"), "--exercise", e["id"], "--out",
+                                    str(tmp / f"naive-{e['id']}")])[0] for e in report["exercises"])
+            print(f"(c) naive, per exercise wall {naive_wall:6.2f} s   c/b = {naive_wall / lone_wall:.2f}")
         peak = max(e["run"].get("max_rss_mb", 0) for e in report["exercises"])
         print(f"worker peak memory (largest child) {peak:.0f} MB (budget < 1536 MB)")
 
-        if not args.skip_batch:
-            classroom = tmp / "class"
-            for i in range(args.batch):
-                shutil.copytree(ROOT / "solutions", classroom / f"student{i:02d}",
-                                ignore=shutil.ignore_patterns("__pycache__"))
-            # every copy is the same content: give each a distinct comment so none is a cache hit
-            for i in range(args.batch):
-                for f in (classroom / f"student{i:02d}").rglob("*.py"):
-                    f.write_text(f.read_text() + f"\n# student {i}\n")
-            figures = {}
-            for jobs in (1, 2):
-                wall, cpu, _ = timed([*grader, "batch", str(classroom), "--out", str(tmp / f"batch-{jobs}"),
-                                      "--jobs", str(jobs)])
-                figures[jobs] = wall
-                print(f"batch of {args.batch}, --jobs {jobs}: {wall:6.1f} s  ({args.batch / wall * 60:.1f} submissions/min)")
-            print(f"throughput jobs 2 / jobs 1 = {figures[1] / figures[2]:.2f} (budget >= 1.7)")
+        n = args.batch
+        classroom = make_class(tmp / "class", n)
+        measured = {
+            "pool 1": batch_run(classroom, tmp / "pool-1", "--jobs", "1"),
+            "pool 2": batch_run(classroom, tmp / "pool-2", "--jobs", "2"),
+            "dask 1": batch_run(classroom, tmp / "dask-1", "--cluster", "local", "--jobs", "1"),
+            "dask 2": batch_run(classroom, tmp / "dask-2", "--cluster", "local", "--jobs", "2"),
+        }
+        runs = {name: wall for name, (wall, _) in measured.items()}
+        print(f"\nbatch of {n} (per submission: wall, and CPU of every process, sandboxes included):")
+        for name, (wall, cpu) in measured.items():
+            # Dask's in-process workers leave their warm processes to die with the client, unwaited: no CPU figure
+            shown = f"cpu {cpu / n:5.2f} s/submission" if name.startswith("pool") else "cpu     n/a           "
+            print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   {shown}   {n / wall * 60:5.1f} submissions/min")
+        print(f"  lone grade cpu {lone_cpu:5.2f} s")
+        print(f"\nb/a = {lone_wall / floor_wall:.2f}  lone grade over the floor (goal <= 1.25)")
+        print(f"d   = {runs['pool 1'] / n / lone_wall:.2f}  batch --jobs 1 per submission over a lone grade (goal <= 0.6)")
+        print(f"e   = {runs['dask 2'] / runs['pool 2']:.2f}  local Dask over the warm pool, --jobs 2 (goal <= 1.1)")
+        print(f"f   = {runs['dask 1'] / runs['dask 2']:.2f}  two local Dask workers over one, throughput (goal >= 1.7)")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """`grader batch`: grade a class in parallel into a gradebook, with resume after any interruption.
 
-Each submission is graded by its own `grader grade` process, so one student's failure never touches
-another's; the gradebook is written by this process alone, one transaction per submission.
+Submissions are graded by warm grading processes (grader/warm.py), here or on Dask workers; each submission's
+student code still runs in a sandboxed process tree of its own, so one student's failure never touches another's.
+The gradebook is written by this process alone, one transaction per submission.
 
 Every entry of the class folder gets its row, whatever it holds: a link (never followed) or an archive that
 cannot be read is the submission's final verdict; a failure of the grader itself is stored as `grader_error`
@@ -10,23 +11,19 @@ and graded again by the next run.
 
 from __future__ import annotations
 
-import datetime as dt
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 import zipfile
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import Course
 from grader.gradebook import GRADER_ERROR, Gradebook, class_summary, content_hash, grader_key, grades_csv
+from grader.outcome import failure_rows, now, outcome_of
 from grader.reporting import write_atomic
 
 MAX_ZIP_MEMBERS = 2000
@@ -34,7 +31,6 @@ MAX_ZIP_FILE_BYTES = 16 << 20
 MAX_ZIP_TOTAL_BYTES = 64 << 20
 MAX_NAME_BYTES = 255          # one path component, as most file systems allow
 UNREADABLE = "unreadable"     # a submission's status when it holds nothing the grader may read: final
-EXIT_GRADER_ERROR = 3         # `grader grade`'s exit status when the grader, not the submission, failed
 LOCK_FILE = ".batch.lock"
 
 
@@ -203,17 +199,20 @@ def batch_lock(out: Path):
 
 
 def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
-              lang: str, progress) -> dict:
+              lang: str, progress, cluster: str | None = None, cluster_options: dict | None = None) -> dict:
+    """Grade every entry of `submissions` not yet in the gradebook: on warm processes here (`cluster` None), or
+    on Dask (`cluster`: "local", a scheduler's address, or a dask-jobqueue kind such as "slurm")."""
     out.mkdir(parents=True, exist_ok=True)
     with batch_lock(out):
         # What a killed run left unpacked goes first: nothing but this run writes here, and a stale partial
         # unpack must never be graded.
         shutil.rmtree(out / "unpacked", ignore_errors=True)
-        return _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress)
+        return _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress, cluster,
+                            cluster_options or {})
 
 
 def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
-                 lang: str, progress) -> dict:
+                 lang: str, progress, cluster: str | None, cluster_options: dict) -> dict:
     book = Gradebook(out / "gradebook.sqlite")
     key = grader_key(course)
     entries = discover(submissions, out / "unpacked", {ex.id for ex in course.exercises})
@@ -226,18 +225,28 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
             todo.append((e, chash))
     done = skipped
     progress(done, len(entries), None)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_one, course, e, out / "students" / e.name, sandbox, lang): (e, chash)
-                   for e, chash in todo}
-        for future in as_completed(futures):
-            entry, chash = futures[future]
-            try:
-                summary, rows = future.result()
-            except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
-                summary, rows = failure_rows(course, GRADER_ERROR, f"the batch could not grade it: {exc!r}", _now())
-            book.store(entry.name, chash, key, summary, rows)
-            done += 1
-            progress(done, len(entries), (entry.name, summary))
+
+    def record(entry: Entry, chash: str, summary: dict, rows: list[dict]) -> None:
+        nonlocal done
+        book.store(entry.name, chash, key, summary, rows)
+        done += 1
+        progress(done, len(entries), (entry.name, summary))
+
+    for entry, chash in todo:
+        if entry.folder is None:   # nothing to grade: the entry's own verdict
+            record(entry, chash, *failure_rows(course, entry.status, entry.problem, now()))
+    gradable = [((e, chash), e.folder) for e, chash in todo if e.folder is not None]
+    if gradable:
+        engine = _engine(course, jobs, sandbox, lang, cluster, cluster_options)
+        try:
+            for (entry, chash), reply in engine.replies(gradable):
+                try:
+                    summary, rows = outcome_of(course, reply, out / "students" / entry.name, now())
+                except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
+                    summary, rows = failure_rows(course, GRADER_ERROR, f"the batch could not grade it: {exc!r}", now())
+                record(entry, chash, summary, rows)
+        finally:
+            engine.close()
     write_atomic(out / "grades.csv", grades_csv(course, book, key))
     from grader.render.templated import render_class
 
@@ -246,62 +255,12 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     return {"total": len(entries), "graded": len(todo), "skipped": skipped}
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+def _engine(course: Course, jobs: int, sandbox: str, lang: str, cluster: str | None, cluster_options: dict):
+    """Warm grading processes on this machine, or Dask workers wherever `cluster` says."""
+    if cluster is None:
+        from grader.pool import WarmPool
 
+        return WarmPool(course, jobs, sandbox, lang)
+    from grader.cluster import DaskEngine
 
-def grade_one(course: Course, entry: Entry, report_dir: Path, sandbox: str, lang: str) -> tuple[dict, list[dict]]:
-    """Grade one submission in its own process; whatever happens, return a summary and one row per criterion."""
-    now = _now()
-    if entry.folder is None:
-        return failure_rows(course, entry.status, entry.problem, now)
-    again = "graded again on the next run"
-    (report_dir / "report.json").unlink(missing_ok=True)   # a report left by an earlier run must not be read as this one's
-    limit = sum(ex.timeout_s for ex in course.exercises) * 2 + 300
-    command = [sys.executable, "-m", "grader", "--course", str(course.root), "grade", str(entry.folder),
-               "--out", str(report_dir), "--sandbox", sandbox, "--lang", lang]
-    try:
-        finished = subprocess.run(command, capture_output=True, text=True, timeout=limit,
-                                  env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
-    except subprocess.TimeoutExpired:
-        return failure_rows(course, GRADER_ERROR, f"grading did not finish within {limit:g} s; {again}", now)
-    report = _read_report(report_dir / "report.json")
-    if finished.returncode not in (0, EXIT_GRADER_ERROR) or report is None:
-        reason = (finished.stderr.strip().splitlines() or ["no message"])[-1]
-        return failure_rows(course, GRADER_ERROR, f"grading failed (exit {finished.returncode}): {reason}; {again}", now)
-    rows = [{"exercise": e["id"], "criterion": c["id"], "kind": c["kind"], "status": c["status"],
-             "points": c["points"], "max_points": c["max_points"], "message": c["message"]}
-            for e in report["exercises"] for c in e["criteria"]]
-    faults = [e for e in report["exercises"] if e["status"] == GRADER_ERROR]
-    if faults or finished.returncode == EXIT_GRADER_ERROR:
-        status = GRADER_ERROR
-        where = ", ".join(f"{e['id']} ({e['message']})" for e in faults) or "this submission"
-        message = f"the grader failed on {where}; {again}"
-    else:
-        status = "passed" if {e["status"] for e in report["exercises"]} == {"passed"} else "graded"
-        message = f"{sum(r['status'] == 'passed' for r in rows)} of {len(rows)} criteria passed"
-    summary = {"score": report["score"], "max_score": report["max_score"], "percent": report["percent"],
-               "status": status, "message": message, "report_dir": str(report_dir), "graded_at": now}
-    return summary, rows
-
-
-def _read_report(path: Path) -> dict | None:
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) and "exercises" in report else None
-
-
-def failure_rows(course: Course, status: str, message: str, now: str) -> tuple[dict, list[dict]]:
-    """A submission that could not be graded still gets every row: no points, the reason. Its criteria are
-    `error` when the submission is at fault, `grader_error` when the grader is."""
-    from grader.judge.session import criteria_of
-
-    criterion_status = GRADER_ERROR if status == GRADER_ERROR else "error"
-    rows = [{"exercise": ex.id, "criterion": meta.id, "kind": meta.kind, "status": criterion_status, "points": 0.0,
-             "max_points": ex.points.get(meta.id, 0.0), "message": message}
-            for ex in course.exercises for meta in criteria_of(ex.id)]
-    max_score = sum(r["max_points"] for r in rows)
-    return {"score": 0.0, "max_score": max_score, "percent": 0.0, "status": status, "message": message,
-            "report_dir": None, "graded_at": now}, rows
+    return DaskEngine(course, jobs, sandbox, lang, cluster, cluster_options)

@@ -24,7 +24,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS submissions (
     submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL,
     score REAL NOT NULL, max_score REAL NOT NULL, percent REAL NOT NULL, status TEXT NOT NULL,
-    message TEXT NOT NULL, report_dir TEXT, graded_at TEXT NOT NULL,
+    message TEXT NOT NULL, report_dir TEXT, graded_at TEXT NOT NULL, sandbox TEXT,
     PRIMARY KEY (submission, grader_key)
 );
 CREATE TABLE IF NOT EXISTS results (
@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS results (
 
 # A submission's status when the grader, not the submission, failed: no verdict, graded again next run.
 GRADER_ERROR = "grader_error"
+# A submission whose grading killed the Dask worker running it, twice: final (never retried forever) until it
+# changes or --regrade asks again.
+KILLED_WORKERS = "killed_workers"
 
 
 def grader_key(course: Course) -> str:
@@ -69,6 +72,9 @@ class Gradebook:
         self.db = sqlite3.connect(path, isolation_level=None)  # explicit transactions below
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(submissions)")}
+        if "sandbox" not in columns:   # a gradebook written before workers stated their sandbox level
+            self.db.execute("ALTER TABLE submissions ADD COLUMN sandbox TEXT")
 
     def close(self) -> None:
         self.db.close()
@@ -84,9 +90,11 @@ class Gradebook:
         """Replace a submission's rows in one transaction."""
         with self._transaction():
             self.db.execute("DELETE FROM results WHERE submission=? AND grader_key=?", (submission, key))
-            self.db.execute("INSERT OR REPLACE INTO submissions VALUES (?,?,?,?,?,?,?,?,?,?)",
+            self.db.execute("INSERT OR REPLACE INTO submissions (submission, content_hash, grader_key, score, max_score, "
+                            "percent, status, message, report_dir, graded_at, sandbox) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                             (submission, chash, key, summary["score"], summary["max_score"], summary["percent"],
-                             summary["status"], summary["message"], summary.get("report_dir"), summary["graded_at"]))
+                             summary["status"], summary["message"], summary.get("report_dir"), summary["graded_at"],
+                             summary.get("sandbox")))
             self.db.executemany("INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
                                 [(submission, chash, key, r["exercise"], r["criterion"], r["kind"], r["status"],
                                   r["points"], r["max_points"], r["message"]) for r in rows])

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import grader
@@ -109,57 +110,92 @@ def reference_key(course: Course, ex: ExerciseConfig) -> str:
     return h.hexdigest()[:16]
 
 
-def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Report:
+@dataclass
+class Probed:
+    """A submission whose probes have run: what the judge needs, and the scratch it must remove."""
+
+    course: Course
+    submission: Path
+    exercises: list[ExerciseConfig]
+    sandbox: Sandbox
+    reference_dirs: dict[str, Path]
+    scratch: Path
+    staged: dict[str, Staged]
+    runs: dict[str, Run]
+    started_at: str
+    t0: float
+
+
+def probe(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Probed:
+    """Stage the submission and run its probes in a fresh sandbox; the caller hands the result to `judged`."""
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     exercises = [course.exercise(e) for e in exercise_ids]
     reference_dirs = reference_folders(course, exercises)
     scratch = new_scratch()
     try:
-        staged: dict[str, Staged] = {}
-        for ex in exercises:
-            staged[ex.id] = stage(submission, ex.id, ex.file, course.stub(ex), scratch / ex.id)
+        staged = {ex.id: stage(submission, ex.id, ex.file, course.stub(ex), scratch / ex.id) for ex in exercises}
         jobs = [job_for(ex, staged[ex.id].path) for ex in exercises if staged[ex.id].path is not None]
-        runs: dict[str, Run] = {}
-        failures: list[BaseException] = []
+        runs = run_jobs(jobs, course.seed, sandbox, scratch, course.uids) if jobs else {}
+    except BaseException:
+        remove_scratch(scratch)
+        raise
+    return Probed(course, submission, exercises, sandbox, reference_dirs, scratch, staged, runs, started_at, t0)
 
-        def supervise() -> None:
-            try:
-                runs.update(run_jobs(jobs, course.seed, sandbox, scratch, course.uids) if jobs else {})
-            except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
-                failures.append(exc)
 
-        worker = threading.Thread(target=supervise, name="supervisor")
-        worker.start()
-        # While the worker imports torch and runs the probes (it mostly waits on the student's code), the judge
-        # imports its own heavy modules on the other core.
-        from grader.judge.observations import Observations, RunSummary
-        from grader.judge.session import judge
-        from grader.report.build import exercise_result
+def judged(probed: Probed) -> Report:
+    """Judge a probed submission against the references and build its report; its scratch is removed."""
+    from grader.judge.observations import Observations, RunSummary
+    from grader.judge.session import judge
+    from grader.report.build import exercise_result
 
-        references = {ex.id: Observations(ex.id, ex.file, probe_order(ex), reference_dirs[ex.id], RunSummary())
+    course, exercises, scratch = probed.course, probed.exercises, probed.scratch
+    try:
+        references = {ex.id: Observations(ex.id, ex.file, probe_order(ex), probed.reference_dirs[ex.id], RunSummary())
                       for ex in exercises}
-        worker.join()
-        if failures:
-            raise failures[0]
         observations = {}
         for ex in exercises:
-            st = staged[ex.id]
+            st = probed.staged[ex.id]
             observations[ex.id] = Observations(
                 ex.id, ex.file, probe_order(ex), scratch / ex.id / "obs" if st.path else None,
-                summary_of(ex, runs.get(ex.id)), st.status, st.message)
+                summary_of(ex, probed.runs.get(ex.id)), st.status, st.message)
         outcomes = judge([ex.id for ex in exercises], observations, references)
-        results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, runs.get(ex.id), outcomes[ex.id])) for ex in exercises]
+        results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, probed.runs.get(ex.id), outcomes[ex.id]))
+                   for ex in exercises]
     finally:
         remove_scratch(scratch)
     score = round(sum(r.score for r in results), 4)
     max_score = round(sum(r.max_score for r in results), 4)
-    return Report(schema_version=SCHEMA_VERSION, submission=submission.name, course=course.name, score=score,
+    return Report(schema_version=SCHEMA_VERSION, submission=probed.submission.name, course=course.name, score=score,
                   max_score=max_score, percent=round(100 * score / max_score, 2) if max_score else 0.0,
-                  sandbox=sandbox.describe(), grader_version=grader.__version__,
+                  sandbox=probed.sandbox.describe(), grader_version=grader.__version__,
                   torch_version=importlib.metadata.version("torch"),
-                  seed=course.seed, started_at=started_at, duration_s=round(time.monotonic() - t0, 3),
+                  seed=course.seed, started_at=probed.started_at, duration_s=round(time.monotonic() - probed.t0, 3),
                   exercises=results)
+
+
+def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Report:
+    probed: list[Probed] = []
+    failures: list[BaseException] = []
+
+    def run_probes() -> None:
+        try:
+            probed.append(probe(course, submission, exercise_ids, sandbox))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
+            failures.append(exc)
+
+    worker = threading.Thread(target=run_probes, name="supervisor")
+    worker.start()
+    # While the worker imports torch and runs the probes (it mostly waits on the student's code), the judge
+    # imports its own heavy modules on the other core.
+    import grader.judge.observations  # noqa: F401
+    import grader.judge.session  # noqa: F401
+    import grader.report.build  # noqa: F401
+
+    worker.join()
+    if failures:
+        raise failures[0]
+    return judged(probed[0])
 
 
 def run_facts(ex: ExerciseConfig, run: Run | None, outcomes: list = ()) -> dict:

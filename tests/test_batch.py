@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, course_copy
+from grader.warm import GradingTimeout, WarmGraderDied
 
 EXERCISES = ["decoder_block", "heads"]   # light exercises: the behaviour under test is the batch's, not theirs
+GRADER_FAULT = "grader_error"            # an exercise the grader itself failed on
 HOSTILE = {
     "loops": "while True:\n    pass\n",
     "exits": "import sys\nsys.exit(0)\n",
@@ -305,29 +307,37 @@ def test_folder_and_zip_of_the_same_stem_are_two_stable_rows(hostile_runs):
     assert "0 graded, 14 already in the gradebook" in second_run.stdout
 
 
-def fake_grade(outcomes: list):
-    """A stand-in for the `grader grade` subprocess: each call takes the next outcome, one of
-    ("report", exit status, exercise status) or an exception to raise; every call is recorded."""
+def fake_grade(outcomes: list, monkeypatch):
+    """A stand-in for the warm grading process: each grading takes the next outcome, a report's exercise status
+    (a str), a reply (a dict) or an exception to raise; every grading is recorded."""
+    from grader import pool
     from grader.judge.session import criteria_of
 
     calls = []
 
-    def run(command, **_):
-        calls.append(command)
-        outcome = outcomes[len(calls) - 1]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        _, code, status = outcome
-        out = Path(command[command.index("--out") + 1])
-        out.mkdir(parents=True, exist_ok=True)
-        exercises = [{"id": ex, "status": status, "message": f"{ex} {status}",
-                      "criteria": [{"id": m.id, "kind": m.kind, "status": status, "points": 0.0, "max_points": 1.0,
-                                    "message": status} for m in criteria_of(ex)]} for ex in EXERCISES]
-        (out / "report.json").write_text(json.dumps({"score": 0.0, "max_score": 1.0, "percent": 0.0,
-                                                     "exercises": exercises}))
-        return subprocess.CompletedProcess(command, code, "", "")
+    class FakeWarmGrader:
+        def __init__(self, course_root, sandbox):
+            pass
 
-    return run, calls
+        def grade(self, submission, exercise_ids, lang, timeout_s):
+            calls.append(submission)
+            outcome = outcomes[len(calls) - 1]
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if isinstance(outcome, dict):
+                return outcome
+            exercises = [{"id": ex, "status": outcome, "message": f"{ex} {outcome}",
+                          "criteria": [{"id": m.id, "kind": m.kind, "status": outcome, "points": 0.0, "max_points": 1.0,
+                                        "message": outcome} for m in criteria_of(ex)]} for ex in EXERCISES]
+            report = {"score": 0.0, "max_score": 1.0, "percent": 0.0, "sandbox": {"level": "strict"},
+                      "exercises": exercises}
+            return {"files": {"report.json": json.dumps(report)}}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(pool, "WarmGrader", FakeWarmGrader)
+    return calls
 
 
 def batch_in_process(course_dir, classroom, out):
@@ -342,13 +352,13 @@ def stored_status(out, name):
     return db.execute("SELECT status, message FROM submissions WHERE submission=?", (name,)).fetchone()
 
 
-@pytest.mark.parametrize("fault", [("report", 3, "grader_error"), ("report", 0, "grader_error"),
-                                   ("report", 1, "failed"), subprocess.TimeoutExpired("grader", 1)],
-                         ids=["exit-3", "exercise-grader-error", "process-failed", "timeout"])
+@pytest.mark.parametrize("fault", [GRADER_FAULT, {"error": "ValueError: a bug of ours"}, {"files": {"report.json": "{"}},
+                                   WarmGraderDied("the grading process ended (exit -9)"),
+                                   GradingTimeout("no answer within 1 s")],
+                         ids=["exercise-grader-error", "error-reply", "broken-report", "process-died", "timeout"])
 def test_a_grader_side_failure_is_stored_and_graded_again(fault, course_dir, tmp_path, monkeypatch):
     (tmp_path / "class" / "gina").mkdir(parents=True)
-    run, calls = fake_grade([fault, ("report", 0, "failed")])
-    monkeypatch.setattr(subprocess, "run", run)
+    calls = fake_grade([fault, "failed"], monkeypatch)
     batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
     status, message = stored_status(tmp_path / "out", "gina")
     assert status == "grader_error" and "graded again on the next run" in message
@@ -360,8 +370,7 @@ def test_a_grader_side_failure_is_stored_and_graded_again(fault, course_dir, tmp
 def test_an_unreadable_submission_is_final(course_dir, tmp_path, monkeypatch):
     (tmp_path / "class").mkdir()
     (tmp_path / "class" / "broken.zip").write_bytes(b"not a zip")
-    run, calls = fake_grade([])
-    monkeypatch.setattr(subprocess, "run", run)
+    calls = fake_grade([], monkeypatch)
     batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
     outcome = batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
     assert calls == [] and outcome["skipped"] == 1
@@ -375,9 +384,10 @@ def test_a_stale_report_is_not_taken_for_this_run(course_dir, tmp_path, monkeypa
     stale = tmp_path / "out" / "students" / "hank" / "report.json"
     stale.parent.mkdir(parents=True)
     stale.write_text(json.dumps({"score": 21, "max_score": 21, "percent": 100, "exercises": []}))
-    monkeypatch.setattr(subprocess, "run", lambda command, **_: subprocess.CompletedProcess(command, 0, "", ""))
+    fake_grade([{}], monkeypatch)
     batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
     assert stored_status(tmp_path / "out", "hank")[0] == "grader_error"
+    assert not stale.exists()
 
 
 def test_what_a_killed_run_left_unpacked_is_removed(course_dir, tmp_path, monkeypatch):
@@ -385,7 +395,7 @@ def test_what_a_killed_run_left_unpacked_is_removed(course_dir, tmp_path, monkey
     leftover = tmp_path / "out" / "unpacked" / "gone.zip" / "heads"
     leftover.mkdir(parents=True)
     (leftover / "heads.py").write_text("half written")
-    monkeypatch.setattr(subprocess, "run", fake_grade([])[0])
+    fake_grade([], monkeypatch)
     batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
     assert not (tmp_path / "out" / "unpacked").exists()
 

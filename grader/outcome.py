@@ -1,0 +1,73 @@
+"""What a grading's reply becomes in the gradebook: a summary and one row per criterion, whatever happened.
+
+Both batch engines (the warm pool here, Dask past this machine) get the same reply from a warm grading process:
+the report's files, or the reason there are none. The client alone turns it into rows and writes the files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from grader.course import Course
+from grader.gradebook import GRADER_ERROR
+from grader.reporting import write_atomic
+
+AGAIN = "graded again on the next run"
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) -> tuple[dict, list[dict]]:
+    """Write the reply's report files to `report_dir` and return the submission's summary and rows; a reply
+    without a readable report is a `grader_error`."""
+    (report_dir / "report.json").unlink(missing_ok=True)   # a report left by an earlier run must not be read as this one's
+    if reply.get("final_status"):   # a verdict the engine reached without a report (a worker-killing grading)
+        return failure_rows(course, reply["final_status"], reply["error"], graded_at)
+    files = reply.get("files") or {}
+    report = _parsed_report(files.get("report.json"))
+    if report is None:
+        reason = reply.get("error") or "no report came back"
+        return failure_rows(course, GRADER_ERROR, f"grading failed: {reason}; {AGAIN}", graded_at)
+    for name, text in files.items():
+        write_atomic(report_dir / Path(name).name, text)
+    rows = [{"exercise": e["id"], "criterion": c["id"], "kind": c["kind"], "status": c["status"],
+             "points": c["points"], "max_points": c["max_points"], "message": c["message"]}
+            for e in report["exercises"] for c in e["criteria"]]
+    faults = [e for e in report["exercises"] if e["status"] == GRADER_ERROR]
+    if faults:
+        status = GRADER_ERROR
+        where = ", ".join(f"{e['id']} ({e['message']})" for e in faults)
+        message = f"the grader failed on {where}; {AGAIN}"
+    else:
+        status = "passed" if {e["status"] for e in report["exercises"]} == {"passed"} else "graded"
+        message = f"{sum(r['status'] == 'passed' for r in rows)} of {len(rows)} criteria passed"
+    summary = {"score": report["score"], "max_score": report["max_score"], "percent": report["percent"],
+               "status": status, "message": message, "report_dir": str(report_dir), "graded_at": graded_at,
+               "sandbox": (report.get("sandbox") or {}).get("level")}
+    return summary, rows
+
+
+def _parsed_report(text: str | None) -> dict | None:
+    try:
+        report = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) and "exercises" in report else None
+
+
+def failure_rows(course: Course, status: str, message: str, graded_at: str) -> tuple[dict, list[dict]]:
+    """A submission that could not be graded still gets every row: no points, the reason. Its criteria are
+    `error` when the submission is at fault, `grader_error` when the grader is."""
+    from grader.judge.session import criteria_of
+
+    criterion_status = GRADER_ERROR if status == GRADER_ERROR else "error"
+    rows = [{"exercise": ex.id, "criterion": meta.id, "kind": meta.kind, "status": criterion_status, "points": 0.0,
+             "max_points": ex.points.get(meta.id, 0.0), "message": message}
+            for ex in course.exercises for meta in criteria_of(ex.id)]
+    max_score = sum(r["max_points"] for r in rows)
+    return {"score": 0.0, "max_score": max_score, "percent": 0.0, "status": status, "message": message,
+            "report_dir": None, "graded_at": graded_at, "sandbox": None}, rows

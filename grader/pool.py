@@ -1,0 +1,51 @@
+"""`grader batch` on this machine without Dask: `jobs` warm grading processes, each fed by PIPELINE threads so
+that it judges one submission while the next one's probes run."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from grader.course import Course
+from grader.warm import GradingTimeout, WarmGrader, WarmGraderDied
+
+
+def time_limit(course: Course) -> float:
+    """How long one submission may take before its warm process is presumed stuck: every exercise's limit twice,
+    plus the reference observations a fresh cache computes first."""
+    return sum(ex.timeout_s for ex in course.exercises) * 2 + 300
+
+
+PIPELINE = 2   # submissions in flight per warm process: one judged while the next one's probes run
+
+
+class WarmPool:
+    """`jobs` warm grading processes, each fed by PIPELINE threads."""
+
+    def __init__(self, course: Course, jobs: int, sandbox: str, lang: str):
+        self.course, self.lang = course, lang
+        self._graders = [WarmGrader(course.root, sandbox) for _ in range(max(1, jobs))]
+        self._local = threading.local()
+        self._threads = itertools.count()
+
+    def replies(self, submissions: list[tuple[object, Path]]):
+        """(tag, reply) for each (tag, submission folder), in the order they finish."""
+        with ThreadPoolExecutor(max_workers=len(self._graders) * PIPELINE) as pool:
+            futures = {pool.submit(self._grade, folder): tag for tag, folder in submissions}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+
+    def close(self) -> None:
+        for grader in self._graders:
+            grader.close()
+
+    def _grade(self, folder: Path) -> dict:
+        if not hasattr(self._local, "grader"):   # this thread's warm process, for good
+            self._local.grader = self._graders[next(self._threads) % len(self._graders)]
+        ids = [ex.id for ex in self.course.exercises]
+        try:
+            return self._local.grader.grade(folder, ids, self.lang, time_limit(self.course))
+        except (GradingTimeout, WarmGraderDied) as exc:
+            return {"error": str(exc)}

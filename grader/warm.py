@@ -1,0 +1,228 @@
+"""A warm grading process: imports torch, pytest, the judge and the criteria once, then grades submission after
+submission, each in a fresh sandboxed process tree (`grading.probe` stages and supervises every one anew, with
+its own namespaces and uid), so nothing passes from one student to the next.
+
+`python -m grader.warm --course DIR --sandbox LEVEL` first says which sandbox it grades with, then answers one
+JSON line per request line on stdin: {"id": N, "submission": path, "exercises": [...], "lang": "en"} ->
+{"id": N, "files": {"report.json": ..., "report.html": ..., "scorecard.md": ...}} or {"id": N, "error": "..."}.
+Replies come in request order. Two threads pipeline the work: while the judge judges one submission, the next
+one's probes run in its sandbox.
+
+`WarmGrader` is the other end: it starts the process, feeds it from any number of threads (two in flight keep
+the pipeline full) and starts a fresh one after a death.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STARTUP_SECONDS = 300.0   # importing torch and pytest on a loaded machine
+REPORT_FILES = ("json", "html", "md")
+PARENT_POLL_SECONDS = 0.5
+HELLO = "hello"
+
+
+class GradingTimeout(Exception):
+    """The warm process gave no answer in time; it was killed."""
+
+
+class WarmGraderDied(Exception):
+    """The warm process ended without answering; the message holds its last output."""
+
+
+@dataclass
+class _Pending:
+    done: threading.Event = field(default_factory=threading.Event)
+    reply: dict | None = None
+    error: str = ""
+
+
+class WarmGrader:
+    """One warm grading process for one course and sandbox level, started on first use and again after a death.
+    Thread-safe: concurrent `grade` calls share the process and are answered in turn."""
+
+    def __init__(self, course_root: Path, sandbox: str):
+        self.course_root = course_root
+        self.sandbox = sandbox
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._proc: subprocess.Popen | None = None
+        self._pending: dict = {}  # this process's requests not yet answered, by id
+
+    def grade(self, submission: Path, exercise_ids: list[str], lang: str, timeout_s: float) -> dict:
+        with self._lock:
+            self._ensure_started()
+            proc, request_id, pending = self._proc, next(self._ids), _Pending()
+            self._pending[request_id] = pending
+            request = {"id": request_id, "submission": str(submission), "exercises": exercise_ids, "lang": lang}
+            try:
+                proc.stdin.write((json.dumps(request) + "\n").encode())
+                proc.stdin.flush()
+            except (OSError, ValueError):
+                pass   # it died: its reader tells every request of this process so
+        return self._wait(proc, pending, timeout_s)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _wait(self, proc: subprocess.Popen, pending: _Pending, timeout_s: float) -> dict:
+        if not pending.done.wait(timeout_s):
+            with self._lock:
+                if self._proc is proc:
+                    self._stop()
+            raise GradingTimeout(f"no answer within {timeout_s:g} s")
+        if pending.error:
+            raise WarmGraderDied(pending.error)
+        return pending.reply
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc = None
+
+    def _ensure_started(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        log = tempfile.TemporaryFile(prefix="grader-warm-")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "grader.warm", "--course", str(self.course_root), "--sandbox", self.sandbox],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
+        hello = _Pending()
+        self._proc, self._pending = proc, {HELLO: hello}
+        threading.Thread(target=self._read_replies, args=(proc, self._pending, log), daemon=True,
+                         name=f"warm-{proc.pid}").start()
+        if not hello.done.wait(STARTUP_SECONDS):
+            self._stop()
+            raise GradingTimeout(f"the grading process did not start within {STARTUP_SECONDS:g} s")
+        if hello.error or "error" in hello.reply:   # e.g. the sandbox level it was asked for is not here
+            self._stop()
+            raise WarmGraderDied(hello.error or hello.reply["error"])
+
+    def _read_replies(self, proc: subprocess.Popen, pending: dict, log) -> None:
+        """Deliver each reply to its request; when the process ends, tell every request still waiting why."""
+        for line in proc.stdout:
+            reply = json.loads(line)
+            waiting = pending.pop(reply.pop("id"), None)
+            if waiting is not None:
+                waiting.reply = reply
+                waiting.done.set()
+        proc.wait()
+        log.seek(0)
+        tail = log.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        log.close()
+        why = f"the grading process ended (exit {proc.returncode}): {tail[0]}"
+        hello = pending.pop(HELLO, None)
+        if hello is not None:   # its starter waits holding the lock
+            hello.error = why
+            hello.done.set()
+        # Under the lock: a request is either registered before this (and told here) or sent to a new process.
+        with self._lock:
+            for waiting in pending.values():
+                waiting.error = why
+                waiting.done.set()
+            pending.clear()
+
+
+def warm_up(exercise_ids: list[str]) -> None:
+    """Import what every grading needs, once: torch, pytest, the judge, the criteria, the renderers."""
+    import torch  # noqa: F401
+
+    import grader.judge.observations  # noqa: F401
+    import grader.render.templated  # noqa: F401
+    import grader.report.build  # noqa: F401
+    from grader.judge.session import criteria_of
+
+    for ex in exercise_ids:
+        criteria_of(ex)
+
+
+def probe_phase(course, sandbox, request: dict):
+    """The submission's probes run in its sandbox: a Probed, or the reply when the grader failed."""
+    from grader.grading import probe
+
+    try:
+        return probe(course, Path(request["submission"]), request["exercises"], sandbox)
+    except Exception as exc:  # noqa: BLE001 - the grader's own failure is this submission's grader_error
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def judge_phase(course, probed, request: dict) -> dict:
+    """The reply: the judged report's files, or why there are none."""
+    from grader.grading import judged
+    from grader.reporting import FORMATS
+
+    if isinstance(probed, dict):
+        return probed
+    try:
+        report = judged(probed)
+        files = {}
+        for fmt in REPORT_FILES:
+            name, render = FORMATS[fmt]
+            files[name] = render(report, course.root / "templates", request["lang"])
+        return {"files": files}
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _exit_with_parent() -> None:
+    """Whoever started this process is its only client: when it dies (kill -9 included), so does this."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(1)
+
+
+def main() -> None:
+    from grader.course import load_course
+    from grader.sandbox.levels import SandboxUnavailable, choose
+
+    parser = argparse.ArgumentParser(prog="python -m grader.warm")
+    parser.add_argument("--course", type=Path, required=True)
+    parser.add_argument("--sandbox", required=True)
+    args = parser.parse_args()
+    # Replies own stdout; anything an imported module prints goes to stderr, never into a reply.
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
+
+    def reply(message: dict) -> None:
+        replies.write(json.dumps(message) + "\n")
+        replies.flush()
+
+    course = load_course(args.course)
+    try:
+        sandbox = choose(args.sandbox)
+    except SandboxUnavailable as exc:
+        reply({"id": HELLO, "error": str(exc)})
+        return
+    warm_up([ex.id for ex in course.exercises])
+    reply({"id": HELLO, "sandbox": sandbox.level})
+    # One submission probed ahead of the one being judged: the pipeline never holds more.
+    probed_queue: queue.Queue = queue.Queue(maxsize=1)
+
+    def run_probes() -> None:
+        for line in sys.stdin:
+            request = json.loads(line)
+            probed_queue.put((request, probe_phase(course, sandbox, request)))
+        probed_queue.put(None)
+
+    threading.Thread(target=run_probes, daemon=True, name="probes").start()
+    while (item := probed_queue.get()) is not None:
+        request, probed = item
+        reply({"id": request["id"], **judge_phase(course, probed, request)})
+
+
+if __name__ == "__main__":
+    main()
