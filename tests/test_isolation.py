@@ -331,3 +331,15 @@ def test_fork_bombs_in_a_batch_cost_a_concurrent_correct_submission_nothing(tmp_
     assert reports["carol"]["status"] == "passed" and reports["carol"]["score"] == reports["carol"]["max_score"]
     for bomb in ("alice", "bob"):
         assert reports[bomb]["score"] == 0 and reports[bomb]["status"] in ("timeout", "crashed"), reports[bomb]
+
+
+def test_an_observation_fifo_is_refused_without_blocking(tmp_path):
+    """A FIFO where an observation belongs (student code can mkfifo at the basic level) reads as absent at once;
+    the regular file beside it is read."""
+    from grader.worker.protocol import read_capped
+
+    os.mkfifo(tmp_path / "_import.json")
+    (tmp_path / "probe.json").write_bytes(b"{}")
+    assert read_capped(tmp_path, "_import.json", 1 << 20) is None
+    assert read_capped(tmp_path, "probe.json", 1 << 20) == b"{}"
+    assert read_capped(tmp_path, "probe.json", 1) is None      # larger than the cap

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,28 +19,8 @@ from safetensors.torch import load as load_safetensors
 
 from grader.judge.verdicts import Crashed, CriterionFailed, GraderFault, NotAttempted, StudentRaised, TimedOut
 from grader.worker import protocol
+from grader.worker.protocol import read_capped
 from grader.worker.jail import FILE_SIZE_LIMIT
-
-
-def read_capped(directory: Path, name: str, cap: int) -> bytes | None:
-    """A regular file's bytes, opened without following links, or None when absent, a link, or too large."""
-    if not protocol.NAME_PATTERN.match(name):
-        return None
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-    except OSError:
-        return None
-    finally:
-        os.close(dir_fd)
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
-            return None
-        return fh.read(cap + 1)[: cap + 1] if info.st_size <= cap else None
 
 
 @dataclass

@@ -122,8 +122,8 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
 
 
 def _pipe_with(text: str) -> int:
-    """The read end of a pipe already holding `text` (the worker reads it at start; it never names a path
-    the worker could not reach anyway)."""
+    """The read end of a pipe already holding `text`, for the box (its plan) or the worker (its request) to read
+    at start: no file in the scratch folder holds either."""
     data = text.encode("utf-8")
     if len(data) >= PIPE_BYTES:
         raise ValueError(f"a worker request of {len(data)} bytes does not fit in a pipe")

@@ -42,7 +42,6 @@ def main() -> int:
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
-    from grader.worker.runner import load_probe_groups
 
     for job in request["exercises"]:
         # Probe modules' own imports (torch._dynamo, which the first optimizer needs) are paid here, once,

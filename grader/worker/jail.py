@@ -72,29 +72,19 @@ class ExerciseBox:
         The judge still trusts only files whose digests the runner reported."""
         target = os.open(f"{self.job['id']}/obs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self.scratch_fd)
         try:
-            source = os.open(self.job["obs_dir"], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            os.close(target)
-            return
-        try:
-            for name in sorted(os.listdir(source))[:256]:
+            try:
+                names = sorted(os.listdir(self.job["obs_dir"]))[:256]
+            except OSError:
+                return
+            for name in names:
                 cap = protocol.MAX_TENSOR_BYTES if name.endswith(protocol.TENSOR_SUFFIX) else protocol.MAX_JSON_BYTES
-                if not protocol.NAME_PATTERN.match(name):
+                data = protocol.read_capped(self.job["obs_dir"], name, cap)
+                if data is None:
                     continue
-                try:
-                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=source)
-                except OSError:
-                    continue
-                with os.fdopen(fd, "rb") as fh:
-                    info = os.fstat(fh.fileno())
-                    if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
-                        continue
-                    data = fh.read(cap + 1)
                 out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=target)
                 with os.fdopen(out, "wb") as fh:
                     fh.write(data)
         finally:
-            os.close(source)
             os.close(target)
 
     def __exit__(self, *exc) -> None:

@@ -1,6 +1,8 @@
 """Names and limits shared by the worker (which writes observations) and the judge (which reads them)."""
 
+import os
 import re
+import stat
 
 # One probe's observation is `<probe>.json` (written last: its presence means the probe finished)
 # and, when it recorded tensors, `<probe>.safetensors`.
@@ -21,3 +23,26 @@ RAISED = "raised"                 # student code raised out of the probe
 NOT_IMPLEMENTED = "not_implemented"
 GRADER_FAULT = "grader_fault"      # a probe raised on its own, in no student call: the grader's bug
 FORBIDDEN_KEY = "forbidden_calls"
+
+
+def read_capped(directory: str | os.PathLike, name: str, cap: int) -> bytes | None:
+    """A regular file's bytes, opened without following links, or None when the name is not an observation's,
+    or the file is absent, a link, not a regular file (a FIFO is opened without blocking), or too large. The
+    worker copies observations out of the box with it and the judge reads them with it."""
+    if not NAME_PATTERN.match(name):
+        return None
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+            return None
+        return fh.read(cap + 1)
