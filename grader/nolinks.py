@@ -20,11 +20,14 @@ ABSENT, LINK, NOT_REGULAR, REGULAR = "absent", "link", "not_regular", "regular"
 @dataclass(frozen=True)
 class Lookup:
     """What lies at a relative path: `kind` is one of the four above; `link` names the first component that is
-    a link; `data` holds at most the bytes asked for of a regular file."""
+    a link; `not_folder` the component that should have been a folder and is not (the path is then absent);
+    `data` holds at most the bytes asked for of a regular file, and `size` its size when opened."""
 
     kind: str
     link: str = ""
     data: bytes = b""
+    size: int = 0
+    not_folder: str = ""
 
 
 def read_without_links(root: Path, parts: tuple[str, ...] | list[str], max_bytes: int) -> Lookup:
@@ -41,7 +44,7 @@ def read_without_links(root: Path, parts: tuple[str, ...] | list[str], max_bytes
                 return Lookup(LINK, shown)
             last = i == len(parts) - 1
             if not last and not stat.S_ISDIR(info.st_mode):
-                return Lookup(ABSENT)
+                return Lookup(ABSENT, not_folder=shown)
             if last and not stat.S_ISREG(info.st_mode):
                 return Lookup(NOT_REGULAR)
             # O_NONBLOCK: a FIFO swapped in after the check must not hang the open.
@@ -52,9 +55,10 @@ def read_without_links(root: Path, parts: tuple[str, ...] | list[str], max_bytes
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # replaced by a link since the check
                     return Lookup(LINK, shown)
                 raise
-        if not stat.S_ISREG(os.fstat(opened[-1]).st_mode):
+        info = os.fstat(opened[-1])
+        if not stat.S_ISREG(info.st_mode):
             return Lookup(NOT_REGULAR)
-        return Lookup(REGULAR, data=_read(opened[-1], max_bytes))
+        return Lookup(REGULAR, data=_read(opened[-1], max_bytes), size=info.st_size)
     finally:
         for fd in opened:
             os.close(fd)

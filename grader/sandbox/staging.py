@@ -7,10 +7,10 @@ refused with a message instead of copied.
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from grader.nolinks import ABSENT, LINK, NOT_REGULAR, read_without_links
 
 MAX_SOURCE_BYTES = 1 << 20
 
@@ -27,9 +27,23 @@ class Staged:
 def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir: Path) -> Staged:
     shown = f"{exercise_id}/{filename}"
     try:
-        data = _read_without_links(submission, exercise_id, filename)
-    except _Refused as refused:
-        return Staged(None, refused.status, refused.message)
+        # Read past the cap by one byte, so that a file grown since its size was taken is still caught.
+        found = read_without_links(submission, (exercise_id, filename), MAX_SOURCE_BYTES + 1)
+    except OSError as exc:
+        return Staged(None, "error", f"{shown} cannot be read: {exc.strerror}")
+    if found.kind == LINK:
+        return Staged(None, "error", f"`{found.link}` is a symbolic link: submit plain files")
+    if found.not_folder:
+        return Staged(None, "error", f"{found.not_folder} is not a folder")
+    if found.kind == ABSENT:
+        return Staged(None, "not_attempted", f"{shown} is not in the submission")
+    if found.kind == NOT_REGULAR:
+        return Staged(None, "error", f"{shown} is not a regular file")
+    if found.size > MAX_SOURCE_BYTES:
+        return Staged(None, "error", f"{shown} is {found.size:,} bytes; a source file may be at most {MAX_SOURCE_BYTES:,}")
+    data = found.data
+    if len(data) > MAX_SOURCE_BYTES:
+        return Staged(None, "error", f"{shown} is larger than {MAX_SOURCE_BYTES:,} bytes; a source file may be at most that")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -40,56 +54,6 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
     target = workdir / filename
     target.write_bytes(data)
     return Staged(target)
-
-
-class _Refused(Exception):
-    def __init__(self, status: str, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
-def _read_without_links(submission: Path, exercise_id: str, filename: str) -> bytes:
-    """The file's bytes, each component below the submission opened without following a link: a link anywhere
-    on the way (`rope -> ../classmate/rope`, `rope -> /proc/self/cwd/solutions/rope`) is refused, never read."""
-    shown = f"{exercise_id}/{filename}"
-    try:
-        root = os.open(submission, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        raise _Refused("error", f"the submission folder cannot be read: {exc.strerror}") from None
-    fds = [root]
-    try:
-        for name, is_last in ((exercise_id, False), (filename, True)):
-            shown_here = exercise_id if not is_last else shown
-            try:
-                info = os.lstat(name, dir_fd=fds[-1])
-            except FileNotFoundError:
-                raise _Refused("not_attempted", f"{shown} is not in the submission") from None
-            except OSError as exc:
-                raise _Refused("error", f"{shown_here} cannot be read: {exc.strerror}") from None
-            if stat.S_ISLNK(info.st_mode):
-                raise _Refused("error", f"`{shown_here}` is a symbolic link: submit plain files")
-            wanted = stat.S_ISREG if is_last else stat.S_ISDIR
-            if not wanted(info.st_mode):
-                raise _Refused("error", f"{shown_here} is not a {'regular file' if is_last else 'folder'}")
-            flags = os.O_RDONLY | os.O_NOFOLLOW | (0 if is_last else os.O_DIRECTORY) | os.O_NONBLOCK
-            try:
-                fds.append(os.open(name, flags, dir_fd=fds[-1]))
-            except OSError as exc:  # swapped for a link (ELOOP) or something else since the lstat
-                raise _Refused("error", f"{shown_here} cannot be opened as a plain "
-                                        f"{'file' if is_last else 'folder'}: {exc.strerror}") from None
-        info = os.fstat(fds[-1])
-        if not stat.S_ISREG(info.st_mode):
-            raise _Refused("error", f"{shown} is not a regular file")
-        if info.st_size > MAX_SOURCE_BYTES:
-            raise _Refused("error", f"{shown} is {info.st_size:,} bytes; a source file may be at most {MAX_SOURCE_BYTES:,}")
-        with os.fdopen(os.dup(fds[-1]), "rb") as fh:
-            data = fh.read(MAX_SOURCE_BYTES + 1)
-        if len(data) > MAX_SOURCE_BYTES:
-            raise _Refused("error", f"{shown} is larger than {MAX_SOURCE_BYTES:,} bytes; a source file may be at most that")
-        return data
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def _same_code(a: bytes, b: bytes) -> bool:
