@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.i18n import Text, t, verbatim
 from grader.course import Course
 from grader.gradebook import GRADER_ERROR, Gradebook, class_summary, content_hash, grader_key, grades_csv
 from grader.outcome import failure_rows, now, outcome_of
@@ -35,6 +36,10 @@ LOCK_FILE = ".batch.lock"
 
 
 class UnsafeArchive(Exception):
+    def __init__(self, said: Text):
+        super().__init__(str(said))
+        self.said = said
+
     """A zip the grader will not unpack: unreadable, or it would write outside its folder, hold links, or
     unpack to more than the caps."""
 
@@ -48,7 +53,7 @@ class Entry:
     name: str                 # the row's name: the entry's own name, escaped when it is not printable text
     folder: Path | None       # None when there is nothing to grade
     status: str = ""          # with no folder: UNREADABLE (final) or GRADER_ERROR (graded again next run)
-    problem: str = ""
+    problem: Text | None = None
     fingerprint: str = ""     # with no folder: what decides whether the entry changed
 
 
@@ -84,7 +89,7 @@ def discover(submissions: Path, unpack_to: Path, exercise_ids: set[str]) -> list
         except FileNotFoundError:   # removed while the batch started
             continue
         if stat.S_ISLNK(info.st_mode):
-            entries.append(Entry(name, None, UNREADABLE, f"{name} is a symbolic link: submit plain files",
+            entries.append(Entry(name, None, UNREADABLE, t("{name} is a symbolic link: submit plain files", name=name),
                                  _digest(b"link\0" + os.fsencode(os.readlink(path)))))
         elif stat.S_ISDIR(info.st_mode):
             entries.append(Entry(name, path))
@@ -97,9 +102,11 @@ def _unpacked_entry(archive: Path, name: str, target: Path, exercise_ids: set[st
     try:
         return Entry(name, unpack(archive, target, exercise_ids))
     except UnsafeArchive as exc:
-        return Entry(name, None, UNREADABLE, f"{name} could not be unpacked: {exc}", _file_digest(archive))
+        return Entry(name, None, UNREADABLE, t("{name} could not be unpacked: {why}", name=name, why=exc.said),
+                     _file_digest(archive))
     except OSError as exc:   # writing the unpacked files (a full disk...): the grader's problem, not the student's
-        return Entry(name, None, GRADER_ERROR, f"{name} could not be unpacked here: {exc}")
+        return Entry(name, None, GRADER_ERROR, t("{name} could not be unpacked here: {error}", name=name,
+                                                 error=verbatim(exc)))
 
 
 def _digest(data: bytes) -> str:
@@ -147,32 +154,33 @@ def read_archive(archive: Path) -> list[tuple[tuple[str, ...], bytes]]:
     # (a name flagged UTF-8 that is not), OSError (a seek to a bogus offset)... Each means the same: unreadable.
     except Exception as exc:  # noqa: BLE001
         kind = type(exc).__qualname__ if type(exc).__module__ == "builtins" else f"{type(exc).__module__}.{type(exc).__qualname__}"
-        raise UnsafeArchive(f"{kind}: {exc}") from None
+        raise UnsafeArchive(verbatim(f"{kind}: {exc}")) from None
 
 
 def _check_members(members: list[zipfile.ZipInfo]) -> None:
     if len(members) > MAX_ZIP_MEMBERS:
-        raise UnsafeArchive(f"{len(members)} entries (at most {MAX_ZIP_MEMBERS})")
+        raise UnsafeArchive(t("{count} entries (at most {most})", count=len(members), most=MAX_ZIP_MEMBERS))
     total = 0
     files, folders = set(), set()
     for m in members:
         parts = Path(m.filename).parts
         if m.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-            raise UnsafeArchive(f"entry {m.filename!r} points outside the archive")
+            raise UnsafeArchive(t("entry {name} points outside the archive", name=repr(m.filename)))
         if not parts or any(len(os.fsencode(p)) > MAX_NAME_BYTES for p in parts):
-            raise UnsafeArchive(f"entry {m.filename!r} has no usable file name")
+            raise UnsafeArchive(t("entry {name} has no usable file name", name=repr(m.filename)))
         if stat.S_ISLNK(m.external_attr >> 16):
-            raise UnsafeArchive(f"entry {m.filename!r} is a symbolic link")
+            raise UnsafeArchive(t("entry {name} is a symbolic link", name=repr(m.filename)))
         if m.file_size > MAX_ZIP_FILE_BYTES:
-            raise UnsafeArchive(f"entry {m.filename!r} is {m.file_size:,} bytes (at most {MAX_ZIP_FILE_BYTES:,})")
+            raise UnsafeArchive(t("entry {name} is {size:,} bytes (at most {most:,})", name=repr(m.filename),
+                                  size=m.file_size, most=MAX_ZIP_FILE_BYTES))
         total += m.file_size
         if total > MAX_ZIP_TOTAL_BYTES:
-            raise UnsafeArchive(f"more than {MAX_ZIP_TOTAL_BYTES:,} bytes uncompressed")
+            raise UnsafeArchive(t("more than {most:,} bytes uncompressed", most=MAX_ZIP_TOTAL_BYTES))
         folders.update(parts[:i] for i in range(1, len(parts)))
         (folders if m.is_dir() else files).add(parts)
     clash = files & folders
     if clash:
-        raise UnsafeArchive(f"{'/'.join(sorted(clash)[0])!r} is both a file and a folder")
+        raise UnsafeArchive(t("{name} is both a file and a folder", name=repr("/".join(sorted(clash)[0]))))
 
 
 def _read_member(zf: zipfile.ZipFile, m: zipfile.ZipInfo) -> bytes:
@@ -180,7 +188,7 @@ def _read_member(zf: zipfile.ZipFile, m: zipfile.ZipInfo) -> bytes:
     with zf.open(m) as src:
         data = src.read(m.file_size + 1)
     if len(data) > m.file_size:
-        raise UnsafeArchive(f"entry {m.filename!r} is larger than it claims")
+        raise UnsafeArchive(t("entry {name} is larger than it claims", name=repr(m.filename)))
     return data
 
 
@@ -243,7 +251,8 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
                 try:
                     summary, rows = outcome_of(course, reply, out / "students" / entry.name, now())
                 except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
-                    summary, rows = failure_rows(course, GRADER_ERROR, f"the batch could not grade it: {exc!r}", now())
+                    summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
+                                                                         error=repr(exc)), now())
                 record(entry, chash, summary, rows)
         finally:
             engine.close()

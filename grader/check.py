@@ -112,7 +112,7 @@ def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: s
             print(f"      {'✔' if good else '✘'} {c.title[lang]}" + ("" if good else f" — {terminal_text(c.message)}"))
             if not good:
                 print(f"          {w['hint']}: {c.hint[lang]}")
-            rows.append((ex.id, c.title[lang], "✅" if good else f"❌ {markdown_text(c.message)}"))
+            rows.append((ex.id, c.title[lang], "✅" if good else f"❌ {markdown_text(c.message[lang])}"))
         hidden = len(ex_result.criteria) - len(shown) + ex.hidden_criteria
         if hidden:
             print("    " + w["hidden"].format(n=hidden))

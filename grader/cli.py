@@ -174,7 +174,7 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
     incomplete = [e for e in report.exercises if e.status == "grader_error"]
     if incomplete:
         # the score is not the student's yet, so --fail-under has nothing to judge
-        print("grading incomplete: " + "; ".join(f"{e.id}: {terminal_text(e.message)}" for e in incomplete),
+        print("grading incomplete: " + "; ".join(f"{e.id}: {terminal_text(e.message[lang])}" for e in incomplete),
               file=sys.stderr)
         return EXIT_INCOMPLETE
     if fail_under is not None and report.percent < fail_under:
@@ -246,7 +246,7 @@ def command_batch(args) -> int:
             name, summary = last
             # a folder's name is the student's choice, and so is much of an error message
             text += f"  {terminal_text(name)}: {summary['percent']:g}%" + (
-                f" ({terminal_text(summary['message'])})" if summary["status"] not in ("passed", "graded") else "")
+                f" ({terminal_text(summary['message'][args.lang])})" if summary["status"] not in ("passed", "graded") else "")
         print(("\r" + text.ljust(100)) if interactive else text, end="" if interactive else "\n", file=sys.stderr, flush=True)
 
     try:

@@ -17,6 +17,7 @@ import threading
 import tomllib
 from pathlib import Path
 
+from grader.i18n import t
 from grader.course import COURSE_FILE, Course, load_course
 from grader.gradebook import KILLED_WORKERS, grader_key
 from grader.nolinks import LINK, REGULAR, read_without_links
@@ -193,8 +194,8 @@ class DaskEngine:
                 reply = future.result()
             except KilledWorker:
                 reply = {"final_status": KILLED_WORKERS,
-                         "error": "every Dask worker that graded it died while grading it; not retried "
-                                  "(--regrade tries again)"}
+                         "error": t("every Dask worker that graded it died while grading it; not retried "
+                                    "(--regrade tries again)").texts()}
             except Exception as exc:  # noqa: BLE001 - the cluster lost it: graded again by the next run
                 if self.client.status != "running":   # the scheduler is gone: every task left would fail alike
                     raise ClusterError(f"lost the Dask scheduler ({exc}); every submission graded so far is kept: "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,15 @@ def content_hash(course: Course, submission: Path) -> str:
     return h.hexdigest()[:20]
 
 
+def said(stored: str) -> dict[str, str]:
+    """A stored message in each language (a gradebook written before messages were bilingual holds English)."""
+    try:
+        value = json.loads(stored)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) and {"en", "zh"} <= set(value) else {"en": stored, "zh": stored}
+
+
 class Gradebook:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -93,11 +103,13 @@ class Gradebook:
             self.db.execute("INSERT OR REPLACE INTO submissions (submission, content_hash, grader_key, score, max_score, "
                             "percent, status, message, report_dir, graded_at, sandbox) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                             (submission, chash, key, summary["score"], summary["max_score"], summary["percent"],
-                             summary["status"], summary["message"], summary.get("report_dir"), summary["graded_at"],
+                             summary["status"], json.dumps(summary["message"], ensure_ascii=False),
+                             summary.get("report_dir"), summary["graded_at"],
                              summary.get("sandbox")))
             self.db.executemany("INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
                                 [(submission, chash, key, r["exercise"], r["criterion"], r["kind"], r["status"],
-                                  r["points"], r["max_points"], r["message"]) for r in rows])
+                                  r["points"], r["max_points"], json.dumps(r["message"], ensure_ascii=False))
+                                 for r in rows])
 
     def _transaction(self):
         db = self.db

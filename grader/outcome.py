@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 from grader.course import Course
+from grader.i18n import Text, join, rendered, t, verbatim
 from grader.gradebook import GRADER_ERROR
 from grader.reporting import write_atomic
 
-AGAIN = "graded again on the next run"
 
 
 def now() -> str:
@@ -26,12 +26,13 @@ def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) ->
     without a readable report is a `grader_error`."""
     (report_dir / "report.json").unlink(missing_ok=True)   # a report left by an earlier run must not be read as this one's
     if reply.get("final_status"):   # a verdict the engine reached without a report (a worker-killing grading)
-        return failure_rows(course, reply["final_status"], reply["error"], graded_at)
+        return failure_rows(course, reply["final_status"], _said(reply["error"]), graded_at)
     files = reply.get("files") or {}
     report = _parsed_report(files.get("report.json"))
     if report is None:
-        reason = reply.get("error") or "no report came back"
-        return failure_rows(course, GRADER_ERROR, f"grading failed: {reason}; {AGAIN}", graded_at)
+        reason = _said(reply["error"]) if reply.get("error") else t("no report came back")
+        return failure_rows(course, GRADER_ERROR, t("grading failed: {reason}; graded again on the next run",
+                                                    reason=reason), graded_at)
     for name, text in files.items():
         write_atomic(report_dir / Path(name).name, text)
     rows = [{"exercise": e["id"], "criterion": c["id"], "kind": c["kind"], "status": c["status"],
@@ -40,15 +41,22 @@ def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) ->
     faults = [e for e in report["exercises"] if e["status"] == GRADER_ERROR]
     if faults:
         status = GRADER_ERROR
-        where = ", ".join(f"{e['id']} ({e['message']})" for e in faults)
-        message = f"the grader failed on {where}; {AGAIN}"
+        where = join((t("{exercise} ({said})", exercise=e["id"], said=rendered(e["message"])) for e in faults),
+                     t(", "))
+        message = t("the grader failed on {where}; graded again on the next run", where=where).texts()
     else:
         status = "passed" if {e["status"] for e in report["exercises"]} == {"passed"} else "graded"
-        message = f"{sum(r['status'] == 'passed' for r in rows)} of {len(rows)} criteria passed"
+        message = t("{passed} of {total} criteria passed", passed=sum(r["status"] == "passed" for r in rows),
+                    total=len(rows)).texts()
     summary = {"score": report["score"], "max_score": report["max_score"], "percent": report["percent"],
                "status": status, "message": message, "report_dir": str(report_dir), "graded_at": graded_at,
                "sandbox": (report.get("sandbox") or {}).get("level")}
     return summary, rows
+
+
+def _said(error: dict | str) -> Text:
+    """A reply's error: a sentence in both languages, or the words of an exception (shown as they are)."""
+    return rendered(error) if isinstance(error, dict) else verbatim(error)
 
 
 def _parsed_report(text: str | None) -> dict | None:
@@ -59,12 +67,13 @@ def _parsed_report(text: str | None) -> dict | None:
     return report if isinstance(report, dict) and "exercises" in report else None
 
 
-def failure_rows(course: Course, status: str, message: str, graded_at: str) -> tuple[dict, list[dict]]:
+def failure_rows(course: Course, status: str, said: Text, graded_at: str) -> tuple[dict, list[dict]]:
     """A submission that could not be graded still gets every row: no points, the reason. Its criteria are
     `error` when the submission is at fault, `grader_error` when the grader is."""
     from grader.judge.session import criteria_of
 
     criterion_status = GRADER_ERROR if status == GRADER_ERROR else "error"
+    message = said.texts()
     rows = [{"exercise": ex.id, "criterion": meta.id, "kind": meta.kind, "status": criterion_status, "points": 0.0,
              "max_points": ex.points.get(meta.id, 0.0), "message": message}
             for ex in course.exercises for meta in criteria_of(ex.id)]

@@ -153,7 +153,7 @@ def record(report: Report, group: list[Case]) -> None:
         for c in by_exercise[case.exercise].criteria:
             if c.status != "passed":
                 case.got_fails[c.id] = c.status
-                case.messages[c.id] = c.message
+                case.messages[c.id] = c.message["en"]
 
 
 def matrix_markdown(course: Course, cases: list[Case]) -> str:

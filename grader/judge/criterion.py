@@ -4,8 +4,8 @@
                title={"en": "...", "zh": "..."}, hint={"en": "...", "zh": "..."})
     def test_logits_shape(obs, ref, verdict):
         got = obs.probe("forward").value("logits_shape")
-        verdict.check(got == [2, 5, 11], f"logits have shape {got}; expected [2, 5, 11] = [B, T, V]")
-        verdict.ok(f"logits have shape {got} = [B, T, V]")
+        verdict.check(got == [2, 5, 11], t("logits have shape {got}; expected [2, 5, 11] = [B, T, V]", got=got))
+        verdict.ok(t("logits have shape {got} = [B, T, V]", got=got))
 
 Points are not here: they live in course.toml, where instructors change them.
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from grader.judge.verdicts import CriterionFailed
+from grader.i18n import Text
+from grader.judge.verdicts import CriterionFailed, as_text
 
 KINDS = ("shape", "values", "gradient", "causality", "registration", "optimizer", "overfit", "resume",
          "param_count", "errors", "api", "determinism")
@@ -48,23 +49,23 @@ def criterion(id: str, *, kind: str, title: dict[str, str], hint: dict[str, str]
 class VerdictRecorder:
     """The `verdict` fixture: what a criterion observed, in words and numbers."""
 
-    message: str = ""
+    message: Text | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
     fraction: float = 1.0
     met: bool = False   # set by `ok` alone: a criterion that returns without it has not passed
 
-    def ok(self, message: str, **evidence: Any) -> None:
-        self.message = message
+    def ok(self, message: Text, **evidence: Any) -> None:
+        self.message = as_text(message)
         self.evidence.update(evidence)
         self.met = True
 
     def note(self, **evidence: Any) -> None:
         self.evidence.update(evidence)
 
-    def fail(self, message: str, **evidence: Any) -> NoReturn:
+    def fail(self, message: Text, **evidence: Any) -> NoReturn:
         self.evidence.update(evidence)
         raise CriterionFailed(message, **self.evidence)
 
-    def check(self, condition: bool, message: str, **evidence: Any) -> None:
+    def check(self, condition: bool, message: Text, **evidence: Any) -> None:
         if not condition:
             self.fail(message, **evidence)

@@ -17,7 +17,9 @@ from typing import Any
 import torch
 from safetensors.torch import load as load_safetensors
 
-from grader.judge.verdicts import Crashed, CriterionFailed, GraderFault, NotAttempted, StudentRaised, TimedOut
+from grader.i18n import Text, known_template, placeholders, t, verbatim
+from grader.judge.verdicts import (Crashed, CriterionFailed, GraderFault, NotAttempted, StudentRaised, TimedOut,
+                                   as_text)
 from grader.worker import protocol
 from grader.worker.protocol import read_capped
 from grader.worker.jail import FILE_SIZE_LIMIT
@@ -40,8 +42,8 @@ class ProbeObservation:
 
     def value(self, key: str) -> Any:
         if key not in self.values:
-            raise GraderFault(f"probe `{self.name}` recorded no `{key}`, which the criterion reads: this is the grader's "
-                              "fault, no point is taken for it")
+            raise GraderFault(t("probe `{probe}` recorded no `{key}`, which the criterion reads: this is the grader's "
+                                "fault, no point is taken for it", probe=self.name, key=key))
         return self.values[key]
 
     def has(self, key: str) -> bool:
@@ -49,12 +51,12 @@ class ProbeObservation:
 
     def tensor(self, key: str) -> torch.Tensor:
         if key in self.not_tensors:
-            raise CriterionFailed(f"expected a tensor, but your code returned a {self.not_tensors[key]}",
+            raise CriterionFailed(t("expected a tensor, but your code returned a {kind}", kind=self.not_tensors[key]),
                                   returned=self.not_tensors[key])
         tensors = self._load()
         if key not in tensors:
-            raise GraderFault(f"probe `{self.name}` recorded no tensor `{key}`, which the criterion reads: this is the "
-                              "grader's fault, no point is taken for it")
+            raise GraderFault(t("probe `{probe}` recorded no tensor `{key}`, which the criterion reads: this is the "
+                                "grader's fault, no point is taken for it", probe=self.name, key=key))
         return tensors[key]
 
     def _load(self) -> dict[str, torch.Tensor]:
@@ -63,14 +65,15 @@ class ProbeObservation:
             if self.tensor_names:
                 data = read_capped(self.directory, self.name + protocol.TENSOR_SUFFIX, protocol.MAX_TENSOR_BYTES)
                 if data is None:
-                    raise Crashed(f"the tensors of probe `{self.name}` are missing or larger than allowed")
+                    raise Crashed(t("the tensors of probe `{probe}` are missing or larger than allowed", probe=self.name))
                 if self.verify and hashlib.sha256(data).hexdigest() != self.tensor_digest:
-                    raise Crashed(f"the tensors of probe `{self.name}` were changed after the probe wrote them "
-                                  "(not by the grader), so they were ignored")
+                    raise Crashed(t("the tensors of probe `{probe}` were changed after the probe wrote them "
+                                    "(not by the grader), so they were ignored", probe=self.name))
                 try:
                     loaded = load_safetensors(data)
                 except Exception as exc:  # noqa: BLE001 - any malformed file is the same verdict
-                    raise Crashed(f"the tensors of probe `{self.name}` are malformed: {exc}") from None
+                    raise Crashed(t("the tensors of probe `{probe}` are malformed: {error}", probe=self.name,
+                                    error=verbatim(exc))) from None
                 self._tensors = {k: v for k, v in loaded.items() if k in self.tensor_names}
         return self._tensors
 
@@ -105,11 +108,31 @@ def _records_a_raise(value, depth: int = 0) -> bool:
     return False
 
 
+def recorded_breach(error: dict) -> Text:
+    """A contract breach as a probe recorded it: its template and parameters when the template is one of the
+    catalogs' (so it reads in the student's language), else the English words it recorded."""
+    template, params = error.get("template"), error.get("params")
+    if isinstance(template, str) and isinstance(params, dict) and known_template(template):
+        try:
+            said = t(template, **{str(k): _recorded_param(v) for k, v in params.items()})
+            said.texts()
+            return said
+        except (KeyError, ValueError, IndexError):
+            pass
+    return verbatim(error.get("message", ""))
+
+
+def _recorded_param(value) -> Text:
+    """A breach's parameter: itself a catalog sentence (what a probe says of a value it received), or shown as is."""
+    value = str(value)
+    return t(value) if known_template(value) and not placeholders(value) else verbatim(value)
+
+
 class Observations:
     """All observations of one exercise of one submission (or of the reference solution)."""
 
     def __init__(self, exercise: str, filename: str, probe_order: list[str], directory: Path | None,
-                 run: RunSummary | None, staged_status: str | None = None, staged_message: str = ""):
+                 run: RunSummary | None, staged_status: str | None = None, staged_message: Text | None = None):
         self.exercise = exercise
         self.filename = filename
         self.probe_order = probe_order
@@ -128,12 +151,12 @@ class Observations:
         if imported is None:
             raise self._missing(protocol.IMPORT_PROBE)
         if imported["status"] != protocol.OK:
-            raise self._error_verdict(imported, f"importing {self.filename}")
+            raise self._error_verdict(imported, t("importing {file}", file=self.filename))
         raw = self._raw(name)
         if raw is None:
             raise self._missing(name)
         if raw["status"] != protocol.OK:
-            raise self._error_verdict(raw, f"probe `{name}`")
+            raise self._error_verdict(raw, t("probe `{name}`", name=name))
         verify = self.run is not None and self.run.acks is not None
         tensor_digest = (self.run.acks.get(name) or [None, None])[1] if verify else None
         return ProbeObservation(self.exercise, name, raw.get("values", {}), raw.get("not_tensors", {}),
@@ -193,83 +216,95 @@ class Observations:
             self._cache[name] = parsed if isinstance(parsed, dict) and isinstance(parsed.get("status"), str) else None
         return self._cache[name]
 
-    def _error_verdict(self, raw: dict, what: str):
+    def _error_verdict(self, raw: dict, what: Text):
         error = raw.get("error") or {}
-        where = f" at {error['where']}" if error.get("where") else ""
-        text = f"{error.get('type', 'an exception')}: {error.get('message', '')}".rstrip(": ")
+        text = verbatim(f"{error.get('type', 'Exception')}: {error.get('message', '')}".rstrip(": "))
+        where = t(" at {where}", where=error["where"]) if error.get("where") else verbatim("")
         if raw["status"] == protocol.NOT_IMPLEMENTED:
-            return NotAttempted(f"{what} reached NotImplementedError{where}: the stub is not implemented yet")
+            return NotAttempted(t("{what} reached NotImplementedError{where}: the stub is not implemented yet",
+                                  what=what, where=where))
         if raw["status"] == protocol.GRADER_FAULT:
-            at = f" at grader/{error['grader_where']}" if error.get("grader_where") else ""
-            return GraderFault(f"{what} failed in the grader's own code ({text}{at}), not in yours: this is the "
-                               "grader's fault, no point is taken for it, and the submission will be graded again",
-                               error=error)
+            at = t(" at {where}", where=f"grader/{error['grader_where']}") if error.get("grader_where") else verbatim("")
+            return GraderFault(t("{what} failed in the grader's own code ({error}{at}), not in yours: this is the "
+                                 "grader's fault, no point is taken for it, and the submission will be graded again",
+                                 what=what, error=text, at=at), error=error)
         if error.get("tampered"):
             names = ", ".join(str(n) for n in list(error["tampered"])[:8])
-            return StudentRaised(f"{what}: the submission replaced what the grader measures with ({names}); "
-                                 "replacing Python's built-ins, torch's functions or the grader's code is not "
-                                 "allowed, so nothing measured meanwhile counts", tampered=error["tampered"])
+            return StudentRaised(t("{what}: the submission replaced what the grader measures with ({names}); "
+                                   "replacing Python's built-ins, torch's functions or the grader's code is not "
+                                   "allowed, so nothing measured meanwhile counts", what=what, names=names),
+                                 tampered=error["tampered"])
         if error.get("limit") == "memory":
-            return Crashed(f"{what} ran out of memory: the process may use at most {self._memory_limit()} and the code "
-                           f"asked for more ({text}{where})", limit="memory")
+            return Crashed(t("{what} ran out of memory: the process may use at most {limit} and the code asked for "
+                             "more ({error}{where})", what=what, limit=self._memory_limit(), error=text, where=where),
+                           limit="memory")
         if error.get("limit") == "disk":
-            return Crashed(f"{what} filled its scratch space: your code may write at most {self._disk_limit()} "
-                           f"({text}{where})", limit="disk")
+            return Crashed(t("{what} filled its scratch space: your code may write at most {limit} ({error}{where})",
+                             what=what, limit=self._disk_limit(), error=text, where=where), limit="disk")
         if error.get("limit") == "file_size":
-            return Crashed(f"{what} tried to write a file larger than the limit of {FILE_SIZE_LIMIT >> 20} MB "
-                           f"({text}{where})", limit="file_size")
+            return Crashed(t("{what} tried to write a file larger than the limit of {mb} MB ({error}{where})",
+                             what=what, mb=FILE_SIZE_LIMIT >> 20, error=text, where=where), limit="file_size")
         if error.get("breach"):
-            return StudentRaised(f"{what}: your code breaks the contract: {error.get('message', '')}", error=error)
-        return StudentRaised(f"{what} raised {text}{where}", error=error)
+            return StudentRaised(t("{what}: your code breaks the contract: {breach}", what=what,
+                                   breach=recorded_breach(error)), error=error)
+        return StudentRaised(t("{what} raised {error}{where}", what=what, error=text, where=where), error=error)
 
-    def _disk_limit(self) -> str:
+    def _disk_limit(self) -> Text:
         run = self.run
-        return f"{run.disk_mb} MB in {run.files} files and folders" if run and run.disk_mb else "the disk limit"
+        if run and run.disk_mb:
+            return t("{mb} MB in {files} files and folders", mb=run.disk_mb, files=run.files)
+        return t("the disk limit")
 
-    def _memory_limit(self) -> str:
-        return f"{self.run.memory_mb} MB" if self.run and self.run.memory_mb else "the memory limit"
+    def _memory_limit(self) -> Text:
+        return t("{mb} MB", mb=self.run.memory_mb) if self.run and self.run.memory_mb else t("the memory limit")
 
     def _missing(self, name: str):
         """No observation for `name`: say which limit or crash ended the run before it finished."""
         verdict = self._missing_because(name)
         if name in self._forged:
-            verdict.message += "; a file in its place was not written by the grader and was ignored"
-            verdict.args = (verdict.message,)
+            verdict.message = t("{said}; a file in its place was not written by the grader and was ignored",
+                                said=verdict.message)
+            verdict.args = (str(verdict.message),)
         return verdict
 
     def _missing_because(self, name: str):
-        what = "the import" if name == protocol.IMPORT_PROBE else f"probe `{name}`"
+        what = t("the import") if name == protocol.IMPORT_PROBE else t("probe `{name}`", name=name)
         run = self.run
         if run is None:
-            return Crashed(f"{what} left no observation (the exercise was not run)")
+            return Crashed(t("{what} left no observation (the exercise was not run)", what=what))
         if run.grader_fault:
-            return GraderFault(f"the grader failed, not your code: {run.grader_fault}; {what} did not run. "
-                               "No point is taken for it: the submission will be graded again")
+            return GraderFault(t("the grader failed, not your code: {fault}; {what} did not run. No point is taken "
+                                 "for it: the submission will be graded again", fault=as_text(run.grader_fault),
+                                 what=what))
         if run.failure:
             cls = TimedOut if run.limit == "time" else Crashed
-            return cls(f"{run.failure}; {what} did not finish", limit=run.limit)
+            return cls(t("{failure}; {what} did not finish", failure=as_text(run.failure), what=what), limit=run.limit)
         if run.limit == "time":
-            return TimedOut(f"killed after {run.timeout_s:g} s of wall time while running {what}", limit="time")
+            return TimedOut(t("killed after {seconds:g} s of wall time while running {what}", seconds=run.timeout_s,
+                              what=what), limit="time")
         if run.limit == "cpu":
-            return TimedOut(f"killed after {run.timeout_s:g} s of CPU time while running {what}", limit="cpu")
+            return TimedOut(t("killed after {seconds:g} s of CPU time while running {what}", seconds=run.timeout_s,
+                              what=what), limit="cpu")
         if run.limit == "output":
-            return Crashed(f"killed for printing more than {run.output_kb} KB while running {what}", limit="output")
+            return Crashed(t("killed for printing more than {kb} KB while running {what}", kb=run.output_kb, what=what),
+                           limit="output")
         if run.limit == "file_size":
-            return Crashed(f"killed for writing a file larger than the limit of {FILE_SIZE_LIMIT >> 20} MB while running "
-                           f"{what}", limit="file_size")
+            return Crashed(t("killed for writing a file larger than the limit of {mb} MB while running {what}",
+                             mb=FILE_SIZE_LIMIT >> 20, what=what), limit="file_size")
         if run.limit == "disk":
-            return Crashed(f"the code filled its scratch space (at most {self._disk_limit()}) while running {what}",
-                           limit="disk")
+            return Crashed(t("the code filled its scratch space (at most {limit}) while running {what}",
+                             limit=self._disk_limit(), what=what), limit="disk")
         if run.limit == "memory":
-            return Crashed(f"the process ran out of memory (it may use at most {self._memory_limit()}) and died while "
-                           f"running {what}", limit="memory")
+            return Crashed(t("the process ran out of memory (it may use at most {limit}) and died while running {what}",
+                             limit=self._memory_limit(), what=what), limit="memory")
         if run.signal is not None:
             try:
                 sig = signal.Signals(run.signal).name
             except ValueError:
                 sig = str(run.signal)
-            cause = {"SIGSEGV": " (segmentation fault)", "SIGABRT": " (abort, often an allocation that failed)",
-                     "SIGKILL": " (killed, often for memory)"}.get(sig, "")
-            return Crashed(f"the process was killed by {sig}{cause} while running {what}", signal=sig)
-        return Crashed(f"the process ended (exit status {run.exit}) before {what} finished: "
-                       "something called os._exit() or exit() or the process was killed", exit=run.exit)
+            cause = {"SIGSEGV": t(" (segmentation fault)"), "SIGABRT": t(" (abort, often an allocation that failed)"),
+                     "SIGKILL": t(" (killed, often for memory)")}.get(sig, verbatim(""))
+            return Crashed(t("the process was killed by {signal}{cause} while running {what}", signal=sig, cause=cause,
+                             what=what), signal=sig)
+        return Crashed(t("the process ended (exit status {exit}) before {what} finished: something called os._exit() "
+                         "or exit() or the process was killed", exit=run.exit, what=what), exit=run.exit)

@@ -6,6 +6,7 @@ import traceback
 
 import pytest
 
+from grader.i18n import Text, t, verbatim
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.jsonable import jsonable
 from grader.judge.observations import Observations
@@ -19,7 +20,7 @@ class JudgePlugin:
         self.observations = observations
         self.references = references
         self.statuses: dict[tuple[str, str], str] = {}
-        self.messages: dict[tuple[str, str], str] = {}   # what each criterion said: a blocked one repeats it
+        self.messages: dict[tuple[str, str], Text] = {}   # what each criterion said: a blocked one repeats it
         self.blocked_by: dict[tuple[str, str], str] = {}  # a blocked criterion -> the unpassed one at the chain's root
 
     @pytest.fixture
@@ -37,14 +38,15 @@ class JudgePlugin:
         unmet = [r for r in meta.requires if self.statuses.get((exercise, r)) != "passed"]
         if unmet:
             if self.statuses.get((exercise, unmet[0])) == "not_attempted":
-                raise NotAttempted(f"not attempted: it needs `{unmet[0]}`, which is not attempted yet")
+                raise NotAttempted(t("not attempted: it needs `{needed}`, which is not attempted yet", needed=unmet[0]))
             if self.statuses.get((exercise, unmet[0])) == "grader_error":
-                raise GraderFault(f"not judged: it needs `{unmet[0]}`, which the grader failed to run")
+                raise GraderFault(t("not judged: it needs `{needed}`, which the grader failed to run", needed=unmet[0]))
             # a chain of blocked criteria names the one at its root: that is what to fix first
             root = self.blocked_by.get((exercise, unmet[0]), unmet[0])
             self.blocked_by[(exercise, meta.id)] = root
             said = self.messages.get((exercise, root))
-            raise Blocked(f"not judged until `{root}` passes; fix that first" + (f" ({said})" if said else ""))
+            raise Blocked(t("not judged until `{root}` passes; fix that first ({said})", root=root, said=said) if said
+                          else t("not judged until `{root}` passes; fix that first", root=root))
         recorder = VerdictRecorder()
         request.node.stash[VERDICT_KEY] = recorder
         return recorder
@@ -58,11 +60,11 @@ class JudgePlugin:
         exc = call.excinfo.value if call.excinfo is not None else None
         if exc is None and not self.observations[item.module.EXERCISE].returned_a_result():
             # a criterion met by raising alone (an error asked for, a forbidden call never made) earns nothing
-            status, message, evidence = "not_attempted", (
+            status, message, evidence = "not_attempted", t(
                 "not judged: no function of this exercise returned a result (every call raised), and this "
                 "criterion is met by raising alone"), {}
         elif exc is None and not recorder.met:
-            status, message, evidence = "grader_error", (
+            status, message, evidence = "grader_error", t(
                 "the criterion ended without a verdict (it never called verdict.ok): this is the grader's fault, "
                 "no point is taken for it; please report it"), recorder.evidence
         elif exc is None:
@@ -72,9 +74,9 @@ class JudgePlugin:
         else:
             frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
             status = "grader_error"
-            message = (f"the grader could not judge this criterion ({type(exc).__name__}: {exc}); this is the "
-                       "grader's fault, no point is taken for it: please report it")
+            message = t("the grader could not judge this criterion ({error}); this is the grader's fault, no point "
+                        "is taken for it: please report it", error=verbatim(f"{type(exc).__name__}: {exc}"))
             evidence = {"grader_traceback": "".join(frames)[-1500:]}
         self.statuses[(item.module.EXERCISE, meta.id)] = status
         self.messages[(item.module.EXERCISE, meta.id)] = message
-        return {"criterion": meta.id, "status": status, "message": message, "evidence": jsonable(evidence)}
+        return {"criterion": meta.id, "status": status, "message": message.texts(), "evidence": jsonable(evidence)}

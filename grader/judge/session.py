@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pytest_jsonreport.plugin import JSONReport
 
+from grader.i18n import t
 from grader.judge.criterion import CriterionMeta
 from grader.judge.observations import Observations
 from grader.judge.plugin import JudgePlugin
@@ -24,7 +25,7 @@ UNUSED_PLUGINS = ("doctest", "pastebin", "junitxml", "logging", "faulthandler", 
 class Outcome:
     meta: CriterionMeta
     status: str
-    message: str
+    message: dict[str, str]   # language -> sentence
     evidence: dict
 
 
@@ -60,8 +61,8 @@ def judge(exercise_ids: list[str], observations: dict[str, Observations],
         for meta in criteria_of(ex):
             got = recorded.get((ex, meta.id))
             if got is None:
-                results[ex].append(Outcome(meta, "error", "the grader could not run this criterion; this is a grader "
-                                                          "fault: please report it", {}))
+                said = t("the grader could not run this criterion; this is a grader fault: please report it")
+                results[ex].append(Outcome(meta, "grader_error", said.texts(), {}))
             else:
                 results[ex].append(Outcome(meta, got["status"], got["message"], got["evidence"]))
     return results

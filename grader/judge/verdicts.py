@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from grader.i18n import Text, verbatim
+
 STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked", "grader_error")
 
 
 class Verdict(Exception):
     status = "failed"
 
-    def __init__(self, message: str, **evidence):
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: Text, **evidence):
+        self.message = as_text(message)
+        super().__init__(str(self.message))
         self.evidence = evidence
+
+
+def as_text(message: Text | str) -> Text:
+    """A verdict's message is a `t(...)` sentence, shown in the student's language."""
+    return message if isinstance(message, Text) else verbatim(message)
 
 
 class CriterionFailed(Verdict):

@@ -31,11 +31,13 @@ class WrongReturn(ContractBreach):
 def unpack(result):
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         what = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
-        raise WrongReturn(f"scaled_dot_product_attention returned a {what}; the contract asks for a tuple (out, weights)")
+        raise WrongReturn("scaled_dot_product_attention returned a {what}; the contract asks for a tuple (out, weights)",
+                          what=what)
     out, weights = result
     for name, t in (("out", out), ("weights", weights)):
         if not isinstance(t, torch.Tensor):
-            raise WrongReturn(f"scaled_dot_product_attention returned {name} as a {type(t).__name__}; expected a tensor")
+            raise WrongReturn("scaled_dot_product_attention returned {name} as a {kind}; expected a tensor", name=name,
+                              kind=type(t).__name__)
     return out, weights
 
 

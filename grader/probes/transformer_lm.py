@@ -85,10 +85,10 @@ def fill_all_parameters(model, ctx):
 def field(out, key):
     """out[key] of forward's dict, or a breach of the contract naming what forward returned instead."""
     if not isinstance(out, dict):
-        raise ContractBreach(f"forward returned a {type(out).__name__}; the contract asks for a dict with keys "
-                             "'logits', 'loss' and 'past_key_values'")
+        raise ContractBreach("forward returned a {kind}; the contract asks for a dict with keys "
+                             "'logits', 'loss' and 'past_key_values'", kind=type(out).__name__)
     if key not in out:
-        raise ContractBreach(f"forward's dict has keys {sorted(map(str, out))}; it lacks '{key}'")
+        raise ContractBreach("forward's dict has keys {keys}; it lacks '{key}'", keys=sorted(map(str, out)), key=key)
     return out[key]
 
 
@@ -191,7 +191,7 @@ def parameter_of_shape(model, path, shape):
     for p in part(model, path).parameters():
         if list(p.shape) == list(shape):
             return p
-    raise ContractBreach(f"model.{path} holds no parameter of shape {list(shape)}")
+    raise ContractBreach("model.{path} holds no parameter of shape {shape}", path=path, shape=list(shape))
 
 
 @probe

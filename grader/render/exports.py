@@ -24,7 +24,7 @@ def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[
     tests = []
     for i, ex in enumerate(report.exercises, start=1):
         for j, c in enumerate(ex.criteria, start=1):
-            message = gradescope_text(c.message)
+            message = gradescope_text(c.message[lang])
             output = message if c.status == "passed" else f"[{LABELS[lang][c.status]}] {message}\n{c.hint[lang]}"
             tests.append({
                 "name": f"{ex.id}: {c.title[lang]}",
@@ -81,7 +81,7 @@ def render_junit(report: Report, lang: str = "en") -> str:
                 ET.Element("property", name="max_points", value=f"{c.max_points:g}"),
                 ET.Element("property", name="title", value=junit_text(c.title[lang])),
             ])
-            message, hint = junit_text(c.message), junit_text(c.hint[lang])
+            message, hint = junit_text(c.message[lang]), junit_text(c.hint[lang])
             if c.status == "failed":
                 ET.SubElement(case, "failure", message=message, type=c.status).text = hint
             elif c.status in JUNIT_ERRORS:

@@ -14,7 +14,7 @@ def render_table(report: Report, lang: str) -> str:
              f"{t['seed']}: {report.seed}", ""]
     for e in report.exercises:
         score = f"{e.score:g}/{e.max_score:g}"
-        lines.append(f"  {e.id:<{width}}  {score:>9}  {t[e.status]:<13}  {terminal_text(e.message)[:90]}")
+        lines.append(f"  {e.id:<{width}}  {score:>9}  {t[e.status]:<13}  {terminal_text(e.message[lang])[:90]}")
     total = f"{report.score:g}/{report.max_score:g}"
     lines.append(f"  {t['total']:<{width}}  {total:>9}  ({report.percent:g}%)")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from grader.course import ExerciseConfig
+from grader.i18n import rendered, t
 from grader.judge.session import Outcome
 from grader.report.model import CriterionResult, ExerciseResult
 
@@ -27,20 +28,21 @@ def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict) -> E
                           max_score=max_score, status=status, message=message, criteria=criteria, run=run)
 
 
-def _exercise_status(criteria: list[CriterionResult], score: float, max_score: float) -> tuple[str, str]:
+def _exercise_status(criteria: list[CriterionResult], score: float,
+                     max_score: float) -> tuple[str, dict[str, str]]:
     statuses = [c.status for c in criteria]
     passed = statuses.count("passed")
-    summary = f"{passed} of {len(criteria)} criteria passed"
+    summary = t("{passed} of {total} criteria passed", passed=passed, total=len(criteria))
     for aborted in ABORTED:
         first = next((c for c in criteria if c.status == aborted), None)
         if first is not None:
-            return aborted, f"{summary}; {first.message}"
+            return aborted, t("{summary}; {first}", summary=summary, first=rendered(first.message)).texts()
     if statuses and all(s == "not_attempted" for s in statuses):
         return "not_attempted", criteria[0].message
     if score >= max_score and passed == len(criteria):
-        return "passed", summary
+        return "passed", summary.texts()
     # `blocked` only echoes a criterion it depends on, so it does not make an import error a mere `failed`
     judged = [c for c in criteria if c.status != "blocked"]
     if judged and all(c.status == "error" for c in judged):
         return "error", judged[0].message
-    return "failed", summary
+    return "failed", summary.texts()

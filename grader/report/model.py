@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 # Fields that change from one run to the next; everything else is the same for the same submission.
@@ -52,7 +52,7 @@ class CriterionResult(_ValidUnicode):
     points: float
     max_points: float
     status: str
-    message: str
+    message: dict[str, str]   # language -> what was observed against what was expected
     evidence: dict = field(default_factory=dict)
 
 
@@ -64,7 +64,7 @@ class ExerciseResult(_ValidUnicode):
     score: float
     max_score: float
     status: str
-    message: str
+    message: dict[str, str]
     criteria: list[CriterionResult]
     run: dict = field(default_factory=dict)  # wall and CPU seconds, memory, limit hit, output tail
 

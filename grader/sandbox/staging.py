@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.i18n import Text, t, verbatim
 from grader.nolinks import ABSENT, LINK, NOT_REGULAR, read_without_links
 
 MAX_SOURCE_BYTES = 1 << 20
@@ -21,7 +22,7 @@ class Staged:
 
     path: Path | None
     status: str | None = None   # None when staged; `not_attempted` or `error` otherwise
-    message: str = ""
+    message: Text | None = None
 
 
 def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir: Path) -> Staged:
@@ -30,26 +31,29 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
         # Read past the cap by one byte, so that a file grown since its size was taken is still caught.
         found = read_without_links(submission, (exercise_id, filename), MAX_SOURCE_BYTES + 1)
     except OSError as exc:
-        return Staged(None, "error", f"{shown} cannot be read: {exc.strerror}")
+        return Staged(None, "error", t("{file} cannot be read: {error}", file=shown, error=verbatim(exc.strerror)))
     if found.kind == LINK:
-        return Staged(None, "error", f"`{found.link}` is a symbolic link: submit plain files")
+        return Staged(None, "error", t("`{link}` is a symbolic link: submit plain files", link=found.link))
     if found.not_folder:
-        return Staged(None, "error", f"{found.not_folder} is not a folder")
+        return Staged(None, "error", t("{path} is not a folder", path=found.not_folder))
     if found.kind == ABSENT:
-        return Staged(None, "not_attempted", f"{shown} is not in the submission")
+        return Staged(None, "not_attempted", t("{file} is not in the submission", file=shown))
     if found.kind == NOT_REGULAR:
-        return Staged(None, "error", f"{shown} is not a regular file")
+        return Staged(None, "error", t("{file} is not a regular file", file=shown))
     if found.size > MAX_SOURCE_BYTES:
-        return Staged(None, "error", f"{shown} is {found.size:,} bytes; a source file may be at most {MAX_SOURCE_BYTES:,}")
+        return Staged(None, "error", t("{file} is {size:,} bytes; a source file may be at most {most:,}", file=shown,
+                                       size=found.size, most=MAX_SOURCE_BYTES))
     data = found.data
     if len(data) > MAX_SOURCE_BYTES:
-        return Staged(None, "error", f"{shown} is larger than {MAX_SOURCE_BYTES:,} bytes; a source file may be at most that")
+        return Staged(None, "error", t("{file} is larger than {most:,} bytes; a source file may be at most that",
+                                       file=shown, most=MAX_SOURCE_BYTES))
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Staged(None, "error", f"{shown} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8")
+        return Staged(None, "error", t("{file} is not UTF-8 text (byte 0x{byte:02x} at offset {offset}); save it as UTF-8",
+                                       file=shown, byte=data[exc.start], offset=exc.start))
     if stub.is_file() and _same_code(data, stub.read_bytes()):
-        return Staged(None, "not_attempted", f"{shown} is the unchanged stub")
+        return Staged(None, "not_attempted", t("{file} is the unchanged stub", file=shown))
     workdir.mkdir(parents=True, exist_ok=True)
     target = workdir / filename
     target.write_bytes(data)

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.i18n import Text, t
 from grader.sandbox import cgroups, rootfs
 from grader.sandbox.levels import Sandbox
 from grader.sandbox.uids import NoFreeUid
@@ -78,7 +79,7 @@ class Run:
     max_rss_mb: float = 0.0
     output_tail: str = ""
     output_bytes: int = 0
-    failure: str = ""          # set when the supervisor, not the worker, had to end it
+    failure: Text | None = None  # set when the supervisor, not the worker, had to end it
     grader_fault: str = ""     # the grader, not the student, failed: the exercise is graded again later
     extra: dict = field(default_factory=dict)
     acks: dict = field(default_factory=dict)  # probe -> [json sha256, tensors sha256 or None]; None: not trusted
@@ -200,8 +201,9 @@ def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, uid: int | None, s
             elif time.monotonic() >= deadline:
                 if current is not None:
                     runs[current] = Run(current, limit="time", wall_s=by_id[current].timeout_s + GRACE_SECONDS,
-                                        failure=f"stopped after {by_id[current].timeout_s:g} s of wall time "
-                                                "(the worker did not end it, so the whole sandbox was killed)",
+                                        failure=t("stopped after {seconds:g} s of wall time (the worker did not end "
+                                                  "it, so the whole sandbox was killed)",
+                                                  seconds=by_id[current].timeout_s),
                                         acks=acks.get(current, {}))
                 break
     finally:
@@ -209,8 +211,9 @@ def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, uid: int | None, s
         _kill(proc, children if sandbox.level != "strict" else [])
     if current is not None and current not in runs:
         code = proc.returncode
-        runs[current] = Run(current, failure=f"the grading process died while running this exercise "
-                                             f"(exit status {code}); its last output: {_log_tail(log_path)!r}",
+        runs[current] = Run(current, failure=t("the grading process died while running this exercise (exit status "
+                                               "{code}); its last output: {output}", code=code,
+                                               output=repr(_log_tail(log_path))),
                             acks=acks.get(current, {}))
     return runs
 

@@ -87,7 +87,15 @@ def raised_in(exc: BaseException, student_file: str | None) -> bool:
 class ContractBreach(Exception):
     """Raised by probe code when what the student's code gave breaks the contract: a name the contract fixes is
     missing, a call returned the wrong kind of value, a returned value cannot do what the contract says it can
-    (a loss with no graph to go backward through). Raised in grader code, it is the student's failure."""
+    (a loss with no graph to go backward through). Raised in grader code, it is the student's failure.
+
+    Its message is an English template with named parameters: the judge shows it in the student's language
+    from the catalogs (this process has none)."""
+
+    def __init__(self, template: str, /, **params: Any):
+        self.template = template
+        self.params = {k: str(v) for k, v in params.items()}
+        super().__init__(template.format(**self.params))
 
 
 def part(obj: Any, *path: str) -> Any:
@@ -97,8 +105,10 @@ def part(obj: Any, *path: str) -> Any:
         try:
             obj = getattr(obj, name)
         except AttributeError:
-            held = ".".join(path[:i]) or "the model"
-            raise ContractBreach(f"{held} has no attribute `{name}`, which the contract names") from None
+            if i == 0:
+                raise ContractBreach("the model has no attribute `{name}`, which the contract names", name=name) from None
+            raise ContractBreach("{held} has no attribute `{name}`, which the contract names", held=".".join(path[:i]),
+                                 name=name) from None
     return obj
 
 
@@ -111,7 +121,7 @@ def student_value(what: str):
     except ContractBreach:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure of the student's value is the same breach
-        raise ContractBreach(f"{what}: {type(exc).__name__}: {exc}") from exc
+        raise ContractBreach("{what}: {error}", what=what, error=f"{type(exc).__name__}: {exc}") from exc
 
 
 class GraderBug(Exception):
@@ -188,6 +198,10 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
     info = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
     if isinstance(exc, ContractBreach):
         info["breach"] = True  # raised by the probe about what the student's code gave: the student's, not the grader's
+        try:
+            info["template"], info["params"] = str(exc.template), {str(k): str(v)[:500] for k, v in exc.params.items()}
+        except BaseException:  # noqa: BLE001 - a student's subclass may break even this
+            pass
     try:
         if isinstance(exc, MemoryError) or "can't allocate memory" in message:
             info["limit"] = "memory"
@@ -231,7 +245,7 @@ class ProbeContext:
         with torch.no_grad():
             for n in names:
                 if n not in params:
-                    raise ContractBreach(f"the module has no parameter `{n}`, which the contract names")
+                    raise ContractBreach("the module has no parameter `{name}`, which the contract names", name=n)
                 p = params[n]
                 p.copy_(self.randn(*p.shape, dtype=p.dtype) * std)
 

@@ -1,0 +1,218 @@
+"""Sentences in both of the course's languages.
+
+Every sentence the grader shows a student is written once, in English, as a `t(...)` call with named
+parameters. The English template is the gettext msgid; its Chinese is in the catalogs under
+`grader/locale/zh/LC_MESSAGES/` (one `.po` file per area, read with Babel). A report keeps both renderings,
+so one grading serves both audiences and `--lang` only picks what an output shows.
+
+    verdict.fail(t("logits have shape {got}; expected {want} = [B, T, V]", got=got, want=[2, 5, 11]))
+
+A parameter that is itself a `Text` is rendered in the same language; anything else (a number, a shape, a
+name from the contract, the student's own words) is shown as it is. Templates name their parameters: no
+attribute or index access, so a catalog entry can reorder them and nothing else.
+
+`python -m grader.i18n` brings the catalogs in line with the source (see `docs/writing-criteria.md`).
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from collections.abc import Iterable
+from pathlib import Path
+
+LANGS = ("en", "zh")
+LOCALE_DIR = Path(__file__).resolve().parent / "locale"
+# Calls whose first argument is a template in a catalog: `t` everywhere, and the contract breaches a probe
+# raises in the worker (which has no catalog: the judge translates what it recorded).
+KEYWORDS = {"t": None, "ContractBreach": None, "WrongReturn": None, "student_value": None}
+
+
+class Text:
+    """A sentence in every language: an English template and its parameters, rendered on demand."""
+
+    __slots__ = ("template", "params")
+
+    def __init__(self, template: str, params: dict | None = None):
+        self.template = template
+        self.params = params or {}
+
+    def render(self, lang: str) -> str:
+        template = self.template if lang == "en" else catalog(lang).get(self.template, self.template)
+        return _Formatter(lang).vformat(template, (), self.params)
+
+    def texts(self) -> dict[str, str]:
+        return {lang: self.render(lang) for lang in LANGS}
+
+    def __add__(self, other: Text) -> Text:
+        if not isinstance(other, Text):
+            return NotImplemented  # a bare string would stay English in every language
+        return Joined((self, other))
+
+    def __str__(self) -> str:
+        return self.render("en")
+
+    def __repr__(self) -> str:
+        return f"Text({self.render('en')!r})"
+
+
+class Verbatim(Text):
+    """Words that are the same in every language: code, a name from the contract, the student's own text."""
+
+    __slots__ = ()
+
+    def render(self, lang: str) -> str:
+        return str(self.template)
+
+
+class Rendered(Text):
+    """A sentence already rendered in every language (what a report or the judge recorded)."""
+
+    __slots__ = ()
+
+    def __init__(self, texts: dict[str, str]):
+        super().__init__("", dict(texts))
+
+    def render(self, lang: str) -> str:
+        return self.params.get(lang) or self.params.get("en", "")
+
+
+class Joined(Text):
+    """Texts one after the other, with a separator that is itself a Text (punctuation differs by language)."""
+
+    __slots__ = ()
+
+    def __init__(self, parts: Iterable[Text], separator: Text | None = None):
+        super().__init__("", {"parts": tuple(parts), "separator": separator})
+
+    def render(self, lang: str) -> str:
+        sep = self.params["separator"]
+        return (sep.render(lang) if sep is not None else "").join(p.render(lang) for p in self.params["parts"])
+
+
+def t(template: str, /, **params) -> Text:
+    return Text(template, params)
+
+
+def verbatim(text) -> Text:
+    return Verbatim(str(text))
+
+
+def rendered(texts: dict[str, str] | Text) -> Text:
+    return texts if isinstance(texts, Text) else Rendered(texts)
+
+
+def join(parts: Iterable[Text], separator: Text | None = None) -> Text:
+    return Joined(parts, separator)
+
+
+def known_template(template: str) -> bool:
+    """Whether `template` is a msgid of the catalogs (a probe's recorded breach names one, or is shown as it is)."""
+    return template in catalog("zh")
+
+
+@functools.cache
+def catalog(lang: str) -> dict[str, str]:
+    """msgid -> translation for `lang`, merged over its `.po` files; a fuzzy or empty entry is no translation."""
+    if lang == "en":
+        return {}
+    from babel.messages.pofile import read_po
+
+    merged: dict[str, str] = {}
+    for po in sorted((LOCALE_DIR / lang / "LC_MESSAGES").glob("*.po")):
+        with po.open("rb") as fh:
+            for message in read_po(fh, locale="zh_CN" if lang == "zh" else lang):
+                if message.id and message.string and not message.fuzzy:
+                    merged[message.id] = message.string
+    return merged
+
+
+def placeholders(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+
+
+class _Formatter(string.Formatter):
+    def __init__(self, lang: str):
+        self.lang = lang
+
+    def get_field(self, field_name, args, kwargs):
+        if not field_name.isidentifier():
+            raise ValueError(f"a template names its parameters only: {{{field_name}}}")
+        return kwargs[field_name], field_name
+
+    def format_field(self, value, format_spec):
+        if isinstance(value, Text):
+            value = value.render(self.lang)
+        return format(value, format_spec)
+
+
+def domain_of(source: Path) -> str:
+    """The catalog a source file's sentences live in: each exercise's criteria their own, the rest `grader`."""
+    parts = source.resolve().relative_to(Path(__file__).resolve().parent).parts
+    if parts[0] == "criteria":
+        return source.stem
+    if parts[0] == "probes":
+        return "probes"
+    return "grader"
+
+
+def extract_templates() -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """domain -> template -> where in the source it is written, for every template of the package."""
+    import contextlib
+    import io
+
+    from babel.messages.extract import extract_from_file
+
+    package = Path(__file__).resolve().parent
+    found: dict[str, dict[str, list[tuple[str, int]]]] = {}
+    for source in sorted(package.rglob("*.py")):
+        # Babel warns of every f-string it passes (most are not templates at all); a template that is not a
+        # literal is caught by the test suite instead
+        with contextlib.redirect_stderr(io.StringIO()):
+            extracted = list(extract_from_file("python", source, keywords=KEYWORDS, options={"encoding": "utf-8"}))
+        for lineno, message, _comments, _context in extracted:
+            if isinstance(message, str) and message:
+                rel = source.relative_to(package.parent).as_posix()
+                found.setdefault(domain_of(source), {}).setdefault(message, []).append((rel, lineno))
+    return found
+
+
+def read_catalog(path: Path) -> dict[str, str]:
+    """msgid -> msgstr of one `.po` file, untranslated entries included (as empty strings)."""
+    from babel.messages.pofile import read_po
+
+    with path.open("rb") as fh:
+        return {m.id: ("" if m.fuzzy else m.string or "") for m in read_po(fh) if m.id}
+
+
+def update_catalogs(lang: str = "zh") -> dict[str, tuple[int, int]]:
+    """Extract every template from the package and merge it into `lang`'s catalogs: new templates are added
+    untranslated, translations kept, templates no longer in the source dropped. Returns, per domain, how many
+    templates it holds and how many lack a translation."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+
+    found = extract_templates()
+    folder = LOCALE_DIR / lang / "LC_MESSAGES"
+    folder.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for po in folder.glob("*.po"):
+        if po.stem not in found:
+            po.unlink()
+    for domain, messages in sorted(found.items()):
+        path = folder / f"{domain}.po"
+        old = read_catalog(path) if path.exists() else {}
+        fresh = Catalog(locale="zh_CN" if lang == "zh" else lang, project="transformer-grader", domain=domain,
+                        fuzzy=False)
+        for msgid, locations in messages.items():
+            fresh.add(msgid, old.get(msgid, ""), locations=locations, flags=("python-brace-format",))
+        with path.open("wb") as fh:
+            write_po(fh, fresh, width=0, omit_header=True, sort_output=True)
+        counts[domain] = (len(messages), sum(1 for m in messages if not old.get(m)))
+    catalog.cache_clear()
+    return counts
+
+
+if __name__ == "__main__":
+    for name, (total, untranslated) in update_catalogs().items():
+        print(f"{name}: {total} templates, {untranslated} untranslated")

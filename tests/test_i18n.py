@@ -1,0 +1,124 @@
+"""Every sentence in both languages: the catalogs match the source, each template is translated with the same
+placeholders, and no sentence reaches a report without passing through a template."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import grader
+from grader import i18n
+from grader.i18n import LOCALE_DIR, extract_templates, placeholders, read_catalog, t, verbatim
+
+PACKAGE = Path(grader.__file__).parent
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+TEMPLATE_CALLS = set(i18n.KEYWORDS)
+# What a criterion says through: its verdict and the exceptions that end it.
+VERDICT_CALLS = {"ok", "fail", "check", "Verdict", "CriterionFailed", "StudentRaised", "NotAttempted", "TimedOut",
+                 "Crashed", "Blocked", "GraderFault"}
+HAN = re.compile("[\u4e00-\u9fff]")
+
+
+@pytest.fixture(scope="module")
+def extracted() -> dict[str, dict[str, list]]:
+    return extract_templates()
+
+
+@pytest.fixture(scope="module")
+def catalogs() -> dict[str, dict[str, str]]:
+    return {po.stem: read_catalog(po) for po in sorted((LOCALE_DIR / "zh" / "LC_MESSAGES").glob("*.po"))}
+
+
+def _calls(name_set: set[str]):
+    for source in SOURCES:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if name in name_set:
+                    yield source.relative_to(PACKAGE.parent), node, name
+
+
+def test_every_template_is_a_literal():
+    """A template built at run time (an f-string, a variable) has no catalog entry, so it would show English."""
+    bad = [f"{path}:{node.lineno} {name}(...)" for path, node, name in _calls(TEMPLATE_CALLS)
+           if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))]
+    assert not bad, "templates that are not string literals:\n" + "\n".join(bad)
+
+
+def test_verdicts_say_templates_not_strings():
+    """`verdict.fail("...")` or `Crashed(f"...")` would be English in a Chinese report."""
+    bad = []
+    for path, node, name in _calls(VERDICT_CALLS):
+        said = [a for a in node.args if isinstance(a, (ast.Constant, ast.JoinedStr, ast.BinOp))]
+        if name == "check":
+            said = [a for a in node.args[1:2] if isinstance(a, (ast.Constant, ast.JoinedStr, ast.BinOp))]
+        if said:
+            bad.append(f"{path}:{node.lineno} {name}(...)")
+    assert not bad, "verdicts given a plain string instead of t(...):\n" + "\n".join(bad)
+
+
+def test_catalogs_hold_exactly_the_source_templates(extracted, catalogs):
+    """`python -m grader.i18n` was run after the last change of a template: none missing, none stale."""
+    assert set(catalogs) == set(extracted)
+    for domain, templates in extracted.items():
+        missing = sorted(set(templates) - set(catalogs[domain]))
+        stale = sorted(set(catalogs[domain]) - set(templates))
+        assert not missing and not stale, f"{domain}.po: missing {missing[:5]}, stale {stale[:5]}"
+
+
+def test_every_template_is_translated_with_the_same_placeholders(catalogs):
+    problems = []
+    for domain, entries in catalogs.items():
+        for msgid, msgstr in entries.items():
+            if not msgstr:
+                problems.append(f"{domain}: no translation of {msgid!r}")
+            elif placeholders(msgid) != placeholders(msgstr):
+                problems.append(f"{domain}: {msgid!r} has {sorted(placeholders(msgid))}, its translation "
+                                f"{sorted(placeholders(msgstr))}")
+    assert not problems, "\n".join(problems[:40]) + f"\n({len(problems)} in all)"
+
+
+def test_translations_are_chinese(catalogs):
+    """A translation with words in it holds Chinese (a copied English msgstr passes the placeholder check)."""
+    english_only = [f"{d}: {msgstr!r}" for d, entries in catalogs.items() for msgid, msgstr in entries.items()
+                    if msgstr and re.search(r"[A-Za-z]{3,} [a-z]{2,} [a-z]{2,}", re.sub(r"`[^`]*`|\{[^}]*\}", "", msgid))
+                    and not HAN.search(msgstr)]
+    assert not english_only, "\n".join(english_only[:20])
+
+
+def test_templates_render_in_both_languages(catalogs):
+    """Every template formats with its placeholders filled, in English and in Chinese."""
+    for domain, entries in catalogs.items():
+        for msgid in entries:
+            params = {name: 1 for name in placeholders(msgid)}
+            for lang in i18n.LANGS:
+                try:
+                    text = t(msgid, **params).render(lang)
+                except (ValueError, TypeError):   # a numeric format spec given a number: try a string
+                    text = t(msgid, **{name: "x" for name in params}).render(lang)
+                assert text, f"{domain}: {msgid!r} renders empty in {lang}"
+
+
+def test_a_parameter_text_is_rendered_in_the_same_language():
+    said = t("{what} did not finish", what=t("the import"))
+    texts = said.texts()
+    assert texts["en"] == "the import did not finish"
+    assert texts["zh"] != texts["en"] and HAN.search(texts["zh"])
+
+
+def test_verbatim_is_the_same_in_every_language():
+    assert set(verbatim("x @ W.T").texts().values()) == {"x @ W.T"}
+
+
+def test_a_template_cannot_reach_into_its_parameters():
+    """Templates come from the catalogs, but a translation must not read attributes of what it formats."""
+    with pytest.raises(ValueError):
+        t("{x.__class__}", x=1).render("en")
+
+
+def test_a_bare_string_cannot_be_added_to_a_text():
+    with pytest.raises(TypeError):
+        t("the import") + "; more English"
