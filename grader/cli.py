@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -101,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     selftest = sub.add_parser("selftest", help="grade every solution, variant and mutant; fail on any false verdict")
     selftest.add_argument("--catalog", type=Path, default=None, help="folder holding variants/ and mutants/ (default: tests/)")
     selftest.add_argument("--matrix", type=Path, default=None, help="also write the mutant x criterion matrix (Markdown) here")
+    selftest.add_argument("--exercise", action="append", default=None, metavar="ID",
+                          help="only this exercise's solution, variants and mutants (repeatable)")
     selftest.set_defaults(handler=command_selftest)
     return parser
 
@@ -190,6 +193,11 @@ def command_selftest(args) -> int:
     course = load_course(args.course)
     catalog = args.catalog or course.root / "tests"
     sandbox = choose("basic" if strict_missing() else "strict")
+    if args.exercise:
+        unknown = sorted(set(args.exercise) - {ex.id for ex in course.exercises})
+        if unknown:
+            raise UsageError(f"no exercise {', '.join(unknown)} in the course")
+        course = dataclasses.replace(course, exercises=tuple(ex for ex in course.exercises if ex.id in args.exercise))
 
     def progress(i, group):
         print(f"round {i + 1}: " + ", ".join(f"{c.kind} {c.label}" for c in group), flush=True)

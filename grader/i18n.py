@@ -147,13 +147,10 @@ class _Formatter(string.Formatter):
 
 
 def domain_of(source: Path) -> str:
-    """The catalog a source file's sentences live in: each exercise's criteria their own, the rest `grader`."""
+    """The catalog a source file's sentences live in: each criteria or probe module its own (named after it),
+    the rest `grader`."""
     parts = source.resolve().relative_to(Path(__file__).resolve().parent).parts
-    if parts[0] == "criteria":
-        return source.stem
-    if parts[0] == "probes":
-        return "probes"
-    return "grader"
+    return source.stem if parts[0] in ("criteria", "probes") else "grader"
 
 
 def extract_templates() -> dict[str, dict[str, list[tuple[str, int]]]]:
