@@ -4,30 +4,37 @@ from __future__ import annotations
 
 import torch
 
+from grader.i18n import Text, t, verbatim
+
 
 def shape_of(t: torch.Tensor) -> list[int]:
     return list(t.shape)
 
 
-def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float = 0.0) -> str | None:
+def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float = 0.0) -> Text | None:
     """None when `got` matches `want` within atol + rtol*|want|; otherwise a sentence saying where it does not."""
     if list(got.shape) != list(want.shape):
-        return f"shape {list(got.shape)}, expected {list(want.shape)}"
+        return t("shape {got}, expected {want}", got=list(got.shape), want=list(want.shape))
     if got.numel() == 0:
         return None
     g, w = got.double(), want.double()
     bad_nan = torch.isnan(g) & ~torch.isnan(w)
     if bad_nan.any():
         index = tuple(int(i) for i in torch.nonzero(bad_nan)[0])
-        return f"NaN at index {index} where {float(w[index]):.6g} was expected ({int(bad_nan.sum())} NaN values in all)"
+        return t("NaN at index {index} where {want:.6g} was expected ({count} NaN values in all)", index=index,
+                 want=float(w[index]), count=int(bad_nan.sum()))
     excess = (g - w).abs() - (atol + rtol * w.abs())
     excess = torch.nan_to_num(excess, nan=0.0, posinf=float("inf"))
     if excess.max() <= 0:
         return None
     flat = int(torch.argmax(excess))
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), g.shape))
-    return (f"largest difference {float((g - w).abs()[index]):.3g} at index {index}: got {float(g[index]):.6g}, "
-            f"expected {float(w[index]):.6g} (tolerance {atol:g}{f' + {rtol:g}·|expected|' if rtol else ''})")
+    said = dict(diff=float((g - w).abs()[index]), index=index, got=float(g[index]), want=float(w[index]), atol=atol)
+    if rtol:
+        return t("largest difference {diff:.3g} at index {index}: got {got:.6g}, expected {want:.6g} (tolerance "
+                 "{atol:g} + {rtol:g}·|expected|)", rtol=rtol, **said)
+    return t("largest difference {diff:.3g} at index {index}: got {got:.6g}, expected {want:.6g} (tolerance {atol:g})",
+             **said)
 
 
 def prefix_leaks(base: torch.Tensor, perturbed: list[torch.Tensor], axis: int) -> list[float]:
@@ -46,8 +53,8 @@ def raised(outcome: dict) -> str | None:
     return outcome["raised"]["type"] if "raised" in outcome else None
 
 
-def describe_outcome(outcome: dict) -> str:
+def describe_outcome(outcome: dict) -> Text:
     if "raised" in outcome:
         r = outcome["raised"]
-        return f"raised {r['type']}: {r['message']}"[:300]
-    return f"returned a {outcome.get('returned', 'value')} without raising"
+        return t("raised {error}", error=verbatim(f"{r['type']}: {r['message']}"[:290]))
+    return t("returned a {kind} without raising", kind=outcome.get("returned", "value"))
