@@ -2,6 +2,7 @@
 placeholders, and no sentence reaches a report without passing through a template."""
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -122,3 +123,15 @@ def test_a_template_cannot_reach_into_its_parameters():
 def test_a_bare_string_cannot_be_added_to_a_text():
     with pytest.raises(TypeError):
         t("the import") + "; more English"
+
+
+def test_every_case_the_language_model_probe_names_in_words_has_a_template(course):
+    """The transformer_lm probe names its bad-input cases in English (the worker has no catalog); the judge shows
+    each through a template of its own, so a label added to or reworded in the probe must be added there too."""
+    from grader.criteria import transformer_lm
+    from grader.grading import reference_folders
+
+    folder = reference_folders(course, [course.exercise("transformer_lm")])["transformer_lm"]
+    recorded = json.loads((folder / "bad_inputs.json").read_text(encoding="utf-8"))["values"]
+    labels = {case["case"] for group in ("bad_tokens", "bad_targets") for case in recorded[group]}
+    assert labels == set(transformer_lm.CASE_LABELS)

@@ -4,6 +4,7 @@ import math
 
 import torch
 
+from grader.i18n import t, verbatim
 from grader.judge.compare import describe_outcome, difference, prefix_leaks, raised
 from grader.judge.criterion import criterion
 
@@ -12,8 +13,8 @@ CAUSAL_TOLERANCE = 1e-10  # float64: anything above rounding noise is informatio
 VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-point operations may differ
 CAUSAL_SHAPE = [2, 8, 16] # the causality probe's x, [B, T, C]: the output keeps that shape
 DROPOUT_P = 0.5           # the dropout probe's rate: kept elements are scaled by 1 / (1 - p) = 2, exactly
-NON_FINITE_CAUSE = ("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * -inf "
-                    "gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
+NON_FINITE_CAUSE = t("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * -inf "
+                     "gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
 OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the eval value; weight dropout mixes values
 
 
@@ -24,8 +25,9 @@ OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the
                  "zh": "把 C 拆成 H 个 D = C / H 的头，注意力之后再合并（先 transpose(1, 2) 再 view），最后经过 out_proj。"})
 def test_output_shape(obs, verdict):
     out = obs.probe("forward").tensor("out")
-    verdict.check(list(out.shape) == [2, 7, 16], f"the output for x of shape [2, 7, 16] has shape {list(out.shape)}; expected [2, 7, 16]")
-    verdict.ok("x of shape [2, 7, 16] gives an output of shape [2, 7, 16]")
+    verdict.check(list(out.shape) == [2, 7, 16], t("the output for x of shape [2, 7, 16] has shape {shape}; expected "
+                                                   "[2, 7, 16]", shape=list(out.shape)))
+    verdict.ok(t("x of shape [2, 7, 16] gives an output of shape [2, 7, 16]"))
 
 
 @criterion("causality", kind="causality", requires=("output_shape",),
@@ -36,25 +38,29 @@ def test_causality(obs, verdict):
     p = obs.probe("causality")
     base = p.tensor("base")
     if list(base.shape) != CAUSAL_SHAPE:
-        verdict.fail(f"x of shape {CAUSAL_SHAPE} gave an output of shape {list(base.shape)}; expected {CAUSAL_SHAPE}")
+        verdict.fail(t("x of shape {want} gave an output of shape {shape}; expected {want}",
+                       want=CAUSAL_SHAPE, shape=list(base.shape)))
     perturbed = []
-    for t in range(CAUSAL_SHAPE[1] - 1):
-        out = p.tensor(f"changed_after_{t}")
+    for position in range(CAUSAL_SHAPE[1] - 1):
+        out = p.tensor(f"changed_after_{position}")
         if list(out.shape) != CAUSAL_SHAPE:
-            verdict.fail(f"after changing the inputs after position {t} the output has shape {list(out.shape)}; expected {CAUSAL_SHAPE}")
+            verdict.fail(t("after changing the inputs after position {position} the output has shape {shape}; expected "
+                           "{want}", position=position, shape=list(out.shape), want=CAUSAL_SHAPE))
         perturbed.append(out)
     leaks = prefix_leaks(base, perturbed, axis=1)
     verdict.note(max_change_per_prefix=leaks)
-    bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
+    bad = [position for position, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
-        t = bad[0]
-        if not torch.isfinite(base[:, : t + 1]).all():
-            verdict.fail(f"the output at positions 0..{t} holds NaN or inf even before any input changes, so no change there "
-                         "can be measured")
-        change = "became NaN" if math.isnan(leaks[t]) else f"by up to {leaks[t]:.3g}"
-        verdict.fail(f"changing the inputs after position {t} changed the output at positions 0..{t} {change} "
-                     f"(expected no change at all); {len(bad)} of {len(leaks)} prefixes leak")
-    verdict.ok(f"perturbing every future suffix (positions 1..7) left every earlier output unchanged (max change {max(leaks):.1e})")
+        first = bad[0]
+        if not torch.isfinite(base[:, : first + 1]).all():
+            verdict.fail(t("the output at positions 0..{position} holds NaN or inf even before any input changes, so no "
+                           "change there can be measured", position=first))
+        change = t("became NaN") if math.isnan(leaks[first]) else t("by up to {leak:.3g}", leak=leaks[first])
+        verdict.fail(t("changing the inputs after position {position} changed the output at positions 0..{position} "
+                       "{change} (expected no change at all); {leaking} of {prefixes} prefixes leak",
+                       position=first, change=change, leaking=len(bad), prefixes=len(leaks)))
+    verdict.ok(t("perturbing every future suffix (positions 1..7) left every earlier output unchanged (max change "
+                 "{change:.1e})", change=max(leaks)))
 
 
 @criterion("values_match_reference", kind="values", requires=("output_shape",),
@@ -67,13 +73,16 @@ def test_values_match_reference(obs, ref, verdict):
         problem = difference(got.tensor(key), want.tensor(key), atol=VALUE_TOLERANCE, rtol=1e-4)
         if problem:
             biases = [n for n, shape in got.value("parameter_shapes").items() if len(shape) < 2]
-            cause = (f"; {NON_FINITE_CAUSE}" if not torch.isfinite(got.tensor(key)).all() else
-                     f"; the module also holds {', '.join(biases)}, which the reference does not have (the projections are "
-                     "bias-free), so the seeded weights alone do not fix the output" if biases else
-                     "; likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from q and k, "
-                     "or merging heads without transpose(1, 2)")
-            verdict.fail(f"with the same projection weights ({label}) the output differs from the reference: {problem}{cause}")
-    verdict.ok(f"with the same weights the output matches the reference within {VALUE_TOLERANCE:g}, also when H == T")
+            cause = (NON_FINITE_CAUSE if not torch.isfinite(got.tensor(key)).all() else
+                     t("the module also holds {biases}, which the reference does not have (the projections are "
+                       "bias-free), so the seeded weights alone do not fix the output", biases=", ".join(biases))
+                     if biases else
+                     t("likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from q "
+                       "and k, or merging heads without transpose(1, 2)"))
+            verdict.fail(t("with the same projection weights ({sizes}) the output differs from the reference: "
+                           "{problem}; {cause}", sizes=label, problem=problem, cause=cause))
+    verdict.ok(t("with the same weights the output matches the reference within {tolerance:g}, also when H == T",
+                 tolerance=VALUE_TOLERANCE))
 
 
 @criterion("gradients_reach_projections", kind="gradient", requires=("output_shape",),
@@ -87,16 +96,19 @@ def test_gradients_reach_projections(obs, verdict):
     for name in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"):
         g = grads.get(name, "missing")
         if g == "missing":
-            verdict.fail(f"the module has no parameter `{name}`; the contract asks for q_proj, k_proj, v_proj, out_proj = nn.Linear(d_model, d_model, bias=False)")
+            verdict.fail(t("the module has no parameter `{name}`; the contract asks for q_proj, k_proj, v_proj, out_proj = "
+                           "nn.Linear(d_model, d_model, bias=False)", name=name))
         if g is None:
-            verdict.fail(f"`{name}` received no gradient: it is not used on the path from the input to the output")
+            verdict.fail(t("`{name}` received no gradient: it is not used on the path from the input to the output",
+                           name=name))
         if not g["finite"]:
-            verdict.fail(f"`{name}` received a non-finite gradient (NaN or inf)")
+            verdict.fail(t("`{name}` received a non-finite gradient (NaN or inf)", name=name))
         if g["norm"] == 0.0:
-            verdict.fail(f"`{name}` received an all-zero gradient: its output does not reach the result")
+            verdict.fail(t("`{name}` received an all-zero gradient: its output does not reach the result", name=name))
     x_grad = _gradient_summary(p, "input_grad")
-    verdict.check(x_grad is not None and x_grad["finite"], "the gradient with respect to the input is missing or not finite")
-    verdict.ok("q_proj, k_proj, v_proj and out_proj all receive finite, non-zero gradients")
+    verdict.check(x_grad is not None and x_grad["finite"], t("the gradient with respect to the input is missing or not "
+                                                             "finite"))
+    verdict.ok(t("q_proj, k_proj, v_proj and out_proj all receive finite, non-zero gradients"))
 
 
 def _gradient_summary(p, key):
@@ -114,8 +126,9 @@ def _gradient_summary(p, key):
 def test_eval_deterministic(obs, verdict):
     p = obs.probe("dropout")
     problem = difference(p.tensor("eval_second"), p.tensor("eval_first"), atol=0.0)
-    verdict.check(problem is None, f"with dropout=0.5 in eval mode two calls on the same input differ: {problem}")
-    verdict.ok("with dropout=0.5, two eval-mode calls on the same input give identical outputs")
+    verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same input differ: {problem}",
+                                     problem=problem))
+    verdict.ok(t("with dropout=0.5, two eval-mode calls on the same input give identical outputs"))
 
 
 @criterion("dropout_in_training", kind="values", requires=("eval_deterministic",),
@@ -125,10 +138,12 @@ def test_eval_deterministic(obs, verdict):
 def test_dropout_in_training(obs, verdict):
     p = obs.probe("dropout")
     verdict.check(bool(torch.isfinite(p.tensor("eval_first")).all()),
-                  f"with dropout=0.5 the eval-mode output is not finite, so whether dropout acts cannot be seen: {NON_FINITE_CAUSE}")
+                  t("with dropout=0.5 the eval-mode output is not finite, so whether dropout acts cannot be seen: {cause}",
+                    cause=NON_FINITE_CAUSE))
     same = difference(p.tensor("train"), p.tensor("eval_first"), atol=0.0) is None
-    verdict.check(not same, "with dropout=0.5 the train-mode output equals the eval-mode output: dropout is not applied")
-    verdict.ok("with dropout=0.5 the train-mode output differs from the eval-mode output")
+    verdict.check(not same, t("with dropout=0.5 the train-mode output equals the eval-mode output: dropout is not "
+                              "applied"))
+    verdict.ok(t("with dropout=0.5 the train-mode output differs from the eval-mode output"))
 
 
 @criterion("dropout_on_attention_weights", kind="values", requires=("dropout_in_training",),
@@ -144,10 +159,12 @@ def test_dropout_on_attention_weights(obs, verdict):
     zeros = int((train.abs() <= OUTPUT_DROPOUT_TOLERANCE).sum())
     verdict.note(elements=train.numel(), zero_elements=zeros)
     if bool(dropped_or_scaled.all()):
-        verdict.fail(f"with dropout={DROPOUT_P} every one of the {train.numel()} train-mode output elements is either 0 "
-                     f"({zeros} of them) or exactly {1 / (1 - DROPOUT_P):g} x its eval-mode value: the dropout is applied to "
-                     "the output, element by element, not to the attention weights")
-    verdict.ok("the train-mode output mixes values (dropout on the attention weights), not 0 or 2 x the eval output element by element")
+        verdict.fail(t("with dropout={p} every one of the {count} train-mode output elements is either 0 ({zeros} of them) "
+                       "or exactly {scale:g} x its eval-mode value: the dropout is applied to the output, element by "
+                       "element, not to the attention weights",
+                       p=DROPOUT_P, count=train.numel(), zeros=zeros, scale=1 / (1 - DROPOUT_P)))
+    verdict.ok(t("the train-mode output mixes values (dropout on the attention weights), not 0 or 2 x the eval output "
+                 "element by element"))
 
 
 @criterion("projections_bias_free", kind="registration",
@@ -158,9 +175,10 @@ def test_projections_bias_free(obs, verdict):
     shapes = obs.probe("forward").value("parameter_shapes")
     verdict.note(parameter_shapes=shapes)
     vectors = [f"{name} {shape}" for name, shape in shapes.items() if len(shape) < 2]
-    verdict.check(not vectors, f"CausalSelfAttention(16, 4) registers {len(vectors)} bias-like parameters "
-                               f"({', '.join(vectors[:4])}); the contract's Q/K/V/O projections are nn.Linear(..., bias=False)")
-    verdict.ok(f"CausalSelfAttention(16, 4) holds only weight matrices ({len(shapes)} parameters), no bias")
+    verdict.check(not vectors, t("CausalSelfAttention(16, 4) registers {count} bias-like parameters ({vectors}); the "
+                                 "contract's Q/K/V/O projections are nn.Linear(..., bias=False)",
+                                 count=len(vectors), vectors=", ".join(vectors[:4])))
+    verdict.ok(t("CausalSelfAttention(16, 4) holds only weight matrices ({count} parameters), no bias", count=len(shapes)))
 
 
 @criterion("rejects_nonpositive_heads", kind="errors",
@@ -170,16 +188,19 @@ def test_projections_bias_free(obs, verdict):
 def test_rejects_nonpositive_heads(obs, verdict):
     p = obs.probe("bad_heads")
     ok = p.value("d12_h4")
-    verdict.check(raised(ok) is None, f"CausalSelfAttention(d_model=12, n_heads=4) {describe_outcome(ok)}; it is valid and "
-                                      "must construct, so refusing the others would prove nothing")
-    for key, label in (("d12_h0", "d_model=12, n_heads=0"), ("d12_hminus4", "d_model=12, n_heads=-4")):
+    verdict.check(raised(ok) is None, t("CausalSelfAttention(d_model=12, n_heads=4) {outcome}; it is valid and must "
+                                        "construct, so refusing the others would prove nothing",
+                                        outcome=describe_outcome(ok)))
+    for key, arguments in (("d12_h0", "d_model=12, n_heads=0"), ("d12_hminus4", "d_model=12, n_heads=-4")):
         outcome = p.value(key)
         if raised(outcome) != "ValueError":
-            why = (": n_heads=0 reached d_model % n_heads; check n_heads > 0 first" if raised(outcome) == "ZeroDivisionError"
-                   else ": 12 % -4 == 0 passes the divisibility check; check n_heads > 0 too" if raised(outcome) is None and key == "d12_hminus4"
-                   else "")
-            verdict.fail(f"CausalSelfAttention({label}) {describe_outcome(outcome)}; expected ValueError{why}")
-    verdict.ok("ValueError for n_heads = 0 and n_heads = -4; (12, 4) constructs")
+            why = (t(": n_heads=0 reached d_model % n_heads; check n_heads > 0 first")
+                   if raised(outcome) == "ZeroDivisionError" else
+                   t(": 12 % -4 == 0 passes the divisibility check; check n_heads > 0 too")
+                   if raised(outcome) is None and key == "d12_hminus4" else verbatim(""))
+            verdict.fail(t("CausalSelfAttention({arguments}) {outcome}; expected ValueError{why}",
+                           arguments=arguments, outcome=describe_outcome(outcome), why=why))
+    verdict.ok(t("ValueError for n_heads = 0 and n_heads = -4; (12, 4) constructs"))
 
 
 @criterion("rejects_bad_heads", kind="errors",
@@ -188,13 +209,15 @@ def test_rejects_nonpositive_heads(obs, verdict):
                  "zh": "在 __init__ 中检查 d_model % n_heads，并抛出包含两个数值的 ValueError。"})
 def test_rejects_bad_heads(obs, verdict):
     p = obs.probe("bad_heads")
-    for key, label in (("d10_h3", "d_model=10, n_heads=3"), ("d12_h5", "d_model=12, n_heads=5")):
+    for key, arguments in (("d10_h3", "d_model=10, n_heads=3"), ("d12_h5", "d_model=12, n_heads=5")):
         outcome = p.value(key)
         if raised(outcome) != "ValueError":
-            verdict.fail(f"CausalSelfAttention({label}) {describe_outcome(outcome)}; expected ValueError")
+            verdict.fail(t("CausalSelfAttention({arguments}) {outcome}; expected ValueError",
+                           arguments=arguments, outcome=describe_outcome(outcome)))
     ok = p.value("d12_h4")
-    verdict.check(raised(ok) is None, f"CausalSelfAttention(d_model=12, n_heads=4) {describe_outcome(ok)}; it is valid and must construct")
-    verdict.ok("ValueError for (10, 3) and (12, 5); (12, 4) constructs")
+    verdict.check(raised(ok) is None, t("CausalSelfAttention(d_model=12, n_heads=4) {outcome}; it is valid and must "
+                                        "construct", outcome=describe_outcome(ok)))
+    verdict.ok(t("ValueError for (10, 3) and (12, 5); (12, 4) constructs"))
 
 
 @criterion("parameter_count_small", kind="param_count",
@@ -206,8 +229,9 @@ def test_parameter_count_small(obs, ref, verdict):
     for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small")):
         if g != w:
             d, h, f = size
-            verdict.fail(f"count_block_parameters({d}, {h}, {f}) returned {g!r}; the block has {w} parameters (off by {_off(g, w)})")
-    verdict.ok(f"exact on {len(want.value('small'))} sizes")
+            verdict.fail(t("count_block_parameters({d}, {h}, {f}) returned {got}; the block has {want} parameters "
+                           "(off by {off})", d=d, h=h, f=f, got=repr(g), want=w, off=_off(g, w)))
+    verdict.ok(t("exact on {count} sizes", count=len(want.value("small"))))
 
 
 @criterion("parameter_count_large", kind="param_count", requires=("parameter_count_small",),
@@ -219,15 +243,19 @@ def test_parameter_count_large(obs, ref, verdict):
     got, want = obs.probe("parameter_count_large"), ref.probe("parameter_count_large")
     g, w = got.value("large"), want.value("large")
     d, h, f = want.value("large_size")
-    verdict.check(g == w, f"count_block_parameters({d}, {h}, {f}) returned {g!r}; expected {w} (off by {_off(g, w)})")
+    verdict.check(g == w, t("count_block_parameters({d}, {h}, {f}) returned {got}; expected {want} (off by {off})",
+                            d=d, h=h, f=f, got=repr(g), want=w, off=_off(g, w)))
     kind = got.value("large_type")
-    verdict.check(kind == "int", f"count_block_parameters({d}, {h}, {f}) returned {g!r}, a {kind}: the value is right "
-                                 "but the count must be a Python int; use integer arithmetic only (// not /, d * d "
-                                 "not d ** 2.0 or math.pow, no float(), numpy or torch), which stays exact at any size")
-    verdict.ok(f"count_block_parameters({d}, {h}, {f}) = {w:,}, an exact Python int, without building the block")
+    verdict.check(kind == "int", t("count_block_parameters({d}, {h}, {f}) returned {got}, a {kind}: the value is right "
+                                   "but the count must be a Python int; use integer arithmetic only (// not /, d * d "
+                                   "not d ** 2.0 or math.pow, no float(), numpy or torch), which stays exact at any size",
+                                   d=d, h=h, f=f, got=repr(g), kind=kind))
+    verdict.ok(t("count_block_parameters({d}, {h}, {f}) = {want:,}, an exact Python int, without building the block",
+                 d=d, h=h, f=f, want=w))
 
 
 def _off(got, want):
+    """How far a returned count is from the block's, in words when it is not an int."""
     if isinstance(got, bool) or not isinstance(got, (int, float)):
-        return "a non-number"
-    return got - want if isinstance(got, int) else f"{got - want:g}, and it is a float, not an int"
+        return t("a non-number")
+    return got - want if isinstance(got, int) else t("{off:g}, and it is a float, not an int", off=got - want)

@@ -5,6 +5,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from grader.i18n import join, t, verbatim
 from grader.judge.compare import describe_outcome, difference, prefix_leaks, raised
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import CriterionFailed
@@ -22,6 +23,21 @@ CONTRADICTORY_BELOW = 1e-3  # below the optimum is impossible for a deterministi
 CONTRADICTORY_MARGIN = 0.05  # above the optimum: the reference ends 8.0e-05..3.7e-03 above it (100 seeds, 120 steps),
                              # a model that does not learn stays ~1.1 above; never demand lower than log 2
 
+NO_REMARK = verbatim("")  # a diagnosis that found no particular cause adds nothing to the sentence
+# What the probes call their cases, in words (the worker has no catalog); a label that is code is shown as it is.
+CASE_LABELS = {
+    "float32 tokens": t("float32 tokens"),
+    "int32 tokens": t("int32 tokens"),
+    "1-D tokens of shape [5]": t("1-D tokens of shape [5]"),
+    "empty tokens of shape [1, 0]": t("empty tokens of shape [1, 0]"),
+    "empty tokens of shape [0, 5]": t("empty tokens of shape [0, 5]"),
+    "targets of shape [2, 4] for tokens [2, 5]": t("targets of shape [2, 4] for tokens [2, 5]"),
+    "targets of shape [1, 5] for tokens [2, 5]": t("targets of shape [1, 5] for tokens [2, 5]"),
+    "int32 targets": t("int32 targets"),
+    "float32 targets": t("float32 targets"),
+    "targets all -100 (nothing scored)": t("targets all -100 (nothing scored)"),
+}
+
 A = 0.5 / math.sqrt(0.25 + 1e-5)            # the chapter's a: LayerNorm of (1, 0) is (a, -a)
 LSE = math.log(math.exp(A) + math.exp(-A) + 1.0)  # log-sum-exp of (a, -a, 0): the V=3 head row (0, 0) adds e^0
 
@@ -31,10 +47,13 @@ def _failures(cases, expected):
     return [(c["case"], c["outcome"]) for c in cases if raised(c["outcome"]) != expected]
 
 
-def _list_failures(failures, what, limit=4):
-    parts = [f"{case}: {describe_outcome(outcome)}" for case, outcome in failures[:limit]]
-    more = f"; and {len(failures) - limit} more" if len(failures) > limit else ""
-    return f"{len(failures)} {what}: " + "; ".join(parts) + more
+def _list_failures(failures, summary, limit=4):
+    """`summary` (which counts the failures), then what the first `limit` failing cases did instead."""
+    cases = join([t("{case}: {outcome}", case=CASE_LABELS.get(case, verbatim(case)), outcome=describe_outcome(outcome))
+                  for case, outcome in failures[:limit]], t("; "))
+    if len(failures) > limit:
+        return t("{summary}: {cases}; and {more} more", summary=summary, cases=cases, more=len(failures) - limit)
+    return t("{summary}: {cases}", summary=summary, cases=cases)
 
 
 def _cross_entropy(logits, targets):
@@ -52,15 +71,18 @@ def _loss_value(facts):
                  "zh": "在 __post_init__ 中依次检查：每个尺寸字段（vocab_size、block_size、d_model、n_heads、n_layers、d_ff）都是正整数；vocab_size >= 3；d_model % n_heads == 0。取模之前先确认 n_heads > 0（否则会抛出 ZeroDivisionError），并抛出写明字段名和值的 ValueError。"})
 def test_config_rejects_bad_sizes(obs, verdict):
     p = obs.probe("config")
+    total = len(p.value("bad_sizes"))
     bad = _failures(p.value("bad_sizes"), "ValueError")
     if bad:
-        verdict.fail(_list_failures(bad, f"of {len(p.value('bad_sizes'))} invalid size settings did not raise ValueError "
-                                         "(each changes one field of an otherwise valid Config)"))
+        verdict.fail(_list_failures(bad, t("{count} of {total} invalid size settings did not raise ValueError "
+                                           "(each changes one field of an otherwise valid Config)",
+                                           count=len(bad), total=total)))
     good = _failures(p.value("good_sizes"), None)
     if good:
-        verdict.fail(_list_failures(good, "valid configurations were rejected; they must construct"))
-    verdict.ok(f"ValueError for all {len(p.value('bad_sizes'))} invalid size settings (vocab_size < 3, zero or negative "
-               "sizes, heads not dividing d_model); the valid edge cases (vocab_size=3, n_heads=d_model, sizes 1) construct")
+        verdict.fail(_list_failures(good, t("{count} valid configurations were rejected; they must construct",
+                                            count=len(good))))
+    verdict.ok(t("ValueError for all {total} invalid size settings (vocab_size < 3, zero or negative sizes, heads not "
+                 "dividing d_model); the valid edge cases (vocab_size=3, n_heads=d_model, sizes 1) construct", total=total))
 
 
 @criterion("config_rejects_bad_dropout", kind="errors",
@@ -71,11 +93,12 @@ def test_config_rejects_bad_dropout(obs, verdict):
     p = obs.probe("config")
     bad = _failures(p.value("bad_dropout"), "ValueError")
     if bad:
-        verdict.fail(_list_failures(bad, "invalid dropout values did not raise ValueError"))
+        verdict.fail(_list_failures(bad, t("{count} invalid dropout values did not raise ValueError", count=len(bad))))
     good = _failures(p.value("good_dropout"), None)
     if good:
-        verdict.fail(_list_failures(good, "valid dropout values were rejected; they must construct"))
-    verdict.ok("ValueError for dropout -0.1, 1.0 and 1.5; dropout 0.0, 0.5 and 0.9 construct")
+        verdict.fail(_list_failures(good, t("{count} valid dropout values were rejected; they must construct",
+                                            count=len(good))))
+    verdict.ok(t("ValueError for dropout -0.1, 1.0 and 1.5; dropout 0.0, 0.5 and 0.9 construct"))
 
 
 @criterion("logits_shape", kind="shape",
@@ -86,23 +109,28 @@ def test_config_rejects_bad_dropout(obs, verdict):
 def test_logits_shape(obs, verdict):
     p = obs.probe("forward")
     returned = p.value("returned")
-    verdict.check(returned["type"] == "dict", f"forward returned a {returned['type']}; expected a dict with keys 'logits', 'loss', 'past_key_values'")
+    verdict.check(returned["type"] == "dict", t("forward returned a {kind}; expected a dict with keys 'logits', 'loss', "
+                                                "'past_key_values'", kind=returned["type"]))
     keys = p.value("keys")
     missing = [k for k in ("logits", "loss", "past_key_values") if k not in keys]
-    verdict.check(not missing, f"forward's dict has keys {keys}; it lacks {missing}")
+    verdict.check(not missing, t("forward's dict has keys {keys}; it lacks {missing}", keys=keys, missing=missing))
     for key, size in (("logits", [3, 5, 11]), ("full", [2, 8, 11]), ("single", [1, 1, 11])):
         got = p.value(key)
-        label = f"tokens of shape [{size[0]}, {size[1]}] (V = 11)"
+        tokens = t("tokens of shape [{batch}, {length}] (V = 11)", batch=size[0], length=size[1])
         if got["type"] != "Tensor":
-            verdict.fail(f"for {label} logits is a {got['type']}; expected a tensor of shape {size}")
+            verdict.fail(t("for {tokens} logits is a {kind}; expected a tensor of shape {want}",
+                           tokens=tokens, kind=got["type"], want=size))
         if got["shape"] != size:
-            extra = ""
             if got["shape"] in ([size[0], size[2]], [size[0], 1, size[2]]) and size[1] > 1:
-                extra = ": only the last position was returned, but every position needs its logits"
-            verdict.fail(f"for {label} logits have shape {got['shape']}; expected {size} = [B, T, V]{extra}")
+                verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]: only the last position "
+                               "was returned, but every position needs its logits",
+                               tokens=tokens, got=got["shape"], want=size))
+            verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]",
+                           tokens=tokens, got=got["shape"], want=size))
     pkv = p.value("past_key_values")
-    verdict.check(pkv["type"] == "NoneType", f"past_key_values is a {pkv['type']}; expected None (there is no cache yet)")
-    verdict.ok("logits have shape [B, T, V] for [3, 5], [2, 8] (T = block_size) and [1, 1]; past_key_values is None")
+    verdict.check(pkv["type"] == "NoneType", t("past_key_values is a {kind}; expected None (there is no cache yet)",
+                                               kind=pkv["type"]))
+    verdict.ok(t("logits have shape [B, T, V] for [3, 5], [2, 8] (T = block_size) and [1, 1]; past_key_values is None"))
 
 
 @criterion("loss_in_graph", kind="gradient",
@@ -112,21 +140,26 @@ def test_logits_shape(obs, verdict):
                  "zh": "直接返回 F.cross_entropy（或你自己的归约）得到的张量：不要用 loss.item()、.detach()、float() 或 torch.tensor(...) 重新包装，也不要在 torch.no_grad() 中计算。没有 targets 时令 loss = None。"})
 def test_loss_in_graph(obs, verdict):
     p = obs.probe("loss")
-    for key, label in (("plain", "with targets"), ("masked", "with targets holding -100 entries")):
+    for key, condition in (("plain", t("with targets")), ("masked", t("with targets holding -100 entries"))):
         facts = p.value(key)
         verdict.note(**{f"loss_{key}": facts})
         if facts["type"] != "Tensor":
-            verdict.fail(f"{label} the loss is a {facts['type']}; expected a 0-dim tensor still in the autograd graph")
+            verdict.fail(t("{condition} the loss is a {kind}; expected a 0-dim tensor still in the autograd graph",
+                           condition=condition, kind=facts["type"]))
         if facts["ndim"] != 0:
-            verdict.fail(f"{label} the loss has shape {facts['shape']}; expected a scalar (0-dim) tensor, the mean over scored positions")
+            verdict.fail(t("{condition} the loss has shape {shape}; expected a scalar (0-dim) tensor, the mean over "
+                           "scored positions", condition=condition, shape=facts["shape"]))
         if facts["grad_fn"] is None:
-            how = ("it requires grad but is a leaf with no grad_fn: it was rebuilt from a Python float "
-                   "(torch.tensor(loss.item(), requires_grad=True))" if facts["requires_grad"] else
-                   "it does not require grad and has no grad_fn: it was rebuilt from a float, detached, or computed under torch.no_grad()")
-            verdict.fail(f"{label} the loss is not connected to the model's parameters: {how}; backward() cannot reach any weight")
+            how = (t("it requires grad but is a leaf with no grad_fn: it was rebuilt from a Python float "
+                     "(torch.tensor(loss.item(), requires_grad=True))") if facts["requires_grad"] else
+                   t("it does not require grad and has no grad_fn: it was rebuilt from a float, detached, or computed "
+                     "under torch.no_grad()"))
+            verdict.fail(t("{condition} the loss is not connected to the model's parameters: {how}; backward() cannot "
+                           "reach any weight", condition=condition, how=how))
     none = p.value("without_targets")
-    verdict.check(none["type"] == "NoneType", f"without targets the loss is a {none['type']}; expected None")
-    verdict.ok(f"the loss is a 0-dim tensor with grad_fn {p.value('plain')['grad_fn']}; without targets it is None")
+    verdict.check(none["type"] == "NoneType", t("without targets the loss is a {kind}; expected None", kind=none["type"]))
+    verdict.ok(t("the loss is a 0-dim tensor with grad_fn {grad_fn}; without targets it is None",
+                 grad_fn=p.value("plain")["grad_fn"]))
 
 
 @criterion("loss_value", kind="values", requires=("logits_shape",),
@@ -136,11 +169,12 @@ def test_loss_in_graph(obs, verdict):
                  "zh": "把 logits 展平为 [B*T, V]、targets 展平为 [B*T]，用 ignore_index=-100 计算交叉熵，再除以被计分位置数（F.cross_entropy 默认的 'mean' 即如此）。targets 已经对齐：不要再移位，也不要把 -100 的位置计入平均。"})
 def test_loss_value(obs, verdict):
     p = obs.probe("loss")
-    for key, label in (("plain", "targets without -100"), ("masked", "targets with some -100 entries")):
+    for key, targets_kind in (("plain", t("targets without -100")), ("masked", t("targets with some -100 entries"))):
         facts = p.value(key)
         got = _loss_value(facts)
         if got is None:
-            verdict.fail(f"with {label} the loss is a {facts['type']} without a single value; expected a scalar")
+            verdict.fail(t("with {targets} the loss is a {kind} without a single value; expected a scalar",
+                           targets=targets_kind, kind=facts["type"]))
         logits, targets = p.tensor(f"{key}_logits"), p.tensor(f"{key}_targets")
         want = _cross_entropy(logits, targets)
         verdict.note(**{f"{key}_loss": got, f"{key}_expected": want})
@@ -150,16 +184,19 @@ def test_loss_value(obs, verdict):
         flat = F.cross_entropy(logits.double().reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                ignore_index=IGNORE_INDEX, reduction="sum")
         shifted = _cross_entropy(logits[:, :-1], targets[:, 1:])
-        cause = ""
+        cause = NO_REMARK
         if abs(got - float(flat) / total) <= 1e-4 and scored != total:
-            cause = f" = the summed cross-entropy divided by all {total} positions: the {total - scored} ignored positions are counted in the mean"
+            cause = t(" = the summed cross-entropy divided by all {total} positions: the {ignored} ignored positions are "
+                      "counted in the mean", total=total, ignored=total - scored)
         elif abs(got - shifted) <= 1e-4:
-            cause = " = the cross-entropy of logits[:, :-1] against targets[:, 1:]: the targets are shifted a second time inside forward"
-        verdict.fail(f"with {label} ({scored} of {total} positions scored) your loss is {got:.6g}, but the mean "
-                     f"cross-entropy of your own logits over the scored positions is {want:.6g} "
-                     f"(difference {abs(got - want):.3g}){cause}")
-    verdict.ok(f"the loss equals the mean cross-entropy of the returned logits over the scored positions, "
-               f"with and without -100 entries (within {LOSS_TOLERANCE:g})")
+            cause = t(" = the cross-entropy of logits[:, :-1] against targets[:, 1:]: the targets are shifted a second "
+                      "time inside forward")
+        verdict.fail(t("with {targets} ({scored} of {total} positions scored) your loss is {got:.6g}, but the mean "
+                       "cross-entropy of your own logits over the scored positions is {want:.6g} "
+                       "(difference {difference:.3g}){cause}", targets=targets_kind, scored=scored, total=total,
+                       got=got, want=want, difference=abs(got - want), cause=cause))
+    verdict.ok(t("the loss equals the mean cross-entropy of the returned logits over the scored positions, "
+                 "with and without -100 entries (within {tolerance:g})", tolerance=LOSS_TOLERANCE))
 
 
 @criterion("logits_match_reference", kind="values", requires=("logits_shape",),
@@ -169,9 +206,9 @@ def test_loss_value(obs, verdict):
 def test_logits_match_reference(obs, ref, verdict):
     got, want = obs.probe("reference_values").tensor("logits"), ref.probe("reference_values").tensor("logits")
     problem = difference(got, want, atol=VALUE_TOLERANCE, rtol=1e-4)
-    verdict.check(problem is None, f"with every parameter set to the same seeded values as the reference "
-                                   f"(tokens [2, 7], two blocks), the logits differ: {problem}")
-    verdict.ok(f"with the same weights the logits match the reference within {VALUE_TOLERANCE:g}")
+    verdict.check(problem is None, t("with every parameter set to the same seeded values as the reference "
+                                     "(tokens [2, 7], two blocks), the logits differ: {problem}", problem=problem))
+    verdict.ok(t("with the same weights the logits match the reference within {tolerance:g}", tolerance=VALUE_TOLERANCE))
 
 
 @criterion("hand_computed_limit", kind="values",
@@ -183,39 +220,50 @@ def test_hand_computed_limit(obs, verdict):
     p = obs.probe("hand_limit")
     expected = {"high": torch.tensor([[[A, -A, 0.0], [-A, A, 0.0]]]), "low": torch.tensor([[[-A, A, 0.0], [A, -A, 0.0]]])}
     closed = {"high": LSE + A, "low": LSE - A}
-    heads = {"high": "head rows (1,0), (0,1), (0,0)", "low": "head rows 0 and 1 swapped"}
+    heads = {"high": t("head rows (1,0), (0,1), (0,0)"), "low": t("head rows 0 and 1 swapped")}
     losses = {}
     for key in ("high", "low"):
         logits = p.tensor(f"logits_{key}")
         if list(logits.shape) != [1, 2, 3]:
-            extra = ": only the last position was returned" if list(logits.shape) in ([1, 3], [1, 1, 3]) else ""
-            verdict.fail(f"tokens [[0, 1]] with V=3 gave logits of shape {list(logits.shape)}; expected [1, 2, 3]{extra}")
+            if list(logits.shape) in ([1, 3], [1, 1, 3]):
+                verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]: only the last "
+                               "position was returned", shape=list(logits.shape)))
+            verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]",
+                           shape=list(logits.shape)))
         problem = difference(logits, expected[key], atol=LIMIT_TOLERANCE)
         if problem:
             raw = difference(logits, torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]]) if key == "high"
                              else torch.tensor([[[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]]), atol=LIMIT_TOLERANCE) is None
-            cause = ": they equal the head applied to the raw embeddings, so final_norm was skipped" if raw else ""
             never = [name for name, calls in p.value("hook_calls").items() if calls == 0]
-            if never and not raw:
-                cause += (f"; forward never called {', '.join(never)} (the limit is set up through each module's "
-                          "output: skipped, or its .forward called directly instead of the module)")
-            verdict.fail(f"with {heads[key]} the logits should be {'(a,-a,0), (-a,a,0)' if key == 'high' else '(-a,a,0), (a,-a,0)'} "
-                         f"with a = {A:.7f}; {problem}{cause}")
+            cause = NO_REMARK
+            if raw:
+                cause = t(": they equal the head applied to the raw embeddings, so final_norm was skipped")
+            elif never:
+                cause = t("; forward never called {modules} (the limit is set up through each module's output: skipped, "
+                          "or its .forward called directly instead of the module)", modules=", ".join(never))
+            verdict.fail(t("with {heads} the logits should be {logits} with a = {a:.7f}; {problem}{cause}",
+                           heads=heads[key], logits="(a,-a,0), (-a,a,0)" if key == "high" else "(-a,a,0), (a,-a,0)",
+                           a=A, problem=problem, cause=cause))
         losses[key] = _loss_value(p.value(f"loss_{key}"))
         if losses[key] is None:
-            verdict.fail(f"with targets [[1, 0]] the loss is a {p.value(f'loss_{key}')['type']}; expected a scalar")
+            verdict.fail(t("with targets [[1, 0]] the loss is a {kind}; expected a scalar",
+                           kind=p.value(f"loss_{key}")["type"]))
     verdict.note(loss_high=losses["high"], loss_low=losses["low"], expected_high=closed["high"], expected_low=closed["low"], a=A)
     for key in ("high", "low"):
         if not abs(losses[key] - closed[key]) <= LIMIT_TOLERANCE:  # NaN fails too
             other = closed["low" if key == "high" else "high"]
-            cause = ("; it is the value of the other head ordering, which is what scoring logits[:, 0] against targets[:, 1] "
-                     "gives: the targets look shifted a second time" if abs(losses[key] - other) <= LIMIT_TOLERANCE else "")
-            verdict.fail(f"with {heads[key]} and targets [[1, 0]] the loss is {losses[key]:.6f}; the closed form "
-                         f"log(e^a + e^-a + 1) {'+' if key == 'high' else '-'} a = {closed[key]:.6f} (the mean over both positions){cause}")
+            cause = (t("; it is the value of the other head ordering, which is what scoring logits[:, 0] against "
+                       "targets[:, 1] gives: the targets look shifted a second time")
+                     if abs(losses[key] - other) <= LIMIT_TOLERANCE else NO_REMARK)
+            verdict.fail(t("with {heads} and targets [[1, 0]] the loss is {loss:.6f}; the closed form "
+                           "log(e^a + e^-a + 1) {sign} a = {closed:.6f} (the mean over both positions){cause}",
+                           heads=heads[key], loss=losses[key], sign="+" if key == "high" else "-", closed=closed[key],
+                           cause=cause))
     gap = losses["high"] - losses["low"]
-    verdict.check(abs(gap - 2 * A) <= LIMIT_TOLERANCE, f"loss_high - loss_low = {gap:.6f}; expected exactly 2a = {2 * A:.6f}")
-    verdict.ok(f"logits (a,-a,0), (-a,a,0); loss_high {losses['high']:.6f} and loss_low {losses['low']:.6f} match the "
-               f"closed forms and differ by 2a = {2 * A:.6f}")
+    verdict.check(abs(gap - 2 * A) <= LIMIT_TOLERANCE, t("loss_high - loss_low = {gap:.6f}; expected exactly 2a = "
+                                                         "{two_a:.6f}", gap=gap, two_a=2 * A))
+    verdict.ok(t("logits (a,-a,0), (-a,a,0); loss_high {high:.6f} and loss_low {low:.6f} match the closed forms and "
+                 "differ by 2a = {two_a:.6f}", high=losses["high"], low=losses["low"], two_a=2 * A))
 
 
 @criterion("causality", kind="causality", requires=("logits_shape",),
@@ -226,31 +274,35 @@ def test_causality(obs, verdict):
     p = obs.probe("causality")
     base, repeat = p.tensor("base"), p.tensor("repeat")
     if list(base.shape) != CAUSAL_SHAPE or list(repeat.shape) != CAUSAL_SHAPE:
-        verdict.fail(f"tokens of shape {CAUSAL_SHAPE[:2]} (V = {CAUSAL_SHAPE[2]}) gave logits of shape {list(base.shape)}, "
-                     f"then {list(repeat.shape)}; expected {CAUSAL_SHAPE}")
+        verdict.fail(t("tokens of shape {tokens} (V = {vocab}) gave logits of shape {first}, then {second}; expected {want}",
+                       tokens=CAUSAL_SHAPE[:2], vocab=CAUSAL_SHAPE[2], first=list(base.shape), second=list(repeat.shape),
+                       want=CAUSAL_SHAPE))
     repeat_change = float((repeat.double() - base.double()).abs().max())
     perturbed = []
-    for t in range(CAUSAL_SHAPE[1] - 1):
-        out = p.tensor(f"changed_after_{t}")
+    for position in range(CAUSAL_SHAPE[1] - 1):
+        out = p.tensor(f"changed_after_{position}")
         if list(out.shape) != CAUSAL_SHAPE:
-            verdict.fail(f"after changing the tokens after position {t} the logits have shape {list(out.shape)}; expected {CAUSAL_SHAPE}")
+            verdict.fail(t("after changing the tokens after position {position} the logits have shape {shape}; "
+                           "expected {want}", position=position, shape=list(out.shape), want=CAUSAL_SHAPE))
         perturbed.append(out)
     leaks = prefix_leaks(base, perturbed, axis=1)
     verdict.note(max_change_per_prefix=leaks, repeat_change=repeat_change)
     if not torch.isfinite(base).all():
-        verdict.fail(f"the logits hold {int((~torch.isfinite(base)).sum())} non-finite values (NaN or inf) for valid tokens, "
-                     "so no change can be measured")
+        verdict.fail(t("the logits hold {count} non-finite values (NaN or inf) for valid tokens, so no change can be "
+                       "measured", count=int((~torch.isfinite(base)).sum())))
     if not repeat_change == 0.0:  # NaN fails too
-        verdict.fail(f"with dropout=0.3 in eval mode two calls on the same tokens already differ by {repeat_change:.3g}: "
-                     "dropout is still active in eval mode, so no prefix stays fixed (use nn.Dropout or F.dropout(training=self.training))")
-    bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
+        verdict.fail(t("with dropout=0.3 in eval mode two calls on the same tokens already differ by {change:.3g}: "
+                       "dropout is still active in eval mode, so no prefix stays fixed (use nn.Dropout or "
+                       "F.dropout(training=self.training))", change=repeat_change))
+    bad = [position for position, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
-        t = bad[0]
-        change = "became NaN" if math.isnan(leaks[t]) else f"by up to {leaks[t]:.3g}"
-        verdict.fail(f"changing the tokens after position {t} changed the logits at positions 0..{t} {change} "
-                     f"(expected no change at all); {len(bad)} of {len(leaks)} prefixes leak")
-    verdict.ok(f"replacing every future suffix (after positions 0..{len(leaks) - 1}) left all earlier logits unchanged "
-               f"(max change {max(leaks):.1e}), float64, eval mode with dropout=0.3")
+        first = bad[0]
+        change = t("became NaN") if math.isnan(leaks[first]) else t("by up to {leak:.3g}", leak=leaks[first])
+        verdict.fail(t("changing the tokens after position {position} changed the logits at positions 0..{position} "
+                       "{change} (expected no change at all); {leaking} of {prefixes} prefixes leak",
+                       position=first, change=change, leaking=len(bad), prefixes=len(leaks)))
+    verdict.ok(t("replacing every future suffix (after positions 0..{last}) left all earlier logits unchanged "
+                 "(max change {change:.1e}), float64, eval mode with dropout=0.3", last=len(leaks) - 1, change=max(leaks)))
 
 
 @criterion("eval_deterministic", kind="determinism",
@@ -260,8 +312,9 @@ def test_causality(obs, verdict):
 def test_eval_deterministic(obs, verdict):
     p = obs.probe("determinism")
     problem = difference(p.tensor("second"), p.tensor("first"), atol=0.0)
-    verdict.check(problem is None, f"with dropout=0.5 in eval mode two calls on the same tokens differ: {problem}")
-    verdict.ok("with dropout=0.5, two eval-mode calls on the same tokens give bitwise identical logits")
+    verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same tokens differ: {problem}",
+                                     problem=problem))
+    verdict.ok(t("with dropout=0.5, two eval-mode calls on the same tokens give bitwise identical logits"))
 
 
 @criterion("gradients_reach_every_parameter", kind="gradient",
@@ -273,42 +326,51 @@ def test_gradients_reach_every_parameter(obs, verdict):
     facts, backward = p.value("loss"), p.value("backward")
     verdict.note(loss=facts)
     if facts["type"] != "Tensor":
-        verdict.fail(f"the loss is a {facts['type']}, not a tensor: loss.backward() cannot run, so no parameter can learn")
+        verdict.fail(t("the loss is a {kind}, not a tensor: loss.backward() cannot run, so no parameter can learn",
+                       kind=facts["type"]))
     if facts["grad_fn"] is None:
-        rebuilt = " (a leaf tensor with requires_grad=True: it was rebuilt from a Python float, e.g. torch.tensor(loss.item(), requires_grad=True))" \
-            if facts["requires_grad"] else " (it does not even require grad: rebuilt from a float, detached, or computed under no_grad)"
-        after = describe_outcome(backward) if raised(backward) else "gives them no gradient"
-        verdict.fail(f"the loss has no grad_fn{rebuilt}: it is not connected to the model's parameters, so loss.backward() {after}")
+        rebuilt = (t("a leaf tensor with requires_grad=True: it was rebuilt from a Python float, e.g. "
+                     "torch.tensor(loss.item(), requires_grad=True)") if facts["requires_grad"] else
+                   t("it does not even require grad: rebuilt from a float, detached, or computed under no_grad"))
+        after = describe_outcome(backward) if raised(backward) else t("gives them no gradient")
+        verdict.fail(t("the loss has no grad_fn ({rebuilt}): it is not connected to the model's parameters, so "
+                       "loss.backward() {after}", rebuilt=rebuilt, after=after))
     if raised(backward):
-        verdict.fail(f"loss.backward() {describe_outcome(backward)}")
+        verdict.fail(t("loss.backward() {outcome}", outcome=describe_outcome(backward)))
     grads = {name: _gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
     verdict.note(grads=grads)
     none = [n for n, g in grads.items() if g is None]
     if none:
-        verdict.fail(f"{len(none)} of {len(grads)} parameters received no gradient (not on the path from tokens to the loss): "
-                     + ", ".join(none[:6]) + (" ..." if len(none) > 6 else ""))
+        verdict.fail(t("{count} of {total} parameters received no gradient (not on the path from tokens to the loss): "
+                       "{names}", count=len(none), total=len(grads),
+                       names=", ".join(none[:6]) + (" ..." if len(none) > 6 else "")))
     bad = [n for n, g in grads.items() if not g["finite"]]
-    verdict.check(not bad, f"non-finite (NaN or inf) gradients in {', '.join(bad[:6])}")
+    verdict.check(not bad, t("non-finite (NaN or inf) gradients in {names}", names=", ".join(bad[:6])))
     zero = [n for n, g in grads.items() if g["norm"] == 0.0]
-    verdict.check(not zero, f"all-zero gradients in {', '.join(zero[:6])}: with a random init every parameter tensor should move the loss")
+    verdict.check(not zero, t("all-zero gradients in {names}: with a random init every parameter tensor should move the "
+                              "loss", names=", ".join(zero[:6])))
     token_rows, position_rows = _largest_per_row(p, "token_embedding_grad"), _largest_per_row(p, "position_embedding_grad")
     unused, used, T = p.value("unused_tokens"), p.value("used_tokens"), p.value("T")
     leaked = [(i, token_rows[i]) for i in unused if token_rows[i] != 0.0]
     if leaked:
-        verdict.fail(f"token ids {[i for i, _ in leaked]} never appear in the batch, yet their embedding rows got gradient up to "
-                     f"{max(v for _, v in leaked):.3g}; expected exactly 0")
-    beyond = [(t, v) for t, v in enumerate(position_rows) if t >= T and v != 0.0]
+        verdict.fail(t("token ids {ids} never appear in the batch, yet their embedding rows got gradient up to "
+                       "{largest:.3g}; expected exactly 0", ids=[i for i, _ in leaked], largest=max(v for _, v in leaked)))
+    beyond = [(row, v) for row, v in enumerate(position_rows) if row >= T and v != 0.0]
     if beyond:
-        verdict.fail(f"position rows {[t for t, _ in beyond]} lie beyond T = {T} yet got gradient up to {max(v for _, v in beyond):.3g}; expected exactly 0")
-    unused_pos = [t for t in range(T) if position_rows[t] == 0.0]
+        verdict.fail(t("position rows {rows} lie beyond T = {length} yet got gradient up to {largest:.3g}; expected "
+                       "exactly 0", rows=[row for row, _ in beyond], length=T, largest=max(v for _, v in beyond)))
+    unused_pos = [row for row in range(T) if position_rows[row] == 0.0]
     if unused_pos == [T - 1]:
-        verdict.fail(f"position row {T - 1} (the last position, T = {T}) got no gradient: the last position's logits never reach "
-                     "the loss; are the targets shifted a second time (logits[:, :-1] against targets[:, 1:])?")
-    verdict.check(not unused_pos, f"position rows {unused_pos} (< T = {T}) got no gradient: positions 0..T-1 must be added")
+        verdict.fail(t("position row {row} (the last position, T = {length}) got no gradient: the last position's logits "
+                       "never reach the loss; are the targets shifted a second time (logits[:, :-1] against "
+                       "targets[:, 1:])?", row=T - 1, length=T))
+    verdict.check(not unused_pos, t("position rows {rows} (< T = {length}) got no gradient: positions 0..T-1 must be "
+                                    "added", rows=unused_pos, length=T))
     dead = [i for i in used if token_rows[i] == 0.0]
-    verdict.check(not dead, f"token ids {dead} appear in the batch but their embedding rows got no gradient")
-    verdict.ok(f"all {len(grads)} parameter tensors got finite, non-zero gradients; the {len(unused)} unused token rows and the "
-               f"position rows {T}..{len(position_rows) - 1} got exactly zero")
+    verdict.check(not dead, t("token ids {ids} appear in the batch but their embedding rows got no gradient", ids=dead))
+    verdict.ok(t("all {count} parameter tensors got finite, non-zero gradients; the {unused} unused token rows and the "
+                 "position rows {first}..{last} got exactly zero", count=len(grads), unused=len(unused), first=T,
+                 last=len(position_rows) - 1))
 
 
 def _gradient_summary(p, key):
@@ -322,8 +384,8 @@ def _gradient_summary(p, key):
 def _largest_per_row(p, key):
     """The largest absolute gradient of each row of an embedding table (NaN where a row holds NaN)."""
     if key in p.not_tensors:
-        raise CriterionFailed(f"the embedding table `{key.removesuffix('_grad')}` received no gradient (its .grad is "
-                              f"{p.not_tensors[key]})")
+        raise CriterionFailed(t("the embedding table `{table}` received no gradient (its .grad is {grad})",
+                                table=key.removesuffix("_grad"), grad=p.not_tensors[key]))
     grad = p.tensor(key).double()
     return [float(row.abs().max()) if row.numel() else 0.0 for row in grad.reshape(grad.shape[0], -1)]
 
@@ -338,13 +400,18 @@ def test_registration(obs, ref, verdict):
     verdict.note(parameter_count=count, expected_count=expected, blocks_type=got.value("blocks_type"),
                  distinct_blocks=got.value("distinct_blocks"))
     if not got.value("is_module_list"):
-        verdict.fail(f"model.blocks is a {got.value('blocks_type')}, not an nn.ModuleList: its blocks are not registered, so "
-                     f"model.parameters() holds {count:,} parameters instead of {expected:,}")
+        verdict.fail(t("model.blocks is a {kind}, not an nn.ModuleList: its blocks are not registered, so "
+                       "model.parameters() holds {count:,} parameters instead of {expected:,}",
+                       kind=got.value("blocks_type"), count=count, expected=expected))
     if got.value("n_blocks") != n or got.value("distinct_blocks") != n:
-        verdict.fail(f"with n_layers={n} model.blocks holds {got.value('n_blocks')} entries but only {got.value('distinct_blocks')} "
-                     f"distinct block objects: the layers share weights ({count:,} parameters instead of {expected:,})")
-    verdict.check(count == expected, f"the model has {count:,} parameters; the contract's model has {expected:,} (off by {count - expected:,})")
-    verdict.ok(f"{n} distinct blocks in an nn.ModuleList; {count:,} parameters, as the reference")
+        verdict.fail(t("with n_layers={n_layers} model.blocks holds {entries} entries but only {distinct} distinct block "
+                       "objects: the layers share weights ({count:,} parameters instead of {expected:,})",
+                       n_layers=n, entries=got.value("n_blocks"), distinct=got.value("distinct_blocks"), count=count,
+                       expected=expected))
+    verdict.check(count == expected, t("the model has {count:,} parameters; the contract's model has {expected:,} "
+                                       "(off by {off:,})", count=count, expected=expected, off=count - expected))
+    verdict.ok(t("{n_layers} distinct blocks in an nn.ModuleList; {count:,} parameters, as the reference",
+                 n_layers=n, count=count))
 
 
 @criterion("rejects_too_long", kind="errors",
@@ -355,12 +422,15 @@ def test_rejects_too_long(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("too_long"), "ValueError")
     if bad:
-        wrapped = any(raised(o) is None for _, o in bad)
-        verdict.fail(_list_failures(bad, "sequences longer than block_size = 8 did not raise ValueError")
-                     + ("; returning logits means the positions were wrapped or clipped" if wrapped else ""))
+        failures = _list_failures(bad, t("{count} sequences longer than block_size = 8 did not raise ValueError",
+                                         count=len(bad)))
+        if any(raised(o) is None for _, o in bad):
+            verdict.fail(t("{failures}; returning logits means the positions were wrapped or clipped", failures=failures))
+        verdict.fail(failures)
     ok = _failures(p.value("at_block_size"), None)
-    verdict.check(not ok, _list_failures(ok, "sequences of exactly block_size tokens were rejected; they are valid"))
-    verdict.ok("ValueError for T = 9 and T = 16 with block_size = 8; T = 8 runs")
+    verdict.check(not ok, _list_failures(ok, t("{count} sequences of exactly block_size tokens were rejected; they are "
+                                               "valid", count=len(ok))))
+    verdict.ok(t("ValueError for T = 9 and T = 16 with block_size = 8; T = 8 runs"))
 
 
 @criterion("rejects_bad_tokens", kind="errors",
@@ -371,8 +441,8 @@ def test_rejects_too_long(obs, verdict):
 def test_rejects_bad_tokens(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("bad_tokens"), "ValueError")
-    verdict.check(not bad, _list_failures(bad, "bad token tensors did not raise ValueError"))
-    verdict.ok("ValueError for float32 and int32 tokens, 1-D tokens, and empty shapes [1, 0] and [0, 5]")
+    verdict.check(not bad, _list_failures(bad, t("{count} bad token tensors did not raise ValueError", count=len(bad))))
+    verdict.ok(t("ValueError for float32 and int32 tokens, 1-D tokens, and empty shapes [1, 0] and [0, 5]"))
 
 
 @criterion("rejects_bad_targets", kind="errors",
@@ -382,8 +452,8 @@ def test_rejects_bad_tokens(obs, verdict):
 def test_rejects_bad_targets(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("bad_targets"), "ValueError")
-    verdict.check(not bad, _list_failures(bad, "bad targets did not raise ValueError"))
-    verdict.ok("ValueError for targets of another shape ([2, 4], [1, 5]), int32 and float32 targets, and all -100")
+    verdict.check(not bad, _list_failures(bad, t("{count} bad targets did not raise ValueError", count=len(bad))))
+    verdict.ok(t("ValueError for targets of another shape ([2, 4], [1, 5]), int32 and float32 targets, and all -100"))
 
 
 @criterion("cache_not_implemented", kind="errors",
@@ -393,24 +463,27 @@ def test_rejects_bad_targets(obs, verdict):
 def test_cache_not_implemented(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("cache"), "NotImplementedError")
-    verdict.check(not bad, _list_failures(bad, "cache requests did not raise NotImplementedError"))
-    verdict.ok("NotImplementedError for past_key_values given and for use_cache=True; a normal forward works")
+    verdict.check(not bad, _list_failures(bad, t("{count} cache requests did not raise NotImplementedError",
+                                                 count=len(bad))))
+    verdict.ok(t("NotImplementedError for past_key_values given and for use_cache=True; a normal forward works"))
 
 
 def _own_loss_note(p, judged):
     """A remark when the loss forward reported differs from the cross-entropy of its own logits on the same batch."""
     own = _loss_value(p.value("final_loss"))
     if own is None or abs(own - judged) <= 1e-3:
-        return ""
-    return (f"; your forward reported a loss of {own:.4g} for the same batch, so the loss it optimises is not the "
-            "cross-entropy of its logits against these targets")
+        return NO_REMARK
+    return t("; your forward reported a loss of {own:.4g} for the same batch, so the loss it optimises is not the "
+             "cross-entropy of its logits against these targets", own=own)
 
 
-def _training_summary(p):
+def _training_summary(p, verdict):
+    """The training curve, the final eval-mode logits and targets, and the cross-entropy of those logits."""
     curve = p.value("curve")
     logits, targets = p.tensor("logits"), p.tensor("targets")
-    if list(logits.shape[:2]) != list(targets.shape):
-        raise ValueError(f"logits of shape {list(logits.shape)} for targets of shape {list(targets.shape)}")
+    verdict.check(list(logits.shape[:2]) == list(targets.shape),
+                  t("after training, logits of shape {logits} for targets of shape {targets}",
+                    logits=list(logits.shape), targets=list(targets.shape)))
     return curve, logits, targets, _cross_entropy(logits, targets)
 
 
@@ -421,19 +494,20 @@ def _training_summary(p):
                  "zh": "如果 loss 几乎不动，说明 loss 没有连到参数（loss.item() 重新包装、detach）或目标被移位；如果 loss 下降但预测不对，检查目标对齐（targets[:, t] 是 tokens[:, t] 之后的词元，不要再移一次）。"})
 def test_overfit_fixed_batch(obs, verdict):
     p = obs.probe("overfit")
-    try:
-        curve, logits, targets, final = _training_summary(p)
-    except ValueError as exc:
-        verdict.fail(f"after training, {exc}")
+    curve, logits, targets, final = _training_summary(p, verdict)
     pred = logits.argmax(-1)
     verdict.note(curve=curve, final_eval_loss=final, prediction=pred.tolist(), targets=targets.tolist())
-    start = f"{curve[0]:.4f}" if curve else "n/a"
+    start = verbatim(f"{curve[0]:.4f}") if curve else t("n/a")
     if not final < OVERFIT_THRESHOLD:
-        verdict.fail(f"after {p.value('steps')} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your "
-                     f"logits against y) is {final:.4f}, first training loss {start}; expected below {OVERFIT_THRESHOLD} "
-                     f"(the reference reaches about 5e-05){_own_loss_note(p, final)}")
-    verdict.check(torch.equal(pred, targets), f"the eval loss is {final:.4g} but the predictions {pred.tolist()} differ from the targets {targets.tolist()}")
-    verdict.ok(f"after {p.value('steps')} steps the eval loss fell from {start} to {final:.2e} and argmax equals the targets")
+        verdict.fail(t("after {steps} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your logits "
+                       "against y) is {loss:.4f}, first training loss {start}; expected below {threshold} (the reference "
+                       "reaches about 5e-05){remark}", steps=p.value("steps"), loss=final, start=start,
+                       threshold=OVERFIT_THRESHOLD, remark=_own_loss_note(p, final)))
+    verdict.check(torch.equal(pred, targets), t("the eval loss is {loss:.4g} but the predictions {predicted} differ from "
+                                                "the targets {targets}", loss=final, predicted=pred.tolist(),
+                                                targets=targets.tolist()))
+    verdict.ok(t("after {steps} steps the eval loss fell from {start} to {loss:.2e} and argmax equals the targets",
+                 steps=p.value("steps"), start=start, loss=final))
 
 
 @criterion("contradictory_labels", kind="overfit", requires=("logits_shape",),
@@ -443,26 +517,27 @@ def test_overfit_fixed_batch(obs, verdict):
                  "zh": "两条相同输入、不同目标的样本，最好也只能各得 1/2 的概率（该处损失为 log 2）。低于这个最优值说明模型看到了不该看的信息；远高于它说明没有在学习（loss 断图、目标移位、缺少位置）。"})
 def test_contradictory_labels(obs, verdict):
     p = obs.probe("contradictory")
-    try:
-        curve, logits, targets, final = _training_summary(p)
-    except ValueError as exc:
-        verdict.fail(f"after training, {exc}")
+    curve, logits, targets, final = _training_summary(p, verdict)
     tokens = p.tensor("tokens")
     B, T = targets.shape
-    contradictory = [t for t in range(T) if len(set(targets[:, t].tolist())) > 1]
+    contradictory = [position for position in range(T) if len(set(targets[:, position].tolist())) > 1]
     optimum = 0.0
-    for t in range(T):
-        column = targets[:, t].tolist()
+    for position in range(T):
+        column = targets[:, position].tolist()
         optimum -= sum(column.count(v) * math.log(column.count(v) / B) for v in set(column))
     optimum /= B * T
     verdict.note(curve=curve, final_eval_loss=final, optimum=optimum, contradictory_positions=contradictory)
-    verdict.check(bool((tokens == tokens[0]).all()), "internal: the two input rows should be identical")
-    where = (f"two identical rows of {T} tokens whose targets differ at positions {contradictory} "
-             f"(optimum = {len(contradictory)} x log 2 / {T} = {optimum:.4f})")
+    verdict.check(bool((tokens == tokens[0]).all()), t("internal: the two input rows should be identical"))
+    where = t("two identical rows of {length} tokens whose targets differ at positions {positions} "
+              "(optimum = {count} x log 2 / {length} = {optimum:.4f})",
+              length=T, positions=contradictory, count=len(contradictory), optimum=optimum)
     if final < optimum - CONTRADICTORY_BELOW:
-        verdict.fail(f"for {where} the eval loss is {final:.4f}, below the optimum: no deterministic model of the "
-                     "input can do that; the logits must depend on something other than the tokens")
+        verdict.fail(t("for {where} the eval loss is {loss:.4f}, below the optimum: no deterministic model of the input "
+                       "can do that; the logits must depend on something other than the tokens", where=where, loss=final))
     if not final <= optimum + CONTRADICTORY_MARGIN:  # NaN fails too
-        verdict.fail(f"for {where} the eval loss after {p.value('steps')} steps is {final:.4f}, {final - optimum:.3f} above "
-                     f"the optimum (allowed {CONTRADICTORY_MARGIN}); the reference ends within 0.004 of it{_own_loss_note(p, final)}")
-    verdict.ok(f"for {where} the eval loss is {final:.4f}, within [{-CONTRADICTORY_BELOW:g}, +{CONTRADICTORY_MARGIN:g}] of the optimum")
+        verdict.fail(t("for {where} the eval loss after {steps} steps is {loss:.4f}, {excess:.3f} above the optimum "
+                       "(allowed {margin}); the reference ends within 0.004 of it{remark}", where=where,
+                       steps=p.value("steps"), loss=final, excess=final - optimum, margin=CONTRADICTORY_MARGIN,
+                       remark=_own_loss_note(p, final)))
+    verdict.ok(t("for {where} the eval loss is {loss:.4f}, within [{below:g}, +{margin:g}] of the optimum",
+                 where=where, loss=final, below=-CONTRADICTORY_BELOW, margin=CONTRADICTORY_MARGIN))
