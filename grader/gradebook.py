@@ -259,6 +259,8 @@ class ExerciseSummary:
 
 @dataclass
 class CriterionRate:
+    """One criterion over the submissions with a verdict."""
+
     exercise: str
     criterion: str
     title: dict[str, str]
@@ -288,10 +290,10 @@ class ClassSummary:
     exercises: list[ExerciseSummary]
     most_failed: list[CriterionRate]  # the criteria failed most often, most first
     rates: list[CriterionRate]        # every criterion, in course order
-    with_roster: bool = False         # a roster names the students
+    has_roster: bool = False          # a roster names the students
 
 
-MOST_FAILED = 10
+MOST_FAILED = 10   # criteria the class report names as failed most: enough to plan a lesson around
 
 
 def class_summary(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None) -> ClassSummary:
@@ -342,7 +344,8 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
             ex.id, {"en": ex.title_en, "zh": ex.title_zh}, ex.max_points,
             round(sum(points) / len(points), 2) if points else 0.0,
             sum(p >= ex.max_points for p in points),
-            sum(all(st == "not_attempted" for st in by_exercise.get((name, ex.id), ["not_attempted"])) for name in judged)))
+            sum(all(st == "not_attempted" for st in by_exercise.get((name, ex.id), ["not_attempted"]))
+                for name in judged)))
     rates = []
     for ex in course.exercises:
         for meta in criteria_of(ex.id):
@@ -354,5 +357,6 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
             rates.append(CriterionRate(ex.id, meta.id, dict(meta.title), passed, failed, total,
                                        said(common[0]) if common else None, common[1] if common else 0))
     most_failed = sorted((r for r in rates if r.failed), key=lambda r: -r.failed)[:MOST_FAILED]
-    return ClassSummary(sum(line.submission != "" for line in students), n, left_out, round(sum(percents) / n, 2) if n else 0.0, round(median, 2),
-                        histogram, students, exercises, most_failed, rates, roster is not None)
+    return ClassSummary(sum(line.submission != "" for line in students), n, left_out,
+                        round(sum(percents) / n, 2) if n else 0.0, round(median, 2), histogram, students, exercises,
+                        most_failed, rates, roster is not None)

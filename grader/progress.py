@@ -80,7 +80,8 @@ class BatchProgress:
         with self._lock:
             filled = int(width * self.done / self.total) if self.total else width
             percent = 100 * self.done // self.total if self.total else 100
-            text = f"[{self.done:>{len(str(self.total))}}/{self.total}] {'#' * filled}{'.' * (width - filled)} {percent:>3}%"
+            count = f"[{self.done:>{len(str(self.total))}}/{self.total}]"
+            text = f"{count} {'#' * filled}{'.' * (width - filled)} {percent:>3}%"
             if self.graded < self.to_grade:
                 text += f"  ETA {duration(eta)}" if eta is not None else "  ETA measuring"
             if self.in_flight:

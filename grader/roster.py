@@ -44,7 +44,8 @@ def read_roster(path: Path) -> list[Student]:
     reader = csv.reader(text.splitlines())
     header = [h.strip().casefold() for h in next(reader, [])]
     if "id" not in header:
-        raise RosterError(f"{path}: the first row must name the columns id, name, email (found: {', '.join(header) or 'nothing'})")
+        found = ", ".join(header) or "nothing"
+        raise RosterError(f"{path}: the first row must name the columns id, name, email (found: {found})")
     where = {column: header.index(column) for column in COLUMNS if column in header}
     students, seen = [], set()
     for line, row in enumerate(reader, start=2):
