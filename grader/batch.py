@@ -23,15 +23,17 @@ from pathlib import Path
 
 from grader.i18n import Text, t, verbatim
 from grader.course import Course
-from grader.gradebook import GRADER_ERROR, Gradebook, class_summary, content_hash, grader_key, grades_csv
+from grader.gradebook import (GRADER_ERROR, UNREADABLE, Gradebook, class_summary, content_hash, grader_key,
+                              grades_csv)
 from grader.outcome import failure_rows, now, outcome_of
+from grader.progress import BatchProgress
 from grader.reporting import write_atomic
+from grader.roster import Student
 
 MAX_ZIP_MEMBERS = 2000
 MAX_ZIP_FILE_BYTES = 16 << 20
 MAX_ZIP_TOTAL_BYTES = 64 << 20
 MAX_NAME_BYTES = 255          # one path component, as most file systems allow
-UNREADABLE = "unreadable"     # a submission's status when it holds nothing the grader may read: final
 LOCK_FILE = ".batch.lock"
 
 
@@ -206,21 +208,44 @@ def batch_lock(out: Path):
         os.close(fd)
 
 
+# The byte order mark spreadsheet programs (Excel above all) need to read a CSV file as UTF-8.
+EXCEL_BOM = "\ufeff"
+
+
 def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
-              lang: str, progress, cluster: str | None = None, cluster_options: dict | None = None) -> dict:
+              lang: str, progress: BatchProgress | None = None, cluster: str | None = None,
+              cluster_options: dict | None = None, roster: list[Student] | None = None,
+              excel: bool = False) -> dict:
     """Grade every entry of `submissions` not yet in the gradebook: on warm processes here (`cluster` None), or
-    on Dask (`cluster`: "local", a scheduler's address, or a dask-jobqueue kind such as "slurm")."""
+    on Dask (`cluster`: "local", a scheduler's address, or a dask-jobqueue kind such as "slurm"). grades.csv
+    names the students of `roster` when given, and starts with a byte order mark when `excel`."""
     out.mkdir(parents=True, exist_ok=True)
     with batch_lock(out):
         # What a killed run left unpacked goes first: nothing but this run writes here, and a stale partial
         # unpack must never be graded.
         shutil.rmtree(out / "unpacked", ignore_errors=True)
-        return _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress, cluster,
-                            cluster_options or {})
+        outcome = _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress or BatchProgress(),
+                               cluster, cluster_options or {})
+        _write_class_files(course, out, lang, roster, excel)
+        return outcome
+
+
+def _write_class_files(course: Course, out: Path, lang: str, roster: list[Student] | None, excel: bool) -> None:
+    """grades.csv and class.html, from the whole gradebook (submissions graded by earlier runs included)."""
+    from grader.render.templated import render_class
+
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        key = grader_key(course)
+        write_atomic(out / "grades.csv", (EXCEL_BOM if excel else "") + grades_csv(course, book, key, roster))
+        write_atomic(out / "class.html", render_class(class_summary(course, book, key, roster), course,
+                                                      course.root / "templates", lang))
+    finally:
+        book.close()
 
 
 def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
-                 lang: str, progress, cluster: str | None, cluster_options: dict) -> dict:
+                 lang: str, progress: BatchProgress, cluster: str | None, cluster_options: dict) -> dict:
     book = Gradebook(out / "gradebook.sqlite")
     key = grader_key(course)
     entries = discover(submissions, out / "unpacked", {ex.id for ex in course.exercises})
@@ -231,23 +256,20 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
             skipped += 1
         else:
             todo.append((e, chash))
-    done = skipped
-    progress(done, len(entries), None)
+    gradable = [((e, chash), e.folder) for e, chash in todo if e.folder is not None]
+    progress.begin(len(entries), skipped, len(gradable))
 
     def record(entry: Entry, chash: str, summary: dict, rows: list[dict]) -> None:
-        nonlocal done
         book.store(entry.name, chash, key, summary, rows)
-        done += 1
-        progress(done, len(entries), (entry.name, summary))
+        progress.finished(entry.name, summary, graded=entry.folder is not None)
 
     for entry, chash in todo:
         if entry.folder is None:   # nothing to grade: the entry's own verdict
             record(entry, chash, *failure_rows(course, entry.status, entry.problem, now()))
-    gradable = [((e, chash), e.folder) for e, chash in todo if e.folder is not None]
     if gradable:
         engine = _engine(course, jobs, sandbox, lang, cluster, cluster_options)
         try:
-            for (entry, chash), reply in engine.replies(gradable):
+            for (entry, chash), reply in engine.replies(gradable, lambda tag: progress.started(tag[0].name)):
                 try:
                     summary, rows = outcome_of(course, reply, out / "students" / entry.name, now())
                 except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
@@ -256,10 +278,6 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
                 record(entry, chash, summary, rows)
         finally:
             engine.close()
-    write_atomic(out / "grades.csv", grades_csv(course, book, key))
-    from grader.render.templated import render_class
-
-    write_atomic(out / "class.html", render_class(class_summary(course, book, key), course, course.root / "templates", lang))
     book.close()
     return {"total": len(entries), "graded": len(todo), "skipped": skipped}
 

@@ -58,7 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="submissions graded at once (at least 1)")
     batch.add_argument("--regrade", action="store_true", help="grade again what the gradebook already holds")
     batch.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
-    batch.add_argument("--lang", choices=("en", "zh"), default="en")
+    batch.add_argument("--lang", choices=("en", "zh"), default="en", help="language of class.html and the messages")
+    batch.add_argument("--roster", type=Path, default=None, metavar="CSV",
+                       help="the class list, a CSV file with a header row naming id, name, email (only id is "
+                            "required). A submission (folder, or zip without .zip) belongs to the student whose id "
+                            "it is named after, else whose email (whole, or the part before @), else whose name "
+                            "(letter case, spaces and punctuation ignored: zhang_san is Zhang San); a name that "
+                            "fits two students is matched to neither. grades.csv then lists every student: one with "
+                            "no submission as `missing`, a submission that fits no one flagged in the roster column")
+    batch.add_argument("--excel", action="store_true",
+                       help="write grades.csv as UTF-8 with a byte order mark, so spreadsheet programs (Excel) "
+                            "read names in any script correctly")
     batch.add_argument("--cluster", default=None, metavar="WHERE",
                        help="grade on Dask: local (--jobs workers here), tcp://HOST:8786 (a running scheduler), or "
                             "slurm, pbs, sge, lsf, htcondor, moab, oar (--jobs workers as batch jobs; settings from "
@@ -234,7 +244,8 @@ def cluster_option(text: str) -> tuple[str, object]:
 def command_batch(args) -> int:
     from grader.batch import BatchBusy, run_batch
     from grader.cluster import ClusterError
-    from grader.render.safe_text import terminal_text
+    from grader.progress import BatchProgress
+    from grader.roster import RosterError, read_roster
     from grader.sandbox.levels import strict_missing
 
     course = load_course(args.course)
@@ -244,22 +255,16 @@ def command_batch(args) -> int:
     if args.sandbox == "strict" and args.cluster in (None, "local") and strict_missing():
         raise UsageError(f"the strict sandbox is unavailable: {strict_missing()}; pass --sandbox basic to grade "
                          "with weaker isolation")
+    try:
+        roster = read_roster(args.roster) if args.roster else None
+    except RosterError as exc:
+        raise UsageError(str(exc)) from None
     interactive = sys.stderr.isatty()
-
-    def progress(done, total, last):
-        width = 30
-        filled = int(width * done / total) if total else width
-        text = f"[{done:>{len(str(total))}}/{total}] {'#' * filled}{'.' * (width - filled)}"
-        if last:
-            name, summary = last
-            # a folder's name is the student's choice, and so is much of an error message
-            text += f"  {terminal_text(name)}: {summary['percent']:g}%" + (
-                f" ({terminal_text(summary['message'][args.lang])})" if summary["status"] not in ("passed", "graded") else "")
-        print(("\r" + text.ljust(100)) if interactive else text, end="" if interactive else "\n", file=sys.stderr, flush=True)
-
+    progress = BatchProgress(on_change=lambda *event: show_progress(progress, interactive, args.lang, *event))
     try:
         outcome = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
-                            args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option))
+                            args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
+                            args.excel)
     except (BatchBusy, ClusterError) as exc:
         raise UsageError(str(exc)) from None
     if interactive:
@@ -267,6 +272,27 @@ def command_batch(args) -> int:
     print(f"{outcome['total']} submissions: {outcome['graded']} graded, {outcome['skipped']} already in the gradebook; "
           f"{args.out / 'grades.csv'}, {args.out / 'class.html'}")
     return EXIT_OK
+
+
+def show_progress(progress, interactive: bool, lang: str, event: str, name: str | None, summary: dict | None) -> None:
+    """On a terminal, one line redrawn in place, with a line of its own above it for each submission that got
+    no verdict; in a log, a plain line when the batch begins and each time a submission is in the gradebook."""
+    import shutil
+
+    from grader.render.safe_text import terminal_text
+
+    # a folder's name is the student's choice, and so is much of an error message
+    problem = None
+    if summary is not None and summary["status"] not in ("passed", "graded"):
+        problem = f"{terminal_text(name)}: {summary['status']} ({terminal_text(summary['message'][lang])})"
+    if interactive:
+        columns = shutil.get_terminal_size().columns
+        if problem:
+            print("\r\x1b[K" + problem, file=sys.stderr)
+        print("\r\x1b[K" + terminal_text(progress.line())[:columns - 1], end="", file=sys.stderr, flush=True)
+    elif event != "started":
+        done = f"  {terminal_text(name)}: {summary['percent']:g}%" if name and summary else ""
+        print(terminal_text(progress.line()) + (f"  {problem}" if problem else done), file=sys.stderr, flush=True)
 
 
 def command_handout(args) -> int:
@@ -296,7 +322,7 @@ def command_classroom_sync(args) -> int:
     out = args.out.absolute()
 
     def grade_batch(submissions, gradebook):
-        return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang, lambda *a: None)
+        return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang)
 
     try:
         graded = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch,

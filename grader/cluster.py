@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 from grader.i18n import t
@@ -168,8 +169,9 @@ class DaskEngine:
         settings = cluster_settings(course, spec, options) if spec in JOBQUEUE_KINDS else {}
         self.client, self._cluster = connect(spec, max(1, jobs), settings)
 
-    def replies(self, submissions: list[tuple[object, Path]]):
-        """(tag, reply) for each (tag, submission folder) as they finish, a bounded number in flight."""
+    def replies(self, submissions: list[tuple[object, Path]], started: Callable[[object], None] = lambda tag: None):
+        """(tag, reply) for each (tag, submission folder) as they finish, a bounded number in flight; `started(tag)`
+        is called when the submission is sent to the cluster."""
         from distributed import as_completed
         from distributed.scheduler import KilledWorker
 
@@ -185,6 +187,7 @@ class DaskEngine:
                                             self.sandbox, self.lang, pure=False)
                 tags[future] = tag
                 done.add(future)
+                started(tag)
 
         completed = as_completed()
         submit_more(completed)

@@ -13,6 +13,8 @@ import hashlib
 import io
 import json
 import sqlite3
+import urllib.parse
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import grader
 from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.render.safe_text import csv_cell
+from grader.roster import Student, match
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS submissions (
@@ -42,6 +45,10 @@ GRADER_ERROR = "grader_error"
 # A submission whose grading killed the Dask worker running it, twice: final (never retried forever) until it
 # changes or --regrade asks again.
 KILLED_WORKERS = "killed_workers"
+# A submission that holds nothing the grader may read (a link, an archive zipfile cannot open): final.
+UNREADABLE = "unreadable"
+# In grades.csv's `roster` column: a submission whose name fits no student of the roster.
+NOT_IN_ROSTER = "not in roster"
 
 
 def grader_key(course: Course) -> str:
@@ -132,28 +139,136 @@ class Gradebook:
         return self.db.execute("SELECT * FROM results WHERE grader_key=? ORDER BY submission, rowid", (key,)).fetchall()
 
 
-def grades_csv(course: Course, book: Gradebook, key: str) -> str:
-    """One line per submission: total, status, each exercise's score."""
-    per_exercise: dict[tuple[str, str], float] = {}
+# What a submission's row says it is, in grades.csv and class.html: the gradebook's status and its rows decide.
+COMPLETE, PARTIAL, EMPTY, MISSING = "complete", "partial", "empty", "missing"
+STANDING_WORDS = {COMPLETE: "complete", PARTIAL: "partial", EMPTY: "empty", UNREADABLE: "unreadable",
+                  GRADER_ERROR: "grader error", KILLED_WORKERS: "killed workers", MISSING: "missing"}
+# Standings with no verdict on the student's work: counted apart, never in the class's score distribution
+# (and neither is a roster's student with no submission).
+NOT_JUDGED = (EMPTY, UNREADABLE, GRADER_ERROR, KILLED_WORKERS, MISSING)
+# A criterion the student tried and did not meet (not_attempted and blocked say nothing about the attempt).
+FAILING = ("failed", "error", "timeout", "crashed")
+
+
+def standing(status: str, score: float, max_score: float, criterion_statuses: list[str]) -> str:
+    """`complete` (full marks), `partial`, `empty` (no exercise attempted), or the stored status of a submission
+    the grader reached no verdict on (`unreadable`, `grader_error`, `killed_workers`)."""
+    if status in (UNREADABLE, GRADER_ERROR, KILLED_WORKERS):
+        return status
+    if all(s == "not_attempted" for s in criterion_statuses):
+        return EMPTY
+    return COMPLETE if max_score > 0 and score >= max_score else PARTIAL
+
+
+def _results_by_submission(book: Gradebook, key: str) -> dict[str, list[sqlite3.Row]]:
+    rows: dict[str, list[sqlite3.Row]] = {}
     for r in book.results(key):
-        per_exercise[(r["submission"], r["exercise"])] = per_exercise.get((r["submission"], r["exercise"]), 0.0) + r["points"]
+        rows.setdefault(r["submission"], []).append(r)
+    return rows
+
+
+def _exercise_points(course: Course, rows: list[sqlite3.Row]) -> list[float]:
+    points = {ex.id: 0.0 for ex in course.exercises}
+    for r in rows:
+        if r["exercise"] in points:
+            points[r["exercise"]] += r["points"]
+    return [points[ex.id] for ex in course.exercises]
+
+
+def grades_csv(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None) -> str:
+    """One line per submission, ready for a learning management system's import: the student, the status word,
+    each exercise's points and the total, the maxima in the headers. With no roster the id is the submission's
+    name; with one, its students come first in its order (matched as grader.roster says; those with no
+    submission as `missing`, no points), then the submissions it does not name, flagged in the `roster` column."""
+    results = _results_by_submission(book, key)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["submission", "score", "max_score", "percent", "status", *[e.id for e in course.exercises],
-                     "content_hash"])
-    for s in book.submissions(key):
-        writer.writerow([csv_cell(s["submission"]), f"{s['score']:g}", f"{s['max_score']:g}", f"{s['percent']:g}", s["status"],
-                         *[f"{per_exercise.get((s['submission'], e.id), 0.0):g}" for e in course.exercises],
-                         s["content_hash"]])
+    course_max = sum(ex.max_points for ex in course.exercises)
+    writer.writerow(["id", "name", "email", "submission", "status",
+                     *[f"{ex.id} ({ex.max_points:g})" for ex in course.exercises], f"total ({course_max:g})",
+                     "percent", "roster", "content_hash"])
+
+    def line(student: Student | None, how: str, s: sqlite3.Row | None) -> list[str]:
+        who = ([student.id, student.name, student.email] if student
+               else ["" if roster else s["submission"], "", ""])
+        if s is None:
+            graded = [MISSING, *["0"] * len(course.exercises), "0", "0", how, ""]
+            return [csv_cell(cell) for cell in (*who, "", *graded)]
+        rows = results.get(s["submission"], [])
+        word = STANDING_WORDS[standing(s["status"], s["score"], s["max_score"], [r["status"] for r in rows])]
+        return [csv_cell(cell) for cell in (*who, s["submission"], word,
+                                            *[f"{p:g}" for p in _exercise_points(course, rows)],
+                                            f"{s['score']:g}", f"{s['percent']:g}", how, s["content_hash"])]
+
+    for student, how, s in with_roster(book.submissions(key), roster):
+        writer.writerow(line(student, how, s))
     return out.getvalue()
+
+
+def with_roster(submissions: list[sqlite3.Row], roster: list[Student] | None
+                ) -> list[tuple[Student | None, str, sqlite3.Row | None]]:
+    """(student, how matched, submission) in the order the class files list them: with no roster, each submission
+    alone; with one, its students in its order (with None for a student with no submission), then the submissions
+    it does not name (`not in roster` or `ambiguous`). Two submissions of one student are both listed and say so."""
+    if roster is None:
+        return [(None, "", s) for s in submissions]
+    theirs: dict[str, list[tuple[sqlite3.Row, str]]] = {}
+    strangers = []
+    for s in submissions:
+        student, how = match(s["submission"], roster)
+        if student is None:
+            strangers.append((None, how or NOT_IN_ROSTER, s))
+        else:
+            theirs.setdefault(student.id, []).append((s, how))
+    listed: list[tuple[Student | None, str, sqlite3.Row | None]] = []
+    for student in roster:
+        found = theirs.get(student.id, [])
+        listed.extend((student, how if len(found) == 1 else f"{how}; one of {len(found)} submissions", s)
+                      for s, how in found)
+        if not found:
+            listed.append((student, "", None))
+    return listed + strangers
+
+
+@dataclass
+class StudentLine:
+    """One submission as the class report lists it."""
+
+    submission: str               # "" for a student of the roster with no submission
+    student: str                  # the roster's name and id of the student ("" with no roster or no match)
+    roster: str                   # how the submission was matched to the roster (grades.csv's roster column)
+    standing: str                 # a key of STANDING_WORDS
+    score: float
+    max_score: float
+    percent: float
+    exercise_points: list[float]  # in the course's exercise order
+    report_link: str | None       # the student's report.html, relative to the class report's folder
+
+
+@dataclass
+class ExerciseSummary:
+    """One exercise over the submissions with a verdict."""
+
+    id: str
+    title: dict[str, str]
+    max_points: float
+    mean_points: float
+    full_marks: int
+    not_attempted: int
 
 
 @dataclass
 class CriterionRate:
+    """One criterion over the submissions with a verdict."""
+
     exercise: str
     criterion: str
+    title: dict[str, str]
     passed: int
+    failed: int                   # tried and not met: failed, error, timeout, crashed
     total: int
+    common_message: dict[str, str] | None = None   # the most common message of those that failed it
+    common_count: int = 0                          # ... and how many failed it with that message
 
     @property
     def rate(self) -> float:
@@ -162,32 +277,86 @@ class CriterionRate:
 
 @dataclass
 class ClassSummary:
-    """What the class report draws: how many passed each criterion, and how the totals spread."""
+    """What the class report draws, every number computed here: the renderer only lays it out."""
 
-    submissions: int
+    submissions: int                  # every row of the gradebook
+    counted: int                      # those with a verdict on the student's work: the distribution's
+    left_out: dict[str, int]          # the others by standing (empty, unreadable, ...; missing: the roster's
+                                      # students with no submission)
     mean_percent: float
     median_percent: float
-    histogram: list[int]          # counts of totals in [0,10), [10,20), ..., [90,100]
-    rates: list[CriterionRate]
+    histogram: list[int]              # counts of counted totals in [0,10), [10,20), ..., [90,100]
+    students: list[StudentLine]
+    exercises: list[ExerciseSummary]
+    most_failed: list[CriterionRate]  # the criteria failed most often, most first
+    rates: list[CriterionRate]        # every criterion, in course order
+    has_roster: bool = False          # a roster names the students
 
 
-def class_summary(course: Course, book: Gradebook, key: str) -> ClassSummary:
-    """Over the submissions graded: one the grader failed on has no verdict to count."""
-    subs = [s for s in book.submissions(key) if s["status"] != GRADER_ERROR]
-    counted = {s["submission"] for s in subs}
-    percents = sorted(s["percent"] for s in subs)
+MOST_FAILED = 10   # criteria the class report names as failed most: enough to plan a lesson around
+
+
+def class_summary(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None) -> ClassSummary:
+    """Totals, exercises and criteria over the submissions with a verdict on the student's work; empty,
+    unreadable and grader-failed ones are listed, and counted apart, as are the roster's students with no
+    submission."""
+    from grader.judge.session import criteria_of
+
+    results = _results_by_submission(book, key)
+    course_max = sum(ex.max_points for ex in course.exercises)
+    students = []
+    for student, how, s in with_roster(book.submissions(key), roster):
+        who = f"{student.name} ({student.id})" if student and student.name else student.id if student else ""
+        if s is None:
+            students.append(StudentLine("", who, how, MISSING, 0.0, course_max, 0.0, [0.0] * len(course.exercises),
+                                        None))
+            continue
+        rows = results.get(s["submission"], [])
+        students.append(StudentLine(
+            s["submission"], who, how, standing(s["status"], s["score"], s["max_score"], [r["status"] for r in rows]),
+            s["score"], s["max_score"], s["percent"], _exercise_points(course, rows),
+            f"students/{urllib.parse.quote(s['submission'])}/report.html" if s["report_dir"] else None))
+    counted = [line for line in students if line.standing not in NOT_JUDGED]
+    left_out = {kind: n for kind in NOT_JUDGED if (n := sum(line.standing == kind for line in students))}
+    percents = sorted(line.percent for line in counted)
     histogram = [0] * 10
     for p in percents:
         histogram[min(9, int(p // 10))] += 1
-    counts: dict[tuple[str, str], list[int]] = {}
-    for r in book.results(key):
-        if r["submission"] not in counted:
-            continue
-        c = counts.setdefault((r["exercise"], r["criterion"]), [0, 0])
-        c[0] += r["status"] == "passed"
-        c[1] += 1
-    order = [(ex.id, cid) for ex in course.exercises for cid in ex.points]
-    rates = [CriterionRate(e, c, *counts[(e, c)]) for e, c in order if (e, c) in counts]
     n = len(percents)
     median = (percents[n // 2] if n % 2 else (percents[n // 2 - 1] + percents[n // 2]) / 2) if n else 0.0
-    return ClassSummary(n, round(sum(percents) / n, 2) if n else 0.0, round(median, 2), histogram, rates)
+
+    judged = {line.submission for line in counted}
+    by_exercise: dict[tuple[str, str], list[str]] = {}   # (submission, exercise) -> its criteria's statuses
+    tallies: dict[tuple[str, str], tuple[list[int], Counter]] = {}
+    for name in judged:
+        for r in results.get(name, []):
+            by_exercise.setdefault((name, r["exercise"]), []).append(r["status"])
+            counts, messages = tallies.setdefault((r["exercise"], r["criterion"]), ([0, 0, 0], Counter()))
+            counts[0] += r["status"] == "passed"
+            counts[2] += 1
+            if r["status"] in FAILING:
+                counts[1] += 1
+                messages[r["message"]] += 1
+    exercises = []
+    for i, ex in enumerate(course.exercises):
+        points = [line.exercise_points[i] for line in counted]
+        exercises.append(ExerciseSummary(
+            ex.id, {"en": ex.title_en, "zh": ex.title_zh}, ex.max_points,
+            round(sum(points) / len(points), 2) if points else 0.0,
+            sum(p >= ex.max_points for p in points),
+            sum(all(st == "not_attempted" for st in by_exercise.get((name, ex.id), ["not_attempted"]))
+                for name in judged)))
+    rates = []
+    for ex in course.exercises:
+        for meta in criteria_of(ex.id):
+            if (ex.id, meta.id) not in tallies:
+                continue
+            (passed, failed, total), messages = tallies[(ex.id, meta.id)]
+            # ties go to the message that sorts first, so the same gradebook always draws the same page
+            common = min(messages.items(), key=lambda item: (-item[1], item[0])) if messages else None
+            rates.append(CriterionRate(ex.id, meta.id, dict(meta.title), passed, failed, total,
+                                       said(common[0]) if common else None, common[1] if common else 0))
+    most_failed = sorted((r for r in rates if r.failed), key=lambda r: -r.failed)[:MOST_FAILED]
+    return ClassSummary(sum(line.submission != "" for line in students), n, left_out,
+                        round(sum(percents) / n, 2) if n else 0.0, round(median, 2), histogram, students, exercises,
+                        most_failed, rates, roster is not None)

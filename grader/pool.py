@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import partial
 from pathlib import Path
 
 from grader.course import Course
@@ -30,10 +32,11 @@ class WarmPool:
         self._local = threading.local()
         self._threads = itertools.count()
 
-    def replies(self, submissions: list[tuple[object, Path]]):
-        """(tag, reply) for each (tag, submission folder), in the order they finish."""
+    def replies(self, submissions: list[tuple[object, Path]], started: Callable[[object], None] = lambda tag: None):
+        """(tag, reply) for each (tag, submission folder), in the order they finish; `started(tag)` is called (from
+        a grading thread) when a warm process takes the submission."""
         with ThreadPoolExecutor(max_workers=len(self._graders) * PIPELINE) as pool:
-            futures = {pool.submit(self._grade, folder): tag for tag, folder in submissions}
+            futures = {pool.submit(self._grade, folder, partial(started, tag)): tag for tag, folder in submissions}
             for future in as_completed(futures):
                 yield futures[future], future.result()
 
@@ -41,9 +44,10 @@ class WarmPool:
         for grader in self._graders:
             grader.close()
 
-    def _grade(self, folder: Path) -> dict:
+    def _grade(self, folder: Path, started: Callable[[], None]) -> dict:
         if not hasattr(self._local, "grader"):   # this thread's warm process, for good
             self._local.grader = self._graders[next(self._threads) % len(self._graders)]
+        started()
         ids = [ex.id for ex in self.course.exercises]
         try:
             return self._local.grader.grade(folder, ids, self.lang, time_limit(self.course))

@@ -119,7 +119,7 @@ def test_a_class_is_graded_once_and_only_new_commits_again(course, github, tmp_p
 
     def grade_batch(submissions, out):
         graded_batches.append(sorted(p.name for p in submissions.iterdir()))
-        return run_batch(course, submissions, out, 3, True, "basic", "en", lambda *a: None)
+        return run_batch(course, submissions, out, 3, True, "basic", "en")
 
     out = tmp_path / "gradebook"
     first = sync(course, client, ORG, PREFIX, out, grade_batch)

@@ -160,7 +160,7 @@ def test_each_submission_records_the_sandbox_it_was_graded_in(level, course_dir,
     student = tmp_path / "class" / "ivy" / "heads"
     student.mkdir(parents=True)
     shutil.copyfile(ROOT / "solutions" / "heads" / "heads.py", student / "heads.py")
-    run_batch(load_course(course_dir), tmp_path / "class", tmp_path / "out", 1, False, level, "en", lambda *_: None)
+    run_batch(load_course(course_dir), tmp_path / "class", tmp_path / "out", 1, False, level, "en")
     stored = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite").execute("SELECT sandbox FROM submissions").fetchall()
     assert stored == [(level,)]
 
@@ -179,11 +179,11 @@ def test_a_submission_that_kills_two_workers_is_recorded_once(course_dir, dask_p
     monkeypatch.setattr(cluster, "grade_on_worker", kills_its_worker)
     (tmp_path / "class" / "mallory").mkdir(parents=True)
     course = load_course(course_dir)
-    first = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en", lambda *_: None,
+    first = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en",
                       cluster=address)
     status, message = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite").execute(
         "SELECT status, message FROM submissions WHERE submission='mallory'").fetchone()
     assert first["graded"] == 1 and status == "killed_workers" and "worker that graded it died" in message
-    again = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en", lambda *_: None,
+    again = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en",
                       cluster=address)
     assert again["skipped"] == 1

@@ -17,7 +17,7 @@ from junitparser import Error, JUnitXml
 from markdown_it import MarkdownIt
 
 from conftest import ROOT
-from grader.gradebook import ClassSummary, CriterionRate, Gradebook, grades_csv
+from grader.gradebook import ClassSummary, CriterionRate, Gradebook, StudentLine, grades_csv
 from grader.render.safe_text import csv_cell, markdown_text, terminal_text
 from grader.render.templated import render_class
 from grader.render.terminal import render_table
@@ -148,12 +148,17 @@ def test_html_report_shows_student_markup_as_text(written):
 
 def test_class_report_shows_student_markup_as_text(course):
     hostile = "<script>alert(1)</script>\x1b[2K\ud800"
-    summary = ClassSummary(1, 50.0, 50.0, [0] * 5 + [1] + [0] * 4, [CriterionRate(hostile, hostile, 1, 2)])
+    said = {"en": hostile, "zh": hostile}
+    failed = CriterionRate(hostile, hostile, said, 0, 1, 1, said, 1)
+    student = StudentLine(hostile, hostile, "not in roster", "partial", 1, 2, 50.0, [1.0] * len(course.exercises),
+                          f"students/{hostile}/report.html")
+    summary = ClassSummary(1, 1, {}, 50.0, 50.0, [0] * 5 + [1] + [0] * 4, [student], [], [failed], [failed])
     page = render_class(summary, course, ROOT / "templates", "en")
     parser = _Elements()
     parser.feed(page)
     assert "script" not in parser.tags and not CONTROL.search(page) and "\ud800" not in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2K\ufffd" in page
+    # the submission's name, the roster's, a criterion's id and title, and a message: each shown as text
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2K\ufffd") >= 5
 
 
 @pytest.mark.parametrize("name", ["=HYPERLINK(\"https://evil.example\")", "+1", "-1+2", "@SUM(A1)"])

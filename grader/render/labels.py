@@ -23,3 +23,37 @@ LABELS = {
 
 STATUS_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "not_attempted": "⬜", "timeout": "⏱️",
                "crashed": "💀", "blocked": "⛔", "grader_error": "⚠️"}
+
+# Interface words of the class report (class.html), for the instructor.
+CLASS_LABELS = {
+    "en": {
+        "class_report": "Class report", "submissions": "Submissions", "counted": "In the statistics",
+        "mean": "Mean", "median": "Median", "students": "Students", "submission": "Submission", "total": "Total",
+        "status": "Status", "report": "report", "no_report": "no report", "no_submissions": "No submissions yet.",
+        "distribution": "Score distribution", "histogram": "Number of submissions by total score",
+        "left_out": "Left out of the distribution, mean and median (no verdict on the student's work)",
+        "left_out_none": "Every submission is counted.",
+        "exercises": "Exercises", "exercise": "Exercise", "mean_points": "Mean points", "full_marks": "Full marks",
+        "not_attempted": "Not attempted", "most_failed": "Criteria failed most often", "criterion": "Criterion",
+        "failed": "Failed", "common_message": "Most common message", "no_failures": "No criterion was failed.",
+        "all_criteria": "Pass rate of every criterion", "passed": "Passed",
+        "complete": "complete", "partial": "partial", "empty": "empty", "unreadable": "unreadable",
+        "grader_error": "grader error", "killed_workers": "killed workers", "missing": "missing",
+        "student": "Student", "not in roster": "not in roster", "ambiguous": "fits several students",
+    },
+    "zh": {
+        "class_report": "班级报告", "submissions": "提交数", "counted": "计入统计",
+        "mean": "平均", "median": "中位数", "students": "学生", "submission": "提交", "total": "总分",
+        "status": "状态", "report": "报告", "no_report": "无报告", "no_submissions": "尚无提交。",
+        "distribution": "总分分布", "histogram": "各总分区间的提交数",
+        "left_out": "未计入分布、平均分和中位数（无法对学生的作业作出评判）",
+        "left_out_none": "所有提交均已计入。",
+        "exercises": "各练习", "exercise": "练习", "mean_points": "平均得分", "full_marks": "满分人数",
+        "not_attempted": "未作答人数", "most_failed": "未通过人数最多的评分项", "criterion": "评分项",
+        "failed": "未通过", "common_message": "最常见的反馈", "no_failures": "没有未通过的评分项。",
+        "all_criteria": "每个评分项的通过率", "passed": "通过",
+        "complete": "满分", "partial": "部分得分", "empty": "空提交", "unreadable": "无法读取",
+        "grader_error": "评分器故障", "killed_workers": "评分进程被终止", "missing": "缺交",
+        "student": "学生", "not in roster": "不在名单中", "ambiguous": "匹配到多名学生",
+    },
+}

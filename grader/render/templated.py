@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from grader.render.labels import LABELS, STATUS_MARK
+from grader.render.labels import CLASS_LABELS, LABELS, STATUS_MARK
 from grader.render.safe_text import html_text, markdown_text
 from grader.report.model import Report
 
@@ -55,5 +55,6 @@ def render_markdown(report: Report, templates: Path, lang: str) -> str:
 
 
 def render_class(summary, course, templates: Path, lang: str) -> str:
+    """class.html from a gradebook.ClassSummary: every number is the summary's, the page only lays them out."""
     env = _environment(templates, html_text, autoescape=True)
-    return env.get_template("class.html.j2").render(summary=summary, course=course, lang=lang, t=LABELS[lang])
+    return env.get_template("class.html.j2").render(summary=summary, course=course, lang=lang, t=CLASS_LABELS[lang])
