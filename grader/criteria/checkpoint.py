@@ -15,8 +15,9 @@ EXACT = 0.0
 SEED_VOCAB = "_^pqabc$"  # seed 004's vocabulary, to show the seed-flow sequences as text
 
 
-def _short(outcome: dict):
-    """An outcome in one line: the exception type and its first sentence, without terminal colour codes."""
+def _short(outcome: dict) -> Text | str:
+    """An outcome in one line: the exception type and its first sentence, without terminal colour codes (a call
+    that returned is said by `describe_outcome`)."""
     if not raised(outcome):
         return describe_outcome(outcome)
     message = re.sub(r"\x1b\[[0-9;]*m", "", outcome["raised"]["message"]).strip()
