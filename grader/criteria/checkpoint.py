@@ -4,6 +4,7 @@ import re
 
 import torch
 
+from grader.i18n import Text, join, t
 from grader.judge.compare import describe_outcome, difference, raised
 from grader.judge.criterion import criterion
 
@@ -14,13 +15,14 @@ EXACT = 0.0
 SEED_VOCAB = "_^pqabc$"  # seed 004's vocabulary, to show the seed-flow sequences as text
 
 
-def _short(outcome: dict) -> str:
-    """An outcome in one line: the exception type and its first sentence, without terminal colour codes."""
+def _short(outcome: dict) -> Text | str:
+    """An outcome in one line: the exception type and its first sentence, without terminal colour codes (a call
+    that returned is said by `describe_outcome`)."""
     if not raised(outcome):
         return describe_outcome(outcome)
     message = re.sub(r"\x1b\[[0-9;]*m", "", outcome["raised"]["message"]).strip()
     first = re.split(r"(?<=[.:])\s", message, maxsplit=1)[0][:160]
-    return f"raised {raised(outcome)}: {first}"
+    return t("raised {error}: {message}", error=raised(outcome), message=first)
 
 
 # --- save / load ----------------------------------------------------------------------------------
@@ -34,13 +36,14 @@ def test_reload_identical_logits(obs, verdict):
     p = obs.probe("reload")
     saved, loaded, before = p.tensor("logits_saved"), p.tensor("logits_loaded"), p.tensor("logits_before_load")
     if torch.equal(loaded, saved):
-        verdict.ok("a freshly built model (other initial weights) gives exactly the saved model's logits after load_checkpoint")
+        verdict.ok(t("a freshly built model (other initial weights) gives exactly the saved model's logits after "
+                     "load_checkpoint"))
         return
     if torch.equal(loaded, before):
-        verdict.fail("after load_checkpoint the freshly built model still gives its own initial logits, not the saved "
-                     "model's: the stored weights never reached `model`")
-    problem = difference(loaded, saved, atol=EXACT)
-    verdict.fail(f"after load_checkpoint the logits differ from the saved model's: {problem}; expected bitwise equality")
+        verdict.fail(t("after load_checkpoint the freshly built model still gives its own initial logits, not the saved "
+                       "model's: the stored weights never reached `model`"))
+    verdict.fail(t("after load_checkpoint the logits differ from the saved model's: {problem}; expected bitwise equality",
+                   problem=difference(loaded, saved, atol=EXACT)))
 
 
 @criterion("returns_step_and_meta", kind="api",
@@ -54,24 +57,30 @@ def test_returns_step_and_meta(obs, ref, verdict):
     step, meta = want.value("expected_step"), want.value("expected_meta")
     verdict.note(returned=info)
     if info.get("type") != "dict":
-        verdict.fail(f"load_checkpoint returned a {info.get('type')}; expected a dict {{'step': {step}, 'meta': {{...}}}}")
+        verdict.fail(t("load_checkpoint returned a {kind}; expected a dict {{'step': {step}, 'meta': {{...}}}}",
+                       kind=info.get("type"), step=step))
     missing = [k for k in ("step", "meta") if k not in info["keys"]]
     if missing:
-        verdict.fail(f"load_checkpoint returned a dict with keys {info['keys']}; it lacks {missing}")
+        verdict.fail(t("load_checkpoint returned a dict with keys {keys}; it lacks {missing}", keys=info["keys"],
+                       missing=missing))
     if info["step_type"] != "int" or info["step"] != step:
-        verdict.fail(f"save_checkpoint(..., step={step}, ...) then load_checkpoint returned step={info['step']!r} "
-                     f"(a {info['step_type']}); expected the int {step}")
+        verdict.fail(t("save_checkpoint(..., step={step}, ...) then load_checkpoint returned step={got} (a {kind}); "
+                       "expected the int {step}", step=step, got=repr(info["step"]), kind=info["step_type"]))
     got = info["meta"]
     if not isinstance(got, dict):
-        verdict.fail(f"load_checkpoint returned meta as a {info['meta_type']}; expected the dict of keyword arguments given to save_checkpoint")
+        verdict.fail(t("load_checkpoint returned meta as a {kind}; expected the dict of keyword arguments given to "
+                       "save_checkpoint", kind=info["meta_type"]))
     if got != meta:
         absent = sorted(set(meta) - set(got))
         extra = sorted(set(got) - set(meta))
         changed = [k for k in meta if k in got and got[k] != meta[k]]
-        parts = ([f"missing {absent}"] if absent else []) + ([f"unexpected {extra}"] if extra else []) + \
-                [f"{k!r} is {got[k]!r}, saved {meta[k]!r}" for k in changed[:3]]
-        verdict.fail("the returned meta is not what was saved: " + "; ".join(parts))
-    verdict.ok(f"load_checkpoint returned step={step} and the saved meta ({len(meta)} keys, nested values included)")
+        parts = ([t("missing {keys}", keys=absent)] if absent else []) \
+            + ([t("unexpected {keys}", keys=extra)] if extra else []) \
+            + [t("{key} is {got}, saved {saved}", key=repr(k), got=repr(got[k]), saved=repr(meta[k])) for k in changed[:3]]
+        differences = join(parts, t("; "))  # built apart: Babel misses a t(...) nested in another call's arguments
+        verdict.fail(t("the returned meta is not what was saved: {differences}", differences=differences))
+    verdict.ok(t("load_checkpoint returned step={step} and the saved meta ({count} keys, nested values included)",
+                 step=step, count=len(meta)))
 
 
 @criterion("file_weights_only", kind="api",
@@ -85,15 +94,15 @@ def test_file_weights_only(obs, verdict):
     if raised(outcome):
         refused = p.value("refused_global") if p.has("refused_global") else None
         if refused:
-            verdict.fail(f"torch.load(path, weights_only=True) refused the file save_checkpoint wrote: it holds a pickled "
-                         f"`{refused.rsplit('.', 1)[-1]}` object ({refused}), and weights_only accepts only tensors, "
-                         "state dicts and plain values")
-        verdict.fail(f"torch.load(path, weights_only=True) on the file save_checkpoint wrote {_short(outcome)}; "
-                     "a checkpoint must hold only tensors and plain values")
+            verdict.fail(t("torch.load(path, weights_only=True) refused the file save_checkpoint wrote: it holds a pickled "
+                           "`{name}` object ({qualified}), and weights_only accepts only tensors, state dicts and plain "
+                           "values", name=refused.rsplit(".", 1)[-1], qualified=refused))
+        verdict.fail(t("torch.load(path, weights_only=True) on the file save_checkpoint wrote {outcome}; a checkpoint "
+                       "must hold only tensors and plain values", outcome=_short(outcome)))
     keys = p.value("keys")
-    verdict.check(keys is not None, f"torch.load(path, weights_only=True) gives a {outcome.get('returned')}; expected a dict "
-                                    "holding the model, optimizer and RNG state, step and meta")
-    verdict.ok(f"torch.load(weights_only=True) reads the checkpoint: a dict with keys {keys}", keys=keys)
+    verdict.check(keys is not None, t("torch.load(path, weights_only=True) gives a {kind}; expected a dict holding the "
+                                      "model, optimizer and RNG state, step and meta", kind=outcome.get("returned")))
+    verdict.ok(t("torch.load(weights_only=True) reads the checkpoint: a dict with keys {keys}", keys=keys), keys=keys)
 
 
 @criterion("load_refuses_pickled_code", kind="api",
@@ -104,22 +113,25 @@ def test_file_weights_only(obs, verdict):
 def test_load_refuses_pickled_code(obs, verdict):
     p = obs.probe("pickled_code")
     if not p.value("planted"):
-        verdict.fail(f"your checkpoint file holds a {p.value('checkpoint_type')}, not a dict, so the grader could not "
-                     "test the loader with it; save a dict")
+        verdict.fail(t("your checkpoint file holds a {kind}, not a dict, so the grader could not test the loader with "
+                       "it; save a dict", kind=p.value("checkpoint_type")))
     outcome = p.value("load_planted")
     if p.value("canary_ran"):
-        verdict.fail("load_checkpoint executed code stored in the file: the grader added one pickled object to a copy of "
-                     "your own checkpoint, and loading that copy ran the function the object names "
-                     f"(then load_checkpoint {describe_outcome(outcome)}); a loader that unpickles arbitrary objects lets "
-                     "any downloaded checkpoint run code on your machine")
+        verdict.fail(t("load_checkpoint executed code stored in the file: the grader added one pickled object to a copy "
+                       "of your own checkpoint, and loading that copy ran the function the object names (then "
+                       "load_checkpoint {outcome}); a loader that unpickles arbitrary objects lets any downloaded "
+                       "checkpoint run code on your machine", outcome=describe_outcome(outcome)))
     clean = p.value("load_clean")
     if raised(clean):
-        verdict.fail(f"load_checkpoint on the checkpoint exactly as save_checkpoint wrote it {describe_outcome(clean)}: "
-                     "a loader that refuses every file also refuses the planted one, which proves nothing; the clean "
-                     "file must load")
-    verdict.ok("a copy of the checkpoint carrying a pickled function call was loaded without running it "
-               + (f"(load_checkpoint raised {raised(outcome)})" if raised(outcome) else "(load_checkpoint ignored it)")
-               + ", and the clean checkpoint loads")
+        verdict.fail(t("load_checkpoint on the checkpoint exactly as save_checkpoint wrote it {outcome}: a loader that "
+                       "refuses every file also refuses the planted one, which proves nothing; the clean file must load",
+                       outcome=describe_outcome(clean)))
+    if raised(outcome):
+        verdict.ok(t("a copy of the checkpoint carrying a pickled function call was loaded without running it "
+                     "(load_checkpoint raised {error}), and the clean checkpoint loads", error=raised(outcome)))
+    else:
+        verdict.ok(t("a copy of the checkpoint carrying a pickled function call was loaded without running it "
+                     "(load_checkpoint ignored it), and the clean checkpoint loads"))
 
 
 @criterion("expect_mismatch_raises", kind="errors",
@@ -134,14 +146,14 @@ def test_expect_mismatch_raises(obs, ref, verdict):
     verdict.note(stored_meta=stored, absent_key=p.value("absent_key"))
     matching = p.value("matching")
     if raised(matching):
-        verdict.fail(f"load_checkpoint(..., expect={expects['matching']}) with every key equal to the stored meta "
-                     f"{describe_outcome(matching)}; a matching `expect` must load")
+        verdict.fail(t("load_checkpoint(..., expect={expect}) with every key equal to the stored meta {outcome}; a "
+                       "matching `expect` must load", expect=expects["matching"], outcome=describe_outcome(matching)))
     for key in ("wrong_vocab", "wrong_second_key"):
         outcome = p.value(key)
         if raised(outcome) != "ValueError":
-            verdict.fail(f"load_checkpoint(..., expect={expects[key]}) against the stored meta {stored} "
-                         f"{describe_outcome(outcome)}; expected ValueError")
-    verdict.ok("ValueError for a differing vocab and for a differing second key; a matching `expect` loads")
+            verdict.fail(t("load_checkpoint(..., expect={expect}) against the stored meta {stored} {outcome}; expected "
+                           "ValueError", expect=expects[key], stored=stored, outcome=describe_outcome(outcome)))
+    verdict.ok(t("ValueError for a differing vocab and for a differing second key; a matching `expect` loads"))
 
 
 @criterion("atomic_save", kind="errors",
@@ -151,36 +163,42 @@ def test_expect_mismatch_raises(obs, ref, verdict):
                  "zh": "先 torch.save 到与 `path` 同一目录的临时文件，flush 并 os.fsync，再 os.replace 到 `path`；任何一步出错都删除临时文件并重新抛出异常。不要直接写 `path`。"})
 def test_atomic_save(obs, verdict):
     p = obs.probe("atomic_save")
-    for key, when in (("after_first", "after the first save_checkpoint"),
-                      ("after_second", "after a second save_checkpoint onto the same path")):
+    for key, when in (("after_first", t("after the first save_checkpoint")),
+                      ("after_second", t("after a second save_checkpoint onto the same path"))):
         listed = p.value(key)
         if listed != ["run.pt"]:
-            verdict.fail(f"{when} the folder holds {listed}; expected only ['run.pt']: a temporary file was left "
-                         "behind or the checkpoint was written under another name")
+            verdict.fail(t("{when} the folder holds {listed}; expected only ['run.pt']: a temporary file was left behind "
+                           "or the checkpoint was written under another name", when=when, listed=listed))
     failed = p.value("failed_save")
     after = p.value("info_after_failure") or {}
     verdict.note(failed_save=failed, listing_after_failure=p.value("after_failed"))
     if p.value("digest_after_failed_save") != p.value("digest_before_failed_save"):
         if not raised(failed) and after and after.get("step") == 3:
-            verdict.fail("save_checkpoint succeeded with a model and an optimizer whose state_dict() cannot be written "
-                         "completely (the file now holds step 3), so the grader could not make it fail halfway: save "
-                         "model.state_dict() and optimizer.state_dict() as they are")
-        verdict.fail("a save that failed halfway (torch.save raised OSError while writing the model's state) changed "
-                     "the previous checkpoint at `path`: its bytes are no longer those of the step-2 checkpoint"
-                     + (f", and loading it now {_short(p.value('load_after_failure'))}"
-                        if raised(p.value("load_after_failure")) else ""))
+            verdict.fail(t("save_checkpoint succeeded with a model and an optimizer whose state_dict() cannot be written "
+                           "completely (the file now holds step 3), so the grader could not make it fail halfway: save "
+                           "model.state_dict() and optimizer.state_dict() as they are"))
+        if raised(p.value("load_after_failure")):
+            verdict.fail(t("a save that failed halfway (torch.save raised OSError while writing the model's state) "
+                           "changed the previous checkpoint at `path`: its bytes are no longer those of the step-2 "
+                           "checkpoint, and loading it now {outcome}", outcome=_short(p.value("load_after_failure"))))
+        verdict.fail(t("a save that failed halfway (torch.save raised OSError while writing the model's state) changed "
+                       "the previous checkpoint at `path`: its bytes are no longer those of the step-2 checkpoint"))
     listed = p.value("after_failed")
     if listed != ["run.pt"]:
-        verdict.fail(f"after a save that failed halfway the folder holds {listed}; expected only ['run.pt']: "
-                     "delete the temporary file when the save fails")
+        verdict.fail(t("after a save that failed halfway the folder holds {listed}; expected only ['run.pt']: delete the "
+                       "temporary file when the save fails", listed=listed))
     loaded = p.value("load_after_failure")
     if raised(loaded):
-        verdict.fail(f"after a failed save, load_checkpoint on the intact previous file {_short(loaded)}")
-    verdict.check(after.get("step") == 2, f"after a failed save, load_checkpoint returned step={after.get('step')!r}; "
-                                          "expected 2, the step of the previous checkpoint")
-    note = "" if raised(failed) else " (note: your save_checkpoint returned without raising; a failed save should raise)"
-    verdict.ok("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step 2), "
-               "with no temporary file left behind" + note)
+        verdict.fail(t("after a failed save, load_checkpoint on the intact previous file {outcome}", outcome=_short(loaded)))
+    verdict.check(after.get("step") == 2, t("after a failed save, load_checkpoint returned step={step}; expected 2, the "
+                                            "step of the previous checkpoint", step=repr(after.get("step"))))
+    if raised(failed):
+        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step 2), "
+                     "with no temporary file left behind"))
+    else:
+        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step 2), "
+                     "with no temporary file left behind (note: your save_checkpoint returned without raising; a "
+                     "failed save should raise)"))
 
 
 @criterion("resume_bitwise", kind="resume",
@@ -192,45 +210,51 @@ def test_resume_bitwise(obs, verdict):
     first, fresh = obs.probe("resume_first_half"), obs.probe("resume_fresh_process")
     steps, half = first.value("steps"), first.value("saved_step")
     names = [k[len("straight."):] for k in first.tensor_names if k.startswith("straight.")]
-    verdict.check(bool(names), "probe `resume_first_half` recorded no parameters (internal: the grader expected them)")
+    verdict.check(bool(names), t("probe `resume_first_half` recorded no parameters (internal: the grader expected "
+                                 "them)"))
     differing = [n for n in names if not torch.equal(fresh.tensor("resumed." + n), first.tensor("straight." + n))]
     verdict.note(parameters=len(names), differing=differing[:10])
     if not differing:
-        verdict.ok(f"{half} steps, save, load in a new process with other weights and another RNG state, {steps - half} "
-                   f"more steps: all {len(names)} parameter tensors equal the {steps}-step straight run bit for bit "
-                   "(dropout 0.1)")
+        verdict.ok(t("{half} steps, save, load in a new process with other weights and another RNG state, {more} more "
+                     "steps: all {count} parameter tensors equal the {steps}-step straight run bit for bit (dropout 0.1)",
+                     half=half, more=steps - half, count=len(names), steps=steps))
         return
-    summary = (f"after {half} steps, save, load in a new process and {steps - half} more steps, {len(differing)} of "
-               f"{len(names)} parameter tensors differ from the {steps}-step straight run (dropout 0.1)")
+    summary = t("after {half} steps, save, load in a new process and {more} more steps, {differing} of {count} "
+                "parameter tensors differ from the {steps}-step straight run (dropout 0.1)",
+                half=half, more=steps - half, differing=len(differing), count=len(names), steps=steps)
 
     for n in names:
         if not torch.equal(fresh.tensor("loaded." + n), first.tensor("saved." + n)):
-            verdict.fail(f"{summary}: right after load_checkpoint the model's `{n}` already differs from the saved "
-                         f"model ({difference(fresh.tensor('loaded.' + n), first.tensor('saved.' + n), atol=EXACT)}); "
-                         "the weights were not restored")
+            verdict.fail(t("{summary}: right after load_checkpoint the model's `{name}` already differs from the saved "
+                           "model ({problem}); the weights were not restored", summary=summary, name=n,
+                           problem=difference(fresh.tensor("loaded." + n), first.tensor("saved." + n), atol=EXACT)))
 
     if fresh.value("optimizer_state_entries") == 0 or "exp_avg_after_load" not in fresh.tensor_names:
-        verdict.fail(f"{summary}: the optimizer state was not restored. After load_checkpoint(path, model, optimizer) "
-                     "AdamW holds no state (no exp_avg, exp_avg_sq or step), so the first resumed update acts like a "
-                     "first step again")
-    for key, label in (("exp_avg", "first moments (exp_avg)"), ("exp_avg_sq", "second moments (exp_avg_sq)"),
-                       ("adam_step", "step counters")):
+        verdict.fail(t("{summary}: the optimizer state was not restored. After load_checkpoint(path, model, optimizer) "
+                       "AdamW holds no state (no exp_avg, exp_avg_sq or step), so the first resumed update acts like a "
+                       "first step again", summary=summary))
+    for key, label in (("exp_avg", t("first moments (exp_avg)")), ("exp_avg_sq", t("second moments (exp_avg_sq)")),
+                       ("adam_step", t("step counters"))):
         problem = difference(fresh.tensor(key + "_after_load"), first.tensor(key + "_at_save"), atol=EXACT)
         if problem:
-            verdict.fail(f"{summary}: the optimizer state was not restored as saved: AdamW's {label} after loading "
-                         f"differ from those at save time ({problem})")
+            verdict.fail(t("{summary}: the optimizer state was not restored as saved: AdamW's {moments} after loading "
+                           "differ from those at save time ({problem})", summary=summary, moments=label, problem=problem))
 
     rng_after = fresh.tensor("rng_after_load")
     if not torch.equal(rng_after, first.tensor("rng_at_save")):
-        untouched = torch.equal(rng_after, fresh.tensor("rng_before_load"))
-        verdict.fail(f"{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not "
-                     "where it was when the checkpoint was saved"
-                     + (" (load_checkpoint left the new process's generator untouched)" if untouched else "")
-                     + ", so the resumed steps draw other dropout masks than the straight run")
+        if torch.equal(rng_after, fresh.tensor("rng_before_load")):
+            verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not "
+                           "where it was when the checkpoint was saved (load_checkpoint left the new process's generator "
+                           "untouched), so the resumed steps draw other dropout masks than the straight run",
+                           summary=summary))
+        verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not where "
+                       "it was when the checkpoint was saved, so the resumed steps draw other dropout masks than the "
+                       "straight run", summary=summary))
 
     n = differing[0]
     problem = difference(fresh.tensor("resumed." + n), first.tensor("straight." + n), atol=EXACT)
-    verdict.fail(f"{summary}, although weights, optimizer and RNG state were restored; first: `{n}`, {problem}")
+    verdict.fail(t("{summary}, although weights, optimizer and RNG state were restored; first: `{name}`, {problem}",
+                   summary=summary, name=n, problem=problem))
 
 
 # --- generate -------------------------------------------------------------------------------------
@@ -241,31 +265,39 @@ def _as_text(ids, vocab):
     return repr(ids)
 
 
-def _call(entry: dict, vocab=None) -> str:
+def _call(entry: dict, vocab=None) -> Text:
     r = entry["request"]
     prompt = _as_text(r["prompt"], vocab) if vocab else r["prompt"]
-    return (f"generate(model, {prompt}, max_new_tokens={r['max_new_tokens']}, eos_id={r['eos_id']}) "
-            f"with block_size={r['block_size']}")
+    return t("generate(model, {prompt}, max_new_tokens={max_new_tokens}, eos_id={eos_id}) with block_size={block_size}",
+             prompt=prompt, max_new_tokens=r["max_new_tokens"], eos_id=r["eos_id"], block_size=r["block_size"])
 
 
-def _result(entry: dict, vocab=None) -> str:
+def _result(entry: dict, vocab=None) -> Text:
     if "raised" in entry:
         e = entry["raised"]
-        return f"raised {e['type']}: {e['message']}"[:300] + (f" at {e['where']}" if e.get("where") else "")
+        error = f"{e['type']}: {e['message']}"[:300 - len("raised ")]  # the sentence stays within 300 characters
+        if e.get("where"):
+            return t("raised {error} at {where}", error=error, where=e["where"])
+        return t("raised {error}", error=error)
     if "returned" in entry:
-        return f"returned {entry['returned']}"
+        return t("returned a {kind}, not a tuple (ids, reason)", kind=entry["returned"])
     ids = _as_text(entry["ids"], vocab) if vocab else entry["ids"]
-    return f"returned ({ids}, {entry['reason']!r})"
+    return t("returned ({ids}, {reason})", ids=ids, reason=repr(entry["reason"]))
 
 
 def _check_runs(obs, ref, verdict, keys, vocab=None, explain=None):
+    """Fail at the first run whose result differs from the reference's; `explain(got, want)` may name the mistake."""
     got, want = obs.probe("generate"), ref.probe("generate")
     for key in keys:
         g, w = got.value(key), want.value(key)
         if "raised" in g or "returned" in g or g["ids"] != w["ids"] or g["reason"] != w["reason"]:
-            extra = explain(g, w) if explain and "ids" in g else ""
-            verdict.fail(f"{_call(w, vocab)} {_result(g, vocab)}; expected ({_as_text(w['ids'], vocab) if vocab else w['ids']}, "
-                         f"{w['reason']!r})" + (f": {extra}" if extra else ""))
+            said = {"call": _call(w, vocab), "result": _result(g, vocab),
+                    "ids": _as_text(w["ids"], vocab) if vocab else w["ids"], "reason": repr(w["reason"])}
+            explanation = explain(g, w) if explain and "ids" in g else None
+            if explanation is not None:
+                verdict.fail(t("{call} {result}; expected ({ids}, {reason}): {explanation}", explanation=explanation,
+                               **said))
+            verdict.fail(t("{call} {result}; expected ({ids}, {reason})", **said))
     return got
 
 
@@ -277,23 +309,23 @@ def _check_runs(obs, ref, verdict, keys, vocab=None, explain=None):
 def test_generate_stops_at_eos(obs, ref, verdict):
     def explain(g, w):
         if g["ids"] == w["ids"][:-1]:
-            return "the EOS token was not appended before stopping"
+            return t("the EOS token was not appended before stopping")
         if isinstance(g["ids"], list) and g["ids"][: len(w["ids"])] == w["ids"]:
-            return "decoding went on after the EOS token was generated"
+            return t("decoding went on after the EOS token was generated")
         if g["ids"] == w["ids"] and g["reason"] == "context_limit" and w["reason"] == "eos":
-            return "the EOS token filled the last free position; it still ends the sequence with reason 'eos'"
-        return ""
+            return t("the EOS token filled the last free position; it still ends the sequence with reason 'eos'")
+        return None
 
     got = _check_runs(obs, ref, verdict, ["seed:^pa", "seed:^qa", "seed:^p"], SEED_VOCAB, explain)
     _check_runs(obs, ref, verdict, ["eos_fills_block"], None, explain)
     entry = got.value("seed:^pa")
     if entry["ids_type"] != "list":
-        verdict.fail(f"generate returned the ids as a {entry['ids_type']}; expected a list of Python ints")
+        verdict.fail(t("generate returned the ids as a {kind}; expected a list of Python ints", kind=entry["ids_type"]))
     if entry["element_types"] != ["int"]:
-        verdict.fail(f"generate returned a list whose elements are {', '.join(entry['element_types'])}; expected "
-                     "Python ints only (convert with int(...) or .item())")
-    verdict.ok('"^pa" -> ("^pab$", "eos"), "^qa" -> ("^qac$", "eos"), "^p" -> ("^pab$", "eos"); an EOS filling the '
-               "last free position is appended with reason 'eos'")
+        verdict.fail(t("generate returned a list whose elements are {kinds}; expected Python ints only (convert with "
+                       "int(...) or .item())", kinds=", ".join(entry["element_types"])))
+    verdict.ok(t('"^pa" -> ("^pab$", "eos"), "^qa" -> ("^qac$", "eos"), "^p" -> ("^pab$", "eos"); an EOS filling the '
+                 "last free position is appended with reason 'eos'"))
 
 
 @criterion("generate_max_new_tokens", kind="values",
@@ -303,7 +335,7 @@ def test_generate_stops_at_eos(obs, ref, verdict):
                  "zh": "最多循环 max_new_tokens 次（为 0 时不生成），用完后返回 (提示 + 新词元, \"max_new_tokens\")；eos_id 可以是 None。"})
 def test_generate_max_new_tokens(obs, ref, verdict):
     _check_runs(obs, ref, verdict, ["budget", "budget_no_eos_id", "budget_zero"])
-    verdict.ok("3, 4 and 0 new tokens without EOS give exactly that many new tokens and reason 'max_new_tokens'")
+    verdict.ok(t("3, 4 and 0 new tokens without EOS give exactly that many new tokens and reason 'max_new_tokens'"))
 
 
 @criterion("generate_context_limit", kind="values",
@@ -316,14 +348,16 @@ def test_generate_context_limit(obs, ref, verdict):
         lengths = [c["length"] for c in g["calls"]]
         block = w["request"]["block_size"]
         if isinstance(g["ids"], list) and len(g["ids"]) > block:
-            return f"the sequence grew past block_size={block}: the limit must be checked before each new token"
+            return t("the sequence grew past block_size={block}: the limit must be checked before each new token",
+                     block=block)
         if not w["calls"] and lengths:
-            return f"the prompt already holds block_size={block} tokens, yet the model was called {len(lengths)} time(s)"
-        return ""
+            return t("the prompt already holds block_size={block} tokens, yet the model was called {calls} time(s)",
+                     block=block, calls=len(lengths))
+        return None
 
     _check_runs(obs, ref, verdict, ["fills_block", "prompt_at_block"], None, explain)
-    verdict.ok("a short prompt is extended to exactly block_size tokens, and a prompt already at block_size is returned "
-               "unchanged, both with reason 'context_limit'")
+    verdict.ok(t("a short prompt is extended to exactly block_size tokens, and a prompt already at block_size is "
+                 "returned unchanged, both with reason 'context_limit'"))
 
 
 @criterion("generate_last_position", kind="values",
@@ -333,11 +367,11 @@ def test_generate_context_limit(obs, ref, verdict):
                  "zh": "logits 的形状是 [1, T, V]；下一个词元是 int(logits[0, -1].argmax())。位置 0（或把 [T, V] 展平后的 argmax）预测的是第一个词元之后的词元，而不是最后一个之后的。"})
 def test_generate_last_position(obs, ref, verdict):
     def explain(g, w):
-        return "each position of this model prefers another token (position 0 the most strongly); only the last " \
-               "position's choice is the next token"
+        return t("each position of this model prefers another token (position 0 the most strongly); only the last "
+                 "position's choice is the next token")
 
     _check_runs(obs, ref, verdict, ["last_position"], None, explain)
-    verdict.ok("with every position preferring another token, generate follows the last position's argmax")
+    verdict.ok(t("with every position preferring another token, generate follows the last position's argmax"))
 
 
 @criterion("generate_eval_mode", kind="determinism",
@@ -348,11 +382,13 @@ def test_generate_last_position(obs, ref, verdict):
 def test_generate_eval_mode(obs, verdict):
     entry = obs.probe("generate").value("train_mode")
     if "raised" in entry or "returned" in entry:
-        verdict.fail(f"{_call(entry)} on a model handed over in train() mode {_result(entry)}")
+        verdict.fail(t("{call} on a model handed over in train() mode {result}", call=_call(entry),
+                       result=_result(entry)))
     calls = entry["calls"]
     training = sum(1 for c in calls if c["training"])
     verdict.note(calls=calls)
-    verdict.check(bool(calls), "generate never called the model, so its mode could not be observed")
-    verdict.check(training == 0, f"a model handed to generate in train() mode was still in training mode in {training} "
-                                 f"of {len(calls)} forward calls: dropout stays active during generation")
-    verdict.ok(f"a model handed over in train() mode ran all {len(calls)} forward calls in eval() mode")
+    verdict.check(bool(calls), t("generate never called the model, so its mode could not be observed"))
+    verdict.check(training == 0, t("a model handed to generate in train() mode was still in training mode in {training} "
+                                   "of {calls} forward calls: dropout stays active during generation",
+                                   training=training, calls=len(calls)))
+    verdict.ok(t("a model handed over in train() mode ran all {calls} forward calls in eval() mode", calls=len(calls)))

@@ -2,6 +2,7 @@
 
 import torch
 
+from grader.i18n import Text, t
 from grader.judge.common import forbidden_api_criterion
 from grader.judge.compare import describe_outcome, difference, raised
 from grader.judge.criterion import criterion
@@ -24,20 +25,28 @@ PAD_GRAD_TOLERANCE = 0.0  # the contract says exactly zero: any non-zero gradien
 def test_weight_registered(obs, verdict):
     p = obs.probe("table")
     verdict.note(weight_type=p.value("weight_type"), weight_shape=p.value("weight_shape"), parameters=p.value("parameters"))
-    verdict.check(p.value("is_module"), "TokenEmbedding(13, 6) is not an nn.Module: subclass nn.Module and call super().__init__()")
+    verdict.check(p.value("is_module"), t("TokenEmbedding(13, 6) is not an nn.Module: subclass nn.Module and call "
+                                          "super().__init__()"))
     kind, shape = p.value("weight_type"), p.value("weight_shape")
-    verdict.check(kind != "NoneType", "TokenEmbedding(13, 6) has no attribute `weight` (or it is None); "
-                                      "the contract asks for self.weight, an nn.Parameter of shape [13, 6]")
-    listed = ", ".join(p.value("parameters")) or "nothing"
+    verdict.check(kind != "NoneType", t("TokenEmbedding(13, 6) has no attribute `weight` (or it is None); the contract "
+                                        "asks for self.weight, an nn.Parameter of shape [13, 6]"))
+    listed = ", ".join(p.value("parameters")) or t("nothing")
     verdict.check(p.value("weight_is_parameter"),
-                  f"`weight` is a {kind}, not an nn.Parameter: model.parameters() lists {listed}, so an optimizer would never train the table")
+                  t("`weight` is a {kind}, not an nn.Parameter: model.parameters() lists {listed}, so an optimizer would "
+                    "never train the table", kind=kind, listed=listed))
+    if shape == [DIM, VOCAB]:
+        verdict.fail(t("TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = "
+                       "[13, 6] (rows and columns swapped: row i must be the vector of token i)", shape=shape))
     if shape != [VOCAB, DIM]:
-        swapped = " (rows and columns swapped: row i must be the vector of token i)" if shape == [DIM, VOCAB] else ""
-        verdict.fail(f"TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = [13, 6]{swapped}")
-    verdict.check(p.value("weight_registered"), "`weight` is an nn.Parameter but not among the module's parameters(): "
-                                                "assign it as an attribute of the module (self.weight = nn.Parameter(...))")
-    verdict.check(p.value("weight_requires_grad"), "`weight` has requires_grad=False: the table could never be trained")
-    verdict.ok(f"weight is an nn.Parameter of shape [13, 6] registered on the module (parameters: {listed})")
+        verdict.fail(t("TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = "
+                       "[13, 6]", shape=shape))
+    verdict.check(p.value("weight_registered"), t("`weight` is an nn.Parameter but not among the module's parameters(): "
+                                                  "assign it as an attribute of the module (self.weight = "
+                                                  "nn.Parameter(...))"))
+    verdict.check(p.value("weight_requires_grad"), t("`weight` has requires_grad=False: the table could never be "
+                                                     "trained"))
+    verdict.ok(t("weight is an nn.Parameter of shape [13, 6] registered on the module (parameters: {listed})",
+                 listed=listed))
 
 
 @criterion("output_shape", kind="shape",
@@ -53,20 +62,23 @@ def test_output_shape(obs, ref, verdict):
         ids_shape = list(want.tensor(f"ids_{key}").shape)
         shape = list(got.tensor(f"out_{key}").shape)
         expected = ids_shape + [DIM]
-        padding = " (padding_idx=9)" if key == "pad" else ""
+        ids_of = t("ids of shape {shape} (padding_idx=9)", shape=ids_shape) if key == "pad" \
+            else t("ids of shape {shape}", shape=ids_shape)
         if shape != expected:
             n = 1
             for size in ids_shape:
                 n *= size
-            why = ""
+            said = {"ids": ids_of, "shape": shape, "expected": expected}
             if shape == [n, DIM]:
-                why = ": the ids were flattened and the result never reshaped back to (*ids.shape, dim)"
-            elif shape == [DIM] + ids_shape or shape == ids_shape[:-1] + [DIM, ids_shape[-1]]:
-                why = ": the dim axis is in the wrong place (a transposed result)"
-            verdict.fail(f"for ids of shape {ids_shape}{padding} the output has shape {shape}; "
-                         f"expected ids.shape + (dim,) = {expected}{why}")
+                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the ids "
+                               "were flattened and the result never reshaped back to (*ids.shape, dim)", **said))
+            if shape == [DIM] + ids_shape or shape == ids_shape[:-1] + [DIM, ids_shape[-1]]:
+                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the dim "
+                               "axis is in the wrong place (a transposed result)", **said))
+            verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}", **said))
         seen.append(ids_shape)
-    verdict.ok(f"ids of shapes {seen[0]}, {seen[1]} and {seen[2]} give outputs of shape ids.shape + [6]")
+    verdict.ok(t("ids of shapes {first}, {second} and {third} give outputs of shape ids.shape + [6]", first=seen[0],
+                 second=seen[1], third=seen[2]))
 
 
 @criterion("values_are_rows", kind="values", requires=("output_shape",),
@@ -82,19 +94,21 @@ def test_values_are_rows(obs, ref, verdict):
         ids = want.tensor(f"ids_{key}")
         weight = got.tensor(f"weight_{key}")
         out = got.tensor(f"out_{key}")
-        padding = ", padding_idx=9" if key == "pad" else ""
-        label = f"ids of shape {list(ids.shape)}{padding}"
+        label = t("ids of shape {shape}, padding_idx=9", shape=list(ids.shape)) if key == "pad" \
+            else t("ids of shape {shape}", shape=list(ids.shape))
         if list(weight.shape) != [VOCAB, DIM]:
-            verdict.fail(f"your weight has shape {list(weight.shape)}; the lookup is judged against a [13, 6] table")
+            verdict.fail(t("your weight has shape {shape}; the lookup is judged against a [13, 6] table",
+                           shape=list(weight.shape)))
         rows = weight[ids]
         if difference(out, rows, atol=LOOKUP_TOLERANCE) is not None:
-            verdict.fail(f"for {label}: {_first_wrong_row(out, rows, ids, weight)}")
+            verdict.fail(t("for {ids}: {problem}", ids=label, problem=_first_wrong_row(out, rows, ids, weight)))
         one_hot = torch.nn.functional.one_hot(ids, VOCAB).double() @ weight.double()
         problem = difference(out, one_hot, atol=LOOKUP_TOLERANCE)
         if problem:
-            verdict.fail(f"for {label} the output differs from one_hot(ids) @ weight: {problem}")
-    verdict.ok("for 1-D, 2-D and 3-D ids (and with a padding row) every output vector is exactly the row weight[id] "
-               "of your own table, the same as one_hot(ids) @ weight")
+            verdict.fail(t("for {ids} the output differs from one_hot(ids) @ weight: {problem}", ids=label,
+                           problem=problem))
+    verdict.ok(t("for 1-D, 2-D and 3-D ids (and with a padding row) every output vector is exactly the row weight[id] "
+                 "of your own table, the same as one_hot(ids) @ weight"))
 
 
 @criterion("padding_row_zero_at_init", kind="values",
@@ -108,20 +122,23 @@ def test_padding_row_zero_at_init(obs, verdict):
     for pad in (0, PADDED):
         key = f"init_pad{pad}"
         if key in p.not_tensors:
-            verdict.fail(f"TokenEmbedding(13, 6, padding_idx={pad}).weight is a {p.not_tensors[key]}, not a tensor")
+            verdict.fail(t("TokenEmbedding(13, 6, padding_idx={pad}).weight is a {kind}, not a tensor", pad=pad,
+                           kind=p.not_tensors[key]))
         weight = p.tensor(key)
         if weight.dim() != 2 or weight.shape[0] <= pad:
-            verdict.fail(f"TokenEmbedding(13, 6, padding_idx={pad}).weight has shape {list(weight.shape)}; "
-                         f"row {pad} cannot be checked in a table that is not [13, 6]")
+            verdict.fail(t("TokenEmbedding(13, 6, padding_idx={pad}).weight has shape {shape}; row {pad} cannot be "
+                           "checked in a table that is not [13, 6]", pad=pad, shape=list(weight.shape)))
         row = weight[pad]
         nonzero = int((row != 0).sum())
         if nonzero:
-            where = ""
+            said = {"pad": pad, "row": _fmt(row), "nonzero": nonzero, "entries": row.numel()}
             if pad != 0 and bool((weight[0] == 0).all()):
-                where = "; row 0 is zero instead, as if the padding row were always 0"
-            verdict.fail(f"with padding_idx={pad} row {pad} of weight right after construction is {_fmt(row)} "
-                         f"({nonzero} of {row.numel()} entries non-zero); expected all zeros{where}")
-    verdict.ok("with padding_idx=0 and padding_idx=9 the padding row is all zeros right after construction")
+                verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} ({nonzero} "
+                               "of {entries} entries non-zero); expected all zeros; row 0 is zero instead, as if the "
+                               "padding row were always 0", **said))
+            verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} ({nonzero} of "
+                           "{entries} entries non-zero); expected all zeros", **said))
+    verdict.ok(t("with padding_idx=0 and padding_idx=9 the padding row is all zeros right after construction"))
 
 
 @criterion("gradient_reaches_rows", kind="gradient", requires=("values_are_rows",),
@@ -132,8 +149,8 @@ def test_padding_row_zero_at_init(obs, verdict):
                        "没有 padding_idx 时没有特殊的行：第 0 行也要像其他行一样得到梯度。"})
 def test_gradient_reaches_rows(obs, ref, verdict):
     max_diff = _check_gradient(obs, ref, verdict, "nopad", None)
-    verdict.ok(f"with padding_idx=None every used row, row 0 included, receives the sum of its upstream gradients "
-               f"(largest difference {max_diff:.1e}) and unused rows receive zero")
+    verdict.ok(t("with padding_idx=None every used row, row 0 included, receives the sum of its upstream gradients "
+                 "(largest difference {difference:.1e}) and unused rows receive zero", difference=max_diff))
 
 
 @criterion("padding_gradient_zero", kind="gradient", requires=("values_are_rows",),
@@ -146,8 +163,9 @@ def test_gradient_reaches_rows(obs, ref, verdict):
                        "或乘以掩码 (ids != padding_idx)。只把该行的值清零是不够的：weight[ids] 仍会把每个 padding 位置的梯度送回这一行。"})
 def test_padding_gradient_zero(obs, ref, verdict):
     worst = max(_check_gradient(obs, ref, verdict, key, pad) for key, pad in (("pad0", 0), ("pad9", PADDED)))
-    verdict.ok(f"with padding_idx=0 and padding_idx=9 the padding row's gradient is exactly zero and every other used row "
-               f"receives the sum of its upstream gradients (largest difference {worst:.1e})")
+    verdict.ok(t("with padding_idx=0 and padding_idx=9 the padding row's gradient is exactly zero and every other used "
+                 "row receives the sum of its upstream gradients (largest difference {difference:.1e})",
+                 difference=worst))
 
 
 @criterion("rejects_float_ids", kind="errors",
@@ -158,17 +176,21 @@ def test_padding_gradient_zero(obs, ref, verdict):
                        "不要用 .long() 强转：浮点 id 说明调用方传错了张量，强转只会把错误藏起来。"})
 def test_rejects_float_ids(obs, verdict):
     p = obs.probe("bad_ids")
-    for key, shown in (("float32", "float32 ids [[1., 2.], [3., 4.]]"), ("float64", "float64 ids [0., 5., 7.]")):
+    for key, shown in (("float32", t("float32 ids [[1., 2.], [3., 4.]]")), ("float64", t("float64 ids [0., 5., 7.]"))):
         outcome = p.value(key)
         if raised(outcome) != "TypeError":
-            why = (": ids whose values happen to be whole numbers were quietly accepted" if raised(outcome) is None
-                   else "; torch's own indexing error is not the contract: check the dtype yourself" if raised(outcome) in ("IndexError", "RuntimeError")
-                   else "")
-            verdict.fail(f"emb({shown}) {_describe(outcome)}; expected TypeError{why}")
+            said = {"ids": shown, "outcome": _describe(outcome)}
+            if raised(outcome) is None:
+                verdict.fail(t("emb({ids}) {outcome}; expected TypeError: ids whose values happen to be whole numbers "
+                               "were quietly accepted", **said))
+            if raised(outcome) in ("IndexError", "RuntimeError"):
+                verdict.fail(t("emb({ids}) {outcome}; expected TypeError; torch's own indexing error is not the "
+                               "contract: check the dtype yourself", **said))
+            verdict.fail(t("emb({ids}) {outcome}; expected TypeError", **said))
     control = p.value("same_ids_int64")
-    verdict.check(raised(control) is None, f"emb(int64 ids [[1, 2], [3, 4]]) {_describe(control)}: the same ids as "
-                                           "integers must be looked up; reject floating-point ids only")
-    verdict.ok("float32 and float64 ids raise TypeError; the same ids as int64 are looked up")
+    verdict.check(raised(control) is None, t("emb(int64 ids [[1, 2], [3, 4]]) {outcome}: the same ids as integers must "
+                                             "be looked up; reject floating-point ids only", outcome=_describe(control)))
+    verdict.ok(t("float32 and float64 ids raise TypeError; the same ids as int64 are looked up"))
 
 
 @criterion("rejects_out_of_range_ids", kind="errors",
@@ -181,17 +203,20 @@ def test_rejects_out_of_range_ids(obs, verdict):
     p = obs.probe("bad_ids")
     boundary = p.value("boundary")
     verdict.check(raised(boundary) is None,
-                  f"emb([[0, 12], [12, 0]]) with vocab_size=13 {_describe(boundary)}; ids 0 and 12 are valid "
-                  "(the range is [0, vocab_size): reject id >= vocab_size, not id >= vocab_size - 1)")
-    for key, bad, silent in (("minus_one", -1, "it silently picks row 12, the last row"),
-                             ("minus_vocab", -VOCAB, "it silently picks row 0"),
-                             ("too_large", VOCAB, ""), ("far_too_large", VOCAB + 5, "")):
+                  t("emb([[0, 12], [12, 0]]) with vocab_size=13 {outcome}; ids 0 and 12 are valid (the range is [0, "
+                    "vocab_size): reject id >= vocab_size, not id >= vocab_size - 1)", outcome=_describe(boundary)))
+    for key, bad, silent in (("minus_one", -1, t("it silently picks row 12, the last row")),
+                             ("minus_vocab", -VOCAB, t("it silently picks row 0")),
+                             ("too_large", VOCAB, None), ("far_too_large", VOCAB + 5, None)):
         outcome = p.value(key)
         if raised(outcome) != "IndexError":
-            why = f": {silent}" if silent and raised(outcome) is None else ""
-            verdict.fail(f"with vocab_size=13, ids [[2, 3, 4], [5, {bad}, 6]] (bad id at [1, 1]) {_describe(outcome)}; "
-                         f"expected IndexError{why}")
-    verdict.ok("ids -1, -13, 13 and 18 raise IndexError with vocab_size=13; the boundary ids 0 and 12 are looked up")
+            said = {"bad": bad, "outcome": _describe(outcome)}
+            if silent is not None and raised(outcome) is None:
+                verdict.fail(t("with vocab_size=13, ids [[2, 3, 4], [5, {bad}, 6]] (bad id at [1, 1]) {outcome}; "
+                               "expected IndexError: {why}", why=silent, **said))
+            verdict.fail(t("with vocab_size=13, ids [[2, 3, 4], [5, {bad}, 6]] (bad id at [1, 1]) {outcome}; expected "
+                           "IndexError", **said))
+    verdict.ok(t("ids -1, -13, 13 and 18 raise IndexError with vocab_size=13; the boundary ids 0 and 12 are looked up"))
 
 
 test_no_forbidden_api = forbidden_api_criterion()
@@ -208,23 +233,25 @@ def _check_gradient(obs, ref, verdict, key, pad):
     setting = f"padding_idx={pad}"
     backward = got.value(f"backward_{key}")
     if raised(backward):
-        verdict.fail(f"with {setting}, backward through the output {_describe(backward)}: "
-                     "the output must stay connected to weight in the autograd graph")
+        verdict.fail(t("with {setting}, backward through the output {outcome}: the output must stay connected to weight "
+                       "in the autograd graph", setting=setting, outcome=_describe(backward)))
     if f"grad_{key}" in got.not_tensors:
-        verdict.fail(f"with {setting}, weight.grad is None after backward: the output is not connected to weight "
-                     "(a copy, .data or .detach() cut the graph)")
+        verdict.fail(t("with {setting}, weight.grad is None after backward: the output is not connected to weight (a "
+                       "copy, .data or .detach() cut the graph)", setting=setting))
     grad = got.tensor(f"grad_{key}").double()
     if list(grad.shape) != [VOCAB, DIM]:
-        verdict.fail(f"with {setting}, weight.grad has shape {list(grad.shape)}; expected [13, 6]")
+        verdict.fail(t("with {setting}, weight.grad has shape {shape}; expected [13, 6]", setting=setting,
+                       shape=list(grad.shape)))
     want = torch.zeros(VOCAB, DIM, dtype=torch.float64).index_add_(0, ids.reshape(-1), upstream.reshape(-1, DIM))
     counts = torch.bincount(ids.reshape(-1), minlength=VOCAB)
     verdict.note(**{f"grad_row_norms_{key}": [round(float(v), 6) for v in grad.norm(dim=1)]})
     if pad is not None:
         row = grad[pad]
         if not bool((row.abs() <= PAD_GRAD_TOLERANCE).all()):  # NaN fails too
-            verdict.fail(f"with {setting}, weight.grad[{pad}] is {_fmt(row)} (largest |g| {float(row.abs().max()):.3g}); "
-                         f"expected exactly zero: id {pad} appears {int(counts[pad])} times in the [4, 6] batch and each "
-                         "occurrence sent its gradient into the padding row")
+            verdict.fail(t("with {setting}, weight.grad[{pad}] is {row} (largest |g| {largest:.3g}); expected exactly "
+                           "zero: id {pad} appears {count} times in the [4, 6] batch and each occurrence sent its "
+                           "gradient into the padding row", setting=setting, pad=pad, row=_fmt(row),
+                           largest=float(row.abs().max()), count=int(counts[pad])))
         want[pad] = 0
     worst = 0.0
     for r in range(VOCAB):
@@ -234,45 +261,53 @@ def _check_gradient(obs, ref, verdict, key, pad):
         worst = max(worst, diff)
         if not diff <= GRAD_TOLERANCE:  # NaN fails too
             n = int(counts[r])
+            if n and float(grad[r].abs().max()) == 0.0 and pad is None and r == 0:
+                verdict.fail(t("with {setting}, row {row} received no gradient although id {row} appears {count} times "
+                               "(with padding_idx=None row 0 is an ordinary row)", setting=setting, row=r, count=n))
             if n and float(grad[r].abs().max()) == 0.0:
-                what = f"row {r} received no gradient although id {r} appears {n} times"
-                if pad is None and r == 0:
-                    what += " (with padding_idx=None row 0 is an ordinary row)"
-            elif n == 0:
-                what = f"row {r} received gradient {_fmt(grad[r])} although id {r} does not appear in the batch"
-            else:
-                what = (f"row {r} received {_fmt(grad[r])}; expected {_fmt(want[r])}, the sum of the upstream gradients "
-                        f"at the {n} positions holding id {r} (largest difference {diff:.3g})")
-            verdict.fail(f"with {setting}, {what}")
+                verdict.fail(t("with {setting}, row {row} received no gradient although id {row} appears {count} times",
+                               setting=setting, row=r, count=n))
+            if n == 0:
+                verdict.fail(t("with {setting}, row {row} received gradient {got} although id {row} does not appear in "
+                               "the batch", setting=setting, row=r, got=_fmt(grad[r])))
+            verdict.fail(t("with {setting}, row {row} received {got}; expected {want}, the sum of the upstream gradients "
+                           "at the {count} positions holding id {row} (largest difference {difference:.3g})",
+                           setting=setting, row=r, got=_fmt(grad[r]), want=_fmt(want[r]), count=n, difference=diff))
     return worst
 
 
-def _first_wrong_row(out, rows, ids, weight):
+def _first_wrong_row(out, rows, ids, weight) -> Text:
     """Name the first output position that is not its row, and which row (if any) it equals instead."""
     bad = (out != rows).reshape(-1, DIM).any(dim=1)
-    n_bad = int(bad.sum())
     flat = int(torch.nonzero(bad)[0])
     position = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ids.shape))
     token = int(ids[position])
     vec = out[position]
     same = [r for r in range(weight.shape[0]) if torch.equal(vec, weight[r])]
+    said = {"pos": ", ".join(str(i) for i in position), "got": _fmt(vec), "token": token, "row": _fmt(weight[token]),
+            "wrong": int(bad.sum()), "positions": bad.numel()}
     if torch.equal(out, rows.movedim(-1, 0).reshape(out.shape)):
-        instead = (", although every number is right: the output is weight[ids] laid out as [dim, *ids.shape] and then "
-                   "reshaped; reshape does not swap axes, use .t() / .transpose (or look up rows, weight[ids], directly)")
-    elif same:
-        instead = f"; it equals row {same[0]} instead"
-    elif torch.allclose(vec, weight[token], atol=1e-4):
-        instead = f" (close but not equal: largest difference {float((vec - weight[token]).abs().max()):.3g}; a lookup copies exactly)"
-    else:
-        instead = ", and it is no row of weight at all"
-    pos = ", ".join(str(i) for i in position)
-    return (f"out[{pos}] is {_fmt(vec)} but ids[{pos}] = {token}, so it should be weight[{token}] = {_fmt(weight[token])}"
-            f"{instead}; {n_bad} of {bad.numel()} positions are wrong")
+        return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, although every "
+                 "number is right: the output is weight[ids] laid out as [dim, *ids.shape] and then reshaped; reshape "
+                 "does not swap axes, use .t() / .transpose (or look up rows, weight[ids], directly); {wrong} of "
+                 "{positions} positions are wrong", **said)
+    if same:
+        return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}; it equals row "
+                 "{same} instead; {wrong} of {positions} positions are wrong", same=same[0], **said)
+    if torch.allclose(vec, weight[token], atol=1e-4):
+        return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row} (close but not "
+                 "equal: largest difference {difference:.3g}; a lookup copies exactly); {wrong} of {positions} positions "
+                 "are wrong", difference=float((vec - weight[token]).abs().max()), **said)
+    return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, and it is no row of "
+             "weight at all; {wrong} of {positions} positions are wrong", **said)
 
 
 def _describe(outcome):
+    """What a call did, with the line of the student's file that raised, if any."""
     where = (outcome.get("raised") or {}).get("where")
-    return describe_outcome(outcome) + (f" (at {where})" if where else "")
+    if where:
+        return t("{outcome} (at {where})", outcome=describe_outcome(outcome), where=where)
+    return describe_outcome(outcome)
 
 
 def _fmt(vector, limit=4):

@@ -6,11 +6,13 @@ solution (41 model seeds, including the probes' own seeds for the course seed, �
 """
 
 import math
+import re
 from collections import Counter, defaultdict
 
 import torch
 import torch.nn.functional as F
 
+from grader.i18n import Text, join, t, verbatim
 from grader.judge.compare import describe_outcome, raised
 from grader.judge.criterion import criterion
 
@@ -26,6 +28,9 @@ OVERFIT_THRESHOLD = 0.1     # fixed by the course (seed 000). Reference, measure
 OPTIMUM_SLACK = 1e-9        # no loss can be below the analytic optimum (identical rows share logits): float64 rounding only
 CONTRADICTORY_MARGIN = 0.05  # above the optimum (0.3466 here). Reference, measured: final - optimum +1.2e-4 .. +5.8e-3 (41 seeds × 3 betas)
 LISTED = 5                  # names shown in a message before "and N more"
+# What the optimizer probe records for a group entry that is not a parameter of the model (grader/probes/training.py)
+FOREIGN_TENSOR = re.compile(r"<a tensor of shape (\[[-0-9, ]*\]) that is not a parameter of the model>")
+FOREIGN_OBJECT = re.compile(r"<a (\w+), not a tensor>")
 
 
 @criterion("optimizer_is_adamw", kind="optimizer",
@@ -43,16 +48,19 @@ def test_optimizer_is_adamw(obs, verdict):
         asked_by[name] = f"lr={asked['lr']:g}, betas={tuple(asked['betas'])}"
         call = _call(name, asked)
         verdict.note(**{name: {"type": opt["type"], "groups": [{k: g.get(k) for k in ("lr", "betas")} for g in opt["groups"]]}})
-        verdict.check(opt["is_adamw"], f"{call} returned {_of_type(opt['type'])}; expected a torch.optim.AdamW")
-        verdict.check(len(opt["groups"]) > 0, f"{call} returned an AdamW with no parameter group")
+        verdict.check(opt["is_adamw"], t("{call} returned {what}; expected a torch.optim.AdamW", call=call,
+                                         what=_of_type(opt["type"])))
+        verdict.check(len(opt["groups"]) > 0, t("{call} returned an AdamW with no parameter group", call=call))
         for i, g in enumerate(opt["groups"]):
             if not _same(g["lr"], asked["lr"]):
-                verdict.fail(f"{call}: parameter group {i} has lr {g['lr']!r}; expected {asked['lr']:g}, the lr argument")
+                verdict.fail(t("{call}: parameter group {index} has lr {got}; expected {want:g}, the lr argument",
+                               call=call, index=i, got=repr(g["lr"]), want=asked["lr"]))
             if not (isinstance(g["betas"], list) and len(g["betas"]) == 2
                     and all(_same(b, a) for b, a in zip(g["betas"], asked["betas"]))):
-                verdict.fail(f"{call}: parameter group {i} has betas {g['betas']!r}; expected {tuple(asked['betas'])}, the betas argument")
-    verdict.ok(f"an AdamW whose groups carry the lr and betas passed in ({asked_by['optimizer_groups']}) "
-               f"and the defaults ({asked_by['optimizer_defaults']})")
+                verdict.fail(t("{call}: parameter group {index} has betas {got}; expected {want}, the betas argument",
+                               call=call, index=i, got=repr(g["betas"]), want=tuple(asked["betas"])))
+    verdict.ok(t("an AdamW whose groups carry the lr and betas passed in ({given}) and the defaults ({defaults})",
+                 given=asked_by["optimizer_groups"], defaults=asked_by["optimizer_defaults"]))
 
 
 @criterion("optimizer_coverage", kind="optimizer",
@@ -73,18 +81,21 @@ def test_optimizer_coverage(obs, verdict):
     problems = []
     missing = [n for n in trainable if counts[n] == 0]
     if missing:
-        problems.append(f"{len(missing)} of {len(trainable)} trainable parameters are in no group: {_names(missing)}")
-    repeated = [f"{n} ({counts[n]} times)" for n in params if counts[n] > 1]
+        problems.append(t("{missing} of {total} trainable parameters are in no group: {names}", missing=len(missing),
+                          total=len(trainable), names=_names(missing)))
+    repeated = [t("{name} ({count} times)", name=n, count=counts[n]) for n in params if counts[n] > 1]
     if repeated:
-        problems.append(f"held more than once: {_names(repeated)}")
+        problems.append(t("held more than once: {names}", names=_names(repeated)))
     handed = [n for n in frozen if counts[n] > 0]
     if handed:
-        problems.append(f"frozen (requires_grad=False) but handed to the optimizer: {_names(handed)}")
+        problems.append(t("frozen (requires_grad=False) but handed to the optimizer: {names}", names=_names(handed)))
     foreign = sorted({n for n in counts if n.startswith("<")})
     if foreign:
-        problems.append(f"the groups also hold {_names(foreign)}")
+        problems.append(t("the groups also hold {names}", names=_names([_foreign(n) for n in foreign])))
     if problems:
-        problems = [f"with {len(frozen)} of {len(params)} parameters frozen ({', '.join(frozen)}): " + "; ".join(problems)]
+        listed = join(problems, t("; "))  # built apart: Babel misses a t(...) nested in another call's arguments
+        problems = [t("with {frozen} of {total} parameters frozen ({names}): {problems}", frozen=len(frozen),
+                      total=len(params), names=", ".join(frozen), problems=listed)]
 
     # every problem is listed: the tied model is judged whatever the first model showed
     shared = obs.probe("optimizer_shared")
@@ -92,13 +103,17 @@ def test_optimizer_coverage(obs, verdict):
     tied = [n for n in shared.value("parameters") if " = " in n]
     for n in shared.value("parameters"):
         if counts[n] != 1:
-            where = "one tensor registered under both names" if n in tied else "a parameter"
-            problems.append(f"with the head tied to the token embedding, {n} ({where}) is held {counts[n]} times; expected "
-                            "exactly once" + (" (deduplicate by id(p))" if counts[n] > 1 else ""))
+            what = t("one tensor registered under both names") if n in tied else t("a parameter")
+            if counts[n] > 1:
+                problems.append(t("with the head tied to the token embedding, {name} ({what}) is held {count} times; "
+                                  "expected exactly once (deduplicate by id(p))", name=n, what=what, count=counts[n]))
+            else:
+                problems.append(t("with the head tied to the token embedding, {name} ({what}) is held {count} times; "
+                                  "expected exactly once", name=n, what=what, count=counts[n]))
     if problems:
-        verdict.fail(". ".join(problems))
-    verdict.ok(f"all {len(trainable)} trainable parameters held once, none of the {len(frozen)} frozen ones; "
-               f"a tensor shared by head and token embedding held once")
+        verdict.fail(join(problems, t(". ")))
+    verdict.ok(t("all {trainable} trainable parameters held once, none of the {frozen} frozen ones; a tensor shared by "
+                 "head and token embedding held once", trainable=len(trainable), frozen=len(frozen)))
 
 
 @criterion("weight_decay_split", kind="optimizer",
@@ -116,7 +131,8 @@ def test_weight_decay_split(obs, verdict):
         params, opt, asked = p.value("parameters"), p.value("optimizer"), p.value("asked")
         call = _call(name, asked)
         verdict.note(**{name: [{"weight_decay": g["weight_decay"], "params": len(g["params"])} for g in opt["groups"]]})
-        verdict.check(len(opt["groups"]) > 0, f"{call} returned {_of_type(opt['type'])} without parameter groups")
+        verdict.check(len(opt["groups"]) > 0, t("{call} returned {what} without parameter groups", call=call,
+                                                what=_of_type(opt["type"])))
         wrong, seen_dims = [], set()
         for g in opt["groups"]:
             for n in g["params"]:
@@ -132,16 +148,22 @@ def test_weight_decay_split(obs, verdict):
             matrices = [w for w in wrong if w[1] >= 2]
             parts = []
             if vectors:
-                parts.append(f"{len(vectors)} parameters with dim < 2 sit in a group with weight_decay {vectors[0][2]!r} "
-                             f"(expected 0: biases and LayerNorm are not decayed): {_names([w[0] for w in vectors])}")
+                parts.append(t("{count} parameters with dim < 2 sit in a group with weight_decay {got} (expected 0: "
+                               "biases and LayerNorm are not decayed): {names}", count=len(vectors),
+                               got=repr(vectors[0][2]), names=_names([w[0] for w in vectors])))
             if matrices:
-                parts.append(f"{len(matrices)} parameters with dim >= 2 sit in a group with weight_decay {matrices[0][2]!r} "
-                             f"(expected {asked['weight_decay']:g}, the weight_decay argument): {_names([w[0] for w in matrices])}")
-            verdict.fail(f"{call}: " + "; ".join(parts))
+                parts.append(t("{count} parameters with dim >= 2 sit in a group with weight_decay {got} (expected "
+                               "{want:g}, the weight_decay argument): {names}", count=len(matrices),
+                               got=repr(matrices[0][2]), want=asked["weight_decay"],
+                               names=_names([w[0] for w in matrices])))
+            problems = join(parts, t("; "))  # built apart: Babel misses a t(...) nested in another call's arguments
+            verdict.fail(t("{call}: {problems}", call=call, problems=problems))
         if seen_dims != {True, False}:
-            kind = "a matrix (dim >= 2)" if True not in seen_dims else "a bias or LayerNorm parameter (dim < 2)"
-            verdict.fail(f"{call}: no group holds {kind}, so the split cannot be checked; the model has both kinds")
-    verdict.ok("dim >= 2 parameters carry the weight_decay passed in (0.0625, default 0.1); biases and LayerNorm carry 0")
+            kind = t("a matrix (dim >= 2)") if True not in seen_dims else t("a bias or LayerNorm parameter (dim < 2)")
+            verdict.fail(t("{call}: no group holds {kind}, so the split cannot be checked; the model has both kinds",
+                           call=call, kind=kind))
+    verdict.ok(t("dim >= 2 parameters carry the weight_decay passed in (0.0625, default 0.1); biases and LayerNorm "
+                 "carry 0"))
 
 
 @criterion("train_step_returns_loss", kind="values",
@@ -155,13 +177,18 @@ def test_train_step_returns_loss(obs, verdict):
     p = obs.probe("train_step_update")
     got, want = _float(p.value("returned_value")), p.value("expected_loss")
     verdict.note(returned_type=p.value("returned_type"), returned=got, loss_before_update=want)
-    verdict.check(p.value("returned_is_float"),
-                  f"train_step returned {_of_type(p.value('returned_type'))}{'' if got == 'None' else f' ({got})'}; expected a Python float "
-                  f"(the loss before the update is {want:.6f})")
+    if not p.value("returned_is_float"):
+        what = _of_type(p.value("returned_type"))
+        if got == "None":
+            verdict.fail(t("train_step returned {what}; expected a Python float (the loss before the update is "
+                           "{want:.6f})", what=what, want=want))
+        verdict.fail(t("train_step returned {what} ({value}); expected a Python float (the loss before the update is "
+                       "{want:.6f})", what=what, value=got, want=want))
     verdict.check(abs(got - want) <= LOSS_TOLERANCE,  # NaN fails this too
-                  f"train_step returned {got:.10g}; the loss of that batch before the update is {want:.10g} "
-                  f"(difference {abs(got - want):.3g}, tolerance {LOSS_TOLERANCE:g}){_float32_note(got, want)}")
-    verdict.ok(f"returned the float {got:.6f}, the loss before the update")
+                  t("train_step returned {got:.10g}; the loss of that batch before the update is {want:.10g} "
+                    "(difference {difference:.3g}, tolerance {tolerance:g}){float32_note}", got=got, want=want,
+                    difference=abs(got - want), tolerance=LOSS_TOLERANCE, float32_note=_float32_note(got, want)))
+    verdict.ok(t("returned the float {got:.6f}, the loss before the update", got=got))
 
 
 @criterion("train_step_updates", kind="values",
@@ -178,15 +205,20 @@ def test_train_step_updates(obs, verdict):
     with_grad = p.value("with_grad_at_step")
     verdict.note(optimizer_steps=len(with_grad), parameters_with_grad_at_step=with_grad, changed=len(changed),
                  reached_by_gradient=len(reached))
-    verdict.check(len(with_grad) > 0, "train_step never called optimizer.step(): no parameter can change")
+    verdict.check(len(with_grad) > 0, t("train_step never called optimizer.step(): no parameter can change"))
     missing = [n for n in reached if n not in changed]
     if missing:
-        detail = (f"; at optimizer.step() only {with_grad[-1]} parameters held a gradient" if with_grad[-1] < len(reached) else "")
-        verdict.fail(f"{len(missing)} of the {len(reached)} parameters that one backward reaches were not changed by "
-                     f"train_step: {_names(missing)}{detail}")
-    verdict.check(p.value("training"), "the model handed in was in eval() mode and train_step left it there; "
-                                       "train_step must call model.train()")
-    verdict.ok(f"all {len(reached)} parameters that receive a gradient changed; the model is in train() mode")
+        unchanged = {"missing": len(missing), "reached": len(reached), "names": _names(missing)}
+        if with_grad[-1] < len(reached):
+            verdict.fail(t("{missing} of the {reached} parameters that one backward reaches were not changed by "
+                           "train_step: {names}; at optimizer.step() only {held} parameters held a gradient",
+                           held=with_grad[-1], **unchanged))
+        verdict.fail(t("{missing} of the {reached} parameters that one backward reaches were not changed by "
+                       "train_step: {names}", **unchanged))
+    verdict.check(p.value("training"), t("the model handed in was in eval() mode and train_step left it there; "
+                                         "train_step must call model.train()"))
+    verdict.ok(t("all {reached} parameters that receive a gradient changed; the model is in train() mode",
+                 reached=len(reached)))
 
 
 @criterion("gradient_clipping", kind="gradient",
@@ -202,24 +234,27 @@ def test_gradient_clipping(obs, verdict):
     tight, loose = p.value("tight"), p.value("loose")
     for label, case in (("tight", tight), ("loose", loose)):
         verdict.check(len(case["with_grad_at_step"]) > 0 and case["with_grad_at_step"][-1] > 0,
-                      f"with max_grad_norm={case['max_grad_norm']:g}, optimizer.step() ran with no gradient")
+                      t("with max_grad_norm={limit:g}, optimizer.step() ran with no gradient", limit=case["max_grad_norm"]))
         case["unclipped_norm"] = _total_norm(_tensors(p, f"{label}.fresh").values())
         case["norm_at_last_step"] = _total_norm(_tensors(p, f"{label}.at_step").values())
     verdict.note(tight=tight, loose=loose)
     limit, norm, raw = tight["max_grad_norm"], tight["norm_at_last_step"], tight["unclipped_norm"]
+    diagnosis = t("it was not clipped") if abs(norm - raw) <= 1e-9 * raw else t("it was clipped to another limit")
     verdict.check(norm <= limit * (1 + CLIP_ABOVE),
-                  f"with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g} "
-                  f"(the unclipped gradient has {raw:.4g}); expected at most {limit:g}: "
-                  + ("it was not clipped" if abs(norm - raw) <= 1e-9 * raw else "it was clipped to another limit"))
+                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g} (the "
+                    "unclipped gradient has {raw:.4g}); expected at most {limit:g}: {diagnosis}", limit=limit, norm=norm,
+                    raw=raw, diagnosis=diagnosis))
     verdict.check(norm >= limit * (1 - CLIP_BELOW),
-                  f"with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g}, "
-                  f"far below the limit (the unclipped norm is {raw:.4g}); clipping rescales to the limit, not below it")
+                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g}, far "
+                    "below the limit (the unclipped norm is {raw:.4g}); clipping rescales to the limit, not below it",
+                    limit=limit, norm=norm, raw=raw))
     norm, raw = loose["norm_at_last_step"], loose["unclipped_norm"]
     verdict.check(abs(norm - raw) <= UNTOUCHED_TOLERANCE * raw,  # NaN fails too
-                  f"with max_grad_norm={loose['max_grad_norm']:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; "
-                  "a gradient already below the limit must be left as it is")
-    verdict.ok(f"norm {tight['unclipped_norm']:.3g} clipped to {tight['norm_at_last_step']:.6g} with max_grad_norm={limit:g}; "
-               f"left at {raw:.3g} with max_grad_norm={loose['max_grad_norm']:g}")
+                  t("with max_grad_norm={limit:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; a gradient "
+                    "already below the limit must be left as it is", limit=loose["max_grad_norm"], raw=raw, norm=norm))
+    verdict.ok(t("norm {raw:.3g} clipped to {clipped:.6g} with max_grad_norm={limit:g}; left at {loose_raw:.3g} with "
+                 "max_grad_norm={loose_limit:g}", raw=tight["unclipped_norm"], clipped=tight["norm_at_last_step"],
+                 limit=limit, loose_raw=raw, loose_limit=loose["max_grad_norm"]))
 
 
 @criterion("gradients_reset", kind="gradient",
@@ -234,26 +269,31 @@ def test_gradients_reset(obs, verdict):
     calls, n_params = p.value("calls"), p.value("n_parameters")
     verdict.note(parameters_holding_grad_when_forward_began=p.value("grads_at_forward"),
                  parameters_holding_grad_when_backward_began=p.value("grads_at_backward"))
-    situations = (f"the first call (the model arrived with a stale .grad of {p.value('stale_value'):g} in every parameter)",
-                  "the second call (right after the first)")
+    situations = (t("the first call (the model arrived with a stale .grad of {stale:g} in every parameter)",
+                    stale=p.value("stale_value")),
+                  t("the second call (right after the first)"))
     for i, (situation, call) in enumerate(zip(situations, calls)):
-        verdict.check(call["steps"] > 0, f"at {situation} optimizer.step() was not called")
+        verdict.check(call["steps"] > 0, t("at {situation} optimizer.step() was not called", situation=situation))
         fresh, at_step = _tensors(p, f"call{i}.fresh"), _tensors(p, f"call{i}.at_step")
         for name, want in fresh.items():
             got = at_step.get(name)
             if got is None:
-                verdict.fail(f"at {situation}, `{name}` had no gradient at optimizer.step() although backward reaches it")
+                verdict.fail(t("at {situation}, `{name}` had no gradient at optimizer.step() although backward reaches it",
+                               situation=situation, name=name))
             fresh_norm, step_norm = float(want.double().norm()), float(got.double().norm())
             difference = float((got.double() - want.double()).norm()) if got.shape == want.shape else math.inf
             if not difference <= RESET_TOLERANCE * max(fresh_norm, 1e-12):  # NaN fails too
-                verdict.fail(f"at {situation}, the gradient optimizer.step() applied to `{name}` has norm {step_norm:.6g}, "
-                             f"but one backward from zero gives {fresh_norm:.6g} (difference {difference:.3g}): "
-                             "gradients from before this call were added in")
+                verdict.fail(t("at {situation}, the gradient optimizer.step() applied to `{name}` has norm {step:.6g}, "
+                               "but one backward from zero gives {fresh:.6g} (difference {difference:.3g}): gradients "
+                               "from before this call were added in", situation=situation, name=name, step=step_norm,
+                               fresh=fresh_norm, difference=difference))
     held = [c for c in p.value("grads_at_backward") if c > 0]
     if held:
-        verdict.fail(f"when backward() began, {held[0]} of {n_params} parameters still held a .grad tensor (values were reset, "
-                     "but not to None); the contract asks for zero_grad(set_to_none=True)")
-    verdict.ok("at both calls every parameter's step gradient equals one fresh backward, and no .grad survived into backward()")
+        verdict.fail(t("when backward() began, {held} of {total} parameters still held a .grad tensor (values were reset, "
+                       "but not to None); the contract asks for zero_grad(set_to_none=True)", held=held[0],
+                       total=n_params))
+    verdict.ok(t("at both calls every parameter's step gradient equals one fresh backward, and no .grad survived into "
+                 "backward()"))
 
 
 @criterion("nonfinite_loss_guard", kind="errors",
@@ -265,7 +305,7 @@ def test_gradients_reset(obs, verdict):
                        "optimizer.step() 之前。只用 torch.isnan 会漏掉 +inf；一次 NaN 更新会污染所有权重和 Adam 的动量。"})
 def test_nonfinite_loss_guard(obs, verdict):
     p = obs.probe("nonfinite_loss")
-    cases = (("nan_weight", "with a NaN weight in the head (loss NaN)"), ("inf_loss", "with a loss of +inf"))
+    cases = (("nan_weight", t("with a NaN weight in the head (loss NaN)")), ("inf_loss", t("with a loss of +inf")))
     for key, situation in cases:
         case = p.value(key)
         changed = _changed(p, f"{key}.before", f"{key}.after")
@@ -273,22 +313,26 @@ def test_nonfinite_loss_guard(obs, verdict):
         problems = []
         if raised(case["outcome"]) != "FloatingPointError":
             outcome = case["outcome"]
-            got = f"returned {outcome['value']} without raising" if "value" in outcome else describe_outcome(outcome)
-            problems.append(f"train_step {got}; expected FloatingPointError")
+            got = (t("returned {value} without raising", value=outcome["value"]) if "value" in outcome
+                   else describe_outcome(outcome))
+            problems.append(t("train_step {outcome}; expected FloatingPointError", outcome=got))
         if case["steps"]:
-            problems.append(f"optimizer.step() was called {case['steps']} time(s)")
+            problems.append(t("optimizer.step() was called {steps} time(s)", steps=case["steps"]))
         if changed:
-            problems.append(f"{len(changed)} parameters changed ({_names(changed)})")
+            problems.append(t("{count} parameters changed ({names})", count=len(changed), names=_names(changed)))
         if case["backwards"] and not problems:
-            problems.append("backward() ran on the non-finite loss before the error; check the loss right after the forward")
+            problems.append(t("backward() ran on the non-finite loss before the error; check the loss right after the "
+                              "forward"))
         if problems:
-            verdict.fail(f"{situation}: " + "; ".join(problems))
+            listed = join(problems, t("; "))  # built apart: Babel misses a t(...) nested in another call's arguments
+            verdict.fail(t("{situation}: {problems}", situation=situation, problems=listed))
     finite = p.value("finite")
     if raised(finite):
-        verdict.fail(f"train_step on a batch with a finite loss {describe_outcome(finite)}: a guard that raises whatever "
-                     "the loss is proves nothing; raise FloatingPointError only when torch.isfinite(loss) is False")
-    verdict.ok("FloatingPointError for a NaN and for a +inf loss, before backward(), with no step and no parameter "
-               "changed; a finite loss trains")
+        verdict.fail(t("train_step on a batch with a finite loss {outcome}: a guard that raises whatever the loss is "
+                       "proves nothing; raise FloatingPointError only when torch.isfinite(loss) is False",
+                       outcome=describe_outcome(finite)))
+    verdict.ok(t("FloatingPointError for a NaN and for a +inf loss, before backward(), with no step and no parameter "
+                 "changed; a finite loss trains"))
 
 
 @criterion("fit_protocol", kind="api",
@@ -306,22 +350,29 @@ def test_fit_protocol(obs, verdict):
     _check_loss_list(verdict, call, losses, asked["steps"])
     first, start = _float(losses["values"][0]), p.value("initial_loss")
     verdict.check(isinstance(first, float) and abs(first - start) <= LOSS_TOLERANCE,
-                  f"{call}: the first loss returned is {first!r}, but the loss before any update is {start:.10g}"
-                  f"{_float32_note(first, start)}; each entry is the loss train_step returns, before its update")
+                  t("{call}: the first loss returned is {first}, but the loss before any update is {start:.10g}"
+                    "{float32_note}; each entry is the loss train_step returns, before its update", call=call,
+                    first=repr(first), start=start, float32_note=_float32_note(first, start)))
     verdict.check(len(log) == asked["steps"],
-                  f"{call} made {len(log)} optimizer steps; expected {asked['steps']}, one per step")
+                  t("{call} made {made} optimizer steps; expected {steps}, one per step", call=call, made=len(log),
+                    steps=asked["steps"]))
     step = log[0]
-    verdict.check(step["is_adamw"], f"{call} stepped an optimizer of type {step['type']}; expected torch.optim.AdamW")
+    verdict.check(step["is_adamw"], t("{call} stepped an optimizer of type {kind}; expected torch.optim.AdamW", call=call,
+                                      kind=step["type"]))
     for g in step["groups"]:
-        verdict.check(_same(g["lr"], asked["lr"]), f"{call} stepped AdamW with lr {g['lr']!r}; expected {asked['lr']:g}, the lr argument")
+        verdict.check(_same(g["lr"], asked["lr"]), t("{call} stepped AdamW with lr {got}; expected {want:g}, the lr "
+                                                     "argument", call=call, got=repr(g["lr"]), want=asked["lr"]))
         verdict.check(_same(g["weight_decay"], 0.0),
-                      f"{call} stepped AdamW with weight_decay {g['weight_decay']!r}; the fixed-batch fit uses none (0.0)")
+                      t("{call} stepped AdamW with weight_decay {got}; the fixed-batch fit uses none (0.0)", call=call,
+                        got=repr(g["weight_decay"])))
     missing = sorted(set(p.value("parameters")) - set(step["held"]))
-    verdict.check(not missing, f"{call}: the optimizer does not hold {len(missing)} trainable parameters: {_names(missing)}")
+    verdict.check(not missing, t("{call}: the optimizer does not hold {count} trainable parameters: {names}", call=call,
+                                 count=len(missing), names=_names(missing)))
     big = obs.probe("overfit_fixed_batch")
     _check_loss_list(verdict, f"fit_fixed_batch(..., steps={big.value('steps')})", big.value("losses"), big.value("steps"))
-    verdict.ok(f"{asked['steps']} AdamW steps at lr {asked['lr']:g} without weight decay over every parameter; "
-               f"a list of one float per step (also {big.value('steps')} for {big.value('steps')} steps), the first the loss before training")
+    verdict.ok(t("{steps} AdamW steps at lr {lr:g} without weight decay over every parameter; a list of one float per "
+                 "step (also {big} for {big} steps), the first the loss before training", steps=asked["steps"],
+                 lr=asked["lr"], big=big.value("steps")))
 
 
 @criterion("overfit_fixed_batch", kind="overfit",
@@ -336,16 +387,19 @@ def test_overfit_fixed_batch(obs, verdict):
     p = obs.probe("overfit_fixed_batch")
     y = p.value("y")
     final, _, prediction = evaluation(p.tensor("logits"), y)
-    setting = f"x={p.value('x')}, y={y}, {p.value('steps')} steps at lr {p.value('lr'):g}"
+    setting = t("x={x}, y={y}, {steps} steps at lr {lr:g}", x=p.value("x"), y=y, steps=p.value("steps"), lr=p.value("lr"))
     verdict.note(initial_loss=p.value("initial_loss"), final_loss=final, prediction=prediction, expected=y,
                  returned_losses=_every_tenth(p.value("losses")))
     verdict.check(final < OVERFIT_THRESHOLD,  # NaN fails too
-                  f"after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4g} (it started at "
-                  f"{p.value('initial_loss'):.4f}); expected below {OVERFIT_THRESHOLD:g}")
-    wrong = [t for t, (a, b) in enumerate(zip(prediction[0], y[0])) if a != b]
-    verdict.check(not wrong, f"after fit_fixed_batch ({setting}) the model predicts {prediction[0]} (argmax); expected {y[0]}, "
-                             f"wrong at positions {wrong}")
-    verdict.ok(f"loss {p.value('initial_loss'):.4f} -> {final:.2e} (below {OVERFIT_THRESHOLD:g}) and argmax == y at every position")
+                  t("after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4g} (it started at "
+                    "{initial:.4f}); expected below {threshold:g}", setting=setting, final=final,
+                    initial=p.value("initial_loss"), threshold=OVERFIT_THRESHOLD))
+    wrong = [i for i, (a, b) in enumerate(zip(prediction[0], y[0])) if a != b]
+    verdict.check(not wrong, t("after fit_fixed_batch ({setting}) the model predicts {prediction} (argmax); expected "
+                               "{expected}, wrong at positions {wrong}", setting=setting, prediction=prediction[0],
+                               expected=y[0], wrong=wrong))
+    verdict.ok(t("loss {initial:.4f} -> {final:.2e} (below {threshold:g}) and argmax == y at every position",
+                 initial=p.value("initial_loss"), final=final, threshold=OVERFIT_THRESHOLD))
 
 
 @criterion("contradictory_labels", kind="overfit",
@@ -361,21 +415,26 @@ def test_contradictory_labels(obs, verdict):
     x, y = p.value("x"), p.value("y")
     final, per_position_loss, _ = evaluation(p.tensor("logits"), y)
     best, contested = _optimum(x, y)
-    setting = (f"two identical rows {x[0]} with targets {y[0]} and {y[1]} (contested at positions {contested}), "
-               f"{p.value('steps')} steps at lr {p.value('lr'):g}")
+    setting = t("two identical rows {row} with targets {first} and {second} (contested at positions {contested}), "
+                "{steps} steps at lr {lr:g}", row=x[0], first=y[0], second=y[1], contested=contested,
+                steps=p.value("steps"), lr=p.value("lr"))
     verdict.note(optimum=best, final_loss=final, initial_loss=p.value("initial_loss"),
                  per_position_loss=per_position_loss, returned_losses=_every_tenth(p.value("losses")))
-    verdict.check(math.isfinite(final), f"after fit_fixed_batch ({setting}) the loss in eval mode is {final}; expected a finite loss "
-                                        f"near the optimum {best:.4f}")
+    verdict.check(math.isfinite(final), t("after fit_fixed_batch ({setting}) the loss in eval mode is {final}; expected "
+                                          "a finite loss near the optimum {best:.4f}", setting=setting, final=final,
+                                          best=best))
     verdict.check(final >= best - OPTIMUM_SLACK,
-                  f"after fit_fixed_batch ({setting}) the loss is {final:.6f}, below the optimum {best:.6f} that identical "
-                  "inputs allow: the model was changed so that it no longer gives identical rows identical predictions")
+                  t("after fit_fixed_batch ({setting}) the loss is {final:.6f}, below the optimum {best:.6f} that "
+                    "identical inputs allow: the model was changed so that it no longer gives identical rows identical "
+                    "predictions", setting=setting, final=final, best=best))
     verdict.check(final <= best + CONTRADICTORY_MARGIN,
-                  f"after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4f} (it started at {p.value('initial_loss'):.4f}); "
-                  f"the optimum is {best:.4f} (log 2 at each contested position, 0 elsewhere); expected at most "
-                  f"{best + CONTRADICTORY_MARGIN:.4f}")
-    verdict.ok(f"loss {final:.4f}, within {final - best:.1e} of the optimum {best:.4f} = log 2 × {len(contested)}·2/{len(y) * len(y[0])} "
-               "(never demanded lower, not judged against 0.1)")
+                  t("after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4f} (it started at "
+                    "{initial:.4f}); the optimum is {best:.4f} (log 2 at each contested position, 0 elsewhere); expected "
+                    "at most {limit:.4f}", setting=setting, final=final, initial=p.value("initial_loss"), best=best,
+                    limit=best + CONTRADICTORY_MARGIN))
+    verdict.ok(t("loss {final:.4f}, within {gap:.1e} of the optimum {best:.4f} = log 2 × {contested}·2/{positions} "
+                 "(never demanded lower, not judged against 0.1)", final=final, gap=final - best, best=best,
+                 contested=len(contested), positions=len(y) * len(y[0])))
 
 
 # --- helpers ------------------------------------------------------------------------------------------
@@ -414,8 +473,8 @@ def _total_norm(grads) -> float:
     return float(torch.cat(grads).norm()) if grads else 0.0
 
 
-def _of_type(type_name: str) -> str:
-    return "None" if type_name == "NoneType" else f"a value of type {type_name}"
+def _of_type(type_name: str) -> Text:
+    return verbatim("None") if type_name == "NoneType" else t("a value of type {kind}", kind=type_name)
 
 
 def _float(value):
@@ -430,11 +489,12 @@ def _same(got, want) -> bool:
     return isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(got, want, rel_tol=HYPER_TOLERANCE, abs_tol=0.0)
 
 
-def _float32_note(got, want) -> str:
-    """A hint when `got` is `want` rounded to float32 (relative error around 6e-8)."""
+def _float32_note(got, want) -> Text:
+    """A hint when `got` is `want` rounded to float32 (relative error around 6e-8); nothing otherwise."""
     if isinstance(got, float) and want and abs(got - want) <= 1e-6 * abs(want):
-        return " — that is the float32 rounding of it: was the loss copied into a float32 tensor, e.g. torch.tensor(loss.item())?"
-    return ""
+        return t(" — that is the float32 rounding of it: was the loss copied into a float32 tensor, e.g. "
+                 "torch.tensor(loss.item())?")
+    return verbatim("")
 
 
 def _call(probe_name: str, asked: dict) -> str:
@@ -443,16 +503,31 @@ def _call(probe_name: str, asked: dict) -> str:
     return f"make_optimizer(model, lr={asked['lr']:g}, weight_decay={asked['weight_decay']:g}, betas={tuple(asked['betas'])})"
 
 
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:LISTED])
-    return shown + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
+def _names(names: list[str | Text]) -> Text:
+    """The first LISTED names (parameter names, or sentences about one), and how many more there are."""
+    shown = join([n if isinstance(n, Text) else verbatim(n) for n in names[:LISTED]], verbatim(", "))
+    if len(names) > LISTED:
+        return t("{names} and {more} more", names=shown, more=len(names) - LISTED)
+    return shown
+
+
+def _foreign(entry: str) -> Text:
+    """A group entry the probe found that is not a parameter of the model, said in the reader's language."""
+    if match := FOREIGN_TENSOR.fullmatch(entry):
+        return t("<a tensor of shape {shape} that is not a parameter of the model>", shape=match[1])
+    if match := FOREIGN_OBJECT.fullmatch(entry):
+        return t("<a {kind}, not a tensor>", kind=match[1])
+    return verbatim(entry)
 
 
 def _check_loss_list(verdict, call: str, losses: dict, steps: int) -> None:
-    verdict.check(losses["type"] == "list", f"{call} returned {_of_type(losses['type'])}; expected a list of {steps} floats")
-    verdict.check(losses.get("length") == steps, f"{call} returned {losses.get('length')} losses; expected {steps}, one per step")
-    verdict.check(losses.get("all_float"), f"{call} returned a list of values of type {', '.join(losses.get('element_types', []))}; "
-                                           "expected Python floats (train_step returns float(loss))")
+    verdict.check(losses["type"] == "list", t("{call} returned {what}; expected a list of {steps} floats", call=call,
+                                              what=_of_type(losses["type"]), steps=steps))
+    verdict.check(losses.get("length") == steps, t("{call} returned {count} losses; expected {steps}, one per step",
+                                                   call=call, count=losses.get("length"), steps=steps))
+    verdict.check(losses.get("all_float"), t("{call} returned a list of values of type {kinds}; expected Python floats "
+                                             "(train_step returns float(loss))", call=call,
+                                             kinds=", ".join(losses.get("element_types", []))))
 
 
 def _every_tenth(losses: dict) -> list:
@@ -468,8 +543,8 @@ def _optimum(x: list[list[int]], y: list[list[int]]) -> tuple[float, list[int]]:
     """
     groups = defaultdict(list)
     for row, targets in zip(x, y):
-        for t, target in enumerate(targets):
-            groups[(t, tuple(row[: t + 1]))].append(target)
+        for position, target in enumerate(targets):
+            groups[(position, tuple(row[: position + 1]))].append(target)
     total = sum(-c * math.log(c / len(ts)) for ts in groups.values() for c in Counter(ts).values())
-    contested = sorted({t for (t, _), ts in groups.items() if len(set(ts)) > 1})
-    return total / sum(len(t) for t in y), contested
+    contested = sorted({position for (position, _), ts in groups.items() if len(set(ts)) > 1})
+    return total / sum(len(targets) for targets in y), contested

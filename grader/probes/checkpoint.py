@@ -387,7 +387,7 @@ def decode(student, ctx, key: str, model: ScriptedLM, prompt: list[int], max_new
     if key + ".outcome" in ctx.values and "raised" in ctx.values[key + ".outcome"]:
         entry["raised"] = ctx.values[key + ".outcome"]["raised"]
     elif not (isinstance(result, tuple) and len(result) == 2):
-        entry["returned"] = f"a {type(result).__name__}, not a tuple (ids, reason)"
+        entry["returned"] = type(result).__name__  # the judge says it is not a tuple (ids, reason)
     else:
         ids, reason = result
         entry["ids_type"] = type(ids).__name__
