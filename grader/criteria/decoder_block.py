@@ -45,6 +45,7 @@ def test_causality(obs, verdict):
         perturbed.append(out)
     leaks = prefix_leaks(base, perturbed, axis=1)
     verdict.note(max_change_per_prefix=leaks)
+    verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
     bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
         t = bad[0]
@@ -203,6 +204,8 @@ def test_rejects_bad_heads(obs, verdict):
                  "zh": "逐项相加：Q、K、V、O（每个 d·d，无偏置），前馈（d·f + f + f·d + d，含偏置），两个 LayerNorm（每个 2·d）。"})
 def test_parameter_count_small(obs, ref, verdict):
     got, want = obs.probe("parameter_count"), ref.probe("parameter_count")
+    verdict.note(counts=[{"part": f"count_block_parameters{tuple(size)}", "expected": w, "observed": g}
+                         for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small"))])
     for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small")):
         if g != w:
             d, h, f = size
@@ -219,6 +222,7 @@ def test_parameter_count_large(obs, ref, verdict):
     got, want = obs.probe("parameter_count_large"), ref.probe("parameter_count_large")
     g, w = got.value("large"), want.value("large")
     d, h, f = want.value("large_size")
+    verdict.note(counts=[{"part": f"count_block_parameters({d}, {h}, {f})", "expected": w, "observed": g}])
     verdict.check(g == w, f"count_block_parameters({d}, {h}, {f}) returned {g!r}; expected {w} (off by {_off(g, w)})")
     kind = got.value("large_type")
     verdict.check(kind == "int", f"count_block_parameters({d}, {h}, {f}) returned {g!r}, a {kind}: the value is right "

@@ -339,6 +339,7 @@ def test_overfit_fixed_batch(obs, verdict):
     setting = f"x={p.value('x')}, y={y}, {p.value('steps')} steps at lr {p.value('lr'):g}"
     verdict.note(initial_loss=p.value("initial_loss"), final_loss=final, prediction=prediction, expected=y,
                  returned_losses=_every_tenth(p.value("losses")))
+    verdict.note(curve_steps=_every_tenth_step(p.value("losses")), threshold=OVERFIT_THRESHOLD)
     verdict.check(final < OVERFIT_THRESHOLD,  # NaN fails too
                   f"after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4g} (it started at "
                   f"{p.value('initial_loss'):.4f}); expected below {OVERFIT_THRESHOLD:g}")
@@ -365,6 +366,7 @@ def test_contradictory_labels(obs, verdict):
                f"{p.value('steps')} steps at lr {p.value('lr'):g}")
     verdict.note(optimum=best, final_loss=final, initial_loss=p.value("initial_loss"),
                  per_position_loss=per_position_loss, returned_losses=_every_tenth(p.value("losses")))
+    verdict.note(curve_steps=_every_tenth_step(p.value("losses")), threshold=best + CONTRADICTORY_MARGIN)
     verdict.check(math.isfinite(final), f"after fit_fixed_batch ({setting}) the loss in eval mode is {final}; expected a finite loss "
                                         f"near the optimum {best:.4f}")
     verdict.check(final >= best - OPTIMUM_SLACK,
@@ -458,6 +460,12 @@ def _check_loss_list(verdict, call: str, losses: dict, steps: int) -> None:
 def _every_tenth(losses: dict) -> list:
     values = losses.get("values") or []
     return [v for i, v in enumerate(values) if i % 10 == 0 or i == len(values) - 1]
+
+
+def _every_tenth_step(losses: dict) -> list[int]:
+    """The step of each loss `_every_tenth` keeps, so the report can draw them where they belong."""
+    count = len(losses.get("values") or [])
+    return [i for i in range(count) if i % 10 == 0 or i == count - 1]
 
 
 def _optimum(x: list[list[int]], y: list[list[int]]) -> tuple[float, list[int]]:

@@ -237,6 +237,7 @@ def test_causality(obs, verdict):
         perturbed.append(out)
     leaks = prefix_leaks(base, perturbed, axis=1)
     verdict.note(max_change_per_prefix=leaks, repeat_change=repeat_change)
+    verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
     if not torch.isfinite(base).all():
         verdict.fail(f"the logits hold {int((~torch.isfinite(base)).sum())} non-finite values (NaN or inf) for valid tokens, "
                      "so no change can be measured")
@@ -427,6 +428,7 @@ def test_overfit_fixed_batch(obs, verdict):
         verdict.fail(f"after training, {exc}")
     pred = logits.argmax(-1)
     verdict.note(curve=curve, final_eval_loss=final, prediction=pred.tolist(), targets=targets.tolist())
+    verdict.note(threshold=OVERFIT_THRESHOLD)
     start = f"{curve[0]:.4f}" if curve else "n/a"
     if not final < OVERFIT_THRESHOLD:
         verdict.fail(f"after {p.value('steps')} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your "
@@ -456,6 +458,7 @@ def test_contradictory_labels(obs, verdict):
         optimum -= sum(column.count(v) * math.log(column.count(v) / B) for v in set(column))
     optimum /= B * T
     verdict.note(curve=curve, final_eval_loss=final, optimum=optimum, contradictory_positions=contradictory)
+    verdict.note(threshold=optimum + CONTRADICTORY_MARGIN)
     verdict.check(bool((tokens == tokens[0]).all()), "internal: the two input rows should be identical")
     where = (f"two identical rows of {T} tokens whose targets differ at positions {contradictory} "
              f"(optimum = {len(contradictory)} x log 2 / {T} = {optimum:.4f})")
