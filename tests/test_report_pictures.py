@@ -112,8 +112,9 @@ def test_causal_mask_map_highlights_the_future_keys_read():
 def test_count_bars_show_expected_and_observed_per_part():
     evidence = {"counts": [{"part": "blocks", "expected": 12, "observed": 8},
                            {"part": "head", "expected": 3, "observed": 3},
-                           {"part": HOSTILE, "expected": 5, "observed": "5.0"}]}
+                           {"part": HOSTILE, "expected": 5, "observed": "5.0"}], "counts_config": "config(d_model=4)"}
     svg = parsed(count_bars(evidence, LABELS["en"]))
+    assert [e.text for e in of_class(svg, "text", "caption")] == ["config(d_model=4)"]
     observed = of_class(svg, "rect", "observed")
     assert [o.get("fill") for o in observed] == ["#cf222e", "#1a7f37", "#cf222e"]
     widths = [float(e.get("width")) for e in of_class(svg, "rect", "expected")]

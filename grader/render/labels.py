@@ -26,7 +26,7 @@ LABELS = {
         "passed": "通过", "failed": "未通过", "error": "报错", "not_attempted": "未作答",
         "timeout": "超时", "crashed": "崩溃", "blocked": "受阻", "grader_error": "评分器故障",
         # 报告的摘要、导航与图（grader/render/pictures.py）
-        "summary": "摘要", "score": "得分", "back_to_top": "返回摘要",
+        "summary": "摘要", "score": "得分率", "back_to_top": "返回摘要",
         "only_problems": "只看未通过的项", "loss_curve": "损失曲线",
         "step": "步数", "loss_log": "损失（对数刻度）", "threshold": "阈值", "optimum": "最优值",
         "final": "最终", "tolerance": "容差", "prefix_position": "位置 t（改变 t 之后的输入）",

@@ -9,7 +9,8 @@ and the words of the report's language are text all the same). The evidence thes
 - causality: `max_change_per_prefix` (for each t, the largest change at positions <= t when the input after t
   changed) and `leak_tolerance`;
 - attention and mask values: `attention_map`, {"index", "got", "expected"}: a [Tq, Tk] slice of each;
-- parameter counts: `counts`, a list of {"part", "expected", "observed"};
+- parameter counts: `counts`, a list of {"part", "expected", "observed"}, and `counts_config` when they are the
+  parts of one configuration;
 - rotary pairing: `channels_reached_from` and `expected_reached_from` (for each input channel, the output
   channels it reaches).
 
@@ -253,10 +254,12 @@ def count_bars(evidence: Mapping, words: Mapping[str, str]) -> Markup:
     scale = max([abs(v) for c in counts for v in (number(c.get("expected")), number(c.get("observed"))) if v is not None]
                 or [1.0])
     width, left, bar_w, row = 560, 8, 400, 52
-    height = 8 + row * len(counts) + 18
-    body = []
+    caption = evidence.get("counts_config")  # the config the parts belong to, when they are parts of one
+    first = 26 if caption else 8
+    height = first + row * len(counts) + 18
+    body = [_text(left, 14, caption, size=11, color=MUTED, cls="caption")] if caption else []
     for k, item in enumerate(counts):
-        y = 8 + k * row
+        y = first + k * row
         expected, observed = number(item.get("expected")), number(item.get("observed"))
         same = item.get("observed") == item.get("expected")
         body.append(_text(left, y + 10, item.get("part", ""), size=11, color=INK, cls="part"))
