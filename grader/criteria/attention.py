@@ -5,8 +5,9 @@ import math
 import torch
 
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import attention_map, difference, prefix_leaks
+from grader.judge.compare import difference, prefix_leaks
 from grader.judge.criterion import criterion
+from grader.judge.evidence import attention_map
 
 EXERCISE = "attention"
 VALUE_ATOL, VALUE_RTOL = 1e-5, 1e-4  # float32 on both sides; only the order of floating-point operations may differ

@@ -2,8 +2,9 @@
 
 import torch
 
-from grader.judge.compare import attention_map, difference
+from grader.judge.compare import difference
 from grader.judge.criterion import criterion
+from grader.judge.evidence import attention_map
 
 EXERCISE = "masks"
 SUM_TOLERANCE = 1e-5       # float32 sums of at most 7 probabilities
