@@ -34,6 +34,7 @@ def test_output_shape(obs, verdict):
                  "zh": "在 softmax 之前把查询之后的键（j > i）的分数置为 -inf；允许的位置是对角线及以下（tril），不是以上。"})
 def test_causality(obs, verdict):
     p = obs.probe("causality")
+    verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
     base = p.tensor("base")
     if list(base.shape) != CAUSAL_SHAPE:
         verdict.fail(f"x of shape {CAUSAL_SHAPE} gave an output of shape {list(base.shape)}; expected {CAUSAL_SHAPE}")
@@ -45,7 +46,6 @@ def test_causality(obs, verdict):
         perturbed.append(out)
     leaks = prefix_leaks(base, perturbed, axis=1)
     verdict.note(max_change_per_prefix=leaks)
-    verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
     bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
         t = bad[0]
@@ -221,8 +221,8 @@ def test_parameter_count_small(obs, ref, verdict):
 def test_parameter_count_large(obs, ref, verdict):
     got, want = obs.probe("parameter_count_large"), ref.probe("parameter_count_large")
     g, w = got.value("large"), want.value("large")
+    verdict.note(counts=[{"part": f"count_block_parameters{tuple(want.value('large_size'))}", "expected": w, "observed": g}])
     d, h, f = want.value("large_size")
-    verdict.note(counts=[{"part": f"count_block_parameters({d}, {h}, {f})", "expected": w, "observed": g}])
     verdict.check(g == w, f"count_block_parameters({d}, {h}, {f}) returned {g!r}; expected {w} (off by {_off(g, w)})")
     kind = got.value("large_type")
     verdict.check(kind == "int", f"count_block_parameters({d}, {h}, {f}) returned {g!r}, a {kind}: the value is right "

@@ -427,8 +427,8 @@ def test_overfit_fixed_batch(obs, verdict):
     except ValueError as exc:
         verdict.fail(f"after training, {exc}")
     pred = logits.argmax(-1)
-    verdict.note(curve=curve, final_eval_loss=final, prediction=pred.tolist(), targets=targets.tolist())
     verdict.note(threshold=OVERFIT_THRESHOLD)
+    verdict.note(curve=curve, final_eval_loss=final, prediction=pred.tolist(), targets=targets.tolist())
     start = f"{curve[0]:.4f}" if curve else "n/a"
     if not final < OVERFIT_THRESHOLD:
         verdict.fail(f"after {p.value('steps')} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your "
@@ -457,8 +457,8 @@ def test_contradictory_labels(obs, verdict):
         column = targets[:, t].tolist()
         optimum -= sum(column.count(v) * math.log(column.count(v) / B) for v in set(column))
     optimum /= B * T
-    verdict.note(curve=curve, final_eval_loss=final, optimum=optimum, contradictory_positions=contradictory)
     verdict.note(threshold=optimum + CONTRADICTORY_MARGIN)
+    verdict.note(curve=curve, final_eval_loss=final, optimum=optimum, contradictory_positions=contradictory)
     verdict.check(bool((tokens == tokens[0]).all()), "internal: the two input rows should be identical")
     where = (f"two identical rows of {T} tokens whose targets differ at positions {contradictory} "
              f"(optimum = {len(contradictory)} x log 2 / {T} = {optimum:.4f})")
