@@ -1,5 +1,6 @@
 """Headless Chromium for the HTML report's tests and scripts/screenshots.py: the DOM after scripts ran with the
-console messages, a screenshot at a given window size, and how wide the page lays out at that size."""
+console messages, a screenshot at a given window size, how wide the page lays out at a width, the value of an
+expression on the page, and the dumped DOM parsed into an ElementTree."""
 
 from __future__ import annotations
 
@@ -101,3 +102,15 @@ def with_class(root: ElementTree.Element, tag: str, cls: str) -> list[ElementTre
 
 def text_of(element: ElementTree.Element) -> str:
     return "".join(element.itertext())
+
+
+def evaluate(page: Path, profile: Path, expression: str, width: int = 1280) -> str:
+    """The value of a JavaScript expression on the page once laid out, computed in a copy of the page with one line
+    of script added (the report itself carries none)."""
+    probe = page.with_name(page.stem + ".evaluated.html")
+    script = f"<script>document.documentElement.dataset.result = String({expression});</script>"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
+    dom, _ = dump_dom(probe, profile, width, 1000)
+    found = re.search(r'data-result="([^"]*)"', dom)
+    assert found, "the evaluating script did not run"
+    return found.group(1)

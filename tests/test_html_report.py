@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from browser import dump_dom, layout_width, parse_dom, screenshot, text_of, with_class
+from browser import dump_dom, evaluate, layout_width, parse_dom, screenshot, text_of, with_class
 from conftest import ROOT
 
 LANGS = ("en", "zh")
@@ -24,8 +24,7 @@ def sample_reports(tmp_path_factory) -> dict:
     pages = {}
     for lang in LANGS:
         out = tmp_path_factory.mktemp(f"html-{lang}")
-        done = run_grader("grade", str(ROOT / "examples" / "submissions" / "sample"), "--out", str(out), "--lang", lang,
-                          "--sandbox", "basic")  # the HTML is under test here, not the isolation
+        done = run_grader("grade", str(ROOT / "examples" / "submissions" / "sample"), "--out", str(out), "--lang", lang)
         assert done.returncode == 0, done.stderr
         pages[lang] = out / "report.html"
     return pages
@@ -175,6 +174,22 @@ def test_student_markup_in_a_report_stays_text_in_the_browser(tmp_path):
     dom, console = rendered(tmp_path / "report.html", tmp_path)
     assert console == []
     assert "<img" not in dom and "&lt;img src=x onerror=alert(1)&gt;" in dom
+
+
+VISIBLE = "[...document.querySelectorAll('{}')].filter(e => e.offsetParent !== null).length"
+
+
+def test_only_problems_box_hides_what_passed_without_a_script(sample_reports, tmp_path):
+    page = sample_reports["en"]
+    passed_rows = VISIBLE.format("table.criteria tr.passed")
+    other_rows = VISIBLE.format("table.criteria tbody tr:not(.passed)")
+    shown = int(evaluate(page, tmp_path / "profile", passed_rows))
+    others = int(evaluate(page, tmp_path / "profile", other_rows))
+    assert shown > 0 and others > 0
+    ticked = tmp_path / "ticked.html"
+    ticked.write_text(page.read_text().replace('id="only-problems">', 'id="only-problems" checked>', 1))
+    assert int(evaluate(ticked, tmp_path / "profile", passed_rows)) == 0
+    assert int(evaluate(ticked, tmp_path / "profile", other_rows)) == others
 
 
 def test_a_page_wider_than_its_window_is_detected(tmp_path):
