@@ -221,7 +221,8 @@ def test_parameter_count_small(obs, ref, verdict):
 def test_parameter_count_large(obs, ref, verdict):
     got, want = obs.probe("parameter_count_large"), ref.probe("parameter_count_large")
     g, w = got.value("large"), want.value("large")
-    verdict.note(counts=[{"part": f"count_block_parameters{tuple(want.value('large_size'))}", "expected": w, "observed": g}])
+    verdict.note(counts=[{"part": f"count_block_parameters{tuple(want.value('large_size'))}",
+                          "expected": w, "observed": g}])
     d, h, f = want.value("large_size")
     verdict.check(g == w, f"count_block_parameters({d}, {h}, {f}) returned {g!r}; expected {w} (off by {_off(g, w)})")
     kind = got.value("large_type")

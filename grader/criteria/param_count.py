@@ -261,7 +261,8 @@ def test_total_matches_model(obs, ref, verdict):
     values = [o["returned"]["value"] for o in outcomes]
     wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w]
     verdict.note(configs_checked=len(configs))
-    verdict.note(counts=[{"part": describe_config(c), "expected": w, "observed": g} for c, g, w in zip(configs, values, expected) if g != w][:EXAMPLES])
+    verdict.note(counts=[{"part": describe_config(c), "expected": w, "observed": g}
+                         for c, g, w in zip(configs, values, expected) if g != w][:EXAMPLES])
     if wrong:
         integral = all(g == int(g) for g in values)
         cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected)]) if integral else ("", "")
@@ -387,9 +388,7 @@ def test_breakdown_parts_exact(obs, ref, verdict):
                         f"{expected[i][part]:_} parameters (off by {off_by(values[i], expected[i][part])}){cause}")
         if zh:
             zh_causes.append(f"{part}：{zh}")
-    off = next((i for i in range(len(configs)) if any(outcomes[i]["returned"]["items"][k]["value"] != expected[i][k] for k in PARTS)), None)
-    if off is not None:  # the report draws each part of the first config that is off, expected against returned
-        verdict.note(counts_config=describe_config(configs[off]), counts=[{"part": k, "expected": expected[off][k], "observed": outcomes[off]["returned"]["items"][k]["value"]} for k in PARTS])
+    verdict.note(**_first_config_off(configs, outcomes, expected))
     if problems:
         verdict.fail(legend("; ".join(problems)), likely_causes_zh=zh_causes)
     for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large")):
@@ -475,3 +474,14 @@ def test_accepts_any_config_object(obs, verdict):
     verdict.ok("a SimpleNamespace with extra attributes, a __slots__ object and a __getattr__ object "
                f"all give the same count, {want:_}" if isinstance(want, int) else
                "every kind of config object gives the same count")
+
+
+def _first_config_off(configs, outcomes, expected) -> dict:
+    """Evidence for the report's count chart: every part of the first config whose breakdown is off, expected
+    against returned (nothing when every config is right)."""
+    for config, outcome, want in zip(configs, outcomes, expected):
+        items = outcome["returned"]["items"]
+        if any(items[part]["value"] != want[part] for part in PARTS):
+            return {"counts_config": describe_config(config),
+                    "counts": [{"part": part, "expected": want[part], "observed": items[part]["value"]} for part in PARTS]}
+    return {}
