@@ -247,7 +247,8 @@ def english_sentences(dom) -> list[str]:
 def test_english_sentences_are_found():
     """The check below can fail: an untranslated sentence is found; code, identifiers and terms are not."""
     dom = parse_dom("<html><body><p>张量 <code>return the loss of every step</code> 的 masked softmax 与 "
-                    "nn.Parameter torch.nn.functional.softmax(x, dim=-1)</p><p>the loss is not connected</p></body></html>")
+                    "nn.Parameter torch.nn.functional.softmax(x, dim=-1)</p>"
+                    "<p>the loss is not connected</p></body></html>")
     assert english_sentences(dom) == ["the loss is not connected"]
 
 

@@ -1,8 +1,8 @@
 """Pictures of a criterion's evidence for the HTML report: pure functions from evidence to inline SVG markup.
 
 No script and no network: each picture is one <svg> with a viewBox, so it scales down to a narrow screen and prints.
-Every text placed in a picture goes through `html_text` and `escape` (numbers are formatted here, but part names, call strings
-and the words of the report's language are text all the same). The evidence these functions read:
+Every text placed in a picture goes through `html_text` and `escape` (numbers are formatted here, but part names,
+call strings and the words of the report's language are text all the same). The evidence these functions read:
 
 - overfit criteria: `curve` (one loss per step) or `returned_losses` with `curve_steps` (the step of each), the
   `threshold` the loss must end under, the final eval loss (`final_eval_loss` or `final_loss`), an `optimum`;
@@ -61,6 +61,10 @@ def _svg(cls: str, width: float, height: float, label, body: list[str]) -> Marku
                   f'xmlns="http://www.w3.org/2000/svg">' + "".join(body) + "</svg>")
 
 
+def _x_axis(left: float, length: float, y: float) -> str:
+    return f'<line class="axis x" x1="{left}" x2="{left + length}" y1="{y}" y2="{y}" stroke="{INK}"/>'
+
+
 def _nice_step(span: float, most: int = 6) -> int:
     """A step of 1, 2 or 5 times a power of ten giving at most `most` ticks over `span` steps."""
     if span <= 0:
@@ -114,7 +118,7 @@ def loss_curve(evidence: Mapping, words: Mapping[str, str]) -> Markup:
         x = x_at(step)
         body.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" stroke="{MUTED}"/>')
         body.append(_text(x, top + plot_h + 16, step, "middle", cls="tick x"))
-    body.append(f'<line class="axis x" x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="{INK}"/>')
+    body.append(_x_axis(left, plot_w, top + plot_h))
     body.append(f'<line class="axis y" x1="{left}" x2="{left}" y1="{top}" y2="{top + plot_h}" stroke="{INK}"/>')
     body.append(_text(left + plot_w / 2, height - 6, words["step"], "middle", 12, INK, "axis-title x"))
     body.append(_text(14, top + plot_h / 2, words["loss_log"], "middle", 12, INK, "axis-title y", rotate=True))
@@ -125,7 +129,8 @@ def loss_curve(evidence: Mapping, words: Mapping[str, str]) -> Markup:
             body.append(f'<line class="{cls}" x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" '
                         f'stroke="{color}" stroke-width="1.5" stroke-dasharray="6 4"/>')
             below = cls == "optimum" and threshold is not None  # the threshold sits just above the optimum
-            body.append(_text(left + plot_w + 4, y + (13 if below else -3), f"{name} {short(value)}", color=color, cls=cls))
+            body.append(_text(left + plot_w + 4, y + (13 if below else -3), f"{name} {short(value)}",
+                              color=color, cls=cls))
     if points:
         path = " ".join(f"{x_at(s):.1f},{y_at(v):.1f}" for s, v in points)
         body.append(f'<polyline class="loss" fill="none" stroke="{LINE}" stroke-width="2" points="{path}"/>')
@@ -177,7 +182,7 @@ def leak_bars(evidence: Mapping, words: Mapping[str, str]) -> Markup:
     body.append(f'<line class="tolerance" x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="{INK}" '
                 f'stroke-dasharray="6 4"/>')
     body.append(_text(left + plot_w - 4, y - 4, f"{words['tolerance']} {short(tolerance)}", "end", color=INK))
-    body.append(f'<line class="axis x" x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="{INK}"/>')
+    body.append(_x_axis(left, plot_w, top + plot_h))
     body.append(_text(left + plot_w / 2, height - 6, words["prefix_position"], "middle", 12, INK, "axis-title x"))
     body.append(_text(14, top + plot_h / 2, words["change_log"], "middle", 12, INK, "axis-title y", rotate=True))
     leaks = sum(1 for c in changes if number(c) is None or number(c) > tolerance)
@@ -227,8 +232,9 @@ def attention_maps(evidence: Mapping, words: Mapping[str, str]) -> Markup:
                             f'fill="{_cell_color(value, scale)}" stroke="{GRID}" stroke-width="0.5">'
                             f'<title>[{i}, {j}] {escape(html_text(str(raw)))}</title></rect>')
                 if value is None:
-                    body.append(f'<path class="nonfinite" d="M{x + 2:.1f},{y + 2:.1f}L{x + cell - 2:.1f},{y + cell - 2:.1f}'
-                                f'M{x + cell - 2:.1f},{y + 2:.1f}L{x + 2:.1f},{y + cell - 2:.1f}" stroke="#ffffff"/>')
+                    near, far = x + 2, x + cell - 2
+                    body.append(f'<path class="nonfinite" d="M{near:.1f},{y + 2:.1f}L{far:.1f},{y + cell - 2:.1f}'
+                                f'M{far:.1f},{y + 2:.1f}L{near:.1f},{y + cell - 2:.1f}" stroke="#ffffff"/>')
                 theirs = other[i][j] if i < len(other) and j < len(other[i]) else None
                 if p == 0 and _differs(raw, theirs):
                     body.append(f'<rect class="differs" x="{x + 1:.1f}" y="{y + 1:.1f}" width="{cell - 2:.1f}" '
@@ -251,8 +257,8 @@ def count_bars(evidence: Mapping, words: Mapping[str, str]) -> Markup:
     counts = [c for c in evidence.get("counts") or [] if isinstance(c, Mapping)]
     if not counts:
         return Markup("")
-    scale = max([abs(v) for c in counts for v in (number(c.get("expected")), number(c.get("observed"))) if v is not None]
-                or [1.0])
+    numbers = [number(c.get(key)) for c in counts for key in ("expected", "observed")]
+    scale = max([abs(v) for v in numbers if v is not None] or [1.0])
     width, left, bar_w, row = 560, 8, 400, 52
     caption = evidence.get("counts_config")  # the config the parts belong to, when they are parts of one
     first = 26 if caption else 8
@@ -263,11 +269,13 @@ def count_bars(evidence: Mapping, words: Mapping[str, str]) -> Markup:
         expected, observed = number(item.get("expected")), number(item.get("observed"))
         same = item.get("observed") == item.get("expected")
         body.append(_text(left, y + 10, item.get("part", ""), size=11, color=INK, cls="part"))
-        for r, (value, raw, color, cls) in enumerate(((expected, item.get("expected"), "#8c959f", "expected"),
-                                                     (observed, item.get("observed"), GOOD if same else BAD, "observed"))):
+        bars = ((expected, item.get("expected"), "#8c959f", "expected"),
+                (observed, item.get("observed"), GOOD if same else BAD, "observed"))
+        for r, (value, raw, color, cls) in enumerate(bars):
             yy = y + 16 + r * 15
             length = bar_w * abs(value) / scale if value is not None else 0
-            body.append(f'<rect class="count {cls}" x="{left}" y="{yy}" width="{length:.1f}" height="12" fill="{color}"/>')
+            body.append(f'<rect class="count {cls}" x="{left}" y="{yy}" width="{length:.1f}" height="12" '
+                        f'fill="{color}"/>')
             shown = f"{value:,.0f}" if value is not None and value == int(value) else str(raw)
             body.append(_text(left + length + 6, yy + 10, f"{shown}", size=10, color=INK if r == 0 else color))
     legend_y = height - 6
