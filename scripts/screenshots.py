@@ -4,7 +4,7 @@ tests use, tests/browser.py): the sample submission's report.html in English and
 box shows it, without the header and summary), and class.html of a tiny class made from the sample, an empty
 folder and a zip that cannot be read.
 
-    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox basic|strict]
+    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic]
 
 Needs Debian's chromium and fonts-noto-cjk (scripts/setup.sh --test installs both as root).
 """
@@ -53,7 +53,7 @@ def failures_only(page: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
-    parser.add_argument("--sandbox", choices=("basic", "strict"), default="basic")
+    parser.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="screenshots-") as scratch:
