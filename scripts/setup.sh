@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the grader needs into .venv (idempotent).
 #   bash scripts/setup.sh          the grader
-#   bash scripts/setup.sh --test   the grader, its test dependencies, and Chromium for the HTML report test
+#   bash scripts/setup.sh --test   the grader, its test dependencies, Chromium and CJK fonts for the HTML report tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,11 +22,17 @@ fi
 bash scripts/install-torch.sh .venv/bin/python
 if [ "${1:-}" = "--test" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
-    if ! command -v chromium >/dev/null 2>&1; then
+    # Chromium renders the HTML report in its tests; fonts-noto-cjk gives the Chinese report its glyphs
+    # (without it Chinese text is drawn as boxes in the screenshots).
+    missing=""
+    command -v chromium >/dev/null 2>&1 || missing="chromium"
+    dpkg -s fonts-noto-cjk >/dev/null 2>&1 || missing="$missing fonts-noto-cjk"
+    if [ -n "$missing" ]; then
         if [ "$(id -u)" = 0 ]; then
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+            # shellcheck disable=SC2086  # one word per package
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
         else
-            echo "setup: the HTML report test needs Debian's chromium: sudo apt-get install -y chromium" >&2
+            echo "setup: the HTML report tests need Debian's$missing: sudo apt-get install -y$missing" >&2
         fi
     fi
 else

@@ -7,6 +7,7 @@ import torch
 from grader.judge.common import forbidden_api_criterion
 from grader.judge.compare import difference, prefix_leaks
 from grader.judge.criterion import criterion
+from grader.judge.evidence import attention_map
 
 EXERCISE = "attention"
 VALUE_ATOL, VALUE_RTOL = 1e-5, 1e-4  # float32 on both sides; only the order of floating-point operations may differ
@@ -119,6 +120,7 @@ def test_values_match_reference(obs, ref, verdict):
     q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
     setting = "without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12])"
     weights = got.tensor("weights")
+    verdict.note(attention_map=attention_map(weights, want.tensor("weights")))
     problem = difference(weights, want.tensor("weights"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
         verdict.fail(f"{setting} the weights differ from softmax(q·kᵀ/√16): {problem}"
@@ -140,6 +142,7 @@ def test_scaled_by_sqrt_d(obs, ref, verdict):
     q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
     weights, expected = got.tensor("weights"), want.tensor("weights")
     verdict.note(first_row_weights=_row(weights, (0, 0, 0)), expected_first_row=_row(expected, (0, 0, 0)))
+    verdict.note(attention_map=attention_map(weights, expected))
     problem = difference(weights, expected, atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
         verdict.fail(f"with D = 64 (q [2, 1, 4, 64], k [2, 1, 6, 64], v [2, 1, 6, 8]) the weights differ from "
@@ -153,8 +156,9 @@ def test_scaled_by_sqrt_d(obs, ref, verdict):
                        "[..., Tq, Tk] but it is each key's column that sums to 1.",
                  "zh": "沿最后一维（key 轴）归一化：softmax(dim=-1)。沿 dim=-2（query 轴）时形状仍是 [..., Tq, Tk]，"
                        "但求和为 1 的是每个 key 的列。"})
-def test_softmax_over_keys(obs, verdict):
+def test_softmax_over_keys(obs, ref, verdict):
     weights = obs.probe("values").tensor("weights").double()
+    verdict.note(attention_map=attention_map(weights, ref.probe("values").tensor("weights")))
     negative = weights < 0
     if negative.any():
         i = _first(negative)
@@ -178,9 +182,10 @@ def test_softmax_over_keys(obs, verdict):
                        "masked_fill(mask, ...) hides exactly the keys that should be read.",
                  "zh": "True 表示“可以关注”。在 softmax 之前：scores.masked_fill(~mask, float('-inf'))。"
                        "softmax 之后再乘 mask，行和就不再为 1；写成 masked_fill(mask, ...) 则恰好屏蔽了应当读取的 key。"})
-def test_masked_weights_zero(obs, verdict):
+def test_masked_weights_zero(obs, ref, verdict):
     p = obs.probe("masked")
     mask, weights, out, v = p.tensor("mask"), p.tensor("weights").double(), p.tensor("out"), p.tensor("v")
+    verdict.note(attention_map=attention_map(weights, ref.probe("masked").tensor("weights")))
     if list(weights.shape) != list(mask.shape):
         verdict.fail(f"with a [2, 3, 5, 7] mask the weights have shape {list(weights.shape)}; expected [2, 3, 5, 7]")
     leaked = (weights != 0) & ~mask
@@ -228,6 +233,7 @@ def test_causality(obs, verdict):
         perturbed.append(out)
     leaks = prefix_leaks(base, perturbed, axis=-2)
     verdict.note(max_change_per_prefix=leaks)
+    verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
     bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
         t = bad[0]
@@ -280,9 +286,10 @@ def test_mask_broadcasting(obs, verdict):
                  "zh": "对全为 -inf 的一行做 softmax 得到 0/0 = NaN；改用很大的负数（-1e9、finfo.min）填充则会得到均匀权重。"
                        "用 has_key = mask.any(dim=-1, keepdim=True) 找到这些行，先给它们有限的分数（masked_fill(~has_key, 0.0)），"
                        "softmax 之后再把它们的权重置零（masked_fill(~has_key, 0.0)）。"})
-def test_fully_masked_row_zero(obs, verdict):
+def test_fully_masked_row_zero(obs, ref, verdict):
     p = obs.probe("fully_masked")
     mask, out, weights = p.tensor("mask"), p.tensor("out"), p.tensor("weights")
+    verdict.note(attention_map=attention_map(weights, ref.probe("fully_masked").tensor("weights")))
     empty = ~mask.any(-1)                             # [B, H, Tq]: queries that may read nothing
     rows = [tuple(int(x) for x in i) for i in torch.nonzero(empty)]
     verdict.note(fully_masked_queries=[_at(i, AXES[:3]) for i in rows])
@@ -327,7 +334,7 @@ def _non_finite_cause(weights, mask):
                  "zh": "前向中的 NaN 会污染反向梯度，事后修补也一样（nan_to_num 或 weights[weights != weights] = 0 只修好了前向）。"
                        "在 softmax 之前给全屏蔽的行有限的分数，softmax 之后再置零；整个计算保持在自动微分图中"
                        "（不要 .detach()、.data 或 .item()）。"})
-def test_gradients_finite(obs, verdict):
+def test_gradients_finite(obs, ref, verdict):
     p = obs.probe("gradients")
     mask = p.tensor("mask")
     grads = {}
@@ -338,6 +345,7 @@ def test_gradients_finite(obs, verdict):
         grads[name] = p.tensor(f"{name}.grad")
     verdict.note(grad_norms={n: float(g.double().norm()) for n, g in grads.items() if torch.isfinite(g).all()})
     weights = p.tensor("weights")
+    verdict.note(attention_map=attention_map(weights, ref.probe("gradients").tensor("weights")))
     empty = ~mask.any(-1)                                  # [B, H, Tq]: queries that may read nothing
     for name, g in grads.items():
         bad = ~torch.isfinite(g)

@@ -36,6 +36,7 @@ def test_output_shape(obs, verdict):
                  "zh": "在 softmax 之前把查询之后的键（j > i）的分数置为 -inf；允许的位置是对角线及以下（tril），不是以上。"})
 def test_causality(obs, verdict):
     p = obs.probe("causality")
+    verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
     base = p.tensor("base")
     if list(base.shape) != CAUSAL_SHAPE:
         verdict.fail(t("x of shape {want} gave an output of shape {shape}; expected {want}",
@@ -226,6 +227,8 @@ def test_rejects_bad_heads(obs, verdict):
                  "zh": "逐项相加：Q、K、V、O（每个 d·d，无偏置），前馈（d·f + f + f·d + d，含偏置），两个 LayerNorm（每个 2·d）。"})
 def test_parameter_count_small(obs, ref, verdict):
     got, want = obs.probe("parameter_count"), ref.probe("parameter_count")
+    verdict.note(counts=[{"part": f"count_block_parameters{tuple(size)}", "expected": w, "observed": g}
+                         for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small"))])
     for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small")):
         if g != w:
             d, h, f = size
@@ -242,6 +245,8 @@ def test_parameter_count_small(obs, ref, verdict):
 def test_parameter_count_large(obs, ref, verdict):
     got, want = obs.probe("parameter_count_large"), ref.probe("parameter_count_large")
     g, w = got.value("large"), want.value("large")
+    verdict.note(counts=[{"part": f"count_block_parameters{tuple(want.value('large_size'))}",
+                          "expected": w, "observed": g}])
     d, h, f = want.value("large_size")
     verdict.check(g == w, t("count_block_parameters({d}, {h}, {f}) returned {got}; expected {want} (off by {off})",
                             d=d, h=h, f=f, got=repr(g), want=w, off=_off(g, w)))

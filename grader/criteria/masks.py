@@ -4,6 +4,7 @@ import torch
 
 from grader.judge.compare import difference
 from grader.judge.criterion import criterion
+from grader.judge.evidence import attention_map
 
 EXERCISE = "masks"
 SUM_TOLERANCE = 1e-5       # float32 sums of at most 7 probabilities
@@ -84,6 +85,7 @@ def test_causal_mask_direction(obs, verdict):
         }
         why = next((f" Your mask is {label}." for label, m in known.items() if torch.equal(got, m)), "")
         verdict.note(got=_bool_grid(got), expected=_bool_grid(want))
+        verdict.note(attention_map=attention_map(got, want))
         verdict.fail(f"causal_mask({T})[{i}, {j}] is {bool(got[i, j])}; expected {bool(want[i, j])} "
                      f"(query {i} {'may' if want[i, j] else 'must not'} read key {j}).{why}")
     verdict.ok("causal_mask(T) equals tril for T = 1, 4, 7: every query reads itself and the past, never the future")
@@ -131,6 +133,7 @@ def test_padding_mask_values(obs, verdict):
         else:
             why = ""
         verdict.note(ids=ids.tolist(), pad_id=pad, got=got.int().tolist(), expected=want.int().tolist())
+        verdict.note(attention_map=attention_map(got, want))
         verdict.fail(f"with pad_id={pad}, the mask at batch {b}, position {t} (id {int(ids[b, t])}) is {bool(got[b, t])}; "
                      f"expected {bool(want[b, t])}.{why}")
     verdict.ok("padding_mask is True exactly at real tokens, with pad_id 0 and with pad_id 3 (where id 0 is a real token)")
@@ -177,6 +180,7 @@ def test_combine_masks_values(obs, verdict):
         want = causal & padding
         if torch.equal(got, want):
             continue
+        verdict.note(attention_map=attention_map(got, want))
         b, _, i, j = _first(got != want)
         if torch.equal(got, causal | padding):
             why = " Your mask is causal | padding, the logical or: a key needs both masks to allow it."
@@ -200,12 +204,13 @@ def test_combine_masks_values(obs, verdict):
                  "zh": "用你自己的函数：masked_softmax(scores, combine_masks(causal_mask(T), padding_mask(ids, pad))) 必须让未来和 padding "
                        "的 key 权重为 0，保留所有可见的 key，并且被屏蔽的分数改变时结果不变。在 softmax 之前屏蔽（masked_fill 为 -inf），"
                        "而不是之后再相乘。"})
-def test_combined_no_leak(obs, verdict):
+def test_combined_no_leak(obs, ref, verdict):
     p = obs.probe("no_leak")
     ids, allowed = p.tensor("ids"), p.tensor("allowed")
     probs, changed = p.tensor("p"), p.tensor("p_changed")
     names = ("batch", "head", "query", "key")
     verdict.note(ids=ids.tolist())
+    verdict.note(attention_map=attention_map(probs, ref.probe("no_leak").tensor("p")))
     if list(probs.shape) != list(allowed.shape):
         verdict.fail(f"masked_softmax(scores {list(allowed.shape)}, your combined mask) has shape {list(probs.shape)}; "
                      f"expected {list(allowed.shape)}")
@@ -256,6 +261,7 @@ def test_masked_softmax_normalised(obs, ref, verdict):
         if info["shape"] != [2, 3, 5, 7]:
             verdict.fail(f"{call} has shape {info['shape']}; expected [2, 3, 5, 7], the shape of the scores")
         got, mask = p.tensor(key).double(), p.tensor(f"{key}.mask")
+        verdict.note(attention_map=attention_map(got, r.tensor(key)))
         leaked = (got != 0) & ~mask
         if leaked.any():
             i = _first(leaked)
@@ -279,12 +285,13 @@ def test_masked_softmax_normalised(obs, ref, verdict):
                        "(along the softmax's dim, not always -1), give them finite scores before the softmax and zero them after.",
                  "zh": "对全为 -inf 的一行做 softmax 得到 0/0 = NaN。用 has_any = mask.any(dim=dim, keepdim=True) 找出空行"
                        "（沿 softmax 的 dim，而不总是 -1），softmax 之前给它们有限的分数，之后再置零。"})
-def test_masked_softmax_fully_masked(obs, verdict):
+def test_masked_softmax_fully_masked(obs, ref, verdict):
     p = obs.probe("fully_masked")
     for key, dim, call in (("rows", -1, "masked_softmax(scores [2, 2, 4, 5], mask)"),
                            ("cols", -2, "masked_softmax(scores [3, 4, 5], mask, dim=-2)")):
         _returned_tensor(verdict, p, key, call)
         got, mask = p.tensor(key), p.tensor(f"{key}.mask")
+        verdict.note(attention_map=attention_map(got, ref.probe("fully_masked").tensor(key)))
         if list(got.shape) != list(mask.shape):
             verdict.fail(f"{call} has shape {list(got.shape)}; expected {list(mask.shape)}")
         bad = ~torch.isfinite(got)
@@ -315,6 +322,7 @@ def test_masked_softmax_gradients(obs, ref, verdict):
     if "grad" in p.not_tensors:
         verdict.fail("after backward through masked_softmax the scores have no gradient: the result is detached from them")
     grad, mask = p.tensor("grad"), p.tensor("mask")
+    verdict.note(attention_map=attention_map(grad, ref.probe("gradients").tensor("grad")))
     bad = ~torch.isfinite(grad)
     if bad.any():
         i = _first(bad)
@@ -341,6 +349,7 @@ def test_masked_softmax_dim(obs, ref, verdict):
         call = f"masked_softmax(scores [2, 5, 4, 3], mask {case['mask']}, dim={case['dim']})"
         _returned_tensor(verdict, p, key, call)
         got, want = p.tensor(key), r.tensor(key)
+        verdict.note(attention_map=attention_map(got, want))
         problem = difference(got, want, atol=VALUE_TOLERANCE)
         if problem:
             why = ""

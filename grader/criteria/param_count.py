@@ -261,6 +261,8 @@ def test_total_matches_model(obs, ref, verdict):
     values = [o["returned"]["value"] for o in outcomes]
     wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w]
     verdict.note(configs_checked=len(configs))
+    verdict.note(counts=[{"part": describe_config(c), "expected": w, "observed": g}
+                         for c, g, w in zip(configs, values, expected) if g != w][:EXAMPLES])
     if wrong:
         integral = all(g == int(g) for g in values)
         cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected)]) if integral else ("", "")
@@ -300,6 +302,7 @@ def test_large_sizes_exact(obs, ref, verdict):
             why = f": a {returned['type']} has a fixed width and can overflow; compute with Python ints"
         else:
             why = ": the formula agrees on small configs but not here; look for float or fixed-width intermediates"
+        verdict.note(counts=[{"part": call, "expected": w, "observed": g}])
         verdict.fail(f"{call} returned {show(returned)}; expected exactly {w:_} (off by {off_by(g, w)}){why}")
     verdict.ok("exact on " + " and ".join(f"{count_of(o):_}" for o in want.value("large"))
                + " parameters (the second above 2**53), without building anything")
@@ -385,6 +388,7 @@ def test_breakdown_parts_exact(obs, ref, verdict):
                         f"{expected[i][part]:_} parameters (off by {off_by(values[i], expected[i][part])}){cause}")
         if zh:
             zh_causes.append(f"{part}：{zh}")
+    verdict.note(**_first_config_off(configs, outcomes, expected))
     if problems:
         verdict.fail(legend("; ".join(problems)), likely_causes_zh=zh_causes)
     for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large")):
@@ -470,3 +474,14 @@ def test_accepts_any_config_object(obs, verdict):
     verdict.ok("a SimpleNamespace with extra attributes, a __slots__ object and a __getattr__ object "
                f"all give the same count, {want:_}" if isinstance(want, int) else
                "every kind of config object gives the same count")
+
+
+def _first_config_off(configs, outcomes, expected) -> dict:
+    """Evidence for the report's count chart: every part of the first config whose breakdown is off, expected
+    against returned (nothing when every config is right)."""
+    for config, outcome, want in zip(configs, outcomes, expected):
+        items = outcome["returned"]["items"]
+        if any(items[part]["value"] != want[part] for part in PARTS):
+            return {"counts_config": describe_config(config),
+                    "counts": [{"part": part, "expected": want[part], "observed": items[part]["value"]} for part in PARTS]}
+    return {}

@@ -197,6 +197,7 @@ def test_rotate_half_pairing(obs, verdict):
         mixes[j] = [c for c in range(D) if out[j, :, c].abs().max() > LEAK]
     verdict.note(channels_reached_from=mixes)
     half = {j: sorted({j, (j + D // 2) % D}) for j in range(D)}
+    verdict.note(expected_reached_from=half)
     adjacent = {j: sorted({j, j ^ 1}) for j in range(D)}
     if mixes == adjacent:
         verdict.fail("your rotation pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + D/2): "

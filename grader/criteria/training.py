@@ -390,6 +390,7 @@ def test_overfit_fixed_batch(obs, verdict):
     setting = t("x={x}, y={y}, {steps} steps at lr {lr:g}", x=p.value("x"), y=y, steps=p.value("steps"), lr=p.value("lr"))
     verdict.note(initial_loss=p.value("initial_loss"), final_loss=final, prediction=prediction, expected=y,
                  returned_losses=_every_tenth(p.value("losses")))
+    verdict.note(curve_steps=_every_tenth_step(p.value("losses")), threshold=OVERFIT_THRESHOLD)
     verdict.check(final < OVERFIT_THRESHOLD,  # NaN fails too
                   t("after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4g} (it started at "
                     "{initial:.4f}); expected below {threshold:g}", setting=setting, final=final,
@@ -414,6 +415,7 @@ def test_contradictory_labels(obs, verdict):
     p = obs.probe("contradictory_labels")
     x, y = p.value("x"), p.value("y")
     final, per_position_loss, _ = evaluation(p.tensor("logits"), y)
+    verdict.note(curve_steps=_every_tenth_step(p.value("losses")), threshold=_optimum(x, y)[0] + CONTRADICTORY_MARGIN)
     best, contested = _optimum(x, y)
     setting = t("two identical rows {row} with targets {first} and {second} (contested at positions {contested}), "
                 "{steps} steps at lr {lr:g}", row=x[0], first=y[0], second=y[1], contested=contested,
@@ -533,6 +535,12 @@ def _check_loss_list(verdict, call: str, losses: dict, steps: int) -> None:
 def _every_tenth(losses: dict) -> list:
     values = losses.get("values") or []
     return [v for i, v in enumerate(values) if i % 10 == 0 or i == len(values) - 1]
+
+
+def _every_tenth_step(losses: dict) -> list[int]:
+    """The step of each loss `_every_tenth` keeps, so the report can draw them where they belong."""
+    count = len(losses.get("values") or [])
+    return [i for i in range(count) if i % 10 == 0 or i == count - 1]
 
 
 def _optimum(x: list[list[int]], y: list[list[int]]) -> tuple[float, list[int]]:

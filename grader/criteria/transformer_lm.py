@@ -287,6 +287,7 @@ def test_causality(obs, verdict):
         perturbed.append(out)
     leaks = prefix_leaks(base, perturbed, axis=1)
     verdict.note(max_change_per_prefix=leaks, repeat_change=repeat_change)
+    verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
     if not torch.isfinite(base).all():
         verdict.fail(t("the logits hold {count} non-finite values (NaN or inf) for valid tokens, so no change can be "
                        "measured", count=int((~torch.isfinite(base)).sum())))
@@ -496,6 +497,7 @@ def test_overfit_fixed_batch(obs, verdict):
     p = obs.probe("overfit")
     curve, logits, targets, final = _training_summary(p, verdict)
     pred = logits.argmax(-1)
+    verdict.note(threshold=OVERFIT_THRESHOLD)
     verdict.note(curve=curve, final_eval_loss=final, prediction=pred.tolist(), targets=targets.tolist())
     start = verbatim(f"{curve[0]:.4f}") if curve else t("n/a")
     if not final < OVERFIT_THRESHOLD:
@@ -526,6 +528,7 @@ def test_contradictory_labels(obs, verdict):
         column = targets[:, position].tolist()
         optimum -= sum(column.count(v) * math.log(column.count(v) / B) for v in set(column))
     optimum /= B * T
+    verdict.note(threshold=optimum + CONTRADICTORY_MARGIN)
     verdict.note(curve=curve, final_eval_loss=final, optimum=optimum, contradictory_positions=contradictory)
     verdict.check(bool((tokens == tokens[0]).all()), t("internal: the two input rows should be identical"))
     where = t("two identical rows of {length} tokens whose targets differ at positions {positions} "

@@ -1,0 +1,80 @@
+"""Write the README's pictures of the reports into docs/img/, with headless Chromium (the helpers the HTML report's
+tests use, tests/browser.py): the sample submission's report.html in English and Chinese, 1280 px wide (its top
+1800 px) and 400 px wide (its top 1400 px), its failures alone (the page as its "only show what did not pass"
+box shows it, without the header and summary), and class.html of a tiny class made from the sample, an empty
+folder and a zip that cannot be read.
+
+    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic]
+
+Needs Debian's chromium and fonts-noto-cjk (scripts/setup.sh --test installs both as root).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from browser import screenshot  # noqa: E402  (tests/ is put on the path just above)
+
+SAMPLE = ROOT / "examples" / "submissions" / "sample"
+SIZES = {"1280": (1280, 1800), "400": (400, 1400)}
+
+
+def grader(*args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"grader {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+
+
+def tiny_class(folder: Path) -> Path:
+    """Three entries: the sample as a student folder, an empty folder, and a .zip that is no zip."""
+    shutil.copytree(SAMPLE, folder / "alice")
+    (folder / "bob").mkdir()
+    (folder / "carol.zip").write_bytes(b"this is not a zip archive\n")
+    return folder
+
+
+def failures_only(page: Path) -> Path:
+    """A copy of the report with its filter box ticked and the header and summary hidden: the failures and their
+    pictures come first."""
+    copy = page.with_name("failures.html")
+    html = page.read_text(encoding="utf-8").replace('id="only-problems">', 'id="only-problems" checked>', 1)
+    copy.write_text(html.replace("</style>", "header, nav.summary { display: none; }</style>", 1), encoding="utf-8")
+    return copy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    parser.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="screenshots-") as scratch:
+        work, profile = Path(scratch), Path(scratch) / "profile"
+        written = []
+        for lang in ("en", "zh"):
+            report = work / f"report-{lang}"
+            grader("grade", str(SAMPLE), "--out", str(report), "--lang", lang, "--sandbox", args.sandbox,
+                   "--format", "json,html")
+            for name, (width, height) in SIZES.items():
+                written.append(screenshot(report / "report.html", args.out / f"report-{lang}-{name}.png",
+                                          profile, width, height))
+            written.append(screenshot(failures_only(report / "report.html"), args.out / f"report-{lang}-failures.png",
+                                      profile, 1280, 2600))
+        gradebook = work / "gradebook"
+        grader("batch", str(tiny_class(work / "class")), "--out", str(gradebook), "--jobs", "1",
+               "--sandbox", args.sandbox)
+        written.append(screenshot(gradebook / "class.html", args.out / "class-en-1280.png", profile, 1280, 1100))
+    for png in written:
+        print(png.relative_to(ROOT) if png.is_relative_to(ROOT) else png)
+
+
+if __name__ == "__main__":
+    main()

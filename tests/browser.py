@@ -1,0 +1,116 @@
+"""Headless Chromium for the HTML report's tests and scripts/screenshots.py: the DOM after scripts ran with the
+console messages, a screenshot at a given window size, how wide the page lays out at a width, the value of an
+expression on the page, and the dumped DOM parsed into an ElementTree."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+from xml.etree import ElementTree
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+         "--hide-scrollbars", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000"]
+NEEDED = "Debian's chromium is needed: apt-get install -y chromium fonts-noto-cjk (scripts/setup.sh --test)"
+
+
+def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
+    assert CHROMIUM, NEEDED
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def dump_dom(page: Path, profile: Path, width: int = 1280, height: int = 2000) -> tuple[str, list[str]]:
+    """The DOM after scripts ran, laid out in a window of width x height, and every console message logged."""
+    done = _chromium(profile, f"--window-size={width},{height}", "--dump-dom", page.as_uri())
+    return done.stdout, [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def screenshot(page: Path, png: Path, profile: Path, width: int, height: int) -> Path:
+    """A PNG of the page's top `height` pixels in a window `width` pixels wide."""
+    done = _chromium(profile, f"--window-size={width},{height}", f"--screenshot={png}", page.as_uri())
+    assert png.is_file(), done.stderr[-2000:]
+    return png
+
+
+def layout_width(page: Path, profile: Path, width: int) -> tuple[int, int]:
+    """(scrollWidth, clientWidth) of the page laid out `width` pixels wide: a scrollWidth above the clientWidth
+    means the page scrolls sideways. Headless Chromium lays out --dump-dom no narrower than 500 px, so the page
+    is measured in an iframe that wide, from a copy of it with one line of script added (the report itself
+    carries none) that writes the two widths onto the frame around it."""
+    measured = page.with_name(page.stem + f".measured-{width}.html")
+    frame = page.with_name(page.stem + f".frame-{width}.html")
+    measure = ("<script>parent.document.documentElement.dataset.layout = document.documentElement.scrollWidth + ' ' "
+               "+ document.documentElement.clientWidth;</script>")
+    measured.write_text(page.read_text(encoding="utf-8").replace("</body>", measure + "</body>"), encoding="utf-8")
+    frame.write_text(f'<!DOCTYPE html><html><body style="margin:0"><iframe src="{measured.name}" '
+                     f'style="width:{width}px;height:900px;border:0"></iframe></body></html>', encoding="utf-8")
+    done = _chromium(profile, "--allow-file-access-from-files", "--window-size=1280,1000", "--dump-dom", frame.as_uri())
+    found = re.search(r'data-layout="(\d+) (\d+)"', done.stdout)
+    assert found, "the measuring script did not run"
+    return int(found.group(1)), int(found.group(2))
+
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class _TreeBuilder(HTMLParser):
+    """The DOM Chromium dumped, as an ElementTree (the standard library has no HTML tree of its own)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = ElementTree.Element("document")
+        self.open = [self.root]
+
+    def handle_starttag(self, tag, attrs):
+        element = ElementTree.SubElement(self.open[-1], tag, {k: v or "" for k, v in attrs})
+        if tag not in VOID:
+            self.open.append(element)
+
+    def handle_startendtag(self, tag, attrs):
+        ElementTree.SubElement(self.open[-1], tag, {k: v or "" for k, v in attrs})
+
+    def handle_endtag(self, tag):
+        for depth in range(len(self.open) - 1, 0, -1):
+            if self.open[depth].tag == tag:
+                del self.open[depth:]
+                return
+
+    def handle_data(self, data):
+        parent = self.open[-1]
+        if len(parent):
+            parent[-1].tail = (parent[-1].tail or "") + data
+        else:
+            parent.text = (parent.text or "") + data
+
+
+def parse_dom(html: str) -> ElementTree.Element:
+    builder = _TreeBuilder()
+    builder.feed(html)
+    builder.close()
+    return builder.root
+
+
+def with_class(root: ElementTree.Element, tag: str, cls: str) -> list[ElementTree.Element]:
+    """Every `tag` element under `root` whose class list holds `cls`."""
+    return [e for e in root.iter(tag) if cls in e.get("class", "").split()]
+
+
+def text_of(element: ElementTree.Element) -> str:
+    return "".join(element.itertext())
+
+
+def evaluate(page: Path, profile: Path, expression: str, width: int = 1280) -> str:
+    """The value of a JavaScript expression on the page once laid out, computed in a copy of the page with one line
+    of script added (the report itself carries none)."""
+    probe = page.with_name(page.stem + ".evaluated.html")
+    script = f"<script>document.documentElement.dataset.result = String({expression});</script>"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
+    dom, _ = dump_dom(probe, profile, width, 1000)
+    found = re.search(r'data-result="([^"]*)"', dom)
+    assert found, "the evaluating script did not run"
+    return found.group(1)
