@@ -9,6 +9,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from grader.i18n import Text, t, verbatim
 from grader.judge.common import forbidden_api_criterion
 from grader.judge.compare import describe_outcome, difference, raised
 from grader.judge.criterion import criterion
@@ -44,38 +45,40 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, unbiased=False, eps_outsi
 def alternatives(x, w, b, eps):
     """(what the student's code does, what it should do, the output that mistake gives) for the known bugs."""
     x_hat = layer_norm(x, eps=eps)
+    affine_fix = t("return x_hat * weight + bias")
     return [
-        ("divides the variance by D - 1 (the unbiased estimate, the default of torch.var / Tensor.std)",
-         "pass unbiased=False (or correction=0)", layer_norm(x, w, b, eps, unbiased=True)),
-        ("adds eps outside the square root, (x - mean) / (sqrt(var) + eps)",
-         "use (x - mean) / sqrt(var + eps)", layer_norm(x, w, b, eps, eps_outside=True)),
-        ("uses x.std() (unbiased) plus eps outside the root", "use (x - mean) / sqrt(var + eps) with the population variance",
+        (t("divides the variance by D - 1 (the unbiased estimate, the default of torch.var / Tensor.std)"),
+         t("pass unbiased=False (or correction=0)"), layer_norm(x, w, b, eps, unbiased=True)),
+        (t("adds eps outside the square root, (x - mean) / (sqrt(var) + eps)"),
+         t("use (x - mean) / sqrt(var + eps)"), layer_norm(x, w, b, eps, eps_outside=True)),
+        (t("uses x.std() (unbiased) plus eps outside the root"),
+         t("use (x - mean) / sqrt(var + eps) with the population variance"),
          layer_norm(x, w, b, eps, unbiased=True, eps_outside=True)),
-        ("takes the statistics over axis -2 (the sequence axis) instead of the last axis", "reduce over dim=-1",
+        (t("takes the statistics over axis -2 (the sequence axis) instead of the last axis"), t("reduce over dim=-1"),
          layer_norm(x, w, b, eps, dim=-2)),
-        ("ignores weight and bias", "return x_hat * weight + bias", layer_norm(x, eps=eps) if w is not None else None),
-        ("adds the bias before scaling, (x_hat + bias) * weight", "return x_hat * weight + bias",
+        (t("ignores weight and bias"), affine_fix, layer_norm(x, eps=eps) if w is not None else None),
+        (t("adds the bias before scaling, (x_hat + bias) * weight"), affine_fix,
          (x_hat + b.double()) * w.double() if w is not None else None),
-        ("swaps weight and bias, x_hat * bias + weight", "return x_hat * weight + bias",
+        (t("swaps weight and bias, x_hat * bias + weight"), affine_fix,
          x_hat * b.double() + w.double() if w is not None else None),
     ]
 
 
-def diagnose(got, x, w=None, b=None, eps=1e-5, tolerance=DIAGNOSE) -> str:
-    """' Your output matches ...' when a known mistake explains `got`, else ''."""
+def diagnose(got, x, w=None, b=None, eps=1e-5, tolerance=DIAGNOSE) -> Text | None:
+    """' Your output matches ...' when a known mistake explains `got`, else None."""
     for does, fix, output in alternatives(x, w, b, eps):
         if output is not None and difference(got, output, atol=tolerance, rtol=tolerance) is None:
-            return f" Your output matches a LayerNorm that {does}: {fix}."
-    return ""
+            return t(" Your output matches a LayerNorm that {does}: {fix}.", does=does, fix=fix)
+    return None
 
 
 def missing_tensor(p, key: str) -> bool:
     return key in p.not_tensors
 
 
-def raised_where(outcome: dict) -> str:
+def raised_where(outcome: dict) -> Text:
     where = outcome.get("raised", {}).get("where")
-    return f" (at {where})" if where else ""
+    return t(" (at {where})", where=where) if where else verbatim("")
 
 
 # --- LayerNorm ------------------------------------------------------------------------------------
@@ -92,22 +95,28 @@ def test_parameters_registered(obs, verdict):
     for name, fill, init in (("weight", 1.0, "ones"), ("bias", 0.0, "zeros")):
         kind = p.value(f"{name}_kind")
         if kind == "missing":
-            verdict.fail(f"LayerNorm(6) has no attribute `{name}`; the contract asks for self.{name} = nn.Parameter(torch.{init}(dim))")
+            verdict.fail(t("LayerNorm(6) has no attribute `{name}`; the contract asks for self.{name} = "
+                           "nn.Parameter(torch.{init}(dim))", name=name, init=init))
         if kind != "Parameter":
-            verdict.fail(f"LayerNorm(6).{name} is a {kind}, not an nn.Parameter: optimizers and state_dict will not see it")
+            verdict.fail(t("LayerNorm(6).{name} is a {kind}, not an nn.Parameter: optimizers and state_dict will not "
+                           "see it", name=name, kind=kind))
         if not p.value(f"{name}_registered"):
-            verdict.fail(f"`{name}` is not among the module's named_parameters() {names}: register it as an attribute of the module")
+            verdict.fail(t("`{name}` is not among the module's named_parameters() {names}: register it as an attribute "
+                           "of the module", name=name, names=names))
         if not p.value(f"{name}_requires_grad"):
-            verdict.fail(f"LayerNorm(6).{name} has requires_grad=False; it must be trainable")
+            verdict.fail(t("LayerNorm(6).{name} has requires_grad=False; it must be trainable", name=name))
         value = p.tensor(name)
-        verdict.check(list(value.shape) == [6], f"LayerNorm(6).{name} has shape {list(value.shape)}; expected [6]")
+        verdict.check(list(value.shape) == [6], t("LayerNorm(6).{name} has shape {shape}; expected [6]", name=name,
+                                                  shape=list(value.shape)))
         wrong = (value.double() != fill).nonzero()
         if len(wrong):
             i = int(wrong[0][0])
-            verdict.fail(f"LayerNorm(6).{name}[{i}] starts at {float(value[i]):.6g}; {name} must start at all {init}")
+            verdict.fail(t("LayerNorm(6).{name}[{index}] starts at {value:.6g}; {name} must start at all {init}",
+                           name=name, index=i, value=float(value[i]), init=init))
     extra = sorted(set(names) - {"weight", "bias"})
-    verdict.check(not extra, f"LayerNorm(6) has parameters {extra} besides weight and bias; LayerNorm has exactly those two (2·dim numbers)")
-    verdict.ok("LayerNorm(6) has exactly two nn.Parameters, weight = ones(6) and bias = zeros(6)")
+    verdict.check(not extra, t("LayerNorm(6) has parameters {extra} besides weight and bias; LayerNorm has exactly "
+                               "those two (2·dim numbers)", extra=extra))
+    verdict.ok(t("LayerNorm(6) has exactly two nn.Parameters, weight = ones(6) and bias = zeros(6)"))
 
 
 @criterion("output_shape_dtype", kind="shape",
@@ -119,10 +128,12 @@ def test_output_shape_dtype(obs, verdict):
     for key, shape, dtype in (("out_btc", [2, 5, 8], torch.float32), ("out_2d", [4, 8], torch.float32),
                               ("out_4d", [2, 3, 5, 8], torch.float32), ("out_float64", [2, 5, 8], torch.float64)):
         out = p.tensor(key)
-        verdict.check(list(out.shape) == shape, f"LayerNorm(8) on x of shape {shape} returned shape {list(out.shape)}; expected {shape}")
-        verdict.check(out.dtype == dtype, f"LayerNorm(8) on a {str(dtype)[6:]} input of shape {shape} returned {str(out.dtype)[6:]}; "
-                                          f"expected {str(dtype)[6:]} (the input's dtype)")
-    verdict.ok("shapes [4, 8], [2, 5, 8] and [2, 3, 5, 8] are kept; float32 stays float32 and float64 stays float64")
+        verdict.check(list(out.shape) == shape, t("LayerNorm(8) on x of shape {shape} returned shape {got}; expected "
+                                                  "{shape}", shape=shape, got=list(out.shape)))
+        verdict.check(out.dtype == dtype, t("LayerNorm(8) on a {dtype} input of shape {shape} returned {got}; expected "
+                                            "{dtype} (the input's dtype)", dtype=str(dtype)[6:], shape=shape,
+                                            got=str(out.dtype)[6:]))
+    verdict.ok(t("shapes [4, 8], [2, 5, 8] and [2, 3, 5, 8] are kept; float32 stays float32 and float64 stays float64"))
 
 
 @criterion("normalises_last_axis", kind="values",
@@ -134,27 +145,29 @@ def test_normalises_last_axis(obs, ref, verdict):
     x = inputs.tensor("x")
     out, out_changed = got.tensor("out"), got.tensor("out_changed")
     for key, value in (("out", out), ("out_changed", out_changed)):
-        verdict.check(list(value.shape) == [2, 5, 8], f"x of shape [2, 5, 8] gave an output of shape {list(value.shape)}")
-        verdict.check(bool(torch.isfinite(value).all()), "on x of shape [2, 5, 8] the output holds NaN or inf values")
+        verdict.check(list(value.shape) == [2, 5, 8], t("x of shape [2, 5, 8] gave an output of shape {got}",
+                                                        got=list(value.shape)))
+        verdict.check(bool(torch.isfinite(value).all()), t("on x of shape [2, 5, 8] the output holds NaN or inf values"))
     moved = (out_changed.double() - out.double()).abs().amax(dim=-1)   # [B, T]
     moved[0, 3] = 0.0                                                # the token that was changed
     if moved.max() > SAME_TOKEN:
-        b, t = (int(i) for i in torch.nonzero(moved == moved.max())[0])
-        axis = ""
-        for dim, name in ((-2, "axis -2 (the sequence axis T)"), (0, "axis 0 (the batch axis B)")):
+        b, pos = (int(i) for i in torch.nonzero(moved == moved.max())[0])
+        axis = verbatim("")
+        for dim, name in ((-2, t("axis -2 (the sequence axis T)")), (0, t("axis 0 (the batch axis B)"))):
             if difference(out, layer_norm(x, dim=dim), atol=DIAGNOSE, rtol=DIAGNOSE) is None:
-                axis = f" Your output matches a normalisation over {name}."
-        verdict.fail(f"on x of shape [B, T, C] = [2, 5, 8], changing only token (b=0, t=3) changed the output of token "
-                     f"(b={b}, t={t}) by up to {float(moved.max()):.3g} (expected no change): the statistics mix tokens "
-                     f"instead of being taken over the last axis alone.{axis}")
+                axis = t(" Your output matches a normalisation over {axis}.", axis=name)
+        verdict.fail(t("on x of shape [B, T, C] = [2, 5, 8], changing only token (b=0, t=3) changed the output of token "
+                       "(b={b}, t={pos}) by up to {moved:.3g} (expected no change): the statistics mix tokens instead of "
+                       "being taken over the last axis alone.{axis}", b=b, pos=pos, moved=float(moved.max()), axis=axis))
     means = out.double().mean(dim=-1)
     worst = means.abs().max()
     if worst > ZERO_MEAN:
-        b, t = (int(i) for i in torch.nonzero(means.abs() == worst)[0])
-        verdict.fail(f"with weight 1 and bias 0 the output of token (b={b}, t={t}) has mean {float(means[b, t]):.6g} over the "
-                     f"last axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)")
-    verdict.ok(f"on [2, 5, 8] each token's output has mean 0 over the last axis (max |mean| {float(worst):.1e}) and does not "
-               "move when another token changes")
+        b, pos = (int(i) for i in torch.nonzero(means.abs() == worst)[0])
+        verdict.fail(t("with weight 1 and bias 0 the output of token (b={b}, t={pos}) has mean {mean:.6g} over the last "
+                       "axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)",
+                       b=b, pos=pos, mean=float(means[b, pos])))
+    verdict.ok(t("on [2, 5, 8] each token's output has mean 0 over the last axis (max |mean| {worst:.1e}) and does not "
+                 "move when another token changes", worst=float(worst)))
 
 
 @criterion("population_variance", kind="values",
@@ -170,12 +183,13 @@ def test_population_variance(obs, ref, verdict):
         biased = layer_norm(x, unbiased=True)
         if difference(out, biased, atol=POPULATION_TOLERANCE) is None:
             ratio = float((out.double() / want).median())
-            verdict.fail(f"on rows of D = 4 channels every output is {ratio:.4f} times the expected value (sqrt(3/4) = 0.8660): "
-                         "your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by D = 4")
-        verdict.fail(f"on rows of D = 4 channels (weight 1, bias 0) the output differs from the population-variance "
-                     f"normalisation: {problem}.{diagnose(out, x)}")
-    verdict.ok(f"on rows of D = 4 channels the output matches the population-variance normalisation (within {POPULATION_TOLERANCE:g}); "
-               "the unbiased estimate would be off by 13%")
+            verdict.fail(t("on rows of D = 4 channels every output is {ratio:.4f} times the expected value (sqrt(3/4) = "
+                           "0.8660): your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by D = 4",
+                           ratio=ratio))
+        verdict.fail(t("on rows of D = 4 channels (weight 1, bias 0) the output differs from the population-variance "
+                       "normalisation: {problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
+    verdict.ok(t("on rows of D = 4 channels the output matches the population-variance normalisation (within "
+                 "{tolerance:g}); the unbiased estimate would be off by 13%", tolerance=POPULATION_TOLERANCE))
 
 
 @criterion("eps_inside_sqrt", kind="values",
@@ -185,36 +199,40 @@ def test_population_variance(obs, ref, verdict):
 def test_eps_inside_sqrt(obs, ref, verdict):
     got, inputs = obs.probe("eps"), ref.probe("eps")
     x, out = inputs.tensor("x_default"), got.tensor("out_default")
-    verdict.check(list(out.shape) == list(x.shape), f"x of shape {list(x.shape)} gave an output of shape {list(out.shape)}")
+    verdict.check(list(out.shape) == list(x.shape), t("x of shape {shape} gave an output of shape {got}",
+                                                      shape=list(x.shape), got=list(out.shape)))
     constant = out[4:]
     if not torch.isfinite(constant).all():
-        verdict.fail(f"constant rows (variance exactly 0) gave {float(constant[~torch.isfinite(constant)][0])}: "
-                     "0 / sqrt(0) — add eps to the variance inside the square root so the denominator is never 0")
+        verdict.fail(t("constant rows (variance exactly 0) gave {value}: 0 / sqrt(0) — add eps to the variance inside "
+                       "the square root so the denominator is never 0",
+                       value=float(constant[~torch.isfinite(constant)][0])))
     if constant.abs().max() > EPS_TOLERANCE:
-        verdict.fail(f"a constant row must normalise to 0 (then the output is the bias, here 0); got values up to "
-                     f"{float(constant.abs().max()):.3g}.{diagnose(out, x)}")
+        verdict.fail(t("a constant row must normalise to 0 (then the output is the bias, here 0); got values up to "
+                       "{largest:.3g}.{cause}", largest=float(constant.abs().max()), cause=diagnose(out, x) or verbatim("")))
     accepted = [layer_norm(x), layer_norm(x, unbiased=True)]   # the variance estimator is judged by its own criterion
     if all(difference(out, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
         problem = difference(out[:4], accepted[0][:4], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
         outside = any(difference(out, layer_norm(x, eps_outside=True, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
                       for u in (False, True))
         if outside:
-            verdict.fail(f"on rows of variance 1e-6 (below eps = 1e-5) your outputs reach {float(out[:4].abs().max()):.4g} where "
-                         f"eps inside the root gives {float(accepted[0][:4].abs().max()):.4g}: your code adds eps outside the "
-                         "square root, (x - mean) / (sqrt(var) + eps)")
-        verdict.fail(f"on rows of variance 1e-6 (below eps = 1e-5) the output differs from (x - mean) / sqrt(var + eps): "
-                     f"{problem}.{diagnose(out, x)}")
+            verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) your outputs reach {got:.4g} where eps inside "
+                           "the root gives {want:.4g}: your code adds eps outside the square root, "
+                           "(x - mean) / (sqrt(var) + eps)",
+                           got=float(out[:4].abs().max()), want=float(accepted[0][:4].abs().max())))
+        verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) the output differs from (x - mean) / sqrt(var + eps): "
+                       "{problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
     x_custom, out_custom = inputs.tensor("x_custom"), got.tensor("out_custom")
     accepted = [layer_norm(x_custom, eps=1e-2), layer_norm(x_custom, eps=1e-2, unbiased=True)]
     if all(difference(out_custom, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
         problem = difference(out_custom, accepted[0], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
         ignored = any(difference(out_custom, layer_norm(x_custom, eps=1e-5, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
                       for u in (False, True))
-        reason = (" It matches eps = 1e-5: the eps passed to __init__ is ignored (store it as self.eps and use it)."
-                  if ignored else "")
-        verdict.fail(f"LayerNorm(6, eps=1e-2) on rows of variance 9e-4 differs from (x - mean) / sqrt(var + 0.01): {problem}.{reason}")
-    verdict.ok("rows of variance 1e-6 match (x - mean) / sqrt(var + eps), constant rows give exactly 0, and eps=1e-2 given to "
-               "__init__ is used")
+        reason = (t(" It matches eps = 1e-5: the eps passed to __init__ is ignored (store it as self.eps and use it).")
+                  if ignored else verbatim(""))
+        verdict.fail(t("LayerNorm(6, eps=1e-2) on rows of variance 9e-4 differs from (x - mean) / sqrt(var + 0.01): "
+                       "{problem}.{reason}", problem=problem, reason=reason))
+    verdict.ok(t("rows of variance 1e-6 match (x - mean) / sqrt(var + eps), constant rows give exactly 0, and eps=1e-2 "
+                 "given to __init__ is used"))
 
 
 @criterion("matches_reference", kind="values",
@@ -229,21 +247,24 @@ def test_matches_reference(obs, ref, verdict):
     problem = difference(out, want, atol=EXACT_F64, rtol=EXACT_F64)
     if problem:
         cause = diagnose(out, x, w, b)
-        if not cause and difference(out, want, atol=1e-5, rtol=1e-5) is None:
-            cause = (" The difference is at float32 rounding level: part of your float64 computation runs in float32 "
-                     "(a weight or bias that is not an nn.Parameter stays float32 under .double(); so does torch.tensor(eps)).")
-        verdict.fail(f"in float64 on x of shape [3, 5, 10] with random weight and bias, the output differs from "
-                     f"torch.nn.LayerNorm: {problem}.{cause}")
+        if cause is None and difference(out, want, atol=1e-5, rtol=1e-5) is None:
+            cause = t(" The difference is at float32 rounding level: part of your float64 computation runs in float32 "
+                      "(a weight or bias that is not an nn.Parameter stays float32 under .double(); so does "
+                      "torch.tensor(eps)).")
+        verdict.fail(t("in float64 on x of shape [3, 5, 10] with random weight and bias, the output differs from "
+                       "torch.nn.LayerNorm: {problem}.{cause}", problem=problem, cause=cause or verbatim("")))
     x32, w32, b32 = inputs.tensor("x32"), inputs.tensor("w32"), inputs.tensor("b32")
     out32 = got.tensor("out32")
-    verdict.check(out32.dtype == torch.float32, f"a float32 input gave a {str(out32.dtype)[6:]} output; expected float32")
+    verdict.check(out32.dtype == torch.float32, t("a float32 input gave a {dtype} output; expected float32",
+                                                  dtype=str(out32.dtype)[6:]))
     want32 = F.layer_norm(x32.double(), (12,), w32.double(), b32.double(), eps=1e-5)
     problem = difference(out32, want32, atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL)
     if problem:
-        verdict.fail(f"in float32 on x of shape [2, 7, 12] with random weight and bias, the output differs from "
-                     f"torch.nn.LayerNorm (computed in float64): {problem}.{diagnose(out32, x32, w32, b32, tolerance=FLOAT32_ATOL)}")
-    verdict.ok(f"with random weight and bias: float64 within {EXACT_F64:g} of torch.nn.LayerNorm, "
-               f"float32 within {FLOAT32_ATOL:g} + {FLOAT32_RTOL:g}·|expected|")
+        verdict.fail(t("in float32 on x of shape [2, 7, 12] with random weight and bias, the output differs from "
+                       "torch.nn.LayerNorm (computed in float64): {problem}.{cause}", problem=problem,
+                       cause=diagnose(out32, x32, w32, b32, tolerance=FLOAT32_ATOL) or verbatim("")))
+    verdict.ok(t("with random weight and bias: float64 within {exact:g} of torch.nn.LayerNorm, float32 within "
+                 "{atol:g} + {rtol:g}·|expected|", exact=EXACT_F64, atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL))
 
 
 @criterion("gradients_flow", kind="gradient",
@@ -253,31 +274,34 @@ def test_matches_reference(obs, ref, verdict):
                  "zh": "整个计算都要留在自动微分图中：均值和方差上不要用 .detach()、.data、.item() 或 torch.no_grad()，forward 中直接使用 self.weight 和 self.bias。"})
 def test_gradients_flow(obs, ref, verdict):
     got, inputs = obs.probe("gradients"), ref.probe("gradients")
-    for key, name in (("x_grad", "the input x"), ("weight_grad", "weight"), ("bias_grad", "bias")):
+    for key, name in (("x_grad", t("the input x")), ("weight_grad", verbatim("weight")), ("bias_grad", verbatim("bias"))):
         if missing_tensor(got, key):
-            seen = "None" if got.not_tensors[key] == "NoneType" else f"a {got.not_tensors[key]}"
-            verdict.fail(f"no gradient reached {name} (its .grad is {seen}): it is not an nn.Parameter that requires grad, "
-                         "it is not used in forward, or the computation left autograd")
+            seen = verbatim("None") if got.not_tensors[key] == "NoneType" else t("a {kind}", kind=got.not_tensors[key])
+            verdict.fail(t("no gradient reached {name} (its .grad is {seen}): it is not an nn.Parameter that requires "
+                           "grad, it is not used in forward, or the computation left autograd", name=name, seen=seen))
         grad = got.tensor(key)
-        verdict.check(bool(torch.isfinite(grad).all()), f"the gradient of {name} contains NaN or inf")
+        verdict.check(bool(torch.isfinite(grad).all()), t("the gradient of {name} contains NaN or inf", name=name))
     checks, step, g = [], inputs.value("fd_step"), inputs.tensor("g").double()
     for key, name in (("x", "x"), ("w", "weight"), ("b", "bias")):
         direction = inputs.tensor(f"dir_{key}").double()
         grad = got.tensor({"x": "x_grad", "w": "weight_grad", "b": "bias_grad"}[key]).double()
         verdict.check(list(grad.shape) == list(direction.shape),
-                      f"the gradient of {name} has shape {list(grad.shape)}; expected {list(direction.shape)}")
+                      t("the gradient of {name} has shape {got}; expected {want}", name=name, got=list(grad.shape),
+                        want=list(direction.shape)))
         analytic = float((grad * direction).sum())
         plus, minus = (_loss(got.tensor(f"out_{key}_{sign}"), g) for sign in ("plus", "minus"))
         if not (math.isfinite(plus) and math.isfinite(minus)):
-            verdict.fail(f"the forward pass gave a non-finite loss ({plus}, {minus}) when {name} was nudged by ±{step:g}")
+            verdict.fail(t("the forward pass gave a non-finite loss ({plus}, {minus}) when {name} was nudged by "
+                           "±{step:g}", plus=plus, minus=minus, name=name, step=step))
         numeric = (plus - minus) / (2 * step)
         checks.append({"parameter": name, "autograd": analytic, "finite_difference": numeric})
         if not abs(analytic - numeric) <= FD_TOLERANCE * max(1.0, abs(numeric)):  # NaN fails too
-            verdict.fail(f"along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} and re-running "
-                         f"your forward changes the loss at a rate of {numeric:.8g}: part of the computation is hidden from autograd",
+            verdict.fail(t("along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} and "
+                           "re-running your forward changes the loss at a rate of {numeric:.8g}: part of the computation "
+                           "is hidden from autograd", name=name, analytic=analytic, numeric=numeric),
                          checks=checks)
-    verdict.ok("x, weight and bias receive finite gradients equal to finite differences of your forward "
-               f"(relative agreement {FD_TOLERANCE:g})", checks=checks)
+    verdict.ok(t("x, weight and bias receive finite gradients equal to finite differences of your forward (relative "
+                 "agreement {tolerance:g})", tolerance=FD_TOLERANCE), checks=checks)
 
 
 def _loss(out, g):
@@ -310,14 +334,16 @@ def _gradient_summary(p, key):
 def test_prenorm_identity(obs, ref, verdict):
     x = ref.probe("prenorm_identity").tensor("x")
     out = obs.probe("prenorm_identity").tensor("out")
-    verdict.check(list(out.shape) == list(x.shape), f"x of shape {list(x.shape)} gave an output of shape {list(out.shape)}")
+    verdict.check(list(out.shape) == list(x.shape), t("x of shape {shape} gave an output of shape {got}",
+                                                      shape=list(x.shape), got=list(out.shape)))
     problem = difference(out, x, atol=0.0)
     if problem:
-        post = ""
+        post = verbatim("")
         if difference(out, layer_norm(x), atol=1e-4) is None:
-            post = " The output equals norm(x): the block normalises after the residual addition (post-norm)."
-        verdict.fail(f"with a sublayer that returns zeros the output should be x exactly: {problem}.{post}")
-    verdict.ok("with a sublayer that returns zeros, the output equals x bit for bit")
+            post = t(" The output equals norm(x): the block normalises after the residual addition (post-norm).")
+        verdict.fail(t("with a sublayer that returns zeros the output should be x exactly: {problem}.{post}",
+                       problem=problem, post=post))
+    verdict.ok(t("with a sublayer that returns zeros, the output equals x bit for bit"))
 
 
 @criterion("prenorm_structure", kind="values",
@@ -327,33 +353,37 @@ def test_prenorm_identity(obs, ref, verdict):
 def test_prenorm_structure(obs, ref, verdict):
     got, inputs = obs.probe("prenorm_structure"), ref.probe("prenorm_structure")
     verdict.check(got.value("norm_is_layernorm"),
-                  f"block.norm is a {got.value('norm_class')}; it must be the LayerNorm class of your norm.py")
+                  t("block.norm is a {kind}; it must be the LayerNorm class of your norm.py", kind=got.value("norm_class")))
     verdict.check(got.value("sublayer_registered"),
-                  "the sublayer's parameters are not among block.parameters(): store it as a module attribute (self.sublayer = sublayer)")
+                  t("the sublayer's parameters are not among block.parameters(): store it as a module attribute "
+                    "(self.sublayer = sublayer)"))
     calls = got.value("calls")
-    verdict.check(calls == 1, f"forward called the sublayer {calls} times; expected exactly once")
+    verdict.check(calls == 1, t("forward called the sublayer {calls} times; expected exactly once", calls=calls))
     x = inputs.tensor("x")
     received, own = got.tensor("received").double(), got.tensor("own_norm").double()
     W, c = inputs.tensor("sub_weight"), inputs.tensor("sub_bias")
     if difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN):
         if difference(received, x, atol=SAME_TOKEN) is None:
-            post = ""
+            post = verbatim("")
             if difference(got.tensor("out"), layer_norm(x + x @ W.T + c, inputs.tensor("norm_weight"), inputs.tensor("norm_bias")),
                           atol=1e-4) is None:
-                post = " The output is norm(x + sublayer(x)): that is post-norm; the course uses pre-norm."
-            verdict.fail("the sublayer received x itself, not norm(x): normalise first, then call the sublayer." + post)
-        verdict.fail(f"the sublayer did not receive block.norm(x): {difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)}")
+                post = t(" The output is norm(x + sublayer(x)): that is post-norm; the course uses pre-norm.")
+            verdict.fail(t("the sublayer received x itself, not norm(x): normalise first, then call the sublayer.{post}",
+                           post=post))
+        verdict.fail(t("the sublayer did not receive block.norm(x): {problem}",
+                       problem=difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)))
     out = got.tensor("out")
     want = x + received @ W.T + c
     problem = difference(out, want, atol=EXACT_F64, rtol=EXACT_F64)
     if problem:
-        hint = ""
+        hint = verbatim("")
         if difference(out, received @ W.T + c, atol=1e-6) is None:
-            hint = " The output equals sublayer(norm(x)) alone: the residual x is not added."
+            hint = t(" The output equals sublayer(norm(x)) alone: the residual x is not added.")
         elif difference(out, own + received @ W.T + c, atol=1e-6) is None:
-            hint = " The output is norm(x) + sublayer(norm(x)): add the raw x, not its normalised version."
-        verdict.fail(f"the output is not x + sublayer(norm(x)): {problem}.{hint}")
-    verdict.ok("block.norm is your LayerNorm, the sublayer is registered, called once on norm(x), and the output is x + sublayer(norm(x))")
+            hint = t(" The output is norm(x) + sublayer(norm(x)): add the raw x, not its normalised version.")
+        verdict.fail(t("the output is not x + sublayer(norm(x)): {problem}.{hint}", problem=problem, hint=hint))
+    verdict.ok(t("block.norm is your LayerNorm, the sublayer is registered, called once on norm(x), and the output is "
+                 "x + sublayer(norm(x))"))
 
 
 @criterion("input_not_modified", kind="values",
@@ -362,12 +392,13 @@ def test_prenorm_structure(obs, ref, verdict):
                  "zh": "写 return x + self.sublayer(self.norm(x))，不要写 x += ... 或 x.add_(...)；LayerNorm 中写 x - mean，不要 x.sub_(mean)。"})
 def test_input_not_modified(obs, ref, verdict):
     change = _largest_change(obs.probe("reference").tensor("x64_after_call"), ref.probe("reference").tensor("x64"))
-    verdict.check(change == 0.0, f"LayerNorm's forward changed its input tensor by up to {change!r}: an in-place operation "
-                                 "(sub_, div_, -=, /=) rewrote the caller's x")
+    verdict.check(change == 0.0, t("LayerNorm's forward changed its input tensor by up to {change}: an in-place "
+                                   "operation (sub_, div_, -=, /=) rewrote the caller's x", change=change))
     change = _largest_change(obs.probe("prenorm_inplace").tensor("x_after_call"), ref.probe("prenorm_inplace").tensor("x"))
-    verdict.check(change == 0.0, f"PreNormResidual's forward changed the caller's x by up to {change!r}: the residual is "
-                                 "modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) instead")
-    verdict.ok("after LayerNorm and PreNormResidual, the caller's x is unchanged")
+    verdict.check(change == 0.0, t("PreNormResidual's forward changed the caller's x by up to {change}: the residual is "
+                                   "modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) instead",
+                                   change=change))
+    verdict.ok(t("after LayerNorm and PreNormResidual, the caller's x is unchanged"))
 
 
 @criterion("residual_gradient", kind="gradient",
@@ -378,26 +409,29 @@ def test_residual_gradient(obs, ref, verdict):
     got = obs.probe("residual_gradient")
     outcome = got.value("zero_sublayer")
     if raised(outcome):
-        verdict.fail(f"backward through PreNormResidual (input requires grad) {describe_outcome(outcome)}{raised_where(outcome)}")
+        verdict.fail(t("backward through PreNormResidual (input requires grad) {outcome}{where}",
+                       outcome=describe_outcome(outcome), where=raised_where(outcome)))
     if missing_tensor(got, "x_grad"):
-        verdict.fail("no gradient reached x through the residual (x.grad is None)")
+        verdict.fail(t("no gradient reached x through the residual (x.grad is None)"))
     g = ref.probe("residual_gradient").tensor("g")
     problem = difference(got.tensor("x_grad"), g, atol=SAME_TOKEN)
     if problem:
-        verdict.fail(f"with a zero sublayer x.grad should equal the upstream gradient exactly: {problem}")
+        verdict.fail(t("with a zero sublayer x.grad should equal the upstream gradient exactly: {problem}", problem=problem))
     outcome = got.value("linear_sublayer")
     if raised(outcome):
-        verdict.fail(f"backward through PreNormResidual with a linear sublayer {describe_outcome(outcome)}{raised_where(outcome)}")
+        verdict.fail(t("backward through PreNormResidual with a linear sublayer {outcome}{where}",
+                       outcome=describe_outcome(outcome), where=raised_where(outcome)))
     grads = {name: _gradient_summary(got, f"grad.{name}") for name in got.value("parameters")}
     verdict.note(grads=grads)
-    verdict.check(any(n.startswith("norm.") for n in grads), "block.norm has no parameters to receive a gradient")
+    verdict.check(any(n.startswith("norm.") for n in grads), t("block.norm has no parameters to receive a gradient"))
     for name, grad in grads.items():
-        verdict.check(grad is not None, f"parameter `{name}` received no gradient")
-        verdict.check(grad["finite"], f"parameter `{name}` received a non-finite gradient")
+        verdict.check(grad is not None, t("parameter `{name}` received no gradient", name=name))
+        verdict.check(grad["finite"], t("parameter `{name}` received a non-finite gradient", name=name))
     x_grad = _gradient_summary(got, "input_grad")
-    verdict.check(x_grad is not None and x_grad["finite"], "with a linear sublayer the gradient of x is missing or not finite")
-    verdict.ok(f"with a zero sublayer x.grad equals the upstream gradient exactly; with a linear sublayer x and "
-               f"{', '.join(sorted(grads))} get finite gradients")
+    verdict.check(x_grad is not None and x_grad["finite"],
+                  t("with a linear sublayer the gradient of x is missing or not finite"))
+    verdict.ok(t("with a zero sublayer x.grad equals the upstream gradient exactly; with a linear sublayer x and "
+                 "{parameters} get finite gradients", parameters=", ".join(sorted(grads))))
 
 
 test_no_forbidden_api = forbidden_api_criterion()

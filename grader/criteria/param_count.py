@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch
 
+from grader.i18n import Text, join, t, verbatim
 from grader.judge.criterion import criterion
-from grader.judge.verdicts import StudentRaised
+from grader.judge.verdicts import GraderFault, StudentRaised
 
 EXERCISE = "param_count"
 PARTS = ("token_embedding", "position_embedding", "blocks", "final_norm", "head")
@@ -49,45 +50,28 @@ MONOMIALS = {
 _ONE_BLOCK = {"d²": 4, "d·f": 2, "f": 1, "d": 5}  # 4d² + 2df + f + d + 2·2d: one block's parameters
 # Known mistakes, as the exact difference (got - expected) they make: coefficients of MONOMIALS.
 DIAGNOSES = [
-    ({"N·f": -1, "N·d": -1}, "the two feed-forward biases are missing (f + d per block)",
-     "每块缺了前馈层的两个偏置（f + d）"),
-    ({"N·f": -1}, "the bias of the first feed-forward Linear(d, f) is missing (f per block)",
-     "每块缺了第一个前馈 Linear(d, f) 的偏置（f 个）"),
-    ({"N·d": -4, "d": -2}, "every LayerNorm is missing: two per block and final_norm, each 2·d (weight and bias)",
-     "所有 LayerNorm 都漏了：每块两个加 final_norm，每个 2·d（weight 与 bias）"),
-    ({"N·d": -4}, "both LayerNorms of each block are missing (ln_attention and ln_feedforward, 2·d each)",
-     "每块的两个 LayerNorm 都漏了（ln_attention 与 ln_feedforward，各 2·d）"),
-    ({"N·d": -2}, "one LayerNorm per block is missing, or only the weights of the two were counted (2·d per block)",
-     "每块漏了一个 LayerNorm，或两个 LayerNorm 只算了 weight（每块少 2·d）"),
-    ({"N·d": -1}, "d per block is missing: the bias of the second feed-forward Linear(f, d), or a LayerNorm's bias",
-     "每块少了 d 个：第二个前馈 Linear(f, d) 的偏置，或某个 LayerNorm 的 bias"),
-    ({"N·d": 4}, "biases on Q, K, V and O were counted (4·d per block); those projections have no bias",
-     "多算了 Q、K、V、O 的偏置（每块 4·d）；这些投影没有偏置"),
-    ({"N·d": 3}, "biases on Q, K and V were counted (3·d per block); the projections have no bias",
-     "多算了 Q、K、V 的偏置（每块 3·d）；这些投影没有偏置"),
-    ({"N·d²": -1}, "one of the four d×d attention projections is missing (Q, K, V and O: 4·d² per block)",
-     "漏了一个 d×d 注意力投影（Q、K、V、O 共 4·d²）"),
-    ({"N·d²": -4}, "the attention projections are missing (Q, K, V and O: 4·d² per block)",
-     "漏了注意力投影（Q、K、V、O，每块 4·d²）"),
-    ({"N·d·f": -1}, "one of the two feed-forward matrices is missing (d·f each)",
-     "漏了前馈层的一个权重矩阵（每个 d·f）"),
-    ({"d": -2}, "final_norm is missing: a LayerNorm(d) with weight and bias, 2·d",
-     "漏了 final_norm：LayerNorm(d) 有 weight 和 bias，共 2·d"),
-    ({"d": -1}, "d is missing once: final_norm counted with its weight only?",
-     "少了 d 个：final_norm 只算了 weight？"),
-    ({"V·d": -1}, "d·V is missing: the head counted as tied to token_embedding? In this course head is its own "
-                  "Linear(d, V, bias=False)",
-     "少了 d·V：把 head 当成与 token_embedding 绑定了？本课程的 head 是独立的 Linear(d, V, bias=False)"),
-    ({"V·d": 1, "C·d": -1}, "the position table counted with vocab_size rows; it has block_size rows: C·d",
-     "位置表按 vocab_size 行计算了；它有 block_size 行：C·d"),
-    ({"C·d": -1}, "the learned position table is missing (block_size rows: C·d)",
-     "漏了可学习的位置表（block_size 行：C·d）"),
-    ({"C·d": 1}, "the position table counted twice (C·d too many)", "位置表算了两次（多了 C·d）"),
-    ({"V": 1}, "a bias on the head was counted (V); the head has none", "多算了 head 的偏置（V 个）；head 没有偏置"),
+    ({"N·f": -1, "N·d": -1}, t("the two feed-forward biases are missing (f + d per block)")),
+    ({"N·f": -1}, t("the bias of the first feed-forward Linear(d, f) is missing (f per block)")),
+    ({"N·d": -4, "d": -2}, t("every LayerNorm is missing: two per block and final_norm, each 2·d (weight and bias)")),
+    ({"N·d": -4}, t("both LayerNorms of each block are missing (ln_attention and ln_feedforward, 2·d each)")),
+    ({"N·d": -2}, t("one LayerNorm per block is missing, or only the weights of the two were counted (2·d per block)")),
+    ({"N·d": -1}, t("d per block is missing: the bias of the second feed-forward Linear(f, d), or a LayerNorm's bias")),
+    ({"N·d": 4}, t("biases on Q, K, V and O were counted (4·d per block); those projections have no bias")),
+    ({"N·d": 3}, t("biases on Q, K and V were counted (3·d per block); the projections have no bias")),
+    ({"N·d²": -1}, t("one of the four d×d attention projections is missing (Q, K, V and O: 4·d² per block)")),
+    ({"N·d²": -4}, t("the attention projections are missing (Q, K, V and O: 4·d² per block)")),
+    ({"N·d·f": -1}, t("one of the two feed-forward matrices is missing (d·f each)")),
+    ({"d": -2}, t("final_norm is missing: a LayerNorm(d) with weight and bias, 2·d")),
+    ({"d": -1}, t("d is missing once: final_norm counted with its weight only?")),
+    ({"V·d": -1}, t("d·V is missing: the head counted as tied to token_embedding? In this course head is its own "
+                    "Linear(d, V, bias=False)")),
+    ({"V·d": 1, "C·d": -1}, t("the position table counted with vocab_size rows; it has block_size rows: C·d")),
+    ({"C·d": -1}, t("the learned position table is missing (block_size rows: C·d)")),
+    ({"C·d": 1}, t("the position table counted twice (C·d too many)")),
+    ({"V": 1}, t("a bias on the head was counted (V); the head has none")),
     ({"N·d²": -4, "N·d·f": -2, "N·f": -1, "N·d": -5, **_ONE_BLOCK},
-     "only one block was counted: the model has n_layers distinct blocks, each with its own weights",
-     "只算了一个块：模型有 n_layers 个互不共享的块，各有自己的权重"),
-    (dict(_ONE_BLOCK), "one block too many: count n_layers blocks", "多算了一个块：应为 n_layers 个块"),
+     t("only one block was counted: the model has n_layers distinct blocks, each with its own weights")),
+    (dict(_ONE_BLOCK), t("one block too many: count n_layers blocks")),
 ]
 
 
@@ -100,24 +84,24 @@ def is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def show(returned: dict) -> str:
+def show(returned: dict) -> Text:
     """A recorded return value, as the student would recognise it."""
     value, kind = returned.get("value"), returned.get("type")
     if kind == "int" and isinstance(value, int):
-        return f"{value:_}"
+        return verbatim(f"{value:_}")
     if kind == "float" and is_number(value):
-        return f"{value!r} (a float)"
-    return f"{value!r} (a {kind})" if value is not None else f"a {kind}"
+        return t("{value} (a float)", value=repr(value))
+    return t("{value} (a {kind})", value=repr(value), kind=kind) if value is not None else t("a {kind}", kind=kind)
 
 
-def off_by(value, want: int) -> str:
+def off_by(value, want: int) -> Text:
     if isinstance(value, int):
-        return f"{value - want:+_}"
+        return verbatim(f"{value - want:+_}")
     if is_number(value) and value == int(value):
-        return f"{int(value) - want:+_}"  # exact, not the float subtraction (which rounds above 2**53)
+        return verbatim(f"{int(value) - want:+_}")  # exact, not the float subtraction (which rounds above 2**53)
     if is_number(value):
-        return f"{value - want:+.6g}"
-    return "not a number"
+        return verbatim(f"{value - want:+.6g}")
+    return t("not a number")
 
 
 def example(indices: list[int]) -> int:
@@ -125,18 +109,26 @@ def example(indices: list[int]) -> int:
     return 1 if 1 in indices else indices[0]
 
 
-def raised_text(outcome: dict) -> str:
+def raised_error(outcome: dict) -> Text:
+    """The exception an outcome recorded, `Type: message` as the student's code raised it (cut short)."""
     r = outcome["raised"]
-    where = f" at {r['where']}" if r.get("where") else ""
-    return f"raised {r['type']}: {r['message']}"[:400] + where
+    return verbatim(f"{r['type']}: {r['message']}"[:393])
+
+
+def raised_where(outcome: dict) -> Text:
+    """` at file:line in function: code`, the student's frame the exception came from, when there is one."""
+    where = outcome["raised"].get("where")
+    return t(" at {where}", where=where) if where else verbatim("")
 
 
 def student_raised(call: str, outcome: dict, n_raised: int, n_total: int):
-    more = f" ({n_raised} of {n_total} configs raised)" if n_raised > 1 else ""
+    more = (t(" ({raised} of {total} configs raised)", raised=n_raised, total=n_total) if n_raised > 1
+            else verbatim(""))
     memory = outcome["raised"].get("limit") == "memory"
-    tail = ("; building a model (or any tensor) to count cannot work at this size: use integer arithmetic"
-            if memory else "")
-    raise StudentRaised(f"{call} {raised_text(outcome)}{more}{tail}", error=outcome["raised"])
+    tail = (t("; building a model (or any tensor) to count cannot work at this size: use integer arithmetic")
+            if memory else verbatim(""))
+    raise StudentRaised(t("{call} raised {error}{where}{more}{tail}", call=call, error=raised_error(outcome),
+                          where=raised_where(outcome), more=more, tail=tail), error=outcome["raised"])
 
 
 def fit_difference(configs: list[dict], diffs: list[int]) -> dict[str, int] | None:
@@ -175,38 +167,43 @@ def matches(pattern: dict[str, int], configs: list[dict], diffs: list[int]) -> b
     return all(sum(k * MONOMIALS[m](c) for m, k in pattern.items()) == d for c, d in zip(configs, diffs))
 
 
-def explain(configs: list[dict], diffs: list[int]) -> tuple[str, str]:
-    """(`; the difference is exactly <formula>: <likely cause>`, the cause in Chinese), or ("", "").
+def explain(configs: list[dict], diffs: list[int]) -> tuple[Text | None, Text | None]:
+    """(`; on every config the difference is exactly <formula>: <likely cause>`, the likely cause when one is
+    known), or (None, None) when no formula fits.
 
     The known mistakes are tried first, exactly; only then is a general integer fit attempted."""
-    for pattern, en, zh in DIAGNOSES:
+    for pattern, cause in DIAGNOSES:
         if matches(pattern, configs, diffs):
-            return f"; on every config the difference is exactly {formula(pattern)}: {en}", zh
+            return exactly(pattern, cause), cause
     return diagnosis(fit_difference(configs, diffs))
 
 
-def diagnosis(coefficients: dict[str, int] | None) -> tuple[str, str]:
-    """(`off by <formula>` with its likely cause, the cause in Chinese) for a fitted difference."""
+def diagnosis(coefficients: dict[str, int] | None) -> tuple[Text | None, Text | None]:
+    """(`off by <formula>` with its likely cause, the cause when one is known) for a fitted difference."""
     if not coefficients:
-        return "", ""
-    for pattern, en, zh in DIAGNOSES:
+        return None, None
+    for pattern, cause in DIAGNOSES:
         if pattern == coefficients:
-            return f"; on every config the difference is exactly {formula(coefficients)}: {en}", zh
+            return exactly(coefficients, cause), cause
     if any("h" in name for name in coefficients):
-        return (f"; on every config the difference is exactly {formula(coefficients)}: your count changes with "
-                "n_heads, but heads only split d_model into slices, they add no parameters",
-                "你的计数随 n_heads 变化，但多头只是把 d_model 切片，不增加参数")
-    return (f"; on every config the difference is exactly {formula(coefficients)}: find the part of the model "
-            "that term belongs to", "")
+        cause = t("your count changes with n_heads, but heads only split d_model into slices, they add no parameters")
+        return exactly(coefficients, cause), cause
+    return exactly(coefficients, t("find the part of the model that term belongs to")), None
 
 
-def legend(text: str) -> str:
+def exactly(coefficients: dict[str, int], cause: Text) -> Text:
+    return t("; on every config the difference is exactly {formula}: {cause}", formula=formula(coefficients),
+             cause=cause)
+
+
+def legend(text: Text, has_formula: bool) -> Text:
     """The letters' meaning, once, after a message that uses them in a formula."""
-    return f"{text} ({LETTERS})" if "difference is exactly" in text else text
+    return t("{text} ({letters})", text=text, letters=LETTERS) if has_formula else text
 
 
-def grader_fault(text: str):
-    raise RuntimeError(f"grader fault: {text}")
+def grader_fault(problem: Text):
+    raise GraderFault(t("grader fault: {problem}. This is the grader's fault, not your code's: no point is taken for "
+                        "it; please report it", problem=problem))
 
 
 def reference_parts(ref_probe, index: int) -> dict:
@@ -216,8 +213,8 @@ def reference_parts(ref_probe, index: int) -> dict:
     items = outcome.get("returned", {}).get("items", {})
     parts = {k: items.get(k, {}).get("value") for k in PARTS}
     if parts != built:
-        grader_fault(f"the reference breakdown {parts} of {describe_config(ref_probe.value('configs')[index])} "
-                     f"differs from the trusted model built from it, {built}")
+        grader_fault(t("the reference breakdown {parts} of {config} differs from the trusted model built from it, "
+                       "{built}", parts=parts, config=describe_config(ref_probe.value("configs")[index]), built=built))
     return parts
 
 
@@ -239,14 +236,15 @@ def test_total_matches_model(obs, ref, verdict):
     got, want = obs.probe("counts"), ref.probe("counts")
     configs = want.value("configs")
     if got.value("configs") != configs:
-        verdict.fail("the configurations recorded in your run differ from those the grader drew from its seed: "
-                     "something in your file changed Python's random module")
+        verdict.fail(t("the configurations recorded in your run differ from those the grader drew from its seed: "
+                       "something in your file changed Python's random module"))
     expected = []
     for c, outcome, built in zip(configs, want.value("counts"), want.value("built")):
         value = count_of(outcome)
         if value != sum(built.values()) or not isinstance(value, int):
-            grader_fault(f"the reference solution counts {value!r} for {describe_config(c)}, but the trusted "
-                         f"model built from it has {sum(built.values())} parameters")
+            grader_fault(t("the reference solution counts {value} for {config}, but the trusted model built from it "
+                           "has {built} parameters", value=repr(value), config=describe_config(c),
+                           built=sum(built.values())))
         expected.append(value)
     outcomes = got.value("counts")
     raised = [o for o in outcomes if "raised" in o]
@@ -256,8 +254,8 @@ def test_total_matches_model(obs, ref, verdict):
     not_numbers = [i for i, o in enumerate(outcomes) if not is_number(o["returned"]["value"])]
     if not_numbers:
         i = not_numbers[0]
-        verdict.fail(f"count_parameters({describe_config(configs[i])}) returned {show(outcomes[i]['returned'])}; "
-                     f"expected the number {expected[i]:_}")
+        verdict.fail(t("count_parameters({config}) returned {got}; expected the number {want:_}",
+                       config=describe_config(configs[i]), got=show(outcomes[i]["returned"]), want=expected[i]))
     values = [o["returned"]["value"] for o in outcomes]
     wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w]
     verdict.note(configs_checked=len(configs))
@@ -265,15 +263,17 @@ def test_total_matches_model(obs, ref, verdict):
                          for c, g, w in zip(configs, values, expected) if g != w][:EXAMPLES])
     if wrong:
         integral = all(g == int(g) for g in values)
-        cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected)]) if integral else ("", "")
+        cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected)]) if integral else (None, None)
         i = example(wrong)
-        verdict.fail(f"count_parameters({describe_config(configs[i])}) returned {show(outcomes[i]['returned'])}; "
-                     f"the model built from this config has {expected[i]:_} parameters (off by "
-                     + legend(f"{off_by(values[i], expected[i])}). {len(wrong)} of {len(configs)} configs are off{cause}"),
+        said = t("count_parameters({config}) returned {got}; the model built from this config has {want:_} parameters "
+                 "(off by {off}). {wrong} of {total} configs are off{cause}", config=describe_config(configs[i]),
+                 got=show(outcomes[i]["returned"]), want=expected[i], off=off_by(values[i], expected[i]),
+                 wrong=len(wrong), total=len(configs), cause=cause or verbatim(""))
+        verdict.fail(legend(said, cause is not None),
                      mismatches=[{"config": configs[j], "returned": values[j], "built": expected[j]}
                                  for j in wrong[:EXAMPLES]])
-    verdict.ok(f"exact on all {len(configs)} configs (vocab_size 3..300, block_size 1..64, n_layers 1..4, "
-               f"n_heads 1..8, d_ff 1..200): every count equals sum(p.numel()) of the built model")
+    verdict.ok(t("exact on all {count} configs (vocab_size 3..300, block_size 1..64, n_layers 1..4, n_heads 1..8, "
+                 "d_ff 1..200): every count equals sum(p.numel()) of the built model", count=len(configs)))
 
 
 @criterion("large_sizes_exact", kind="param_count", requires=("total_matches_model",),
@@ -295,17 +295,18 @@ def test_large_sizes_exact(obs, ref, verdict):
         if g == w:
             continue
         if returned["type"] == "float":
-            why = (f"; a float holds every integer only up to 2**53 = {FLOAT_EXACT_LIMIT:_}, and this model has "
-                   f"{w:_} parameters: compute with Python ints" if w > FLOAT_EXACT_LIMIT else
-                   ": a float intermediate lost precision; compute with Python ints")
+            why = (t("; a float holds every integer only up to 2**53 = {limit:_}, and this model has {count:_} "
+                     "parameters: compute with Python ints", limit=FLOAT_EXACT_LIMIT, count=w)
+                   if w > FLOAT_EXACT_LIMIT else t(": a float intermediate lost precision; compute with Python ints"))
         elif returned["type"] != "int":
-            why = f": a {returned['type']} has a fixed width and can overflow; compute with Python ints"
+            why = t(": a {kind} has a fixed width and can overflow; compute with Python ints", kind=returned["type"])
         else:
-            why = ": the formula agrees on small configs but not here; look for float or fixed-width intermediates"
+            why = t(": the formula agrees on small configs but not here; look for float or fixed-width intermediates")
         verdict.note(counts=[{"part": call, "expected": w, "observed": g}])
-        verdict.fail(f"{call} returned {show(returned)}; expected exactly {w:_} (off by {off_by(g, w)}){why}")
-    verdict.ok("exact on " + " and ".join(f"{count_of(o):_}" for o in want.value("large"))
-               + " parameters (the second above 2**53), without building anything")
+        verdict.fail(t("{call} returned {got}; expected exactly {want:_} (off by {off}){why}", call=call,
+                       got=show(returned), want=w, off=off_by(g, w), why=why))
+    counts = join((verbatim(f"{count_of(o):_}") for o in want.value("large")), t(" and "))
+    verdict.ok(t("exact on {counts} parameters (the second above 2**53), without building anything", counts=counts))
 
 
 @criterion("breakdown_keys_and_sum", kind="api",
@@ -328,26 +329,33 @@ def test_breakdown_keys_and_sum(obs, verdict):
         parts = parts["returned"]
         call = f"parameter_breakdown({describe_config(c)})"
         if "items" not in parts:
-            verdict.fail(f"{call} returned a {parts['type']}; expected a dict with the keys {', '.join(PARTS)}")
+            verdict.fail(t("{call} returned a {kind}; expected a dict with the keys {keys}", call=call,
+                           kind=parts["type"], keys=", ".join(PARTS)))
         keys = set(parts["items"])
         missing, extra = [k for k in PARTS if k not in keys], sorted(keys - set(PARTS))
         if missing or extra or parts["n_keys"] != len(PARTS):
-            detail = "; ".join(([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else []))
-            verdict.fail(f"{call} has the keys {sorted(keys)}; expected exactly {list(PARTS)} ({detail})",
+            detail = join(([t("missing {keys}", keys=missing)] if missing else [])
+                          + ([t("unexpected {keys}", keys=extra)] if extra else []), t("; "))
+            verdict.fail(t("{call} has the keys {keys}; expected exactly {want} ({detail})", call=call,
+                           keys=sorted(keys), want=list(PARTS), detail=detail),
                          keys=sorted(keys))
         values = {k: v["value"] for k, v in parts["items"].items()}
         bad = [k for k in PARTS if not is_number(values[k])]
         if bad:
-            verdict.fail(f"{call}['{bad[0]}'] is {show(parts['items'][bad[0]])}; expected a number")
+            verdict.fail(t("{call}['{key}'] is {got}; expected a number", call=call, key=bad[0],
+                           got=show(parts["items"][bad[0]])))
         g = total["returned"]["value"]
         if not is_number(g):
-            verdict.fail(f"count_parameters({describe_config(c)}) returned {show(total['returned'])}; expected a number")
+            verdict.fail(t("count_parameters({config}) returned {got}; expected a number", config=describe_config(c),
+                           got=show(total["returned"])))
         if sum(values.values()) != g:
-            verdict.fail(f"for {describe_config(c)} the parts of parameter_breakdown sum to "
-                         f"{sum(values.values()):_}, but count_parameters returns {show(total['returned'])} "
-                         f"(off by {off_by(g, sum(values.values()))}); the total must be the sum of the parts",
+            verdict.fail(t("for {config} the parts of parameter_breakdown sum to {parts:_}, but count_parameters returns "
+                           "{got} (off by {off}); the total must be the sum of the parts", config=describe_config(c),
+                           parts=sum(values.values()), got=show(total["returned"]),
+                           off=off_by(g, sum(values.values()))),
                          parts=values)
-    verdict.ok(f"on {len(configs)} configs the dict has exactly the five keys and its values sum to count_parameters")
+    verdict.ok(t("on {count} configs the dict has exactly the five keys and its values sum to count_parameters",
+                 count=len(configs)))
 
 
 @criterion("breakdown_parts_exact", kind="param_count", requires=("breakdown_keys_and_sum",),
@@ -361,36 +369,42 @@ def test_breakdown_parts_exact(obs, ref, verdict):
     got, want = obs.probe("breakdowns"), ref.probe("breakdowns")
     configs = want.value("configs")
     if got.value("configs") != configs:
-        verdict.fail("the configurations recorded in your run differ from those the grader drew from its seed: "
-                     "something in your file changed Python's random module")
+        verdict.fail(t("the configurations recorded in your run differ from those the grader drew from its seed: "
+                       "something in your file changed Python's random module"))
     expected = [reference_parts(want, i) for i in range(len(configs))]
     outcomes = got.value("breakdowns")
     raised = [o for o in outcomes if "raised" in o]
     if raised:
         i = outcomes.index(raised[0])
         student_raised(f"parameter_breakdown({describe_config(configs[i])})", raised[0], len(raised), len(configs))
-    problems, zh_causes = [], []
+    problems, causes, explained = [], [], False
     for part in PARTS:
         values = []
         for c, outcome in zip(configs, outcomes):
             item = outcome["returned"].get("items", {}).get(part)
             if item is None:
-                verdict.fail(f"parameter_breakdown({describe_config(c)}) has no key '{part}'")
+                verdict.fail(t("parameter_breakdown({config}) has no key '{key}'", config=describe_config(c), key=part))
             values.append(item["value"])
         wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w[part]]
         if not wrong:
             continue
         numeric = all(is_number(g) and g == int(g) for g in values)
-        cause, zh = explain(configs, [int(g) - w[part] for g, w in zip(values, expected)]) if numeric else ("", "")
+        said, cause = (explain(configs, [int(g) - w[part] for g, w in zip(values, expected)]) if numeric
+                       else (None, None))
+        explained = explained or said is not None
         i = example(wrong)
-        problems.append(f"'{part}' is off on {len(wrong)} of {len(configs)} configs, e.g. for {describe_config(configs[i])} "
-                        f"it is {show(outcomes[i]['returned']['items'][part])}, but the built model's {part} holds "
-                        f"{expected[i][part]:_} parameters (off by {off_by(values[i], expected[i][part])}){cause}")
-        if zh:
-            zh_causes.append(f"{part}：{zh}")
+        problems.append(t("'{part}' is off on {wrong} of {total} configs, e.g. for {config} it is {got}, but the built "
+                          "model's {part} holds {want:_} parameters (off by {off}){cause}", part=part, wrong=len(wrong),
+                          total=len(configs), config=describe_config(configs[i]),
+                          got=show(outcomes[i]["returned"]["items"][part]), want=expected[i][part],
+                          off=off_by(values[i], expected[i][part]), cause=said or verbatim("")))
+        if cause is not None:
+            causes.append(t("{part}: {cause}", part=part, cause=cause))
     verdict.note(**_first_config_off(configs, outcomes, expected))
     if problems:
-        verdict.fail(legend("; ".join(problems)), likely_causes_zh=zh_causes)
+        # the likely causes alone, in Chinese, as evidence next to the message (the bilingual message holds them too)
+        verdict.fail(legend(join(problems, t("; ")), explained),
+                     likely_causes_zh=[cause.render("zh") for cause in causes])
     for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large")):
         call = f"parameter_breakdown({describe_config(c)})"
         if "raised" in outcome:
@@ -400,14 +414,14 @@ def test_breakdown_parts_exact(obs, ref, verdict):
             w = ref_items[part]["value"]
             item = items.get(part)
             if item is None:
-                verdict.fail(f"{call} has no key '{part}'")
+                verdict.fail(t("{call} has no key '{key}'", call=call, key=part))
             if item["value"] != w:
-                why = (f"; a float holds every integer only up to 2**53 = {FLOAT_EXACT_LIMIT:_}: compute with Python ints"
-                       if item["type"] != "int" else "")
-                verdict.fail(f"{call}['{part}'] is {show(item)}; expected exactly {w:_} "
-                             f"(off by {off_by(item['value'], w)}){why}")
-    verdict.ok(f"every part matches the built model on {len(configs)} configs, and the reference exactly on "
-               f"{len(want.value('large_configs'))} sizes too large to build")
+                why = (t("; a float holds every integer only up to 2**53 = {limit:_}: compute with Python ints",
+                         limit=FLOAT_EXACT_LIMIT) if item["type"] != "int" else verbatim(""))
+                verdict.fail(t("{call}['{key}'] is {got}; expected exactly {want:_} (off by {off}){why}", call=call,
+                               key=part, got=show(item), want=w, off=off_by(item["value"], w), why=why))
+    verdict.ok(t("every part matches the built model on {count} configs, and the reference exactly on {large} sizes too "
+                 "large to build", count=len(configs), large=len(want.value("large_configs"))))
 
 
 @criterion("returns_python_ints", kind="api",
@@ -440,8 +454,9 @@ def test_returns_python_ints(obs, verdict):
                 checked += 1
                 if item.get("type") != "int":
                     where = f"{name}({describe_config(c)})" + (f"['{key}']" if key else "")
-                    verdict.fail(f"{where} is {show(item)}; expected a Python int (integer arithmetic only: +, *, //)")
-    verdict.ok(f"all {checked} returned counts and parts are Python ints")
+                    verdict.fail(t("{where} is {got}; expected a Python int (integer arithmetic only: +, *, //)",
+                                   where=where, got=show(item)))
+    verdict.ok(t("all {count} returned counts and parts are Python ints", count=checked))
 
 
 @criterion("accepts_any_config_object", kind="api",
@@ -459,21 +474,23 @@ def test_accepts_any_config_object(obs, verdict):
     if "raised" in base:
         student_raised(f"count_parameters(SimpleNamespace({describe_config(c)[7:-1]}))", base, 1, 1)
     want = base["returned"]["value"]
-    labels = {"with_extra_fields": f"a SimpleNamespace with extra attributes {p.value('extra_fields')}",
-              "slots": "an object with __slots__ (no __dict__) holding only the six attributes",
-              "getattr_only": "an object whose attributes are computed by __getattr__ (no __dict__ entries)"}
+    labels = {"with_extra_fields": t("a SimpleNamespace with extra attributes {fields}", fields=p.value("extra_fields")),
+              "slots": t("an object with __slots__ (no __dict__) holding only the six attributes"),
+              "getattr_only": t("an object whose attributes are computed by __getattr__ (no __dict__ entries)")}
     for key, label in labels.items():
         outcome = p.value(key)
         if "raised" in outcome:
-            verdict.fail(f"count_parameters on {label} {raised_text(outcome)}; a plain SimpleNamespace with the same "
-                         f"sizes gives {show(base['returned'])}: read the sizes as attributes (config.vocab_size)")
+            verdict.fail(t("count_parameters on {label} raised {error}{where}; a plain SimpleNamespace with the same "
+                           "sizes gives {count}: read the sizes as attributes (config.vocab_size)", label=label,
+                           error=raised_error(outcome), where=raised_where(outcome), count=show(base["returned"])))
         g = outcome["returned"]["value"]
         if g != want:
-            verdict.fail(f"count_parameters on {label} returned {show(outcome['returned'])}, but {show(base['returned'])} on a plain "
-                         "SimpleNamespace with the same sizes; only the six size attributes may matter")
-    verdict.ok("a SimpleNamespace with extra attributes, a __slots__ object and a __getattr__ object "
-               f"all give the same count, {want:_}" if isinstance(want, int) else
-               "every kind of config object gives the same count")
+            verdict.fail(t("count_parameters on {label} returned {got}, but {count} on a plain SimpleNamespace with the "
+                           "same sizes; only the six size attributes may matter", label=label,
+                           got=show(outcome["returned"]), count=show(base["returned"])))
+    verdict.ok(t("a SimpleNamespace with extra attributes, a __slots__ object and a __getattr__ object all give the "
+                 "same count, {count:_}", count=want) if isinstance(want, int) else
+               t("every kind of config object gives the same count"))
 
 
 def _first_config_off(configs, outcomes, expected) -> dict:

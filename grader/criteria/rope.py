@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from grader.i18n import Text, t, verbatim
 from grader.judge.compare import describe_outcome, difference, raised
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import Verdict
@@ -48,11 +49,12 @@ def rope(x, positions=None, base=10000.0, *, pairing="half", exponent=2.0, first
 
 # the formula mistakes we can name: (what the student's code does, how `rope` reproduces it)
 FORMULA_MISTAKES = [
-    ("pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + D/2)", {"pairing": "interleaved"}),
-    ("uses the angle p * base**(-i/D); the exponent is -2i/D", {"exponent": 1.0}),
-    ("counts i from 1 (base**(-2(i+1)/D)); i runs from 0 to D/2 - 1", {"first_i": 1}),
-    ("rotates the other way; the first half is x1*cos - x2*sin and the second half x2*cos + x1*sin", {"direction": -1.0}),
-    ("computes the second half as x2*cos - x1*sin, which is not a rotation; it must be x2*cos + x1*sin",
+    (t("pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + D/2)"), {"pairing": "interleaved"}),
+    (t("uses the angle p * base**(-i/D); the exponent is -2i/D"), {"exponent": 1.0}),
+    (t("counts i from 1 (base**(-2(i+1)/D)); i runs from 0 to D/2 - 1"), {"first_i": 1}),
+    (t("rotates the other way; the first half is x1*cos - x2*sin and the second half x2*cos + x1*sin"),
+     {"direction": -1.0}),
+    (t("computes the second half as x2*cos - x1*sin, which is not a rotation; it must be x2*cos + x1*sin"),
      {"second_sign": -1.0}),
 ]
 
@@ -61,11 +63,12 @@ def alternatives(x, positions=None, base=10000.0):
     """(what the student's code does, the output that mistake gives) for the known bugs."""
     found = [(does, rope(x, positions, base, **kwargs)) for does, kwargs in FORMULA_MISTAKES]
     if positions is not None:
-        found.append(("ignores the positions argument and rotates the rows as positions 0..T-1", rope(x, None, base)))
+        found.append((t("ignores the positions argument and rotates the rows as positions 0..T-1"),
+                      rope(x, None, base)))
     if base != 10000.0:
-        found.append(("ignores the base argument and uses 10000", rope(x, positions)))
+        found.append((t("ignores the base argument and uses 10000"), rope(x, positions)))
     if x.dim() >= 3 and x.shape[-3] == x.shape[-2]:
-        found.append(("lays the angles along axis -3 (the head axis H) instead of the sequence axis -2",
+        found.append((t("lays the angles along axis -3 (the head axis H) instead of the sequence axis -2"),
                       rope(x, positions, base, seq_dim=-3)))
     return found
 
@@ -85,30 +88,32 @@ def own_formula(obs, ref) -> dict:
     return {}
 
 
-def diagnose(got, x, positions=None, base=10000.0, atol=VALUE_TOLERANCE) -> str:
-    """' Your rotation ...' when a known mistake explains `got`, else ''."""
+def diagnose(got, x, positions=None, base=10000.0, atol=VALUE_TOLERANCE) -> Text:
+    """' Your rotation ...' when a known mistake explains `got`, else an empty text."""
     if difference(got, x, atol=atol) is None:
-        return " Your output equals the input: nothing is rotated."
+        return t(" Your output equals the input: nothing is rotated.")
     for does, output in alternatives(x, positions, base):
         if difference(got, output, atol=atol) is None:
-            return f" Your rotation {does}."
+            return t(" Your rotation {does}.", does=does)
     if got.dim() >= 2 and list(got.shape) == list(x.shape):
         if difference(got[..., 0, :], x[..., 0, :], atol=atol):
-            return " Position 0 is not left unchanged (its angle is 0, so it must come out as it went in)."
-    return ""
+            return t(" Position 0 is not left unchanged (its angle is 0, so it must come out as it went in).")
+    return verbatim("")
 
 
-def check_shape(verdict, out, x, label):
+def check_shape(verdict, out, x, label: Text):
     verdict.check(list(out.shape) == list(x.shape),
-                  f"{label}: x of shape {list(x.shape)} gave an output of shape {list(out.shape)}; expected the same shape")
+                  t("{label}: x of shape {shape} gave an output of shape {got}; expected the same shape", label=label,
+                    shape=list(x.shape), got=list(out.shape)))
     check_finite(verdict, out, label)
 
 
-def check_finite(verdict, out, label):
+def check_finite(verdict, out, label: Text):
     bad = ~torch.isfinite(out)
     if bad.any():
         index = tuple(int(i) for i in torch.nonzero(bad)[0])
-        verdict.fail(f"{label}: the output holds {int(bad.sum())} NaN or inf values, the first at index {index}")
+        verdict.fail(t("{label}: the output holds {count} NaN or inf values, the first at index {index}", label=label,
+                       count=int(bad.sum()), index=index))
 
 
 @criterion("output_shape_dtype", kind="shape",
@@ -121,10 +126,12 @@ def test_output_shape_dtype(obs, verdict):
     for key, shape, dtype in (("bhtd", [2, 3, 5, 8], torch.float32), ("td", [5, 8], torch.float32),
                               ("btd_float64", [2, 5, 8], torch.float64), ("d2", [3, 4, 2], torch.float32)):
         out = p.tensor(f"out_{key}")
-        verdict.check(list(out.shape) == shape, f"apply_rope on x of shape {shape} returned shape {list(out.shape)}; expected {shape}")
-        verdict.check(out.dtype == dtype, f"apply_rope on a {str(dtype)[6:]} x of shape {shape} returned {str(out.dtype)[6:]}; "
-                                          f"expected {str(dtype)[6:]} (the input's dtype)")
-    verdict.ok("shapes [2, 3, 5, 8], [5, 8], [2, 5, 8] and [3, 4, 2] are kept, and so are float32 and float64")
+        verdict.check(list(out.shape) == shape, t("apply_rope on x of shape {shape} returned shape {got}; expected {shape}",
+                                                  shape=shape, got=list(out.shape)))
+        verdict.check(out.dtype == dtype, t("apply_rope on a {dtype} x of shape {shape} returned {got}; expected {dtype} "
+                                            "(the input's dtype)", dtype=str(dtype)[6:], shape=shape,
+                                            got=str(out.dtype)[6:]))
+    verdict.ok(t("shapes [2, 3, 5, 8], [5, 8], [2, 5, 8] and [3, 4, 2] are kept, and so are float32 and float64"))
 
 
 @criterion("norm_preserved", kind="values",
@@ -134,17 +141,22 @@ def test_output_shape_dtype(obs, verdict):
 def test_norm_preserved(obs, ref, verdict):
     x = ref.probe("norms").tensor("x")
     out = obs.probe("norms").tensor("out")
-    check_shape(verdict, out, x, "x of shape [2, 16, 12]")
-    check_finite(verdict, out, "x of shape [2, 16, 12]")
+    label = t("x of shape [2, 16, 12]")
+    check_shape(verdict, out, x, label)
+    check_finite(verdict, out, label)
     before, after = x.norm(dim=-1), out.double().norm(dim=-1)
     ratio = (after / before - 1).abs()
     if ratio.max() > NORM_RTOL:
-        b, t = (int(i) for i in torch.nonzero(ratio == ratio.max())[0])
-        verdict.fail(f"the vector at (batch {b}, position {t}) has length {float(after[b, t]):.6g} after the rotation and "
-                     f"{float(before[b, t]):.6g} before (relative change {float(ratio.max()):.2g}; expected < {NORM_RTOL:g})")
+        b, pos = (int(i) for i in torch.nonzero(ratio == ratio.max())[0])
+        verdict.fail(t("the vector at (batch {b}, position {pos}) has length {after:.6g} after the rotation and "
+                       "{before:.6g} before (relative change {change:.2g}; expected < {tolerance:g})", b=b, pos=pos,
+                       after=float(after[b, pos]), before=float(before[b, pos]), change=float(ratio.max()),
+                       tolerance=NORM_RTOL))
     moved = (out.double()[:, 1:] - x[:, 1:]).abs().max()
-    verdict.check(moved > ROTATED, f"the output equals the input at every position (largest change {float(moved):.2g}): nothing is rotated")
-    verdict.ok(f"at 32 positions every vector keeps its length (largest relative change {float(ratio.max()):.1e}) and is rotated")
+    verdict.check(moved > ROTATED, t("the output equals the input at every position (largest change {moved:.2g}): "
+                                     "nothing is rotated", moved=float(moved)))
+    verdict.ok(t("at 32 positions every vector keeps its length (largest relative change {change:.1e}) and is rotated",
+                 change=float(ratio.max())))
 
 
 @criterion("relative_position", kind="values",
@@ -155,10 +167,11 @@ def test_relative_position(obs, ref, verdict):
     inputs, got = ref.probe("relative"), obs.probe("relative")
     q, k = inputs.tensor("q"), inputs.tensor("k")
     rq, rk = got.tensor("rq").double(), got.tensor("rk").double()
-    check_shape(verdict, rq, q.expand(12, 16), "q repeated at 12 positions")
-    check_shape(verdict, rk, k.expand(12, 16), "k repeated at 12 positions")
-    check_finite(verdict, rq, "q repeated at 12 positions")
-    check_finite(verdict, rk, "k repeated at 12 positions")
+    q_label, k_label = t("q repeated at 12 positions"), t("k repeated at 12 positions")
+    check_shape(verdict, rq, q.expand(12, 16), q_label)
+    check_shape(verdict, rk, k.expand(12, 16), k_label)
+    check_finite(verdict, rq, q_label)
+    check_finite(verdict, rk, k_label)
     scores = rq @ rk.T                          # scores[m, n] = <rope(q, m), rope(k, n)>
     scale = float(q.norm() * k.norm())
     worst, worst_d, means = 0.0, 0, []
@@ -173,13 +186,15 @@ def test_relative_position(obs, ref, verdict):
         diag = scores.diagonal(-worst_d)
         lo, hi = int(diag.argmin()), int(diag.argmax())
         m0 = max(worst_d, 0)
-        verdict.fail(f"for m - n = {worst_d} the score ranges from {float(diag[lo]):.6g} (m={m0 + lo}, n={m0 + lo - worst_d}) to "
-                     f"{float(diag[hi]):.6g} (m={m0 + hi}, n={m0 + hi - worst_d}): it depends on the absolute positions, "
-                     f"not only on m - n (|q||k| = {scale:.4g})")
+        verdict.fail(t("for m - n = {offset} the score ranges from {low:.6g} (m={m_low}, n={n_low}) to {high:.6g} "
+                       "(m={m_high}, n={n_high}): it depends on the absolute positions, not only on m - n "
+                       "(|q||k| = {scale:.4g})", offset=worst_d, low=float(diag[lo]), m_low=m0 + lo,
+                       n_low=m0 + lo - worst_d, high=float(diag[hi]), m_high=m0 + hi, n_high=m0 + hi - worst_d,
+                       scale=scale))
     verdict.check(max(means) - min(means) > ROTATED * scale,
-                  "the score is the same for every m - n: positions are not encoded at all")
-    verdict.ok(f"for every offset m - n in -11..11 the score is the same at all (m, n) (largest spread {worst / scale:.1e}·|q||k|), "
-               "and it changes with m - n")
+                  t("the score is the same for every m - n: positions are not encoded at all"))
+    verdict.ok(t("for every offset m - n in -11..11 the score is the same at all (m, n) (largest spread "
+                 "{spread:.1e}·|q||k|), and it changes with m - n", spread=worst / scale))
 
 
 @criterion("rotate_half_pairing", kind="values",
@@ -190,8 +205,9 @@ def test_relative_position(obs, ref, verdict):
 def test_rotate_half_pairing(obs, verdict):
     out = obs.probe("pairing").tensor("out").double()
     D = 8
-    verdict.check(list(out.shape) == [D, 3, D], f"x of shape [8, 3, 8] gave an output of shape {list(out.shape)}")
-    check_finite(verdict, out, "one-hot inputs of shape [8, 3, 8]")
+    verdict.check(list(out.shape) == [D, 3, D], t("x of shape [8, 3, 8] gave an output of shape {got}",
+                                                  got=list(out.shape)))
+    check_finite(verdict, out, t("one-hot inputs of shape [8, 3, 8]"))
     mixes = {}
     for j in range(D):
         mixes[j] = [c for c in range(D) if out[j, :, c].abs().max() > LEAK]
@@ -200,16 +216,19 @@ def test_rotate_half_pairing(obs, verdict):
     verdict.note(expected_reached_from=half)
     adjacent = {j: sorted({j, j ^ 1}) for j in range(D)}
     if mixes == adjacent:
-        verdict.fail("your rotation pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + D/2): "
-                     "with D = 8, channel 0 must turn with channel 4, not with channel 1")
+        verdict.fail(t("your rotation pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing "
+                       "(i, i + D/2): with D = 8, channel 0 must turn with channel 4, not with channel 1"))
     for j in range(D):
         if not set(mixes[j]) <= set(half[j]):
-            verdict.fail(f"with D = 8, the one-hot input on channel {j} reached channels {mixes[j]}; rotate-half pairing "
-                         f"mixes it only with channel {half[j][0] if half[j][0] != j else half[j][1]} (channels {half[j]})")
+            partner = half[j][0] if half[j][0] != j else half[j][1]
+            verdict.fail(t("with D = 8, the one-hot input on channel {channel} reached channels {reached}; rotate-half "
+                           "pairing mixes it only with channel {partner} (channels {pair})", channel=j,
+                           reached=mixes[j], partner=partner, pair=half[j]))
     unpaired = [j for j in range(D) if set(mixes[j]) != set(half[j])]
-    verdict.check(not unpaired, f"with D = 8, the one-hot input on channel {unpaired[0] if unpaired else 0} never reached its partner "
-                                f"channel at positions 1 and 2: that pair is not rotated")
-    verdict.ok("with D = 8, every channel i is mixed with channel i + D/2 (mod D) and with no other channel")
+    verdict.check(not unpaired, t("with D = 8, the one-hot input on channel {channel} never reached its partner channel "
+                                  "at positions 1 and 2: that pair is not rotated",
+                                  channel=unpaired[0] if unpaired else 0))
+    verdict.ok(t("with D = 8, every channel i is mixed with channel i + D/2 (mod D) and with no other channel"))
 
 
 @criterion("values_match_reference", kind="values",
@@ -223,21 +242,24 @@ def test_values_match_reference(obs, ref, verdict):
     out = got.tensor("out64")
     problem = difference(out, rope(x), atol=VALUE_TOLERANCE)
     if problem:
-        verdict.fail(f"on x of shape [B, H, T, D] = [2, 3, 6, 16] (float64) the output differs from the rotate-half reference: "
-                     f"{problem}.{diagnose(out, x)}")
+        verdict.fail(t("on x of shape [B, H, T, D] = [2, 3, 6, 16] (float64) the output differs from the rotate-half "
+                       "reference: {problem}.{cause}", problem=problem, cause=diagnose(out, x)))
     x32, out32 = inputs.tensor("x32"), got.tensor("out32")
-    verdict.check(out32.dtype == torch.float32, f"a float32 input gave a {str(out32.dtype)[6:]} output; expected float32")
+    verdict.check(out32.dtype == torch.float32, t("a float32 input gave a {dtype} output; expected float32",
+                                                  dtype=str(out32.dtype)[6:]))
     problem = difference(out32, rope(x32), atol=FLOAT32_TOLERANCE, rtol=FLOAT32_TOLERANCE)
     if problem:
-        verdict.fail(f"on a float32 x of shape [2, 9, 10] (D/2 = 5 pairs) the output differs from the reference: "
-                     f"{problem}.{diagnose(out32, x32, atol=FLOAT32_TOLERANCE)}")
+        verdict.fail(t("on a float32 x of shape [2, 9, 10] (D/2 = 5 pairs) the output differs from the reference: "
+                       "{problem}.{cause}", problem=problem, cause=diagnose(out32, x32, atol=FLOAT32_TOLERANCE)))
     x_long, out_long = inputs.tensor("x_long"), got.tensor("out_long")
     problem = difference(out_long, rope(x_long), atol=LONG_TOLERANCE)
     if problem:
-        verdict.fail(f"on a sequence of T = 4096 rows (positions 0..4095, D = 8) the output differs from the reference: "
-                     f"{problem} (index = (position, channel)).{diagnose(out_long, x_long, atol=LONG_TOLERANCE)}")
-    verdict.ok(f"matches the rotate-half reference on [2, 3, 6, 16] (within {VALUE_TOLERANCE:g}), on float32 [2, 9, 10], "
-               f"and at positions up to 4095 (within {LONG_TOLERANCE:g})")
+        verdict.fail(t("on a sequence of T = 4096 rows (positions 0..4095, D = 8) the output differs from the reference: "
+                       "{problem} (index = (position, channel)).{cause}", problem=problem,
+                       cause=diagnose(out_long, x_long, atol=LONG_TOLERANCE)))
+    verdict.ok(t("matches the rotate-half reference on [2, 3, 6, 16] (within {tolerance:g}), on float32 [2, 9, 10], "
+                 "and at positions up to 4095 (within {long_tolerance:g})", tolerance=VALUE_TOLERANCE,
+                 long_tolerance=LONG_TOLERANCE))
 
 
 @criterion("explicit_positions", kind="values",
@@ -249,28 +271,31 @@ def test_explicit_positions(obs, ref, verdict):
     got, inputs = obs.probe("positions"), ref.probe("positions")
     x = inputs.tensor("x")
     full = got.tensor("full").double()
-    check_shape(verdict, full, x, "the full sequence")
+    check_shape(verdict, full, x, t("the full sequence"))
     verdict.check(difference(full[..., 1:, :], x[..., 1:, :], atol=ROTATED) is not None,
-                  "apply_rope(x) returned x unchanged at every position: nothing is rotated, so positions cannot be judged")
+                  t("apply_rope(x) returned x unchanged at every position: nothing is rotated, so positions cannot be "
+                    "judged"))
     kwargs = own_formula(obs, ref)
     for key, s, e in (("part", 4, 9), ("last", 11, 12)):
         part = got.tensor(key)
         problem = difference(part, full[..., s:e, :], atol=SAME_CALL)
         if problem:
-            ignored = ""
+            ignored = verbatim("")
             if difference(part, rope(x[..., s:e, :], **kwargs), atol=VALUE_TOLERANCE) is None:
-                ignored = (f" Your rows are rotated as positions 0..{e - s - 1}: the positions argument is ignored "
-                           "(build the angles from positions, not from arange(T)).")
-            verdict.fail(f"apply_rope(x[..., {s}:{e}, :], positions=arange({s}, {e})) differs from rows {s}..{e - 1} of "
-                         f"apply_rope(x): {problem}.{ignored}")
+                ignored = t(" Your rows are rotated as positions 0..{last}: the positions argument is ignored (build the "
+                            "angles from positions, not from arange(T)).", last=e - s - 1)
+            verdict.fail(t("apply_rope(x[..., {start}:{end}, :], positions=arange({start}, {end})) differs from rows "
+                           "{start}..{last} of apply_rope(x): {problem}.{ignored}", start=s, end=e, last=e - 1,
+                           problem=problem, ignored=ignored))
     far, far_rows = got.tensor("far"), got.tensor("long_far_rows")
     positions = inputs.tensor("far_positions").tolist()
     problem = difference(far, far_rows, atol=SAME_CALL)
     if problem:
-        verdict.fail(f"rows at the unordered positions {positions}, rotated with those positions, differ from the same rows of "
-                     f"apply_rope on the whole 4096-row sequence: {problem} (index = (row, channel))")
-    verdict.ok("a slice with positions arange(4, 9), a single decoding step at position 11, and ten scattered positions up to 4095 "
-               "all give the rows of the full call")
+        verdict.fail(t("rows at the unordered positions {positions}, rotated with those positions, differ from the same "
+                       "rows of apply_rope on the whole 4096-row sequence: {problem} (index = (row, channel))",
+                       positions=positions, problem=problem))
+    verdict.ok(t("a slice with positions arange(4, 9), a single decoding step at position 11, and ten scattered positions "
+                 "up to 4095 all give the rows of the full call"))
 
 
 @criterion("custom_base", kind="values",
@@ -286,10 +311,11 @@ def test_custom_base(obs, ref, verdict):
         problem = difference(out, want, atol=VALUE_TOLERANCE)
         if problem:
             if difference(out, rope(x, **kwargs), atol=VALUE_TOLERANCE) is None:
-                verdict.fail(f"apply_rope(x, base={base:g}) returned the same rotation as base 10000: the base argument is ignored")
-            verdict.fail(f"apply_rope(x, base={base:g}) on x of shape [6, 12] differs from the reference: "
-                         f"{problem}.{diagnose(out, x, base=base)}")
-    verdict.ok("base = 100 and base = 500000 change the frequencies as base ** (-2i/D) predicts")
+                verdict.fail(t("apply_rope(x, base={base:g}) returned the same rotation as base 10000: the base argument "
+                               "is ignored", base=base))
+            verdict.fail(t("apply_rope(x, base={base:g}) on x of shape [6, 12] differs from the reference: "
+                           "{problem}.{cause}", base=base, problem=problem, cause=diagnose(out, x, base=base)))
+    verdict.ok(t("base = 100 and base = 500000 change the frequencies as base ** (-2i/D) predicts"))
 
 
 @criterion("leading_dims", kind="values",
@@ -298,22 +324,22 @@ def test_custom_base(obs, ref, verdict):
                  "zh": "无论前面有几个轴，序列轴都是倒数第二个：[B, H, T, D] 中 T = x.shape[-2]，让 [T, D/2] 的角度自动广播；不要假定恰好 4 个轴，也不要把位置放在第 1 轴。"})
 def test_leading_dims(obs, ref, verdict):
     got, inputs = obs.probe("leading_dims"), ref.probe("leading_dims")
-    for key, label in (("square", "[B, H, T, D] = [2, 4, 4, 6] (H == T)"), ("5d", "[2, 2, 3, 5, 4]")):
+    for key, label in (("square", verbatim("[B, H, T, D] = [2, 4, 4, 6] (H == T)")), ("5d", verbatim("[2, 2, 3, 5, 4]"))):
         x, out, slices = inputs.tensor(f"x_{key}"), got.tensor(f"out_{key}"), got.tensor(f"slices_{key}")
         check_shape(verdict, out, x, label)
         verdict.check(difference(out, x, atol=ROTATED) is not None,
-                      f"on x of shape {label} the output equals the input: nothing is rotated")
+                      t("on x of shape {shape} the output equals the input: nothing is rotated", shape=label))
         problem = difference(out, slices, atol=SAME_CALL)
         if problem:
-            axis = ""
+            axis = verbatim("")
             if x.shape[-3] == x.shape[-2] and difference(out, rope(x, seq_dim=-3), atol=VALUE_TOLERANCE) is None:
-                axis = " The positions run along axis -3 (H) instead of axis -2 (T)."
-            verdict.fail(f"on x of shape {label} the batched output differs from rotating each [T, D] matrix on its own: "
-                         f"{problem}.{axis}")
+                axis = t(" The positions run along axis -3 (H) instead of axis -2 (T).")
+            verdict.fail(t("on x of shape {shape} the batched output differs from rotating each [T, D] matrix on its own: "
+                           "{problem}.{axis}", shape=label, problem=problem, axis=axis))
     x_td, out_td = inputs.tensor("x_td"), got.tensor("out_td")
-    check_shape(verdict, out_td, x_td, "[T, D] = [7, 6]")
-    verdict.ok("for [2, 4, 4, 6] (H == T) and [2, 2, 3, 5, 4] the batched output equals each [T, D] matrix rotated on its own; "
-               "[7, 6] works too")
+    check_shape(verdict, out_td, x_td, verbatim("[T, D] = [7, 6]"))
+    verdict.ok(t("for [2, 4, 4, 6] (H == T) and [2, 2, 3, 5, 4] the batched output equals each [T, D] matrix rotated on "
+                 "its own; [7, 6] works too"))
 
 
 @criterion("gradient_flows", kind="gradient",
@@ -324,25 +350,29 @@ def test_leading_dims(obs, ref, verdict):
 def test_gradient_flows(obs, ref, verdict):
     got, inputs = obs.probe("gradients"), ref.probe("gradients")
     if "x_grad" in got.not_tensors:
-        verdict.fail("no gradient reached x (x.grad is None): the output is not computed from x inside autograd")
+        verdict.fail(t("no gradient reached x (x.grad is None): the output is not computed from x inside autograd"))
     x, direction = inputs.tensor("x"), inputs.tensor("direction")
     grad = got.tensor("x_grad").double()
-    verdict.check(list(grad.shape) == list(x.shape), f"x.grad has shape {list(grad.shape)}; expected {list(x.shape)}")
-    verdict.check(bool(torch.isfinite(grad).all()), "x.grad contains NaN or inf")
+    verdict.check(list(grad.shape) == list(x.shape), t("x.grad has shape {got}; expected {want}", got=list(grad.shape),
+                                                       want=list(x.shape)))
+    verdict.check(bool(torch.isfinite(grad).all()), t("x.grad contains NaN or inf"))
     g = inputs.tensor("g").double()
     plus, minus = (got.tensor(f"out_{sign}") for sign in ("plus", "minus"))
     for out in (plus, minus):
-        verdict.check(list(out.shape) == list(g.shape), f"apply_rope on x of shape {list(g.shape)} returned shape {list(out.shape)}")
+        verdict.check(list(out.shape) == list(g.shape), t("apply_rope on x of shape {shape} returned shape {got}",
+                                                          shape=list(g.shape), got=list(out.shape)))
     plus, minus = float((plus.double() * g).sum()), float((minus.double() * g).sum())
     if not (math.isfinite(plus) and math.isfinite(minus)):
-        verdict.fail(f"the forward pass gave a non-finite loss ({plus}, {minus}) when x was nudged")
+        verdict.fail(t("the forward pass gave a non-finite loss ({plus}, {minus}) when x was nudged", plus=plus,
+                       minus=minus))
     step = inputs.value("fd_step")
     analytic, numeric = float((grad * direction).sum()), (plus - minus) / (2 * step)
     verdict.note(autograd=analytic, finite_difference=numeric)
     if not abs(analytic - numeric) <= GRAD_RTOL * max(1.0, abs(numeric)):  # NaN fails too
-        verdict.fail(f"along a random direction x.grad gives a slope of {analytic:.10g}, but nudging x and calling apply_rope again "
-                     f"changes the loss at a rate of {numeric:.10g}: part of the computation is hidden from autograd")
-    verdict.ok("x.grad is finite and equals the finite-difference slope of your apply_rope")
+        verdict.fail(t("along a random direction x.grad gives a slope of {analytic:.10g}, but nudging x and calling "
+                       "apply_rope again changes the loss at a rate of {numeric:.10g}: part of the computation is hidden "
+                       "from autograd", analytic=analytic, numeric=numeric))
+    verdict.ok(t("x.grad is finite and equals the finite-difference slope of your apply_rope"))
 
 
 @criterion("rejects_bad_input", kind="errors",
@@ -352,13 +382,14 @@ def test_gradient_flows(obs, ref, verdict):
                  "zh": "在函数开头检查 x.shape[-1] % 2 和 positions.shape == (T,)，抛出写明实际值的 ValueError；不要让广播错误（RuntimeError）或悄悄截断代替它。"})
 def test_rejects_bad_input(obs, verdict):
     p = obs.probe("bad_input")
-    for key, label in (("odd_d", "x of shape [4, 7] (D = 7)"), ("odd_d_4d", "x of shape [2, 2, 5, 5] (D = 5)"),
-                       ("positions_short", "x of shape [6, 8] with positions of length 5"),
-                       ("positions_long", "x of shape [2, 6, 8] with positions of length 7")):
+    for key, label in (("odd_d", t("x of shape [4, 7] (D = 7)")), ("odd_d_4d", t("x of shape [2, 2, 5, 5] (D = 5)")),
+                       ("positions_short", t("x of shape [6, 8] with positions of length 5")),
+                       ("positions_long", t("x of shape [2, 6, 8] with positions of length 7"))):
         outcome = p.value(key)
         if raised(outcome) != "ValueError":
-            verdict.fail(f"apply_rope on {label} {describe_outcome(outcome)}; expected ValueError")
+            verdict.fail(t("apply_rope on {label} {outcome}; expected ValueError", label=label,
+                           outcome=describe_outcome(outcome)))
     valid = p.value("valid")
-    verdict.check(raised(valid) is None, f"apply_rope on x of shape [6, 8] with positions arange(10, 16) {describe_outcome(valid)}; "
-                                         "it is valid and must return")
-    verdict.ok("ValueError for D = 7, D = 5, and positions of length 5 and 7 for T = 6; valid positions are accepted")
+    verdict.check(raised(valid) is None, t("apply_rope on x of shape [6, 8] with positions arange(10, 16) {outcome}; it is "
+                                           "valid and must return", outcome=describe_outcome(valid)))
+    verdict.ok(t("ValueError for D = 7, D = 5, and positions of length 5 and 7 for T = 6; valid positions are accepted"))
