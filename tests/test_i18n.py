@@ -135,3 +135,16 @@ def test_every_case_the_language_model_probe_names_in_words_has_a_template(cours
     recorded = json.loads((folder / "bad_inputs.json").read_text(encoding="utf-8"))["values"]
     labels = {case["case"] for group in ("bad_tokens", "bad_targets") for case in recorded[group]}
     assert labels == set(transformer_lm.CASE_LABELS)
+
+
+def test_a_template_in_several_catalogs_has_one_translation(catalogs):
+    """The catalogs merge into one table: the same English in two areas must read the same in Chinese, or
+    which one a report shows would depend on the files' order."""
+    seen: dict[str, tuple[str, str]] = {}
+    differ = []
+    for domain, entries in sorted(catalogs.items()):
+        for msgid, msgstr in entries.items():
+            if msgid in seen and msgstr and seen[msgid][1] and seen[msgid][1] != msgstr:
+                differ.append(f"{msgid!r}: {seen[msgid][0]} says {seen[msgid][1]!r}, {domain} says {msgstr!r}")
+            seen.setdefault(msgid, (domain, msgstr))
+    assert not differ, "\n".join(differ)
