@@ -16,25 +16,14 @@ import tempfile
 from pathlib import Path
 
 from grader.course import Course
-
-WORDS = {
-    "en": {"public": "public tests", "visible": "visible criteria", "none": "no public test file",
-           "hidden": "{n} more criteria are judged when you submit.", "hint": "hint", "passed": "passed",
-           "checking": "Checking {folder} ({n} exercises): public tests and visible criteria.",
-           "untouched": "not started ({file} is the unchanged stub)",
-           "all_good": "All public tests and visible criteria pass.", "fix": "Something above needs work.",
-           "exercise": "exercise", "criterion": "criterion", "result": "result", "title": "Visible scorecard"},
-    "zh": {"public": "公开测试", "visible": "可见评分项", "none": "没有公开测试文件",
-           "hidden": "另有 {n} 项评分在提交后评判。", "hint": "提示", "passed": "通过",
-           "checking": "检查 {folder}（{n} 道练习）：公开测试与可见评分项。",
-           "untouched": "尚未开始（{file} 仍是原始模板）",
-           "all_good": "公开测试与可见评分项全部通过。", "fix": "上面还有需要修改的地方。",
-           "exercise": "练习", "criterion": "评分项", "result": "结果", "title": "可见评分卡"},
-}
-
+from grader.i18n import Text, t, verbatim
 
 class CheckRefused(Exception):
-    """`grader check` would check the wrong folder; the message says which folder to use."""
+    """`grader check` would check the wrong folder; `said` tells the student which folder to use."""
+
+    def __init__(self, said: Text):
+        super().__init__(str(said))
+        self.said = said
 
 
 def submission_folder(course: Course, given: Path | None, cwd: Path) -> Path:
@@ -42,35 +31,35 @@ def submission_folder(course: Course, given: Path | None, cwd: Path) -> Path:
     Never the course's own exercises/, whose files are the unchanged stubs."""
     folder = (given or cwd / "exercises").absolute()
     if given is None and not folder.is_dir():
-        raise CheckRefused(f"no exercises/ folder in {cwd}: run grader check from the root of your repository "
-                           "(the folder holding exercises/), or pass --submission DIR")
+        raise CheckRefused(t("no exercises/ folder in {folder}: run grader check from the root of your repository "
+                             "(the folder holding exercises/), or pass --submission DIR", folder=verbatim(cwd)))
     if not folder.is_dir():
-        raise CheckRefused(f"{folder} is not a folder laid out like exercises/")
+        raise CheckRefused(t("{folder} is not a folder laid out like exercises/", folder=verbatim(folder)))
     if folder.resolve() == (course.root / "exercises").resolve():
-        raise CheckRefused(f"{folder} holds the course's own stubs, not a student's work: run grader check from "
-                           "the root of a student repository, or pass --submission DIR")
+        raise CheckRefused(t("{folder} holds the course's own stubs, not a student's work: run grader check from "
+                             "the root of a student repository, or pass --submission DIR", folder=verbatim(folder)))
     return folder
 
 
-def public_tests(course: Course, exercise_id: str, submission: Path) -> tuple[bool, str]:
+def public_tests(course: Course, exercise_id: str, submission: Path) -> tuple[bool, Text | None]:
     """The course's public tests (not a copy the student may have edited) run on the student's file, in a
-    folder of their own; (all passed, pytest's closing line)."""
+    folder of their own; (all passed, pytest's closing line, None when the exercise has no public test)."""
     ex = course.exercise(exercise_id)
     tests = sorted((course.root / "exercises" / ex.id).glob("test_*.py"))
     student = submission / ex.id / ex.file
     if not tests:
-        return True, ""
+        return True, None
     if not student.is_file():
-        return False, f"{ex.id}/{ex.file} is missing"
+        return False, t("{file} is missing", file=verbatim(f"{ex.id}/{ex.file}"))
     with tempfile.TemporaryDirectory(prefix="grader-check-") as tmp:
-        for t in tests:
-            shutil.copyfile(t, Path(tmp) / t.name)
+        for test in tests:
+            shutil.copyfile(test, Path(tmp) / test.name)
         shutil.copyfile(student, Path(tmp) / ex.file)
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp],
                               capture_output=True, text=True, cwd=tmp, timeout=900)
     lines = [line for line in done.stdout.strip().splitlines() if line.strip()]
     summary = lines[-1].strip("= ") if lines else done.stderr.strip()[-200:]
-    return done.returncode == 0, re.sub(r"\s+in [\d.]+s.*$", "", summary)
+    return done.returncode == 0, verbatim(re.sub(r"\s+in [\d.]+s.*$", "", summary))   # pytest's own words
 
 
 def untouched(course: Course, exercise_id: str, submission: Path) -> bool:
@@ -82,11 +71,13 @@ def untouched(course: Course, exercise_id: str, submission: Path) -> bool:
 
 def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: str) -> int:
     from grader.grading import grade
+    from grader.render.labels import LABELS, STATUS_MARK
     from grader.render.safe_text import markdown_text, terminal_text
     from grader.sandbox.levels import choose, strict_missing
 
-    w = WORDS[lang]
-    print(w["checking"].format(folder=submission, n=len(exercise_ids)))
+    words = LABELS[lang]
+    print(terminal_text(t("Checking {folder} ({n} exercises): public tests and visible criteria.",
+                          folder=verbatim(submission), n=len(exercise_ids)).render(lang)))
     started = [e for e in exercise_ids if not untouched(course, e, submission)]
     report = grade(course, submission, started, choose("basic" if strict_missing() else "strict")) if started else None
     results = {r.id: r for r in (report.exercises if report else [])}
@@ -95,37 +86,44 @@ def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: s
     for exercise_id in exercise_ids:
         ex = course.exercise(exercise_id)
         if exercise_id not in results:   # one line, not every criterion saying the same
-            print(f"· {ex.id}  " + w["untouched"].format(file=f"{ex.id}/{ex.file}"))
-            rows.append((ex.id, "", "⬜ " + w["untouched"].format(file=f"{ex.id}/{ex.file}")))
+            said = t("not started ({file} is the unchanged stub)", file=verbatim(f"{ex.id}/{ex.file}")).render(lang)
+            print(f"· {ex.id}  {said}")
+            rows.append((ex.id, "", f"{STATUS_MARK['not_attempted']} {markdown_text(said)}"))
             continue
         ex_result = results[exercise_id]
         passed, summary = public_tests(course, ex.id, submission)
         ok &= passed
-        print(f"{'✔' if passed else '✘'} {ex.id}  {w['public']}: {terminal_text(summary) or w['none']}")
-        rows.append((ex.id, w["public"], f"{'✅' if passed else '❌'} {markdown_text(summary or w['none'])}"))
+        said = (summary or t("no public test file")).render(lang)
+        print(f"{'✔' if passed else '✘'} {ex.id}  {words['public_tests']}{words['colon']}{terminal_text(said)}")
+        rows.append((ex.id, words["public_tests"], f"{STATUS_MARK['passed' if passed else 'failed']} {markdown_text(said)}"))
         shown = [c for c in ex_result.criteria if ex.is_visible(c.id, c.kind)]
         if shown:
-            print(f"    {w['visible']}: {sum(c.status == 'passed' for c in shown)} / {len(shown)} {w['passed']}")
+            count = t("{passed} / {total} passed", passed=sum(c.status == "passed" for c in shown), total=len(shown))
+            print(f"    {words['visible_criteria']}{words['colon']}{count.render(lang)}")
         for c in shown:
             good = c.status == "passed"
             ok &= good
-            print(f"      {'✔' if good else '✘'} {c.title[lang]}" + ("" if good else f" — {terminal_text(c.message)}"))
+            print(f"      {'✔' if good else '✘'} {terminal_text(c.title[lang])}"
+                  + ("" if good else f" — {terminal_text(c.message[lang])}"))
             if not good:
-                print(f"          {w['hint']}: {c.hint[lang]}")
-            rows.append((ex.id, c.title[lang], "✅" if good else f"❌ {markdown_text(c.message[lang])}"))
+                print(f"          {words['hint']}{words['colon']}{terminal_text(c.hint[lang])}")
+            rows.append((ex.id, markdown_text(c.title[lang]),
+                         STATUS_MARK["passed"] if good else f"{STATUS_MARK[c.status]} {markdown_text(c.message[lang])}"))
         hidden = len(ex_result.criteria) - len(shown) + ex.hidden_criteria
         if hidden:
-            print("    " + w["hidden"].format(n=hidden))
+            print("    " + t("{n} more criteria are judged when you submit.", n=hidden).render(lang))
+    closing = (t("All public tests and visible criteria pass.") if ok else t("Something above needs work.")).render(lang)
     print()
-    print(w["all_good"] if ok else w["fix"])
-    write_step_summary(scorecard_markdown(rows, w, ok))
+    print(closing)
+    write_step_summary(scorecard_markdown(rows, words, closing))
     return 0 if ok else 1
 
 
-def scorecard_markdown(rows: list[tuple[str, str, str]], w: dict[str, str], ok: bool) -> str:
-    lines = [f"## {w['title']}", "", f"| {w['exercise']} | {w['criterion']} | {w['result']} |", "|---|---|---|"]
+def scorecard_markdown(rows: list[tuple[str, str, str]], words: dict[str, str], closing: str) -> str:
+    lines = [f"## {words['visible_scorecard']}", "",
+             f"| {words['exercise']} | {words['criterion']} | {words['result']} |", "|---|---|---|"]
     lines += [f"| `{ex}` | {criterion} | {result} |" for ex, criterion, result in rows]
-    return "\n".join(lines + ["", w["all_good"] if ok else w["fix"], ""])
+    return "\n".join(lines + ["", closing, ""])
 
 
 def write_step_summary(markdown: str) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.course import Course
+from grader.i18n import t
 from grader.reporting import write_atomic
 
 DEFAULT_API = "https://api.github.com"
@@ -140,22 +141,25 @@ class Graded:
     description: str
 
 
-def scorecard_comment(report_dir: Path, sha: str) -> tuple[str, str, str]:
-    """(status state, status description, comment body) from a graded report folder."""
+def scorecard_comment(report_dir: Path, sha: str, lang: str = "en") -> tuple[str, str, str]:
+    """(status state, status description, comment body) from a graded report folder, in `lang`."""
     report_file = report_dir / "report.json"
     if not report_file.is_file():
-        return "error", "could not be graded; your instructor has been told", f"Commit {sha} could not be graded."
+        return ("error", t("could not be graded; your instructor has been told").render(lang),
+                t("Commit {sha} could not be graded.", sha=sha).render(lang))
     report = json.loads(report_file.read_text(encoding="utf-8"))
-    description = f"score {report['score']:g}/{report['max_score']:g} ({report['percent']:g}%)"
+    description = t("score {score:g}/{max_score:g} ({percent:g}%)", score=report["score"],
+                    max_score=report["max_score"], percent=report["percent"])
     scorecard = (report_dir / "scorecard.md").read_text(encoding="utf-8")
-    return "success", description, f"Hidden criteria, commit {sha}: {description}\n\n{scorecard}"
+    heading = t("Hidden criteria, commit {sha}: {description}", sha=sha, description=description)
+    return "success", description.render(lang), f"{heading.render(lang)}\n\n{scorecard}"
 
 
 def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade_batch: Callable[..., dict],
-         deadline: str | None = None) -> list[Graded]:
+         deadline: str | None = None, lang: str = "en") -> list[Graded]:
     """Grade every student repository whose commit to grade is not the one already posted, and post back.
     `grade_batch(submissions, out)` grades every student folder of `submissions` into `out` (grader batch, with
-    its regrade on: each of them is a new commit)."""
+    its regrade on: each of them is a new commit). Statuses and comments are written in `lang`."""
     out.mkdir(parents=True, exist_ok=True)
     state_file = out / STATE_FILE
     posted: dict[str, str] = json.loads(state_file.read_text()) if state_file.is_file() else {}
@@ -175,7 +179,7 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
     shutil.rmtree(fetched, ignore_errors=True)
     graded = []
     for student, repository, sha in todo:
-        state, description, body = scorecard_comment(out / "students" / student, sha)
+        state, description, body = scorecard_comment(out / "students" / student, sha, lang)
         github.post_status(org, repository, sha, state, description)
         github.post_comment(org, repository, sha, body)
         posted[repository] = sha

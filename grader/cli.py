@@ -103,10 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     bundle = sub.add_parser("gradescope", help="build a Gradescope autograder bundle (setup.sh, run_autograder)")
     bundle.add_argument("out", type=Path, help="the .zip to write")
+    bundle.add_argument("--lang", choices=("en", "zh"), default="en",
+                        help="the language of the results students see in Gradescope")
     bundle.set_defaults(handler=command_gradescope)
 
     gs_run = sub.add_parser("gradescope-run")  # what the bundle's run_autograder calls; not for people
     gs_run.add_argument("--root", type=Path, default=Path("/autograder"))
+    gs_run.add_argument("--lang", choices=("en", "zh"), default="en")
     gs_run.set_defaults(handler=command_gradescope_run)
 
     selftest = sub.add_parser("selftest", help="grade every solution, variant and mutant; fail on any false verdict")
@@ -175,10 +178,13 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
     from grader.render.terminal import render_table
     from grader.reporting import append_step_summary, write_reports
 
+    from grader.i18n import join, rendered, t, verbatim
+    from grader.render.labels import LABELS
+
     written = write_reports(report, out, templates, lang, formats)
     print(render_table(report, lang))
     # the default report folder is named after the submission's
-    print(f"\nreports: {', '.join(terminal_text(str(p)) for p in written)}")
+    print(f"\n{LABELS[lang]['reports_written']}{LABELS[lang]['colon']}{', '.join(terminal_text(str(p)) for p in written)}")
     if "md" in formats:
         try:
             append_step_summary(out / "scorecard.md")
@@ -187,11 +193,13 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
     incomplete = [e for e in report.exercises if e.status == "grader_error"]
     if incomplete:
         # the score is not the student's yet, so --fail-under has nothing to judge
-        print("grading incomplete: " + "; ".join(f"{e.id}: {terminal_text(e.message[lang])}" for e in incomplete),
-              file=sys.stderr)
+        said = join((t("{exercise}: {said}", exercise=verbatim(e.id), said=rendered(e.message)) for e in incomplete),
+                    t("; "))
+        print(terminal_text(t("grading incomplete: {said}", said=said).render(lang)), file=sys.stderr)
         return EXIT_INCOMPLETE
     if fail_under is not None and report.percent < fail_under:
-        print(f"grader: {report.percent:g}% is below --fail-under {fail_under:g}%", file=sys.stderr)
+        print("grader: " + t("{percent:g}% is below --fail-under {fail_under:g}%", percent=report.percent,
+                             fail_under=fail_under).render(lang), file=sys.stderr)
         return EXIT_BELOW_THRESHOLD
     return EXIT_OK
 
@@ -326,7 +334,7 @@ def command_classroom_sync(args) -> int:
 
     try:
         graded = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch,
-                      classroom_settings(course).get("deadline"))
+                      classroom_settings(course).get("deadline"), args.lang)
     except GitHubError as exc:
         raise UsageError(f"GitHub: {exc}") from None
     for g in graded:
@@ -338,7 +346,7 @@ def command_classroom_sync(args) -> int:
 def command_gradescope(args) -> int:
     from grader.gradescope import build_bundle
 
-    names = build_bundle(load_course(args.course), args.out)
+    names = build_bundle(load_course(args.course), args.out, args.lang)
     print(f"{args.out}: {len(names)} files (setup.sh, run_autograder, the course)")
     return EXIT_OK
 
@@ -347,7 +355,7 @@ def command_gradescope_run(args) -> int:
     from grader.gradescope import UnsafeToGrade, run_in_gradescope
 
     try:
-        print(run_in_gradescope(load_course(args.course), args.root))
+        print(run_in_gradescope(load_course(args.course), args.root, args.lang))
     except UnsafeToGrade as exc:   # no results.json: Gradescope shows the instructor a failed autograder run
         raise UsageError(f"refusing to grade: {exc}") from None
     return EXIT_OK
@@ -360,7 +368,7 @@ def command_check(args) -> int:
     try:
         submission = submission_folder(course, args.submission, Path.cwd())
     except CheckRefused as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(exc.said.render(args.lang)) from None
     ids = [args.exercise] if args.exercise else [e.id for e in course.exercises]
     for ex in ids:
         course.exercise(ex)

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 from grader.course import Course
+from grader.i18n import Text, t, verbatim
 from grader.nolinks import LINK, REGULAR, Lookup, links_under, read_without_links
 from grader.render.safe_text import terminal_text
 
@@ -63,9 +64,10 @@ chmod -R a+rX,go-w .
 chmod -R go-rwx %(hidden)s
 """ % {"hidden": " ".join(HIDDEN_IN_BUNDLE)}
 RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this, as root, for every submission.
+# Gradescope runs this, as root, for every submission; students read its results in the language below.
 cd /autograder/source
-exec .venv/bin/python -m grader --course /autograder/source gradescope-run --root "${AUTOGRADER_ROOT:-/autograder}"
+exec .venv/bin/python -m grader --course /autograder/source gradescope-run --root "${AUTOGRADER_ROOT:-/autograder}" \\
+    --lang %(lang)s
 """
 
 
@@ -73,12 +75,13 @@ class UnsafeToGrade(Exception):
     """Grading here would run student code with access to the hidden material; the message says why."""
 
 
-def build_bundle(course: Course, out: Path) -> list[str]:
-    """The zip Gradescope asks for: setup.sh and run_autograder at the top, the course beside them."""
+def build_bundle(course: Course, out: Path, lang: str = "en") -> list[str]:
+    """The zip Gradescope asks for: setup.sh and run_autograder at the top (grading in `lang`), the course
+    beside them."""
     names = []
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER % {"lang": lang})):
             info = zipfile.ZipInfo(name)
             info.external_attr = (stat.S_IFREG | 0o755) << 16
             zf.writestr(info, text)
@@ -95,7 +98,7 @@ def build_bundle(course: Course, out: Path) -> list[str]:
     return names
 
 
-def gather_submission(course: Course, uploaded: Path, target: Path) -> list[str]:
+def gather_submission(course: Course, uploaded: Path, target: Path) -> list[Text]:
     """Lay an upload out like exercises/: students upload their folder, or just the files (the file names
     of the exercises are all different, so a flat upload maps without ambiguity). Only regular files are
     copied and no link is followed on the way; an exercise reached through a link is handed to staging as a
@@ -113,8 +116,8 @@ def gather_submission(course: Course, uploaded: Path, target: Path) -> list[str]
     if not links:
         return []
     # terminal_text: a name is the student's choice, and may hold a newline or bytes that are not UTF-8
-    return ["Symbolic links in your upload are never followed (submit plain files): "
-            + ", ".join(terminal_text(link) for link in links)]
+    return [t("Symbolic links in your upload are never followed (submit plain files): {links}",
+              links=verbatim(", ".join(terminal_text(link) for link in links)))]
 
 
 def _find_in_upload(uploaded: Path, exercise_id: str, filename: str) -> Lookup:
@@ -141,7 +144,7 @@ def gradescope_sandbox():
     return sandbox
 
 
-def run_in_gradescope(course: Course, root: Path) -> Path:
+def run_in_gradescope(course: Course, root: Path, lang: str = "en") -> Path:
     from grader.grading import cache_root, grade
     from grader.render.exports import render_gradescope
     from grader.reporting import write_atomic, write_reports
@@ -156,11 +159,11 @@ def run_in_gradescope(course: Course, root: Path) -> Path:
         submission.mkdir()
         notes = gather_submission(course, root / "submission", submission)
         report = grade(course, submission, [e.id for e in course.exercises], sandbox)
-    write_reports(report, results, course.root / "templates", "en", ("json", "html"))
+    write_reports(report, results, course.root / "templates", lang, ("json", "html"))
 
     def visibility_of(exercise_id: str, criterion_id: str, kind: str) -> str:
         return course.exercise(exercise_id).gradescope_visibility(criterion_id, kind)
 
-    write_atomic(results / "results.json", render_gradescope(report, "en", visibility_of, notes))
+    write_atomic(results / "results.json", render_gradescope(report, lang, visibility_of, notes))
     os.chmod(results, 0o755)
     return results / "results.json"

@@ -1,5 +1,6 @@
 """Criteria shared by several exercises."""
 
+from grader.i18n import t, verbatim
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import NotAttempted
 
@@ -20,15 +21,18 @@ def forbidden_api_criterion():
     def test_no_forbidden_api(obs, verdict):
         obs.probe("_import")
         if not obs.fully_attempted():
-            raise NotAttempted("judged once every part of the exercise is written: some of it still raises "
-                               "NotImplementedError")
+            raise NotAttempted(t("judged once every part of the exercise is written: some of it still raises "
+                                 "NotImplementedError"))
         calls = obs.forbidden_calls()
         verdict.note(calls=calls)
         if calls:
             first = calls[0]
-            where = f"at {first['where']}" if first["where"] else "from code outside your file's own lines"
-            verdict.fail(f"your code calls the forbidden `{first['call']}` {where}"
-                         + (f" (and {len(calls) - 1} more forbidden calls)" if len(calls) > 1 else ""))
-        verdict.ok("no forbidden API was called while your code ran")
+            where = (t("at {where}", where=verbatim(first["where"])) if first["where"]
+                     else t("from code outside your file's own lines"))
+            said = t("your code calls the forbidden `{call}` {where}", call=verbatim(first["call"]), where=where)
+            if len(calls) > 1:
+                said = t("{said} (and {more} more forbidden calls)", said=said, more=len(calls) - 1)
+            verdict.fail(said)
+        verdict.ok(t("no forbidden API was called while your code ran"))
 
     return test_no_forbidden_api

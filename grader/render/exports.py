@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 
+from grader.i18n import Text, t
 from grader.render.labels import LABELS
 from grader.render.safe_text import gradescope_text, junit_text
 from grader.report.model import Report
@@ -17,15 +18,17 @@ JUNIT_ERRORS = ("error", "timeout", "crashed", "grader_error")
 
 
 def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[[str, str, str], str] | None = None,
-                      notes: Sequence[str] = ()) -> str:
-    """Gradescope's results.json: score, execution_time (a number), one test per criterion, each shown as
-    `visibility_of(exercise id, criterion id, kind)` says (default: visible). The top-level output counts the
+                      notes: Sequence[Text] = ()) -> str:
+    """Gradescope's results.json in `lang`: score, execution_time (a number), one test per criterion, each shown
+    as `visibility_of(exercise id, criterion id, kind)` says (default: visible). The top-level output counts the
     points not shown yet without naming their criteria, names the sandbox level, and adds `notes`."""
+    words = LABELS[lang]
     tests = []
     for i, ex in enumerate(report.exercises, start=1):
         for j, c in enumerate(ex.criteria, start=1):
             message = gradescope_text(c.message[lang])
-            output = message if c.status == "passed" else f"[{LABELS[lang][c.status]}] {message}\n{c.hint[lang]}"
+            output = (message if c.status == "passed"
+                      else f"[{words[c.status]}] {message}\n{words['hint']}{words['colon']}{gradescope_text(c.hint[lang])}")
             tests.append({
                 "name": f"{ex.id}: {c.title[lang]}",
                 "number": f"{i}.{j}",
@@ -39,7 +42,8 @@ def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[
     results = {
         "score": report.score,
         "execution_time": report.duration_s,
-        "output": "\n".join([*_gradescope_summary(report, tests), *map(gradescope_text, notes)]),  # notes name files
+        "output": "\n".join([*_gradescope_summary(report, tests, lang),
+                              *(gradescope_text(note.render(lang)) for note in notes)]),  # notes name files
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -47,23 +51,28 @@ def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[
     return json.dumps(results, indent=2, ensure_ascii=False) + "\n"
 
 
-def _gradescope_summary(report: Report, tests: list[dict]) -> list[str]:
+def _gradescope_summary(report: Report, tests: list[dict], lang: str) -> list[str]:
     """The score a student may see now (a total would give the hidden criteria away), and the sandbox level."""
-    hidden = [t for t in tests if t["visibility"] != "visible"]
+    hidden = [test for test in tests if test["visibility"] != "visible"]
     if hidden:
-        shown = [t for t in tests if t["visibility"] == "visible"]
-        score = (f"Visible criteria: {sum(t['score'] for t in shown):g} / {sum(t['max_score'] for t in shown):g} points. "
-                 f"{sum(t['max_score'] for t in hidden):g} more points are graded by criteria shown later "
-                 "(after the due date or once grades are published).")
+        shown = [test for test in tests if test["visibility"] == "visible"]
+        score = t("Visible criteria: {score:g} / {max_score:g} points. {more:g} more points are graded by criteria "
+                  "shown later (after the due date or once grades are published).",
+                  score=sum(test["score"] for test in shown), max_score=sum(test["max_score"] for test in shown),
+                  more=sum(test["max_score"] for test in hidden))
     else:
-        score = f"Score: {report.score:g} / {report.max_score:g} ({report.percent:g}%)."
-    note = report.sandbox.get("note")
-    return [score, f"Sandbox: {report.sandbox['level']}" + (f" ({note})" if note else "")]
+        score = t("Score: {score:g} / {max_score:g} ({percent:g}%).", score=report.score,
+                  max_score=report.max_score, percent=report.percent)
+    note = report.sandbox.get("note")   # the sandbox's own description, for the instructor: English
+    words = LABELS[lang]
+    return [score.render(lang), f"{words['sandbox']}{words['colon']}{report.sandbox['level']}" + (f" ({note})" if note else "")]
 
 
 def render_junit(report: Report, lang: str = "en") -> str:
     """One <testsuite> per exercise, one <testcase> per criterion; failed -> <failure>, error/crash/timeout/grader
-    error -> <error>, not attempted/blocked -> <skipped>."""
+    error -> <error>, not attempted/blocked -> <skipped>. Titles, messages, hints and the status word in `lang`;
+    types and class names stay the report's ids, which CI tools group by."""
+    words = LABELS[lang]
     every = [c for e in report.exercises for c in e.criteria]
     root = ET.Element("testsuites", name=f"grader {junit_text(report.submission)}", tests=str(len(every)),
                       failures=str(sum(c.status == "failed" for c in every)),
@@ -80,6 +89,8 @@ def render_junit(report: Report, lang: str = "en") -> str:
                 ET.Element("property", name="points", value=f"{c.points:g}"),
                 ET.Element("property", name="max_points", value=f"{c.max_points:g}"),
                 ET.Element("property", name="title", value=junit_text(c.title[lang])),
+                ET.Element("property", name="status", value=words[c.status]),
+                ET.Element("property", name="kind", value=words[f"kind_{c.kind}"]),
             ])
             message, hint = junit_text(c.message[lang]), junit_text(c.hint[lang])
             if c.status == "failed":

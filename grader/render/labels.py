@@ -1,4 +1,7 @@
-"""Interface words of the rendered reports, in both languages."""
+"""Interface words of the rendered reports, in both languages (sentences go through `grader.i18n.t` instead).
+
+Every status (grader.report.model.STATUSES) and every criterion kind (grader.judge.criterion.KINDS, as
+`kind_<kind>`) has a label in each language; tests/test_labels.py keeps the two languages' keys the same."""
 
 LABELS = {
     "en": {
@@ -16,6 +19,14 @@ LABELS = {
         "final": "final", "tolerance": "tolerance", "prefix_position": "position t (the input after t was changed)",
         "change_log": "largest change at ≤ t (log)", "yours": "yours", "expected": "expected",
         "key_axis": "key →", "query_axis": "query →", "channel": "channel",
+        # criterion kinds, the terminal table, Gradescope, JUnit and `grader check`
+        "kind_shape": "shape", "kind_values": "values", "kind_gradient": "gradient", "kind_causality": "causality",
+        "kind_registration": "registration", "kind_optimizer": "optimizer", "kind_overfit": "overfitting",
+        "kind_resume": "resuming", "kind_param_count": "parameter count", "kind_errors": "error handling",
+        "kind_api": "forbidden calls", "kind_determinism": "determinism",
+        "reports_written": "Reports", "public_tests": "public tests",
+        "visible_criteria": "visible criteria", "visible_scorecard": "Visible scorecard", "result": "Result",
+        "colon": ": ",   # after a label: Chinese text takes the full-width colon
     },
     "zh": {
         "report": "评分报告", "submission": "提交", "total": "总分", "exercise": "练习",
@@ -32,6 +43,14 @@ LABELS = {
         "final": "最终", "tolerance": "容差", "prefix_position": "位置 t（改变 t 之后的输入）",
         "change_log": "t 及之前的最大变化（对数）", "yours": "你的结果", "expected": "期望结果",
         "key_axis": "key →", "query_axis": "query →", "channel": "通道",
+        # criterion kinds, the terminal table, Gradescope, JUnit and `grader check`
+        "kind_shape": "形状", "kind_values": "数值", "kind_gradient": "梯度", "kind_causality": "因果性",
+        "kind_registration": "参数注册", "kind_optimizer": "优化器", "kind_overfit": "过拟合",
+        "kind_resume": "断点续训", "kind_param_count": "参数量", "kind_errors": "错误处理",
+        "kind_api": "禁用调用", "kind_determinism": "确定性",
+        "reports_written": "报告", "public_tests": "公开测试",
+        "visible_criteria": "可见评分项", "visible_scorecard": "可见评分卡", "result": "结果",
+        "colon": "：",
     },
 }
 

@@ -39,7 +39,9 @@ def render_html(report: Report, templates: Path, lang: str) -> str:
 
 def render_markdown(report: Report, templates: Path, lang: str) -> str:
     env = _environment(templates, markdown_text, autoescape=False)
-    return env.get_template("scorecard.md.j2").render(report=report, lang=lang, t=LABELS[lang], mark=STATUS_MARK)
+    # the labels are the grader's own words: printed as written (escaping would turn ": " into "\: ")
+    labels = {key: Markup(word) for key, word in LABELS[lang].items()}
+    return env.get_template("scorecard.md.j2").render(report=report, lang=lang, t=labels, mark=STATUS_MARK)
 
 
 def render_class(summary, course, templates: Path, lang: str) -> str:
