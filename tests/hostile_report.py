@@ -31,18 +31,24 @@ def _exercise(eid: str, points: dict[str, float]) -> ExerciseConfig:
                           output_kb=64, forbidden=(), points=points)
 
 
+def both(english: str, chinese: str | None = None) -> dict[str, str]:
+    """A message in each language, as the judge records one (the same words where they are the student's)."""
+    return {"en": english, "zh": english if chinese is None else chinese}
+
+
 def hostile_report(last_status: str = "error") -> Report:
     """Two exercises: `decoder_block` scores 0/11 with two errors, every message hostile; `rope`'s one criterion has
     `last_status` (its message says why, as a grader error would)."""
     block = _exercise("decoder_block", {"shape": 5.0, "values": 6.0})
     rope = _exercise("rope", {"rotation": 4.0})
     block_result = exercise_result(block, [
-        Outcome(_meta("shape", "shape"), "error", f"{EXCEPTION_TYPE}: {INJECTION}",
+        Outcome(_meta("shape", "shape"), "error", both(f"{EXCEPTION_TYPE}: {INJECTION}"),
                 {"exception": {"type": EXCEPTION_TYPE, "message": INJECTION}, "key\ud800": [1.0, 2.0]}),
-        Outcome(_meta("values", "values"), "error", f"{EXCEPTION_TYPE}: {INJECTION}", {}),
+        Outcome(_meta("values", "values"), "error", both(f"{EXCEPTION_TYPE}: {INJECTION}"), {}),
     ], {"wall_s": 1.0, "output_tail": f"print: {INJECTION}\n" * 3})
     rope_result = exercise_result(rope, [
-        Outcome(_meta("rotation", "values"), last_status, f"the sandbox could not start: {INJECTION}", {}),
+        Outcome(_meta("rotation", "values"), last_status,
+                both(f"the sandbox could not start: {INJECTION}", f"沙箱无法启动：{INJECTION}"), {}),
     ], {})
     exercises = [block_result, rope_result]
     score = sum(e.score for e in exercises)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, course_copy
+from grader.gradebook import said
 from grader.warm import GradingTimeout, WarmGraderDied
 
 EXERCISES = ["decoder_block", "heads"]   # light exercises: the behaviour under test is the batch's, not theirs
@@ -275,8 +276,9 @@ def test_linked_student_folders_get_their_own_row_and_no_points(hostile_runs):
     db = sqlite3.connect(out / "gradebook.sqlite")
     for name in ("alice", "carol", "zed.zip"):
         assert rows[name]["status"] == "unreadable" and points(rows[name], "total") == 0
-        message = db.execute("SELECT message FROM submissions WHERE submission=?", (name,)).fetchone()[0]
-        assert message == f"{name} is a symbolic link: submit plain files"
+        message = said(db.execute("SELECT message FROM submissions WHERE submission=?", (name,)).fetchone()[0])
+        assert message == {"en": f"{name} is a symbolic link: submit plain files",
+                           "zh": f"{name} 是符号链接：请提交普通文件"}
 
 
 def test_a_linked_exercise_folder_scores_nothing(hostile_runs):
@@ -286,7 +288,8 @@ def test_a_linked_exercise_folder_scores_nothing(hostile_runs):
         assert points(rows[name], "heads") == 0
         report = json.loads((out / "students" / name / "report.json").read_text())
         heads = next(e for e in report["exercises"] if e["id"] == "heads")
-        assert heads["status"] == "error" and "symbolic link" in heads["message"]
+        assert heads["status"] == "error" and "symbolic link" in heads["message"]["en"]
+        assert "符号链接" in heads["message"]["zh"]
 
 
 def test_crafted_archives_each_get_a_row_with_the_reason(hostile_runs):
@@ -295,7 +298,7 @@ def test_crafted_archives_each_get_a_row_with_the_reason(hostile_runs):
     db = sqlite3.connect(out / "gradebook.sqlite")
     for name, reason in CRAFTED_REASONS.items():
         assert rows[name]["status"] == "unreadable" and points(rows[name], "total") == 0
-        message = db.execute("SELECT message FROM submissions WHERE submission=?", (name,)).fetchone()[0]
+        message = said(db.execute("SELECT message FROM submissions WHERE submission=?", (name,)).fetchone()[0])["en"]
         assert message.startswith(f"{name} could not be unpacked") and reason in message
 
 
@@ -333,9 +336,10 @@ def fake_grade(outcomes: list, monkeypatch):
                 raise outcome
             if isinstance(outcome, dict):
                 return outcome
-            exercises = [{"id": ex, "status": outcome, "message": f"{ex} {outcome}",
+            exercises = [{"id": ex, "status": outcome, "message": {"en": f"{ex} {outcome}", "zh": f"{ex} {outcome}"},
                           "criteria": [{"id": m.id, "kind": m.kind, "status": outcome, "points": 0.0, "max_points": 1.0,
-                                        "message": outcome} for m in criteria_of(ex)]} for ex in EXERCISES]
+                                        "message": {"en": outcome, "zh": outcome}} for m in criteria_of(ex)]}
+                         for ex in EXERCISES]
             report = {"score": 0.0, "max_score": 1.0, "percent": 0.0, "sandbox": {"level": "strict"},
                       "exercises": exercises}
             return {"files": {"report.json": json.dumps(report)}}
@@ -355,8 +359,10 @@ def batch_in_process(course_dir, classroom, out):
 
 
 def stored_status(out, name):
+    """(status, message in each language) of a submission in the gradebook."""
     db = sqlite3.connect(out / "gradebook.sqlite")
-    return db.execute("SELECT status, message FROM submissions WHERE submission=?", (name,)).fetchone()
+    status, message = db.execute("SELECT status, message FROM submissions WHERE submission=?", (name,)).fetchone()
+    return status, said(message)
 
 
 @pytest.mark.parametrize("fault", [GRADER_FAULT, {"error": "ValueError: a bug of ours"}, {"files": {"report.json": "{"}},
@@ -368,7 +374,8 @@ def test_a_grader_side_failure_is_stored_and_graded_again(fault, course_dir, tmp
     calls = fake_grade([fault, "failed"], monkeypatch)
     batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
     status, message = stored_status(tmp_path / "out", "gina")
-    assert status == "grader_error" and "graded again on the next run" in message
+    assert status == "grader_error" and "graded again on the next run" in message["en"]
+    assert "下次运行时会重新评分" in message["zh"]
     outcome = batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
     assert len(calls) == 2 and outcome["graded"] == 1
     assert stored_status(tmp_path / "out", "gina")[0] == "graded"

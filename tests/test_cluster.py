@@ -183,7 +183,10 @@ def test_a_submission_that_kills_two_workers_is_recorded_once(course_dir, dask_p
                       cluster=address)
     status, message = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite").execute(
         "SELECT status, message FROM submissions WHERE submission='mallory'").fetchone()
-    assert first["graded"] == 1 and status == "killed_workers" and "worker that graded it died" in message
+    from grader.gradebook import said
+
+    assert first["graded"] == 1 and status == "killed_workers" and "worker that graded it died" in said(message)["en"]
+    assert "Dask worker 都在评分途中退出" in said(message)["zh"]
     again = run_batch(course, tmp_path / "class", tmp_path / "out", 1, False, "strict", "en",
                       cluster=address)
     assert again["skipped"] == 1

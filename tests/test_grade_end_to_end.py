@@ -27,7 +27,7 @@ def test_reference_solutions_score_full_marks(solutions_graded, course):
     assert solutions_graded.returncode == 0, solutions_graded.stderr
     report = solutions_graded.report
     validate(report)
-    problems = [(e["id"], c["id"], c["message"]) for e in report["exercises"] for c in e["criteria"]
+    problems = [(e["id"], c["id"], c["message"]["en"]) for e in report["exercises"] for c in e["criteria"]
                 if c["status"] != "passed"]
     assert problems == []
     assert report["percent"] == 100.0
@@ -55,7 +55,7 @@ def test_untouched_stubs_score_zero_not_attempted(grade):
     validate(report)
     assert report["score"] == 0
     for ex in report["exercises"]:
-        assert ex["status"] == "not_attempted", (ex["id"], ex["message"])
+        assert ex["status"] == "not_attempted", (ex["id"], ex["message"]["en"])
         assert {c["status"] for c in ex["criteria"]} == {"not_attempted"}, ex["id"]
 
 
@@ -66,14 +66,16 @@ def test_stub_with_a_trivial_edit_is_still_not_attempted(grade, make_submission,
     exercise = graded.exercise("decoder_block")
     assert exercise["status"] == "not_attempted"
     assert exercise["score"] == 0
-    assert "NotImplementedError" in exercise["criteria"][0]["message"]
+    assert "NotImplementedError" in exercise["criteria"][0]["message"]["en"]
+    assert "NotImplementedError" in exercise["criteria"][0]["message"]["zh"]
 
 
 def test_missing_file_is_not_attempted(grade, make_submission):
     graded = grade(make_submission({}), "--exercise", "decoder_block")
     exercise = graded.exercise("decoder_block")
     assert exercise["status"] == "not_attempted"
-    assert "not in the submission" in exercise["message"]
+    assert "not in the submission" in exercise["message"]["en"]
+    assert exercise["message"]["zh"] == "提交中没有 decoder_block/block.py"
 
 
 def test_same_submission_same_report(grade):

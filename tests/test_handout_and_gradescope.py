@@ -174,7 +174,7 @@ def test_a_linked_exercises_folder_scores_nothing(autograder):
     results = json.loads((autograder / "results" / "results.json").read_text())
     assert results["score"] == 0 and all(t["score"] == 0 for t in results["tests"])
     report = json.loads((autograder / "results" / "report.json").read_text())
-    assert all(e["status"] == "error" and "symbolic link" in e["message"] for e in report["exercises"])
+    assert all(e["status"] == "error" and "symbolic link" in e["message"]["en"] for e in report["exercises"])
     assert "links in your upload are never followed" in results["output"] and "exercises" in results["output"]
 
 
@@ -196,7 +196,33 @@ def test_gather_follows_no_link_to_a_classmate_or_the_grader(tmp_path):
     assert (target / "masks" / "masks.py").read_text() == "# mine\n"
     assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*.py")) == [
         "decoder_block/block.py", "heads/heads.py", "masks/masks.py"]
-    assert notes and all(name in notes[0] for name in ("heads", "block.py", "stuff"))
+    assert notes and all(name in notes[0].render(lang) for name in ("heads", "block.py", "stuff") for lang in ("en", "zh"))
+    assert "符号链接" in notes[0].render("zh")
+
+
+def test_a_bundle_built_for_chinese_grades_in_chinese(tmp_path):
+    """`grader gradescope --lang zh` writes run_autograder to grade with --lang zh, and gradescope-run then writes
+    results.json in Chinese: the summary, the status words and the grader's own messages."""
+    root = tmp_path / "autograder"
+    bundle = tmp_path / "autograder.zip"
+    done = subprocess.run([sys.executable, "-m", "grader", "gradescope", str(bundle), "--lang", "zh"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(bundle) as zf:
+        run_autograder = zf.read("run_autograder").decode()
+        zf.extractall(root / "source")
+    assert "gradescope-run" in run_autograder and "--lang zh" in run_autograder
+    (root / "submission").mkdir()   # nothing uploaded: every exercise not attempted, graded in seconds
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(root / "source"), "gradescope-run",
+                           "--root", str(root), "--lang", "zh"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["output"].startswith(("得分：", "可见评分项：")) and "沙箱：" in results["output"]
+    heads = next(t for t in results["tests"] if t["name"].startswith("heads: "))
+    assert heads["output"].startswith("[未作答] 提交中没有 heads/heads.py") and "排查方向：" in heads["output"]
+    report = json.loads((root / "results" / "report.json").read_text())
+    zh_title = next(e for e in report["exercises"] if e["id"] == "heads")["criteria"][0]["title"]["zh"]
+    assert heads["name"] == f"heads: {zh_title}"
 
 
 def test_results_count_the_hidden_points_without_naming_them(autograder):
@@ -268,7 +294,7 @@ def test_without_namespaces_student_code_cannot_read_the_hidden_material(autogra
         monkeypatch.setattr(levels, "strict_missing", lambda: "namespaces cannot be created here")
         results = json.loads(run_in_gradescope(load_course(root / "source"), root).read_text())
         report = json.loads((root / "results" / "report.json").read_text())
-    message = next(e["message"] for e in report["exercises"] if e["id"] == "heads")
+    message = next(e["message"]["en"] for e in report["exercises"] if e["id"] == "heads")
     assert f"read {public}" in message, message
     assert all(f"PermissionError {p}" in message for p in secret), message
     assert "uid 0:" not in message

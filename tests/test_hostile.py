@@ -452,7 +452,7 @@ def check_grading_survived(g: Grading, course) -> None:
         e = g.exercise(n)
         assert e["status"] == "passed" and e["score"] == e["max_score"], (
             f"the healthy exercise {n} next to the hostile one was harmed: {e['status']} {e['score']}/{e['max_score']}: "
-            + "; ".join(f"{c['id']}: {c['message']}" for c in e["criteria"] if c["status"] != "passed"))
+            + "; ".join(f"{c['id']}: {c['message']['en']}" for c in e["criteria"] if c["status"] != "passed"))
     assert not g.strays, f"processes left running after grading: {g.strays}"
     assert not g.markers, f"files the submission left on the host: {g.markers}"
     assert not g.submission_changed, f"the submission folder changed during grading: {g.submission_changed}"
@@ -472,22 +472,23 @@ def check_case(g: Grading, case: Case) -> None:
     e = g.exercise(g.exercises[case.name])
     criteria = {c["id"]: c for c in e["criteria"]}
     where = f"{case.name} ({e['id']}): {e['status']} {e['score']}/{e['max_score']}, " + "; ".join(
-        f"{c['id']} {c['status']}: {c['message']}" for c in e["criteria"])
+        f"{c['id']} {c['status']}: {c['message']['en']}" for c in e["criteria"])
     assert e["status"] == m["status"], where
     if "score" in m:
         assert e["score"] == m["score"], where
-    assert e["message"], where
+    assert e["message"]["en"] and e["message"]["zh"], where
     if "criterion" in m:
         c = criteria[m["criterion"]]
         assert c["status"] == m["criterion_status"], where
-        text = c["message"]
+        text = c["message"]["en"]   # the manifests quote the English
     else:
-        text = e["message"]
+        text = e["message"]["en"]
     for fragment in m.get("message", []):
         assert fragment in text, f"{fragment!r} is not in the message {text!r}"
     for cid, fragments in m.get("criterion_messages", {}).items():
         for fragment in fragments:
-            assert fragment in criteria[cid]["message"], f"{fragment!r} is not in {cid}'s message {criteria[cid]['message']!r}"
+            said = criteria[cid]["message"]["en"]
+            assert fragment in said, f"{fragment!r} is not in {cid}'s message {said!r}"
     for cid in m.get("passed", []):
         assert criteria[cid]["status"] == "passed", where
     run = e.get("run") or {}

@@ -118,7 +118,8 @@ def test_symlinked_exercise_is_refused_not_graded_as_its_target(tmp_path, classr
     assert done.returncode == 0, done.stderr
     heads = _exercise(_report(out), "heads")
     assert heads["score"] == 0 and heads["status"] == "error", heads["message"]
-    assert "symbolic link" in heads["message"] and "submit plain files" in heads["message"]
+    assert "symbolic link" in heads["message"]["en"] and "submit plain files" in heads["message"]["en"]
+    assert "符号链接" in heads["message"]["zh"]
 
 
 def test_staging_refuses_a_link_in_any_component(tmp_path):
@@ -133,7 +134,7 @@ def test_staging_refuses_a_link_in_any_component(tmp_path):
     linked.mkdir()
     (linked / "heads").symlink_to(plain)
     refused = stage(linked, "heads", "heads.py", stub, tmp_path / "w2")
-    assert refused.path is None and refused.status == "error" and "symbolic link" in refused.message
+    assert refused.path is None and refused.status == "error" and "symbolic link" in refused.message.render("en")
 
 
 SYSV_SOURCE = '''
@@ -261,7 +262,8 @@ def test_no_free_uid_is_a_grader_error_that_costs_nothing(tmp_path):
     heads = _exercise(_report(out), "heads")
     assert heads["status"] == "grader_error"
     assert all(c["status"] == "grader_error" for c in heads["criteria"])
-    assert "grader failed" in heads["criteria"][0]["message"]
+    assert "grader failed" in heads["criteria"][0]["message"]["en"]
+    assert "评分器" in heads["criteria"][0]["message"]["zh"]
 
 
 def test_stale_scratch_of_a_killed_grading_is_swept(tmp_path):

@@ -101,7 +101,9 @@ def test_the_judge_reports_a_probe_fault_as_grader_error_with_no_blame(tmp_path)
     observations = Observations("transformer_lm", "model.py", ["hand_limit"], obs_dir, RunSummary())
     with pytest.raises(GraderFault) as fault:
         observations.probe("hand_limit")
-    assert "grader's fault" in fault.value.message and "no point is taken" in fault.value.message
+    said = fault.value.message.texts()
+    assert "grader's fault" in said["en"] and "no point is taken" in said["en"]
+    assert "这是评分器的问题" in said["zh"] and "不会因此扣分" in said["zh"]
     assert not isinstance(fault.value, StudentRaised)
 
 

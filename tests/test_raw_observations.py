@@ -104,13 +104,13 @@ def forged_copy(reference_dirs, tmp_path, exercise: str, probe: str, stale: dict
 
 
 def judge(criterion, obs, ref):
-    """Run one criterion function; returns the failure message, or None when it passed."""
+    """Run one criterion function; returns the failure message in English, or None when it passed."""
     arguments = {"obs": obs, "ref": ref, "verdict": VerdictRecorder()}
     wanted = criterion.__code__.co_varnames[: criterion.__code__.co_argcount]
     try:
         criterion(**{name: arguments[name] for name in wanted})
     except CriterionFailed as failure:
-        return failure.message
+        return failure.message.render("en")
     return None
 
 

@@ -55,7 +55,8 @@ def test_report_json_is_written_and_valid_against_the_schema(written):
 def test_report_json_keeps_control_characters_as_data(written):
     """JSON escapes them itself: the record stays exact but for the surrogate."""
     criterion = json.loads((written / "report.json").read_text())["exercises"][0]["criteria"][0]
-    assert "\x1b[2K" in criterion["message"] and "\x01" in criterion["message"]
+    for lang in ("en", "zh"):
+        assert "\x1b[2K" in criterion["message"][lang] and "\x01" in criterion["message"][lang]
     assert criterion["evidence"]["key\ufffd"] == [1.0, 2.0]
 
 
@@ -208,7 +209,11 @@ def test_a_hostile_submission_is_graded_into_every_format(make_submission, grade
 
 
 def test_gradescope_notes_naming_uploaded_files_obey_no_control_character():
+    from grader.i18n import t, verbatim
     from grader.render.exports import render_gradescope
 
-    results = json.loads(render_gradescope(hostile_report(), "en", notes=["links: evil\x1b[2K\r.py"]))
-    assert "links: evil\\x1b[2K\\r.py" in results["output"] and not CONTROL.search(results["output"])
+    note = t("Symbolic links in your upload are never followed (submit plain files): {links}",
+             links=verbatim("evil\x1b[2K\r.py"))
+    for lang in ("en", "zh"):
+        results = json.loads(render_gradescope(hostile_report(), lang, notes=[note]))
+        assert "evil\\x1b[2K\\r.py" in results["output"] and not CONTROL.search(results["output"])

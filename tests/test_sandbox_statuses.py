@@ -64,7 +64,8 @@ def test_endless_loop_is_a_timeout_with_partial_credit(fast_course, tmp_path, ma
     assert exercise["status"] == "timeout"
     counted = criterion(exercise, "parameter_count_small")
     assert counted["status"] == "timeout"
-    assert f"after {TIMEOUT_S} s of" in counted["message"] and "parameter_count" in counted["message"]
+    assert f"after {TIMEOUT_S} s of" in counted["message"]["en"] and "parameter_count" in counted["message"]["en"]
+    assert f"{TIMEOUT_S:g} 秒" in counted["message"]["zh"] and "parameter_count" in counted["message"]["zh"]
     assert criterion(exercise, "causality")["status"] == "passed", "probes that finished keep their credit"
     assert elapsed < 60
 
@@ -72,21 +73,22 @@ def test_endless_loop_is_a_timeout_with_partial_credit(fast_course, tmp_path, ma
 def test_sleep_past_the_timeout_is_killed_on_wall_time(fast_course, tmp_path, make_submission, course):
     exercise, _ = grade_with(fast_course, tmp_path, make_submission, course, block_with("import time\ntime.sleep(3600)\n"))
     assert exercise["status"] == "timeout"
-    assert f"killed after {TIMEOUT_S} s of wall time" in criterion(exercise, "parameter_count_small")["message"]
+    assert f"killed after {TIMEOUT_S} s of wall time" in criterion(exercise, "parameter_count_small")["message"]["en"]
 
 
 def test_os_exit_in_a_call_is_a_crash(fast_course, tmp_path, make_submission, course):
     exercise, _ = grade_with(fast_course, tmp_path, make_submission, course, block_with("import os\nos._exit(0)\n"))
     assert exercise["status"] == "crashed"
     message = criterion(exercise, "parameter_count_small")["message"]
-    assert "exit status 0" in message and "os._exit" in message
+    assert "exit status 0" in message["en"] and "os._exit" in message["en"]
+    assert "退出状态 0" in message["zh"] and "os._exit" in message["zh"]
 
 
 def test_segfault_is_a_crash_named_by_its_signal(fast_course, tmp_path, make_submission, course):
     exercise, _ = grade_with(fast_course, tmp_path, make_submission, course,
                              block_with("import ctypes\nctypes.string_at(0)\n"))
     assert exercise["status"] == "crashed"
-    assert "SIGSEGV" in criterion(exercise, "parameter_count_small")["message"]
+    assert all("SIGSEGV" in said for said in criterion(exercise, "parameter_count_small")["message"].values())
 
 
 def test_not_implemented_part_is_not_attempted_and_the_rest_counts(fast_course, tmp_path, make_submission, course):
@@ -100,14 +102,14 @@ def test_not_implemented_part_is_not_attempted_and_the_rest_counts(fast_course, 
 def test_syntax_error_is_an_error_naming_the_line(fast_course, tmp_path, make_submission, course):
     exercise, _ = grade_with(fast_course, tmp_path, make_submission, course, "import torch\ndef broken(:\n")
     assert exercise["status"] == "error"
-    assert "SyntaxError" in exercise["message"] and "line 2" in exercise["message"]
+    assert "SyntaxError" in exercise["message"]["en"] and "line 2" in exercise["message"]["en"]
 
 
 def test_sys_exit_at_import_is_an_error_not_a_pass(fast_course, tmp_path, make_submission, course):
     exercise, _ = grade_with(fast_course, tmp_path, make_submission, course, "import sys\nsys.exit(0)\n")
     assert exercise["status"] == "error"
     assert exercise["score"] == 0
-    assert "SystemExit" in exercise["message"]
+    assert "SystemExit" in exercise["message"]["en"]
 
 
 def test_basic_sandbox_is_recorded_with_its_weaker_layers(tmp_path):

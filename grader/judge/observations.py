@@ -114,7 +114,8 @@ def recorded_breach(error: dict) -> Text:
     template, params = error.get("template"), error.get("params")
     if isinstance(template, str) and isinstance(params, dict) and known_template(template):
         try:
-            said = t(template, **{str(k): _recorded_param(v) for k, v in params.items()})
+            # Text, not t(): the template is one a probe recorded, already a catalog entry, not a new one
+            said = Text(template, {str(k): _recorded_param(v) for k, v in params.items()})
             said.texts()
             return said
         except (KeyError, ValueError, IndexError):
@@ -125,7 +126,7 @@ def recorded_breach(error: dict) -> Text:
 def _recorded_param(value) -> Text:
     """A breach's parameter: itself a catalog sentence (what a probe says of a value it received), or shown as is."""
     value = str(value)
-    return t(value) if known_template(value) and not placeholders(value) else verbatim(value)
+    return Text(value) if known_template(value) and not placeholders(value) else verbatim(value)
 
 
 class Observations:
