@@ -146,10 +146,10 @@ class _Formatter(string.Formatter):
         return format(value, format_spec)
 
 
-def domain_of(source: Path) -> str:
+def domain_of(source: Path, package: Path | None = None) -> str:
     """The catalog a source file's sentences live in: each criteria or probe module its own (named after it),
     the rest `grader`."""
-    parts = source.resolve().relative_to(Path(__file__).resolve().parent).parts
+    parts = source.resolve().relative_to((package or Path(__file__).parent).resolve()).parts
     return source.stem if parts[0] in ("criteria", "probes") else "grader"
 
 
@@ -170,18 +170,19 @@ def extract_python_ast(fileobj, keywords, comment_tags, options):
             yield node.lineno, name, node.args[0].value, []
 
 
-def extract_templates() -> dict[str, dict[str, list[tuple[str, int]]]]:
-    """domain -> template -> where in the source it is written, for every template of the package."""
+def extract_templates(package: Path | None = None) -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """domain -> template -> where in the source it is written, for every template of the package (this one,
+    or a copy of it such as a handout's checker)."""
     from babel.messages.extract import extract_from_file
 
-    package = Path(__file__).resolve().parent
+    package = (package or Path(__file__).parent).resolve()
     found: dict[str, dict[str, list[tuple[str, int]]]] = {}
     for source in sorted(package.rglob("*.py")):
         extracted = extract_from_file(extract_python_ast, source, keywords=KEYWORDS, options={"encoding": "utf-8"})
         for lineno, message, _comments, _context in extracted:
             if isinstance(message, str) and message:
                 rel = source.relative_to(package.parent).as_posix()
-                found.setdefault(domain_of(source), {}).setdefault(message, []).append((rel, lineno))
+                found.setdefault(domain_of(source, package), {}).setdefault(message, []).append((rel, lineno))
     return found
 
 
@@ -193,15 +194,16 @@ def read_catalog(path: Path) -> dict[str, str]:
         return {m.id: ("" if m.fuzzy else m.string or "") for m in read_po(fh) if m.id}
 
 
-def update_catalogs(lang: str = "zh") -> dict[str, tuple[int, int]]:
-    """Extract every template from the package and merge it into `lang`'s catalogs: new templates are added
-    untranslated, translations kept, templates no longer in the source dropped. Returns, per domain, how many
-    templates it holds and how many lack a translation."""
+def update_catalogs(lang: str = "zh", package: Path | None = None) -> dict[str, tuple[int, int]]:
+    """Extract every template from the package (this one, or a copy such as a handout's checker, whose cut-down
+    source then takes the hidden criteria's sentences out of its catalogs) and merge it into `lang`'s catalogs:
+    new templates are added untranslated, translations kept, templates no longer in the source dropped. Returns,
+    per domain, how many templates it holds and how many lack a translation."""
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import write_po
 
-    found = extract_templates()
-    folder = LOCALE_DIR / lang / "LC_MESSAGES"
+    found = extract_templates(package)
+    folder = (package / "locale" if package else LOCALE_DIR) / lang / "LC_MESSAGES"
     folder.mkdir(parents=True, exist_ok=True)
     counts = {}
     for po in folder.glob("*.po"):

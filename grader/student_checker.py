@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grader
 from grader.course import Course, ExerciseConfig
+from grader.i18n import LANGS, update_catalogs
 
 PUBLIC_SEED = 1          # the checker's inputs; the course's seed (hidden inputs) is never written
 CHECKER_DIR = "checker"
@@ -267,6 +268,11 @@ def write_checker(course: Course, target: Path) -> None:
             shutil.copyfile(source, target / "exercises" / ex.id / source.name)
     for shared in sorted(needed_modules):   # shared probe helpers (the course's model) that a kept probe imports
         shutil.copyfile(package / "probes" / f"{shared}.py", probes / f"{shared}.py")
+    # the copied catalogs hold every criterion's sentences, which say what the hidden criteria check: keep only
+    # those of the code the checker ships
+    for lang in LANGS:
+        if (target / "grader" / "locale" / lang).is_dir():
+            update_catalogs(lang, target / "grader")
     (target / "course.toml").write_text(checker_course_toml(course, visible), encoding="utf-8")
     (target / "pyproject.toml").write_text(checker_pyproject(course), encoding="utf-8")
     shutil.copyfile(course.root / "scripts" / "install-torch.sh", target / "install-torch.sh")

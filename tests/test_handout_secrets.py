@@ -88,6 +88,25 @@ def test_no_hidden_criterion_is_handed_out(handout):
     assert not (handout / "checker" / "solutions").exists() and str(COURSE.seed) not in text
 
 
+def test_the_checkers_catalogs_hold_only_the_sentences_of_its_own_code(handout):
+    """A hidden criterion's message templates say what it checks: the checker's catalogs keep only the templates
+    of the code it ships, each still translated."""
+    from grader.i18n import extract_templates, read_catalog
+
+    package = handout / "checker" / "grader"
+    shipped = extract_templates(package)
+    catalogs = {po.stem: read_catalog(po) for po in (package / "locale" / "zh" / "LC_MESSAGES").glob("*.po")}
+    assert {domain: set(entries) for domain, entries in catalogs.items()} == \
+           {domain: set(templates) for domain, templates in shipped.items()}
+    ours = {domain: read_catalog(po) for domain, po in
+            ((po.stem, po) for po in (ROOT / "grader" / "locale" / "zh" / "LC_MESSAGES").glob("*.po"))}
+    assert all(catalogs[d][m] == ours[d][m] for d in catalogs for m in catalogs[d]), "a translation was lost"
+    withheld = {m for domain, templates in extract_templates().items() if domain != "grader" for m in templates} - {
+        m for templates in shipped.values() for m in templates}
+    text = "\n".join(p.read_text(errors="replace") for p in handout.rglob("*") if p.is_file())
+    assert [m for m in withheld if m in text] == []
+
+
 def test_no_reference_tensor_of_a_hidden_criterion_is_handed_out(handout):
     from safetensors.torch import load_file
 
@@ -129,6 +148,24 @@ def test_a_fresh_repository_gets_one_line_per_exercise(handout):
     assert lines[0].startswith(f"Checking {handout / 'exercises'} ")
     assert len([line for line in lines if "not started" in line]) == len(COURSE.exercises)
     assert len(lines) <= len(COURSE.exercises) + 3
+
+
+def test_check_in_chinese_says_everything_in_chinese(handout, tmp_path):
+    """`grader check --lang zh`: the heading, each untouched exercise, the closing line and the CI scorecard."""
+    summary = tmp_path / "summary.md"
+    env = {**os.environ, "PYTHONPATH": str(handout / "checker"), "GITHUB_STEP_SUMMARY": str(summary)}
+    done = subprocess.run([sys.executable, "-m", "grader", "check", "--lang", "zh"], capture_output=True, text=True,
+                          cwd=handout, env=env, timeout=600)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 1
+    assert lines[0].startswith(f"正在检查 {handout / 'exercises'}（{len(COURSE.exercises)} 道练习）")
+    assert len([line for line in lines if "尚未开始" in line]) == len(COURSE.exercises)
+    assert lines[-1] == "上面还有需要修改的地方。"
+    card = summary.read_text(encoding="utf-8")
+    assert card.startswith("## 可见评分卡\n") and "| 练习 | 评分项 | 结果 |" in card and "not started" not in card
+    refused = subprocess.run([sys.executable, "-m", "grader", "check", "--lang", "zh"], capture_output=True,
+                             text=True, cwd=tmp_path, timeout=120)
+    assert refused.returncode == 2 and "中没有 exercises/ 文件夹" in refused.stderr
 
 
 def test_the_checker_judges_visible_criteria_without_solutions(handout, tmp_path):
