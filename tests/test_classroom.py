@@ -155,3 +155,20 @@ def test_a_class_is_graded_once_and_only_new_commits_again(course, github, tmp_p
     assert [path for path, _ in fake.posts()] == [f"/repos/{ORG}/{PREFIX}-carol/statuses/{new_sha}",
                                                    f"/repos/{ORG}/{PREFIX}-carol/commits/{new_sha}/comments"]
     assert fake.posts()[0][1]["description"] == f"score {total:g}/{total:g} (100%)"
+
+
+def test_the_status_and_comment_speak_the_chosen_language(tmp_path):
+    """A Chinese class reads its commit status and comment in Chinese; a submission without a report says it could
+    not be graded, in that language too."""
+    from grader.classroom import scorecard_comment
+
+    graded = tmp_path / "graded"
+    graded.mkdir()
+    (graded / "report.json").write_text(json.dumps({"score": 7.5, "max_score": 10, "percent": 75}))
+    (graded / "scorecard.md").write_text("### 评分报告：alice\n")
+    state, description, body = scorecard_comment(graded, "abc123", "zh")
+    assert (state, description) == ("success", "得分 7.5/10（75%）")
+    assert body == "隐藏评分项，提交 abc123：得分 7.5/10（75%）\n\n### 评分报告：alice\n"
+    assert scorecard_comment(graded, "abc123", "en")[1] == "score 7.5/10 (75%)"
+    state, description, body = scorecard_comment(tmp_path / "missing", "abc123", "zh")
+    assert (state, description, body) == ("error", "未能完成评分；已通知你的老师", "提交 abc123 未能完成评分。")
