@@ -18,7 +18,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.i18n import t
+from grader.i18n import t, verbatim
 from grader.course import COURSE_FILE, Course, load_course
 from grader.gradebook import KILLED_WORKERS, grader_key
 from grader.nolinks import LINK, REGULAR, read_without_links
@@ -149,7 +149,8 @@ def grade_on_worker(course: dict[str, bytes], key: str, submission: dict, sandbo
         root = _course_here(course)
         here = load_course(root)
         if grader_key(here) != key:
-            return {"error": f"this worker runs grader {grader_key(here)}, the client {key}"}
+            return {"error": t("this worker runs grader {worker}, the client {client}", worker=grader_key(here),
+                               client=key).texts()}
         with _course_lock:
             grader = _graders.setdefault((get_worker().address, root, sandbox), WarmGrader(root, sandbox))
         with tempfile.TemporaryDirectory(prefix="grader-task-") as tmp:
@@ -160,7 +161,7 @@ def grade_on_worker(course: dict[str, bytes], key: str, submission: dict, sandbo
     except (GradingTimeout, WarmGraderDied) as exc:
         return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a worker-side failure is the submission's grader_error
-        return {"error": f"on the worker: {type(exc).__name__}: {exc}"}
+        return {"error": t("on the worker: {error}", error=verbatim(f"{type(exc).__name__}: {exc}")).texts()}
 
 
 class DaskEngine:
@@ -203,7 +204,8 @@ class DaskEngine:
                 if self.client.status != "running":   # the scheduler is gone: every task left would fail alike
                     raise ClusterError(f"lost the Dask scheduler ({exc}); every submission graded so far is kept: "
                                        "run the same command again to finish") from None
-                reply = {"error": f"the cluster could not grade it: {type(exc).__name__}: {exc}"}
+                reply = {"error": t("the cluster could not grade it: {error}",
+                                    error=verbatim(f"{type(exc).__name__}: {exc}")).texts()}
             future.release()
             submit_more(completed)
             yield tag, reply
