@@ -435,3 +435,15 @@ def test_row_names_are_distinct_for_distinct_entries():
     rows = [row_name(n) for n in names]
     assert len(set(rows)) == len(names)
     assert rows[0] == "frank" and rows[-1] == "学生" and all(r.isprintable() for r in rows)
+
+
+def test_batch_lang_zh_writes_each_students_reports_in_chinese(course_dir, tmp_path):
+    """`grader batch --lang zh` reaches the warm grading processes: each student's scorecard is Chinese."""
+    (tmp_path / "class" / "ivy").mkdir(parents=True)   # nothing written yet: every exercise not attempted
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course_dir), "batch", str(tmp_path / "class"),
+                           "--out", str(tmp_path / "out"), "--jobs", "1", "--sandbox", "basic", "--lang", "zh"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    card = (tmp_path / "out" / "students" / "ivy" / "scorecard.md").read_text(encoding="utf-8")
+    assert card.startswith("### 评分报告：ivy") and "⬜ 未作答" in card and "提交中没有" in card
+    assert "not attempted" not in card

@@ -108,3 +108,12 @@ def test_a_grader_error_is_reported_even_below_fail_under(tmp_path, monkeypatch)
     """The score is not the student's yet: --fail-under has nothing to judge."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     assert publish(hostile_report("grader_error"), tmp_path, TEMPLATES, "en", ("json",), 50.0) == EXIT_INCOMPLETE
+
+
+@pytest.mark.parametrize("argv", [["grade"], ["batch", "class", "--out", "book"], ["check"], ["gradescope", "a.zip"],
+                                  ["gradescope-run"], ["classroom", "sync", "--org", "o", "--prefix", "p", "--out", "b"]],
+                         ids=lambda argv: " ".join(argv[:2]))
+def test_every_command_that_writes_for_students_takes_lang(argv):
+    parser = build_parser()
+    assert parser.parse_args([*argv, "--lang", "zh"]).lang == "zh"
+    assert parser.parse_args(argv).lang == "en"
