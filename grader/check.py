@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from grader.course import Course
-from grader.i18n import Text, t, verbatim
+from grader.i18n import Text, join, t, verbatim
 
 class CheckRefused(Exception):
     """`grader check` would check the wrong folder; `said` tells the student which folder to use."""
@@ -59,7 +59,28 @@ def public_tests(course: Course, exercise_id: str, submission: Path) -> tuple[bo
                               capture_output=True, text=True, cwd=tmp, timeout=900)
     lines = [line for line in done.stdout.strip().splitlines() if line.strip()]
     summary = lines[-1].strip("= ") if lines else done.stderr.strip()[-200:]
-    return done.returncode == 0, verbatim(re.sub(r"\s+in [\d.]+s.*$", "", summary))   # pytest's own words
+    return done.returncode == 0, pytest_counts(re.sub(r"\s+in [\d.]+s.*$", "", summary))
+
+
+# pytest's closing line counts outcomes ("1 failed, 7 passed"); each count said in the student's language
+PYTEST_COUNTS = {
+    "passed": lambda n: t("{n} passed", n=n), "failed": lambda n: t("{n} failed", n=n),
+    "error": lambda n: t("{n} error", n=n), "errors": lambda n: t("{n} errors", n=n),
+    "skipped": lambda n: t("{n} skipped", n=n), "xfailed": lambda n: t("{n} failed as expected", n=n),
+    "xpassed": lambda n: t("{n} passed unexpectedly", n=n), "warning": lambda n: t("{n} warning", n=n),
+    "warnings": lambda n: t("{n} warnings", n=n), "deselected": lambda n: t("{n} deselected", n=n),
+}
+_PYTEST_COUNT = re.compile(r"(\d+) (\w+)")
+
+
+def pytest_counts(summary: str) -> Text:
+    """pytest's summary ("1 failed, 7 passed") in words of every language; anything else (an error pytest
+    printed) as pytest wrote it."""
+    parts = [part.strip() for part in summary.split(",")]
+    counts = [_PYTEST_COUNT.fullmatch(part) for part in parts]
+    if not parts or not all(m and m.group(2) in PYTEST_COUNTS for m in counts):
+        return verbatim(summary)
+    return join((PYTEST_COUNTS[m.group(2)](int(m.group(1))) for m in counts), t(", "))
 
 
 def untouched(course: Course, exercise_id: str, submission: Path) -> bool:
