@@ -159,7 +159,7 @@ def grade_on_worker(course: dict[str, bytes], key: str, submission: dict, sandbo
             rebuild_submission(here, submission, folder)
             return grader.grade(folder, [ex.id for ex in here.exercises], lang, time_limit(here))
     except (GradingTimeout, WarmGraderDied) as exc:
-        return {"error": str(exc)}
+        return {"error": exc.said.texts()}
     except Exception as exc:  # noqa: BLE001 - a worker-side failure is the submission's grader_error
         return {"error": t("on the worker: {error}", error=verbatim(f"{type(exc).__name__}: {exc}")).texts()}
 

@@ -52,4 +52,4 @@ class WarmPool:
         try:
             return self._local.grader.grade(folder, ids, self.lang, time_limit(self.course))
         except (GradingTimeout, WarmGraderDied) as exc:
-            return {"error": str(exc)}
+            return {"error": exc.said.texts()}

@@ -27,17 +27,27 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.i18n import Text, rendered, t, verbatim
+
 STARTUP_SECONDS = 300.0   # importing torch and pytest on a loaded machine
 REPORT_FILES = ("json", "html", "md")
 PARENT_POLL_SECONDS = 0.5
 HELLO = "hello"
 
 
-class GradingTimeout(Exception):
+class _Said(Exception):
+    """An exception whose words reach the gradebook: a sentence in every language (plain words stay as they are)."""
+
+    def __init__(self, said: Text | dict | str):
+        self.said = said if isinstance(said, Text) else rendered(said) if isinstance(said, dict) else verbatim(said)
+        super().__init__(str(self.said))
+
+
+class GradingTimeout(_Said):
     """The warm process gave no answer in time; it was killed."""
 
 
-class WarmGraderDied(Exception):
+class WarmGraderDied(_Said):
     """The warm process ended without answering; the message holds its last output."""
 
 
@@ -45,7 +55,7 @@ class WarmGraderDied(Exception):
 class _Pending:
     done: threading.Event = field(default_factory=threading.Event)
     reply: dict | None = None
-    error: str = ""
+    error: Text | None = None
 
 
 class WarmGrader:
@@ -82,7 +92,7 @@ class WarmGrader:
             with self._lock:
                 if self._proc is proc:
                     self._stop()
-            raise GradingTimeout(f"no answer within {timeout_s:g} s")
+            raise GradingTimeout(t("no answer within {seconds:g} s", seconds=timeout_s))
         if pending.error:
             raise WarmGraderDied(pending.error)
         return pending.reply
@@ -105,7 +115,7 @@ class WarmGrader:
                          name=f"warm-{proc.pid}").start()
         if not hello.done.wait(STARTUP_SECONDS):
             self._stop()
-            raise GradingTimeout(f"the grading process did not start within {STARTUP_SECONDS:g} s")
+            raise GradingTimeout(t("the grading process did not start within {seconds:g} s", seconds=STARTUP_SECONDS))
         if hello.error or "error" in hello.reply:   # e.g. the sandbox level it was asked for is not here
             self._stop()
             raise WarmGraderDied(hello.error or hello.reply["error"])
@@ -122,7 +132,7 @@ class WarmGrader:
         log.seek(0)
         tail = log.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         log.close()
-        why = f"the grading process ended (exit {proc.returncode}): {tail[0]}"
+        why = t("the grading process ended (exit {code}): {output}", code=proc.returncode, output=verbatim(tail[0]))
         hello = pending.pop(HELLO, None)
         if hello is not None:   # its starter waits holding the lock
             hello.error = why

@@ -447,3 +447,16 @@ def test_batch_lang_zh_writes_each_students_reports_in_chinese(course_dir, tmp_p
     card = (tmp_path / "out" / "students" / "ivy" / "scorecard.md").read_text(encoding="utf-8")
     assert card.startswith("### 评分报告：ivy") and "⬜ 未作答" in card and "提交中没有" in card
     assert "not attempted" not in card
+
+
+def test_a_dead_grading_process_is_explained_in_each_language(course_dir, tmp_path, monkeypatch):
+    from grader.i18n import t, verbatim
+
+    (tmp_path / "class" / "jack").mkdir(parents=True)
+    died = WarmGraderDied(t("the grading process ended (exit {code}): {output}", code=-9, output=verbatim("Killed")))
+    fake_grade([died], monkeypatch)
+    batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
+    status, message = stored_status(tmp_path / "out", "jack")
+    assert status == "grader_error"
+    assert message == {"en": "grading failed: the grading process ended (exit -9): Killed; graded again on the next run",
+                       "zh": "评分失败：评分进程已退出（退出状态 -9）：Killed；下次运行时会重新评分"}
