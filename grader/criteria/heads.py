@@ -3,7 +3,7 @@
 import torch
 
 from grader.i18n import Text, join, t, verbatim
-from grader.judge.compare import raised
+from grader.judge.compare import describe_outcome, raised
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import CriterionFailed
 
@@ -238,12 +238,9 @@ def _which(out, candidates: list[tuple[Text, torch.Tensor]]) -> Text:
 
 
 def _describe(call: Text, outcome: dict) -> Text:
-    """What a call did: what it raised and where in the student's file, or what it returned."""
-    if raised(outcome):
-        error = outcome["raised"]
-        at = t(" (at {where})", where=error["where"]) if error.get("where") else verbatim("")
-        return t("{call} raised {error}{at}", call=call, error=verbatim(f"{error['type']}: {error['message']}"[:300]),
-                 at=at)
-    if "returned" in outcome:
-        return t("{call} returned a {kind} without raising", call=call, kind=outcome["returned"])
-    return t("{call} returned without raising", call=call)
+    """What a call did: what it raised (and where in the student's file), or what it returned."""
+    where = (outcome.get("raised") or {}).get("where")
+    said = [call, verbatim(" "), describe_outcome(outcome)]
+    if where:
+        said.append(t(" (at {where})", where=where))
+    return join(said)
