@@ -4,10 +4,12 @@ import math
 
 import torch
 
+from grader.i18n import Text, join, t, verbatim
 from grader.judge.common import forbidden_api_criterion
 from grader.judge.compare import difference, prefix_leaks
 from grader.judge.criterion import criterion
 from grader.judge.evidence import attention_map
+from grader.judge.observations import recorded_breach
 
 EXERCISE = "attention"
 VALUE_ATOL, VALUE_RTOL = 1e-5, 1e-4  # float32 on both sides; only the order of floating-point operations may differ
@@ -19,47 +21,59 @@ ZERO_GRADIENT = 1e-12                # float64: a quantity that cannot influence
 CAUSAL_SHAPE = [2, 2, 6, 8]          # the causality probe's q, k, v: [B, H, T, D], so out is [B, H, T, Dv] with Dv = D
 
 AXES = ("batch", "head", "query", "key")
+# How a location names each axis; "axis" stands for leading axes the names do not cover.
+AXIS_LABELS = {
+    "batch": lambda i: t("batch {i}", i=i),
+    "head": lambda i: t("head {i}", i=i),
+    "query": lambda i: t("query {i}", i=i),
+    "key": lambda i: t("key {i}", i=i),
+    "channel": lambda i: t("channel {i}", i=i),
+    "column": lambda i: t("column {i}", i=i),
+    "axis": lambda i: t("axis {i}", i=i),
+}
 
 
-def _at(index, names=AXES) -> str:
+def _at(index, names=AXES) -> Text:
     """`(1, 0, 3, 2)` -> 'batch 1, head 0, query 3, key 2' (names align with the last axes)."""
     names = names[-len(index):] if len(index) <= len(names) else ("axis",) * (len(index) - len(names)) + names
-    return ", ".join(f"{n} {i}" for n, i in zip(names, index))
+    return join((AXIS_LABELS[n](i) for n, i in zip(names, index)), t(", "))
 
 
 def _first(condition: torch.Tensor) -> tuple[int, ...]:
     return tuple(int(i) for i in torch.nonzero(condition)[0])
 
 
-def _row(t: torch.Tensor, index) -> list[float]:
-    return [round(float(x), 4) for x in t[tuple(index)]]
+def _row(tensor: torch.Tensor, index) -> list[float]:
+    return [round(float(x), 4) for x in tensor[tuple(index)]]
 
 
-def _wrong_formulas(q: torch.Tensor, k: torch.Tensor, d_v: int) -> dict[str, torch.Tensor]:
-    """The weights that the usual mistakes produce, named by the mistake."""
+def _wrong_formulas(q: torch.Tensor, k: torch.Tensor, d_v: int) -> list[tuple[Text, torch.Tensor]]:
+    """The weights that the usual mistakes produce, each with the mistake's name."""
     q, k = q.double(), k.double()
     d = q.shape[-1]
     s = q @ k.transpose(-2, -1)
-    return {
-        f"softmax(q·kᵀ) with no scale at all (the 1/sqrt(D) = 1/sqrt({d}) is missing)": s.softmax(-1),
-        f"scores divided by D = {d} instead of sqrt(D) = {math.sqrt(d):g}": (s / d).softmax(-1),
-        f"scores divided by sqrt(Dv) = sqrt({d_v}), the width of v, instead of sqrt(D) = sqrt({d})":
-            (s / math.sqrt(d_v)).softmax(-1),
-        f"scores multiplied by sqrt(D) = {math.sqrt(d):g} instead of divided": (s * math.sqrt(d)).softmax(-1),
-        "a softmax over the query axis (dim=-2) instead of the key axis (dim=-1)": (s / math.sqrt(d)).softmax(-2),
-    }
+    return [
+        (t("softmax(q·kᵀ) with no scale at all (the 1/sqrt(D) = 1/sqrt({d}) is missing)", d=d), s.softmax(-1)),
+        (t("scores divided by D = {d} instead of sqrt(D) = {root:g}", d=d, root=math.sqrt(d)), (s / d).softmax(-1)),
+        (t("scores divided by sqrt(Dv) = sqrt({d_v}), the width of v, instead of sqrt(D) = sqrt({d})", d_v=d_v, d=d),
+         (s / math.sqrt(d_v)).softmax(-1)),
+        (t("scores multiplied by sqrt(D) = {root:g} instead of divided", root=math.sqrt(d)),
+         (s * math.sqrt(d)).softmax(-1)),
+        (t("a softmax over the query axis (dim=-2) instead of the key axis (dim=-1)"), (s / math.sqrt(d)).softmax(-2)),
+    ]
 
 
-def _diagnosis(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, d_v: int) -> str:
-    for label, candidate in _wrong_formulas(q, k, d_v).items():
+def _diagnosis(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, d_v: int) -> Text:
+    for label, candidate in _wrong_formulas(q, k, d_v):
         if list(candidate.shape) == list(weights.shape) and difference(weights, candidate, atol=DIAGNOSE_TOLERANCE) is None:
-            return f"; your weights equal {label}"
-    return ""
+            return t("; your weights equal {mistake}", mistake=label)
+    return verbatim("")
 
 
-def _describe_case(case: dict) -> str:
-    text = f"q {case['q']}, k {case['k']}, v {case['v']}"
-    return text + (f", mask {case['mask']}" if case.get("mask") else "")
+def _describe_case(case: dict) -> Text:
+    if case.get("mask"):
+        return t("q {q}, k {k}, v {v}, mask {mask}", q=case["q"], k=case["k"], v=case["v"], mask=case["mask"])
+    return t("q {q}, k {k}, v {v}", q=case["q"], k=case["k"], v=case["v"])
 
 
 def _expected_shapes(case: dict) -> tuple[list[int], list[int]]:
@@ -72,13 +86,25 @@ def _judge_case(verdict, case: dict) -> None:
     if "raised" in case:
         r = case["raised"]
         if r["type"] == "WrongReturn":          # the probe's own complaint about what came back
-            verdict.fail(f"with {where}, {r['message'][:200]}")
-        at = f" at {r['where']}" if r.get("where") else ""
-        verdict.fail(f"with {where} your function raised {r['type']}: {r['message'][:200]}{at}")
+            verdict.fail(t("with {setting}, {breach}", setting=where, breach=recorded_breach(r)))
+        verdict.fail(t("with {setting} your function raised {error}{at}", setting=where, error=_raised(r),
+                       at=_located(r)))
     want_out, want_w = _expected_shapes(case)
     if case["out"] != want_out or case["weights"] != want_w:
-        verdict.fail(f"with {where} it returned out {case['out']} and weights {case['weights']}; "
-                     f"expected out {want_out} = [..., Tq, Dv] and weights {want_w} = [..., Tq, Tk]")
+        verdict.fail(t("with {setting} it returned out {out} and weights {weights}; "
+                       "expected out {want_out} = [..., Tq, Dv] and weights {want_weights} = [..., Tq, Tk]",
+                       setting=where, out=case["out"], weights=case["weights"], want_out=want_out,
+                       want_weights=want_w))
+
+
+def _raised(r: dict) -> Text:
+    """What the student's code raised, as the exception said it: type and message, in the student's words."""
+    return verbatim(f"{r['type']}: {r['message'][:200]}")
+
+
+def _located(r: dict) -> Text:
+    """' at attention.py:12 in ...' when the exception passed through the student's file, else nothing."""
+    return t(" at {where}", where=r["where"]) if r.get("where") else verbatim("")
 
 
 @criterion("output_shapes", kind="shape",
@@ -91,7 +117,8 @@ def _judge_case(verdict, case: dict) -> None:
 def test_output_shapes(obs, verdict):
     case = obs.probe("shapes").value("cases")["batch_heads"]
     _judge_case(verdict, case)
-    verdict.ok(f"q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12] give out {case['out']} and weights {case['weights']}")
+    verdict.ok(t("q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12] give out {out} and weights {weights}",
+                 out=case["out"], weights=case["weights"]))
 
 
 @criterion("any_batch_axes", kind="shape",
@@ -106,7 +133,7 @@ def test_any_batch_axes(obs, verdict):
     names = ("no_batch", "one_batch_axis", "three_batch_axes", "three_batch_axes_masked")
     for name in names:
         _judge_case(verdict, cases[name])
-    verdict.ok("correct shapes for q with 2, 3 and 5 axes, also with a [Tq, Tk] mask against 5-D scores")
+    verdict.ok(t("correct shapes for q with 2, 3 and 5 axes, also with a [Tq, Tk] mask against 5-D scores"))
 
 
 @criterion("values_match_reference", kind="values", requires=("output_shapes",),
@@ -118,17 +145,19 @@ def test_any_batch_axes(obs, verdict):
 def test_values_match_reference(obs, ref, verdict):
     got, want = obs.probe("values"), ref.probe("values")
     q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
-    setting = "without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12])"
     weights = got.tensor("weights")
     verdict.note(attention_map=attention_map(weights, want.tensor("weights")))
     problem = difference(weights, want.tensor("weights"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(f"{setting} the weights differ from softmax(q·kᵀ/√16): {problem}"
-                     f"{_diagnosis(weights, q, k, v.shape[-1])}")
+        verdict.fail(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the weights differ from "
+                       "softmax(q·kᵀ/√16): {problem}{diagnosis}", problem=problem,
+                       diagnosis=_diagnosis(weights, q, k, v.shape[-1])))
     problem = difference(got.tensor("out"), want.tensor("out"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(f"{setting} the weights are right but out differs from weights @ v: {problem}")
-    verdict.ok(f"{setting} out and weights match the reference within {VALUE_ATOL:g} + {VALUE_RTOL:g}·|expected|")
+        verdict.fail(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the weights are right but "
+                       "out differs from weights @ v: {problem}", problem=problem))
+    verdict.ok(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) out and weights match the "
+                 "reference within {atol:g} + {rtol:g}·|expected|", atol=VALUE_ATOL, rtol=VALUE_RTOL))
 
 
 @criterion("scaled_by_sqrt_d", kind="values", requires=("output_shapes",),
@@ -145,9 +174,10 @@ def test_scaled_by_sqrt_d(obs, ref, verdict):
     verdict.note(attention_map=attention_map(weights, expected))
     problem = difference(weights, expected, atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(f"with D = 64 (q [2, 1, 4, 64], k [2, 1, 6, 64], v [2, 1, 6, 8]) the weights differ from "
-                     f"softmax(q·kᵀ/8): {problem}{_diagnosis(weights, q, k, v.shape[-1])}")
-    verdict.ok("with D = 64 the weights equal softmax(q·kᵀ/8): the scores are divided by √D")
+        verdict.fail(t("with D = 64 (q [2, 1, 4, 64], k [2, 1, 6, 64], v [2, 1, 6, 8]) the weights differ from "
+                       "softmax(q·kᵀ/8): {problem}{diagnosis}", problem=problem,
+                       diagnosis=_diagnosis(weights, q, k, v.shape[-1])))
+    verdict.ok(t("with D = 64 the weights equal softmax(q·kᵀ/8): the scores are divided by √D"))
 
 
 @criterion("softmax_over_keys", kind="values", requires=("output_shapes",),
@@ -162,16 +192,19 @@ def test_softmax_over_keys(obs, ref, verdict):
     negative = weights < 0
     if negative.any():
         i = _first(negative)
-        verdict.fail(f"the weight at {_at(i)} is {float(weights[i]):.4g}; probabilities cannot be negative")
+        verdict.fail(t("the weight at {location} is {weight:.4g}; probabilities cannot be negative", location=_at(i),
+                       weight=float(weights[i])))
     error = (weights.sum(-1) - 1).abs()
     verdict.note(max_row_sum_error=float(error.max()))
     if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
         columns = float((weights.sum(-2) - 1).abs().max())
-        why = (" Each key's column sums to 1 instead: the softmax runs over the query axis." if columns <= SUM_TOLERANCE else "")
-        verdict.fail(f"with Tq = 5 queries and Tk = 7 keys, the weights of {_at(i, AXES[:3])} sum to "
-                     f"{float(weights[i].sum()):.6g} over the keys; expected 1 (tolerance {SUM_TOLERANCE:g}).{why}")
-    verdict.ok(f"every query's 7 weights sum to 1 (largest error {float(error.max()):.1e})")
+        why = (t(" Each key's column sums to 1 instead: the softmax runs over the query axis.")
+               if columns <= SUM_TOLERANCE else verbatim(""))
+        verdict.fail(t("with Tq = 5 queries and Tk = 7 keys, the weights of {location} sum to {total:.6g} over the "
+                       "keys; expected 1 (tolerance {tolerance:g}).{why}", location=_at(i, AXES[:3]),
+                       total=float(weights[i].sum()), tolerance=SUM_TOLERANCE, why=why))
+    verdict.ok(t("every query's 7 weights sum to 1 (largest error {error:.1e})", error=float(error.max())))
 
 
 @criterion("masked_weights_zero", kind="values", requires=("output_shapes",),
@@ -187,30 +220,34 @@ def test_masked_weights_zero(obs, ref, verdict):
     mask, weights, out, v = p.tensor("mask"), p.tensor("weights").double(), p.tensor("out"), p.tensor("v")
     verdict.note(attention_map=attention_map(weights, ref.probe("masked").tensor("weights")))
     if list(weights.shape) != list(mask.shape):
-        verdict.fail(f"with a [2, 3, 5, 7] mask the weights have shape {list(weights.shape)}; expected [2, 3, 5, 7]")
+        verdict.fail(t("with a [2, 3, 5, 7] mask the weights have shape {shape}; expected [2, 3, 5, 7]",
+                       shape=list(weights.shape)))
     leaked = (weights != 0) & ~mask
     if leaked.any():
         i = _first(leaked)
         reversed_ = bool((weights[mask] == 0).all())
-        why = (" Your weights are zero exactly where the mask is True: the mask is read the wrong way round "
-               "(True must mean 'may attend')." if reversed_ else
-               " The -inf fill reached the weights: it was applied after the softmax instead of to the scores before it."
-               if bool((weights[leaked] == float("-inf")).all()) else "")
-        verdict.fail(f"{int(leaked.sum())} of {int((~mask).sum())} masked positions have a non-zero weight, "
-                     f"e.g. {float(weights[i]):.4g} at {_at(i)} where the mask is False.{why}")
+        why = (t(" Your weights are zero exactly where the mask is True: the mask is read the wrong way round "
+                 "(True must mean 'may attend').") if reversed_ else
+               t(" The -inf fill reached the weights: it was applied after the softmax instead of to the scores "
+                 "before it.") if bool((weights[leaked] == float("-inf")).all()) else verbatim(""))
+        verdict.fail(t("{leaked} of {masked} masked positions have a non-zero weight, e.g. {weight:.4g} at {location} "
+                       "where the mask is False.{why}", leaked=int(leaked.sum()), masked=int((~mask).sum()),
+                       weight=float(weights[i]), location=_at(i), why=why))
     error = (weights.sum(-1) - 1).abs()
     if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
         total = float(weights[i].sum())
-        why = ("Zeroing after the softmax does this: the masked keys still took their share of the probability."
+        why = (t("Zeroing after the softmax does this: the masked keys still took their share of the probability.")
                if float((weights.sum(-1) - 1).max()) <= SUM_TOLERANCE else
-               "A sum above 1 means the softmax normalised over another axis than the keys (dim=-1).")
-        verdict.fail(f"the masked positions are 0, but the weights of {_at(i, AXES[:3])} sum to {total:.6g} "
-                     f"over its {int(mask[i].sum())} allowed keys; expected 1. {why}")
+               t("A sum above 1 means the softmax normalised over another axis than the keys (dim=-1)."))
+        verdict.fail(t("the masked positions are 0, but the weights of {location} sum to {total:.6g} over its {allowed} "
+                       "allowed keys; expected 1. {why}", location=_at(i, AXES[:3]), total=total,
+                       allowed=int(mask[i].sum()), why=why))
     problem = difference(out, weights @ v.double(), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(f"the masked weights are right, but out is not weights @ v: {problem}")
-    verdict.ok(f"all {int((~mask).sum())} masked weights are exactly 0 and every row sums to 1 over its allowed keys")
+        verdict.fail(t("the masked weights are right, but out is not weights @ v: {problem}", problem=problem))
+    verdict.ok(t("all {masked} masked weights are exactly 0 and every row sums to 1 over its allowed keys",
+                 masked=int((~mask).sum())))
 
 
 @criterion("causality", kind="causality", requires=("output_shapes",),
@@ -223,28 +260,31 @@ def test_causality(obs, verdict):
     p = obs.probe("causality")
     base = p.tensor("base")
     if list(base.shape) != CAUSAL_SHAPE:
-        verdict.fail(f"with q, k, v of shape {CAUSAL_SHAPE} and a causal mask the output has shape {list(base.shape)}; "
-                     f"expected {CAUSAL_SHAPE}")
+        verdict.fail(t("with q, k, v of shape {want} and a causal mask the output has shape {shape}; expected {want}",
+                       want=CAUSAL_SHAPE, shape=list(base.shape)))
     perturbed = []
-    for t in range(CAUSAL_SHAPE[-2] - 1):
-        out = p.tensor(f"changed_after_{t}")
+    for position in range(CAUSAL_SHAPE[-2] - 1):
+        out = p.tensor(f"changed_after_{position}")
         if list(out.shape) != CAUSAL_SHAPE:
-            verdict.fail(f"after changing q, k and v after position {t} the output has shape {list(out.shape)}; expected {CAUSAL_SHAPE}")
+            verdict.fail(t("after changing q, k and v after position {position} the output has shape {shape}; "
+                           "expected {want}", position=position, shape=list(out.shape), want=CAUSAL_SHAPE))
         perturbed.append(out)
     leaks = prefix_leaks(base, perturbed, axis=-2)
     verdict.note(max_change_per_prefix=leaks)
     verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
-    bad = [t for t, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
+    bad = [position for position, leak in enumerate(leaks) if not leak <= CAUSAL_TOLERANCE]  # NaN fails too
     if bad:
-        t = bad[0]
-        if not torch.isfinite(base[..., : t + 1, :]).all():
-            verdict.fail(f"with a causal mask the output at positions 0..{t} holds NaN or inf even before any input changes, "
-                         "so no change there can be measured")
-        change = "became NaN" if math.isnan(leaks[t]) else f"changed by up to {leaks[t]:.3g}"
-        verdict.fail(f"with a causal mask, changing q, k and v after position {t} reached the output at positions 0..{t}: "
-                     f"it {change} (expected no change at all); "
-                     f"{len(bad)} of {len(leaks)} prefixes leak")
-    verdict.ok(f"changing every future suffix of q, k and v left every earlier output unchanged (max change {max(leaks):.1e})")
+        position = bad[0]
+        if not torch.isfinite(base[..., : position + 1, :]).all():
+            verdict.fail(t("with a causal mask the output at positions 0..{position} holds NaN or inf even before any "
+                           "input changes, so no change there can be measured", position=position))
+        change = (t("became NaN") if math.isnan(leaks[position]) else
+                  t("changed by up to {change:.3g}", change=leaks[position]))
+        verdict.fail(t("with a causal mask, changing q, k and v after position {position} reached the output at "
+                       "positions 0..{position}: it {change} (expected no change at all); {leaking} of {prefixes} "
+                       "prefixes leak", position=position, change=change, leaking=len(bad), prefixes=len(leaks)))
+    verdict.ok(t("changing every future suffix of q, k and v left every earlier output unchanged (max change "
+                 "{change:.1e})", change=max(leaks)))
 
 
 @criterion("mask_broadcasting", kind="shape", requires=("masked_weights_zero",),
@@ -260,21 +300,23 @@ def test_mask_broadcasting(obs, verdict):
     p = obs.probe("broadcast")
     forms = p.value("forms")
     for name, shapes in forms.items():
-        setting = f"a mask of shape {shapes['mask']} against scores {shapes['scores']}"
+        setting = t("a mask of shape {mask} against scores {scores}", mask=shapes["mask"], scores=shapes["scores"])
         for tag in ("full", "broadcast"):
             outcome = p.value(f"{name}.{tag}")
             if "raised" in outcome:
                 r = outcome["raised"]
-                at = f" at {r['where']}" if r.get("where") else ""
-                which = setting if tag == "broadcast" else f"the same mask expanded to {shapes['scores']}"
-                verdict.fail(f"with {which} your function raised {r['type']}: {r['message'][:200]}{at}")
+                which = setting if tag == "broadcast" else t("the same mask expanded to {scores}",
+                                                             scores=shapes["scores"])
+                verdict.fail(t("with {setting} your function raised {error}{at}", setting=which, error=_raised(r),
+                               at=_located(r)))
         for part in ("weights", "out"):
             problem = difference(p.tensor(f"{name}.broadcast.{part}"), p.tensor(f"{name}.full.{part}"),
                                  atol=BROADCAST_TOLERANCE)
             if problem:
-                verdict.fail(f"with {setting}, {part} differs from what the same mask expanded to {shapes['scores']} gives: {problem}")
-    verdict.ok(f"masks of shapes {', '.join(str(f['mask']) for f in forms.values())} give exactly what their full-size "
-               "versions give")
+                verdict.fail(t("with {setting}, {part} differs from what the same mask expanded to {scores} gives: "
+                               "{problem}", setting=setting, part=part, scores=shapes["scores"], problem=problem))
+    verdict.ok(t("masks of shapes {shapes} give exactly what their full-size versions give",
+                 shapes=join((verbatim(f["mask"]) for f in forms.values()), t(", "))))
 
 
 @criterion("fully_masked_row_zero", kind="values", requires=("output_shapes",),
@@ -292,37 +334,43 @@ def test_fully_masked_row_zero(obs, ref, verdict):
     verdict.note(attention_map=attention_map(weights, ref.probe("fully_masked").tensor("weights")))
     empty = ~mask.any(-1)                             # [B, H, Tq]: queries that may read nothing
     rows = [tuple(int(x) for x in i) for i in torch.nonzero(empty)]
-    verdict.note(fully_masked_queries=[_at(i, AXES[:3]) for i in rows])
-    for name, t in (("weights", weights), ("out", out)):
-        bad = ~torch.isfinite(t)
+    verdict.note(fully_masked_queries=[str(_at(i, AXES[:3])) for i in rows])
+    for name, tensor in (("weights", weights), ("out", out)):
+        bad = ~torch.isfinite(tensor)
         if bad.any():
             i = _first(bad)
-            at = f"{name} holds {int(bad.sum())} non-finite values (NaN or inf), the first at {_at(i, AXES[:3] + ('column',))}"
+            location = _at(i, AXES[:3] + ("column",))
             if bool(empty[i[:3]]):
-                verdict.fail(f"{at}, a fully masked query: a softmax over a row of only -inf is 0/0 = NaN")
-            verdict.fail(f"{at}, a query that has allowed keys, so it is not the fully masked rows: "
-                         + _non_finite_cause(weights, mask))
+                verdict.fail(t("{name} holds {count} non-finite values (NaN or inf), the first at {location}, a fully "
+                               "masked query: a softmax over a row of only -inf is 0/0 = NaN", name=name,
+                               count=int(bad.sum()), location=location))
+            verdict.fail(t("{name} holds {count} non-finite values (NaN or inf), the first at {location}, a query that "
+                           "has allowed keys, so it is not the fully masked rows: {cause}", name=name,
+                           count=int(bad.sum()), location=location, cause=_non_finite_cause(weights, mask)))
     for i in rows:
         if bool((weights[i] != 0).any()):
-            verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, yet its weights are {_row(weights, i)}; expected all zeros"
-                         + (" (uniform weights: the masked scores were filled with a finite number and nothing zeroes "
-                            "the row afterwards)" if float(weights[i].max() - weights[i].min()) < 1e-6 else ""))
+            uniform = (t(" (uniform weights: the masked scores were filled with a finite number and nothing zeroes "
+                         "the row afterwards)") if float(weights[i].max() - weights[i].min()) < 1e-6 else verbatim(""))
+            verdict.fail(t("{location} may attend to no key, yet its weights are {row}; expected all zeros{uniform}",
+                           location=_at(i, AXES[:3]), row=_row(weights, i), uniform=uniform))
         if bool((out[i] != 0).any()):
-            verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, yet its output is {_row(out, i)}; expected all zeros")
-    verdict.ok(f"the {len(rows)} fully masked queries get all-zero weights and output, and nothing is NaN")
+            verdict.fail(t("{location} may attend to no key, yet its output is {row}; expected all zeros",
+                           location=_at(i, AXES[:3]), row=_row(out, i)))
+    verdict.ok(t("the {count} fully masked queries get all-zero weights and output, and nothing is NaN",
+                 count=len(rows)))
 
 
-def _non_finite_cause(weights, mask):
+def _non_finite_cause(weights, mask) -> Text:
     """Why the weights of queries with allowed keys are not finite, from where the non-finite values sit."""
     with_keys = mask.any(-1, keepdim=True).expand_as(mask)
     bad = ~torch.isfinite(weights) & with_keys
     if bool(bad.any()) and bool((weights[bad] == float("-inf")).all()) and not bool((bad & mask).any()):
-        return ("the weights are -inf exactly where the mask is False: the -inf fill was applied to the weights after "
-                "the softmax; fill the scores before it (scores.masked_fill(~mask, float('-inf')), then softmax)")
+        return t("the weights are -inf exactly where the mask is False: the -inf fill was applied to the weights after "
+                 "the softmax; fill the scores before it (scores.masked_fill(~mask, float('-inf')), then softmax)")
     if bool((~torch.isfinite(weights) & with_keys & mask).any()):
-        return ("allowed keys have non-finite weights: the scores themselves are not finite (a mask applied by "
-                "arithmetic such as scores * mask + (1 - mask) * -inf gives 0 * -inf = NaN); use masked_fill")
-    return "the weights of masked keys are not finite: masked weights must be exactly 0"
+        return t("allowed keys have non-finite weights: the scores themselves are not finite (a mask applied by "
+                 "arithmetic such as scores * mask + (1 - mask) * -inf gives 0 * -inf = NaN); use masked_fill")
+    return t("the weights of masked keys are not finite: masked weights must be exactly 0")
 
 
 @criterion("gradients_finite", kind="gradient", requires=("output_shapes",),
@@ -340,8 +388,8 @@ def test_gradients_finite(obs, ref, verdict):
     grads = {}
     for name in ("q", "k", "v"):
         if f"{name}.grad" in p.not_tensors:
-            verdict.fail(f"{name} received no gradient: it is not on the path from the inputs to out and weights "
-                         "(detached, or replaced by a copy that does not require grad)")
+            verdict.fail(t("{name} received no gradient: it is not on the path from the inputs to out and weights "
+                           "(detached, or replaced by a copy that does not require grad)", name=name))
         grads[name] = p.tensor(f"{name}.grad")
     verdict.note(grad_norms={n: float(g.double().norm()) for n, g in grads.items() if torch.isfinite(g).all()})
     weights = p.tensor("weights")
@@ -354,38 +402,44 @@ def test_gradients_finite(obs, ref, verdict):
             axes = ("batch", "head", "query" if name == "q" else "key", "channel")
             forward_bad = ~torch.isfinite(weights)
             if bool((forward_bad & ~empty.unsqueeze(-1)).any()):
-                cause = "the forward's weights are already non-finite for queries that have allowed keys: " + _non_finite_cause(weights, mask)
+                cause = t("the forward's weights are already non-finite for queries that have allowed keys: {cause}",
+                          cause=_non_finite_cause(weights, mask))
             elif bool(forward_bad.any()):
-                cause = ("the forward's weights are NaN for queries whose every key is masked: a softmax over a row of only "
-                         "-inf is 0/0 = NaN, and it flows back through the scores")
+                cause = t("the forward's weights are NaN for queries whose every key is masked: a softmax over a row of "
+                          "only -inf is 0/0 = NaN, and it flows back through the scores")
             else:
-                cause = ("the forward is finite, so the NaN comes from the backward of a row of only -inf scores: repairing "
-                         "the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes only the forward")
-            verdict.fail(f"{name}.grad holds {int(bad.sum())} non-finite values (NaN or inf) of {g.numel()}, the first at "
-                         f"{_at(i, axes)}; {cause}")
+                cause = t("the forward is finite, so the NaN comes from the backward of a row of only -inf scores: "
+                          "repairing the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes only "
+                          "the forward")
+            verdict.fail(t("{name}.grad holds {count} non-finite values (NaN or inf) of {total}, the first at "
+                           "{location}; {cause}", name=name, count=int(bad.sum()), total=g.numel(),
+                           location=_at(i, axes), cause=cause))
     for name, g in grads.items():
         if float(g.abs().max()) == 0.0:
-            verdict.fail(f"{name}.grad is all zeros: {name} does not influence out or weights")
+            verdict.fail(t("{name}.grad is all zeros: {name} does not influence out or weights", name=name))
     q_leak = grads["q"].abs().amax(-1) * empty
     if float(q_leak.max()) > ZERO_GRADIENT:
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(q_leak), q_leak.shape))
-        verdict.fail(f"{_at(i, AXES[:3])} may attend to no key, so its output is constant zero, yet q.grad there reaches "
-                     f"{float(q_leak[i]):.3g}; expected 0")
+        verdict.fail(t("{location} may attend to no key, so its output is constant zero, yet q.grad there reaches "
+                       "{grad:.3g}; expected 0", location=_at(i, AXES[:3]), grad=float(q_leak[i])))
     hidden = ~mask.any(-2)                                 # [B, H, Tk]: keys no query may read
     if bool((weights.abs().sum(-1) * empty).any()):
         # fully masked queries with non-zero (uniform) weights read the hidden keys: fully_masked_row_zero charges that
-        verdict.ok("q, k and v receive finite gradients and fully masked queries none; keys masked for every query still "
-                   "get gradient through the fully masked queries' non-zero weights, which fully_masked_row_zero judges")
+        verdict.ok(t("q, k and v receive finite gradients and fully masked queries none; keys masked for every query "
+                     "still get gradient through the fully masked queries' non-zero weights, which "
+                     "fully_masked_row_zero judges"))
         return
     for name in ("k", "v"):
         leak = grads[name].abs().amax(-1) * hidden
         if float(leak.max()) > ZERO_GRADIENT:
             b, h, j = (int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
-            verdict.fail(f"key {j} (batch {b}, head {h}) is masked for every query, yet {name}.grad there reaches "
-                         f"{float(leak[b, h, j]):.3g}; expected 0. That key still influences the result: through a query with no "
-                         "allowed key (uniform weights instead of zeros), or through a mask applied after the softmax "
-                         "(the masked score still sits in the softmax's denominator)")
-    verdict.ok("q, k and v receive finite gradients; fully masked queries and keys masked for every query receive none")
+            verdict.fail(t("key {j} (batch {b}, head {h}) is masked for every query, yet {name}.grad there reaches "
+                           "{grad:.3g}; expected 0. That key still influences the result: through a query with no "
+                           "allowed key (uniform weights instead of zeros), or through a mask applied after the softmax "
+                           "(the masked score still sits in the softmax's denominator)", j=j, b=b, h=h, name=name,
+                           grad=float(leak[b, h, j])))
+    verdict.ok(t("q, k and v receive finite gradients; fully masked queries and keys masked for every query receive "
+                 "none"))
 
 
 test_no_forbidden_api = forbidden_api_criterion()

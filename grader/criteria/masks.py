@@ -2,6 +2,7 @@
 
 import torch
 
+from grader.i18n import Text, join, t, verbatim
 from grader.judge.compare import difference
 from grader.judge.criterion import criterion
 from grader.judge.evidence import attention_map
@@ -20,10 +21,11 @@ def _returned_tensor(verdict, p, key: str, call: str) -> dict:
     info = p.value(key)
     if "raised" in info:
         r = info["raised"]
-        at = f" at {r['where']}" if r.get("where") else ""
-        verdict.fail(f"{call} raised {r['type']}: {r['message'][:200]}{at}")
+        at = t(" at {where}", where=r["where"]) if r.get("where") else verbatim("")
+        verdict.fail(t("{call} raised {error}{at}", call=call, error=verbatim(f"{r['type']}: {r['message'][:200]}"),
+                       at=at))
     if "shape" not in info:
-        verdict.fail(f"{call} returned a {info['returned']}; expected a torch.Tensor")
+        verdict.fail(t("{call} returned a {kind}; expected a torch.Tensor", call=call, kind=info["returned"]))
     return info
 
 
@@ -31,8 +33,18 @@ def _bool_grid(m: torch.Tensor) -> str:
     return "[" + ", ".join("".join("1" if x else "0" for x in row) for row in m.tolist()) + "]"
 
 
-def _at(index, names) -> str:
-    return ", ".join(f"{n} {i}" for n, i in zip(names, index))
+# How a location names each axis of the scores [B, H, Tq, Tk].
+AXIS_LABELS = {
+    "batch": lambda i: t("batch {i}", i=i),
+    "head": lambda i: t("head {i}", i=i),
+    "query": lambda i: t("query {i}", i=i),
+    "key": lambda i: t("key {i}", i=i),
+}
+
+
+def _at(index, names) -> Text:
+    """`(1, 0, 3, 2)` -> 'batch 1, head 0, query 3, key 2'."""
+    return join((AXIS_LABELS[n](i) for n, i in zip(names, index)), t(", "))
 
 
 def _first(condition: torch.Tensor) -> tuple[int, ...]:
@@ -50,17 +62,21 @@ def _first(condition: torch.Tensor) -> tuple[int, ...]:
 def test_causal_mask_shape(obs, verdict):
     p = obs.probe("causal")
     for T in (1, 4, 7):
-        info = _returned_tensor(verdict, p, f"T{T}", f"causal_mask({T})")
+        call = f"causal_mask({T})"
+        info = _returned_tensor(verdict, p, f"T{T}", call)
         if info["shape"] != [T, T]:
-            verdict.fail(f"causal_mask({T}) has shape {info['shape']}; expected [{T}, {T}] (row = query, column = key)")
+            verdict.fail(t("{call} has shape {shape}; expected {want} (row = query, column = key)",
+                           call=call, shape=info["shape"], want=[T, T]))
         if info["dtype"] != "bool":
-            verdict.fail(f"causal_mask({T}) has dtype {info['dtype']}; expected bool (True = may attend). A float mask "
-                         "mixes two conventions: additive masks (0 / -inf) are added to scores, bool masks select them")
+            verdict.fail(t("{call} has dtype {dtype}; expected bool (True = may attend). A float mask mixes two "
+                           "conventions: additive masks (0 / -inf) are added to scores, bool masks select them",
+                           call=call, dtype=info["dtype"]))
     for key, call in (("device_str", 'causal_mask(5, device="cpu")'), ("device_obj", 'causal_mask(5, device=torch.device("cpu"))')):
         info = _returned_tensor(verdict, p, key, call)
         if info["device"] != "cpu":
-            verdict.fail(f"{call} is on {info['device']}; expected cpu")
-    verdict.ok("causal_mask(T) is a bool [T, T] tensor for T = 1, 4, 7, and accepts device as a string or torch.device")
+            verdict.fail(t("{call} is on {device}; expected cpu", call=call, device=info["device"]))
+    verdict.ok(t("causal_mask(T) is a bool [T, T] tensor for T = 1, 4, 7, and accepts device as a string or "
+                 "torch.device"))
 
 
 @criterion("causal_mask_direction", kind="causality", requires=("causal_mask_shape",),
@@ -78,17 +94,23 @@ def test_causal_mask_direction(obs, verdict):
             continue
         wrong = torch.nonzero(got != want)[0].tolist()
         i, j = wrong
-        known = {
-            "the upper triangle (triu): the mask is transposed, every query may read the future": torch.ones(T, T, dtype=torch.bool).triu(),
-            "the strict upper triangle (triu(1)): True marks the blocked future, the opposite of 'may attend'": torch.ones(T, T, dtype=torch.bool).triu(1),
-            "the strict lower triangle (tril(-1)): the diagonal is missing, so no position may read itself and query 0 reads nothing": torch.ones(T, T, dtype=torch.bool).tril(-1),
-        }
-        why = next((f" Your mask is {label}." for label, m in known.items() if torch.equal(got, m)), "")
+        known = [
+            (t("the upper triangle (triu): the mask is transposed, every query may read the future"),
+             torch.ones(T, T, dtype=torch.bool).triu()),
+            (t("the strict upper triangle (triu(1)): True marks the blocked future, the opposite of 'may attend'"),
+             torch.ones(T, T, dtype=torch.bool).triu(1)),
+            (t("the strict lower triangle (tril(-1)): the diagonal is missing, so no position may read itself and "
+               "query 0 reads nothing"), torch.ones(T, T, dtype=torch.bool).tril(-1)),
+        ]
+        why = next((t(" Your mask is {label}.", label=label) for label, m in known if torch.equal(got, m)),
+                   verbatim(""))
+        access = (t("query {i} may read key {j}", i=i, j=j) if want[i, j] else
+                  t("query {i} must not read key {j}", i=i, j=j))
         verdict.note(got=_bool_grid(got), expected=_bool_grid(want))
         verdict.note(attention_map=attention_map(got, want))
-        verdict.fail(f"causal_mask({T})[{i}, {j}] is {bool(got[i, j])}; expected {bool(want[i, j])} "
-                     f"(query {i} {'may' if want[i, j] else 'must not'} read key {j}).{why}")
-    verdict.ok("causal_mask(T) equals tril for T = 1, 4, 7: every query reads itself and the past, never the future")
+        verdict.fail(t("causal_mask({T})[{i}, {j}] is {got}; expected {want} ({access}).{why}", T=T, i=i, j=j,
+                       got=bool(got[i, j]), want=bool(want[i, j]), access=access, why=why))
+    verdict.ok(t("causal_mask(T) equals tril for T = 1, 4, 7: every query reads itself and the past, never the future"))
 
 
 # --- padding_mask ---------------------------------------------------------------------------------------
@@ -103,13 +125,17 @@ def test_padding_mask_shape(obs, verdict):
     for key, call, B, T in (("right", "padding_mask(ids [3, 6], pad_id=0)", 3, 6), ("pad3", "padding_mask(ids [3, 5], pad_id=3)", 3, 5)):
         info = _returned_tensor(verdict, p, key, call)
         if info["shape"] != [B, 1, 1, T]:
-            why = {str([B, 1, T, 1]): ": the padding sits on the query axis; it must hide keys, the last axis",
-                   str([B, T]): ": the two singleton axes (heads, queries) are missing, so it cannot broadcast against [B, H, T, T]",
-                   str([B, 1, T]): ": one singleton axis is missing; against [B, H, T, T] it would line up B with H"}.get(str(info["shape"]), "")
-            verdict.fail(f"{call} has shape {info['shape']}; expected [{B}, 1, 1, {T}] = [B, 1, 1, T]{why}")
+            why = {str([B, 1, T, 1]): t(": the padding sits on the query axis; it must hide keys, the last axis"),
+                   str([B, T]): t(": the two singleton axes (heads, queries) are missing, so it cannot broadcast "
+                                  "against [B, H, T, T]"),
+                   str([B, 1, T]): t(": one singleton axis is missing; against [B, H, T, T] it would line up B with H"),
+                   }.get(str(info["shape"]), verbatim(""))
+            verdict.fail(t("{call} has shape {shape}; expected {want} = [B, 1, 1, T]{why}", call=call,
+                           shape=info["shape"], want=[B, 1, 1, T], why=why))
         if info["dtype"] != "bool":
-            verdict.fail(f"{call} has dtype {info['dtype']}; expected bool (True = a real token that may be attended to)")
-    verdict.ok("padding_mask gives a bool [B, 1, 1, T] tensor")
+            verdict.fail(t("{call} has dtype {dtype}; expected bool (True = a real token that may be attended to)",
+                           call=call, dtype=info["dtype"]))
+    verdict.ok(t("padding_mask gives a bool [B, 1, 1, T] tensor"))
 
 
 @criterion("padding_mask_values", kind="values", requires=("padding_mask_shape",),
@@ -125,18 +151,20 @@ def test_padding_mask_values(obs, verdict):
         want = ids != pad
         if torch.equal(got, want):
             continue
-        b, t = _first(got != want)
+        b, position = _first(got != want)
         if torch.equal(got, ~want):
-            why = " Your mask is True on padding: it is reversed (True must mean a real token)."
+            why = t(" Your mask is True on padding: it is reversed (True must mean a real token).")
         elif torch.equal(got, ids != 0):
-            why = " Your mask treats id 0 as padding; it must use the pad_id argument."
+            why = t(" Your mask treats id 0 as padding; it must use the pad_id argument.")
         else:
-            why = ""
+            why = verbatim("")
         verdict.note(ids=ids.tolist(), pad_id=pad, got=got.int().tolist(), expected=want.int().tolist())
         verdict.note(attention_map=attention_map(got, want))
-        verdict.fail(f"with pad_id={pad}, the mask at batch {b}, position {t} (id {int(ids[b, t])}) is {bool(got[b, t])}; "
-                     f"expected {bool(want[b, t])}.{why}")
-    verdict.ok("padding_mask is True exactly at real tokens, with pad_id 0 and with pad_id 3 (where id 0 is a real token)")
+        verdict.fail(t("with pad_id={pad}, the mask at batch {b}, position {position} (id {id}) is {got}; "
+                       "expected {want}.{why}", pad=pad, b=b, position=position, id=int(ids[b, position]),
+                       got=bool(got[b, position]), want=bool(want[b, position]), why=why))
+    verdict.ok(t("padding_mask is True exactly at real tokens, with pad_id 0 and with pad_id 3 (where id 0 is a real "
+                 "token)"))
 
 
 # --- combine_masks --------------------------------------------------------------------------------------
@@ -155,16 +183,18 @@ def test_combine_masks_shape(obs, verdict):
         shape = info["shape"]
         if shape != [B, 1, T, T]:
             if len(shape) == 4 and shape[0] == B and shape[2:] == [T, T] and shape[1] > 1:
-                why = (f": {shape[1]} copies of the same mask, one per head. Keep the head axis 1; broadcasting reaches every "
-                       "head without building [B, H, T, T]")
+                why = t(": {copies} copies of the same mask, one per head. Keep the head axis 1; broadcasting reaches "
+                        "every head without building [B, H, T, T]", copies=shape[1])
             elif shape == [B, T, T]:
-                why = ": the head axis is missing, so against [B, H, T, T] scores B would line up with H"
+                why = t(": the head axis is missing, so against [B, H, T, T] scores B would line up with H")
             else:
-                why = ""
-            verdict.fail(f"{call} has shape {shape}; expected [{B}, 1, {T}, {T}] = [B, 1, T, T]{why}")
+                why = verbatim("")
+            verdict.fail(t("{call} has shape {shape}; expected {want} = [B, 1, T, T]{why}", call=call, shape=shape,
+                           want=[B, 1, T, T], why=why))
         if info["dtype"] != "bool":
-            verdict.fail(f"{call} has dtype {info['dtype']}; expected bool (combine with &, not * or +)")
-    verdict.ok("combine_masks gives a bool [B, 1, T, T] mask, shared by every head")
+            verdict.fail(t("{call} has dtype {dtype}; expected bool (combine with &, not * or +)", call=call,
+                           dtype=info["dtype"]))
+    verdict.ok(t("combine_masks gives a bool [B, 1, T, T] mask, shared by every head"))
 
 
 @criterion("combine_masks_values", kind="values", requires=("combine_masks_shape",),
@@ -183,15 +213,16 @@ def test_combine_masks_values(obs, verdict):
         verdict.note(attention_map=attention_map(got, want))
         b, _, i, j = _first(got != want)
         if torch.equal(got, causal | padding):
-            why = " Your mask is causal | padding, the logical or: a key needs both masks to allow it."
+            why = t(" Your mask is causal | padding, the logical or: a key needs both masks to allow it.")
         elif torch.equal(got, causal & padding.transpose(-1, -2)):
-            why = " Your mask hides padded queries instead of padded keys: the padding belongs on the last axis."
+            why = t(" Your mask hides padded queries instead of padded keys: the padding belongs on the last axis.")
         else:
-            why = ""
-        reason = "a future key" if j > i else ("a padding key" if not bool(padding[b, 0, 0, j]) else "a visible key")
-        verdict.fail(f"the combined mask at batch {b}, query {i}, key {j} ({reason}) is {bool(got[b, 0, i, j])}; "
-                     f"expected {bool(want[b, 0, i, j])}.{why}")
-    verdict.ok("combine_masks equals causal & padding, with right and left padding")
+            why = verbatim("")
+        reason = (t("a future key") if j > i else
+                  t("a padding key") if not bool(padding[b, 0, 0, j]) else t("a visible key"))
+        verdict.fail(t("the combined mask at batch {b}, query {i}, key {j} ({reason}) is {got}; expected {want}.{why}",
+                       b=b, i=i, j=j, reason=reason, got=bool(got[b, 0, i, j]), want=bool(want[b, 0, i, j]), why=why))
+    verdict.ok(t("combine_masks equals causal & padding, with right and left padding"))
 
 
 # --- the four together ------------------------------------------------------------------------------------
@@ -212,36 +243,40 @@ def test_combined_no_leak(obs, ref, verdict):
     verdict.note(ids=ids.tolist())
     verdict.note(attention_map=attention_map(probs, ref.probe("no_leak").tensor("p")))
     if list(probs.shape) != list(allowed.shape):
-        verdict.fail(f"masked_softmax(scores {list(allowed.shape)}, your combined mask) has shape {list(probs.shape)}; "
-                     f"expected {list(allowed.shape)}")
+        verdict.fail(t("masked_softmax(scores {scores}, your combined mask) has shape {shape}; expected {scores}",
+                       scores=list(allowed.shape), shape=list(probs.shape)))
     bad = ~torch.isfinite(probs)
     if bad.any():
-        verdict.fail(f"the result holds {int(bad.sum())} NaN or inf values, the first at {_at(_first(bad), names)}")
+        verdict.fail(t("the result holds {count} NaN or inf values, the first at {location}", count=int(bad.sum()),
+                       location=_at(_first(bad), names)))
     leaked = (probs != 0) & ~allowed
     if leaked.any():
         b, h, i, j = _first(leaked)
-        what = "a future key" if j > i else f"a padding key (ids[{b}, {j}] is the pad id)"
+        what = t("a future key") if j > i else t("a padding key (ids[{b}, {j}] is the pad id)", b=b, j=j)
         mask = p.tensor("mask")
-        culprit = ""
+        culprit = verbatim("")
         try:
             mask_allows = bool(torch.broadcast_to(mask, allowed.shape)[b, h, i, j])
-            culprit = (" Your combined mask allows it: check causal_mask, padding_mask and combine_masks." if mask_allows else
-                       " Your combined mask forbids it, so masked_softmax lets it through.")
+            culprit = (t(" Your combined mask allows it: check causal_mask, padding_mask and combine_masks.")
+                       if mask_allows else t(" Your combined mask forbids it, so masked_softmax lets it through."))
         except RuntimeError:
             pass
-        verdict.fail(f"{int(leaked.sum())} weights on future or padding keys are not 0, e.g. {float(probs[b, h, i, j]):.4g} at "
-                     f"{_at((b, h, i, j), names)}: {what}.{culprit}")
+        verdict.fail(t("{count} weights on future or padding keys are not 0, e.g. {weight:.4g} at {location}: "
+                       "{what}.{culprit}", count=int(leaked.sum()), weight=float(probs[b, h, i, j]),
+                       location=_at((b, h, i, j), names), what=what, culprit=culprit))
     missing = (probs == 0) & allowed
     if missing.any():
         b, h, i, j = _first(missing)
-        verdict.fail(f"{_at((b, h, i, j), names)} gets weight 0 although that key is visible (a real token at or before the "
-                     f"query); {int(missing.sum())} visible keys are hidden in all")
+        verdict.fail(t("{location} gets weight 0 although that key is visible (a real token at or before the query); "
+                       "{count} visible keys are hidden in all", location=_at((b, h, i, j), names),
+                       count=int(missing.sum())))
     problem = difference(changed, probs, atol=LEAK_TOLERANCE)
     if problem:
-        verdict.fail("overwriting the scores of future and padding keys (which all got weight 0) changed the result "
-                     f"('got' after, 'expected' before): {problem}. They still sit in the softmax's normalisation: mask before the softmax, do not multiply after it")
-    verdict.ok("future and padding keys get weight exactly 0, every visible key is kept, and overwriting the masked scores "
-               "changes nothing")
+        verdict.fail(t("overwriting the scores of future and padding keys (which all got weight 0) changed the result "
+                       "('got' after, 'expected' before): {problem}. They still sit in the softmax's normalisation: "
+                       "mask before the softmax, do not multiply after it", problem=problem))
+    verdict.ok(t("future and padding keys get weight exactly 0, every visible key is kept, and overwriting the masked "
+                 "scores changes nothing"))
 
 
 # --- masked_softmax -------------------------------------------------------------------------------------
@@ -259,24 +294,28 @@ def test_masked_softmax_normalised(obs, ref, verdict):
         call = f"masked_softmax(scores [2, 3, 5, 7], mask {shapes[key]})"
         info = _returned_tensor(verdict, p, key, call)
         if info["shape"] != [2, 3, 5, 7]:
-            verdict.fail(f"{call} has shape {info['shape']}; expected [2, 3, 5, 7], the shape of the scores")
+            verdict.fail(t("{call} has shape {shape}; expected [2, 3, 5, 7], the shape of the scores", call=call,
+                           shape=info["shape"]))
         got, mask = p.tensor(key).double(), p.tensor(f"{key}.mask")
         verdict.note(attention_map=attention_map(got, r.tensor(key)))
         leaked = (got != 0) & ~mask
         if leaked.any():
             i = _first(leaked)
-            verdict.fail(f"{call}: {int(leaked.sum())} masked entries are not 0, e.g. {float(got[i]):.4g} at index {i}")
+            verdict.fail(t("{call}: {count} masked entries are not 0, e.g. {value:.4g} at index {index}", call=call,
+                           count=int(leaked.sum()), value=float(got[i]), index=i))
         error = (got.sum(-1) - 1).abs()
         if not float(error.max()) <= SUM_TOLERANCE:
             i = tuple(int(x) for x in torch.unravel_index(torch.argmax(torch.nan_to_num(error, nan=float("inf"))), error.shape))
-            verdict.fail(f"{call}: the row at index {i} sums to {float(got[i].sum()):.6g}; expected 1 (tolerance {SUM_TOLERANCE:g})"
-                         + (". The masked entries are 0 but still took their share: the mask was applied after the softmax"
-                            if float(got.sum(-1).max()) <= 1 + SUM_TOLERANCE else ""))
+            why = (t(". The masked entries are 0 but still took their share: the mask was applied after the softmax")
+                   if float(got.sum(-1).max()) <= 1 + SUM_TOLERANCE else verbatim(""))
+            verdict.fail(t("{call}: the row at index {index} sums to {total:.6g}; expected 1 (tolerance {tolerance:g})"
+                           "{why}", call=call, index=i, total=float(got[i].sum()), tolerance=SUM_TOLERANCE, why=why))
         problem = difference(got, r.tensor(key), atol=VALUE_TOLERANCE)
         if problem:
-            verdict.fail(f"{call} differs from the softmax over the allowed entries: {problem}")
-    verdict.ok("masked entries are exactly 0 and every row equals the softmax over its allowed entries, with masks "
-               "[2, 3, 5, 7], [5, 7] and [2, 1, 1, 7]")
+            verdict.fail(t("{call} differs from the softmax over the allowed entries: {problem}", call=call,
+                           problem=problem))
+    verdict.ok(t("masked entries are exactly 0 and every row equals the softmax over its allowed entries, with masks "
+                 "[2, 3, 5, 7], [5, 7] and [2, 1, 1, 7]"))
 
 
 @criterion("masked_softmax_fully_masked", kind="values",
@@ -293,11 +332,13 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
         got, mask = p.tensor(key), p.tensor(f"{key}.mask")
         verdict.note(attention_map=attention_map(got, ref.probe("fully_masked").tensor(key)))
         if list(got.shape) != list(mask.shape):
-            verdict.fail(f"{call} has shape {list(got.shape)}; expected {list(mask.shape)}")
+            verdict.fail(t("{call} has shape {shape}; expected {want}", call=call, shape=list(got.shape),
+                           want=list(mask.shape)))
         bad = ~torch.isfinite(got)
         if bad.any():
-            verdict.fail(f"{call}: {int(bad.sum())} NaN or inf values, the first at index {_first(bad)}; the mask has lines "
-                         f"along dim={dim} with every entry masked, and a softmax over only -inf is 0/0 = NaN")
+            verdict.fail(t("{call}: {count} NaN or inf values, the first at index {index}; the mask has lines along "
+                           "dim={dim} with every entry masked, and a softmax over only -inf is 0/0 = NaN", call=call,
+                           count=int(bad.sum()), index=_first(bad), dim=dim))
         empty = ~mask.any(dim, keepdim=True)
         nonzero = (got != 0) & empty
         if nonzero.any():
@@ -305,9 +346,10 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
             index = list(i)
             index[dim] = slice(None)
             line = got[tuple(index)]
-            verdict.fail(f"{call}: the line through index {i} along dim={dim} is fully masked, yet it is "
-                         f"{[round(float(x), 4) for x in line]}; expected all zeros")
-    verdict.ok("fully masked lines are all zeros (along dim=-1 and dim=-2), and nothing is NaN")
+            verdict.fail(t("{call}: the line through index {index} along dim={dim} is fully masked, yet it is {line}; "
+                           "expected all zeros", call=call, index=i, dim=dim,
+                           line=[round(float(x), 4) for x in line]))
+    verdict.ok(t("fully masked lines are all zeros (along dim=-1 and dim=-2), and nothing is NaN"))
 
 
 @criterion("masked_softmax_gradients", kind="gradient",
@@ -320,23 +362,27 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
 def test_masked_softmax_gradients(obs, ref, verdict):
     p = obs.probe("gradients")
     if "grad" in p.not_tensors:
-        verdict.fail("after backward through masked_softmax the scores have no gradient: the result is detached from them")
+        verdict.fail(t("after backward through masked_softmax the scores have no gradient: the result is detached "
+                       "from them"))
     grad, mask = p.tensor("grad"), p.tensor("mask")
     verdict.note(attention_map=attention_map(grad, ref.probe("gradients").tensor("grad")))
     bad = ~torch.isfinite(grad)
     if bad.any():
         i = _first(bad)
-        row = "a fully masked row" if not bool(mask[i[:-1]].any()) else "a row with allowed entries"
-        verdict.fail(f"the gradient holds {int(bad.sum())} NaN or inf values of {grad.numel()}, the first at index {i} ({row})")
+        row = t("a fully masked row") if not bool(mask[i[:-1]].any()) else t("a row with allowed entries")
+        verdict.fail(t("the gradient holds {count} NaN or inf values of {total}, the first at index {index} ({row})",
+                       count=int(bad.sum()), total=grad.numel(), index=i, row=row))
     leak = grad.abs() * ~mask
     if float(leak.max()) > ZERO_GRADIENT:
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
-        verdict.fail(f"the masked score at index {i} receives gradient {float(grad[i]):.3g}; expected 0: a masked score must not "
-                     "influence the result (it still sits in the softmax's normalisation)")
+        verdict.fail(t("the masked score at index {index} receives gradient {grad:.3g}; expected 0: a masked score must "
+                       "not influence the result (it still sits in the softmax's normalisation)", index=i,
+                       grad=float(grad[i])))
     problem = difference(grad, ref.probe("gradients").tensor("grad"), atol=GRAD_TOLERANCE)
     if problem:
-        verdict.fail(f"the gradient with respect to the scores differs from the reference: {problem}")
-    verdict.ok("the gradient is finite, exactly 0 for masked scores (fully masked rows included), and matches the reference")
+        verdict.fail(t("the gradient with respect to the scores differs from the reference: {problem}", problem=problem))
+    verdict.ok(t("the gradient is finite, exactly 0 for masked scores (fully masked rows included), and matches the "
+                 "reference"))
 
 
 @criterion("masked_softmax_dim", kind="values",
@@ -352,12 +398,14 @@ def test_masked_softmax_dim(obs, ref, verdict):
         verdict.note(attention_map=attention_map(got, want))
         problem = difference(got, want, atol=VALUE_TOLERANCE)
         if problem:
-            why = ""
+            why = verbatim("")
             if list(got.shape) == list(want.shape):
                 mask = p.tensor(f"{key}.mask")
                 rows = mask.any(-1)                    # lines along the last axis with an allowed entry
                 sums = got.double().sum(-1)
                 if bool(((sums - 1).abs()[rows] <= SUM_TOLERANCE).all()):
-                    why = "; your result sums to 1 over the last axis instead: dim is not used"
-            verdict.fail(f"{call} differs from the softmax along dim {case['dim']}: {problem}{why}")
-    verdict.ok("masked_softmax normalises along the requested dim (-2 and 1), also with a [4, 3] mask against [2, 5, 4, 3] scores")
+                    why = t("; your result sums to 1 over the last axis instead: dim is not used")
+            verdict.fail(t("{call} differs from the softmax along dim {dim}: {problem}{why}", call=call, dim=case["dim"],
+                           problem=problem, why=why))
+    verdict.ok(t("masked_softmax normalises along the requested dim (-2 and 1), also with a [4, 3] mask against "
+                 "[2, 5, 4, 3] scores"))

@@ -29,15 +29,17 @@ class WrongReturn(ContractBreach):
 
 
 def unpack(result):
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        what = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
+    if isinstance(result, (tuple, list)) and len(result) != 2:
+        raise WrongReturn("scaled_dot_product_attention returned a {what} of length {length}; the contract asks for a "
+                          "tuple (out, weights)", what=type(result).__name__, length=len(result))
+    if not isinstance(result, (tuple, list)):
         raise WrongReturn("scaled_dot_product_attention returned a {what}; the contract asks for a tuple (out, weights)",
-                          what=what)
+                          what=type(result).__name__)
     out, weights = result
-    for name, t in (("out", out), ("weights", weights)):
-        if not isinstance(t, torch.Tensor):
+    for name, value in (("out", out), ("weights", weights)):
+        if not isinstance(value, torch.Tensor):
             raise WrongReturn("scaled_dot_product_attention returned {name} as a {kind}; expected a tensor", name=name,
-                              kind=type(t).__name__)
+                              kind=type(value).__name__)
     return out, weights
 
 
@@ -80,8 +82,8 @@ def shapes(student, ctx):
 def values(student, ctx):
     """No mask, float32, Tq=5 != Tk=7, D=16 != Dv=12."""
     q, k, v = ctx.randn(B, H, TQ, D), ctx.randn(B, H, TK, D), ctx.randn(B, H, TK, DV)
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        ctx.tensor(name, t)
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        ctx.tensor(name, tensor)
     out, weights = attend(student, q, k, v)
     ctx.tensor("out", out)
     ctx.tensor("weights", weights)
@@ -92,8 +94,8 @@ def scale(student, ctx):
     """D = 64 with unit-variance q and k: the unscaled scores have standard deviation 8, the scaled ones 1."""
     q, k = ctx.randn(B, 1, SCALE_TQ, SCALE_D), ctx.randn(B, 1, SCALE_TK, SCALE_D)
     v = ctx.randn(B, 1, SCALE_TK, SCALE_DV)
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        ctx.tensor(name, t)
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        ctx.tensor(name, tensor)
     out, weights = attend(student, q, k, v)
     ctx.tensor("out", out)
     ctx.tensor("weights", weights)
@@ -119,13 +121,13 @@ def causality(student, ctx):
     q, k, v = (ctx.randn(B, 2, CAUSAL_T, 8, dtype=torch.float64) for _ in range(3))
     mask = torch.ones(CAUSAL_T, CAUSAL_T, dtype=torch.bool).tril().expand(B, 2, CAUSAL_T, CAUSAL_T).clone()
     ctx.tensor("base", attend(student, q, k, v, mask)[0])
-    for t in range(CAUSAL_T - 1):
+    for position in range(CAUSAL_T - 1):
         changed = []
         for x in (q, k, v):
             x = x.clone()
-            x[..., t + 1:, :] = ctx.randn(B, 2, CAUSAL_T - t - 1, 8, dtype=torch.float64) * 3
+            x[..., position + 1:, :] = ctx.randn(B, 2, CAUSAL_T - position - 1, 8, dtype=torch.float64) * 3
             changed.append(x)
-        ctx.tensor(f"changed_after_{t}", attend(student, *changed, mask)[0])
+        ctx.tensor(f"changed_after_{position}", attend(student, *changed, mask)[0])
 
 
 @probe
@@ -181,11 +183,11 @@ def gradients(student, ctx):
     """float64 backward through out and weights, with fully masked query rows and a key hidden from all."""
     q, k, v, mask = fully_masked_layout(ctx, torch.float64)
     ctx.tensor("mask", mask)
-    q, k, v = (t.clone().requires_grad_(True) for t in (q, k, v))
+    q, k, v = (x.clone().requires_grad_(True) for x in (q, k, v))
     out, weights = unpack(student.scaled_dot_product_attention(q, k, v, mask.clone()))
     ctx.tensor("weights", weights)  # the forward's weights: where a non-finite gradient comes from
     r_out = ctx.randn(*out.shape, dtype=torch.float64)
     r_weights = ctx.randn(*weights.shape, dtype=torch.float64)
     ((out * r_out).sum() + (weights * r_weights).sum()).backward()
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        ctx.tensor(f"{name}.grad", t.grad)  # None is recorded as its type: the judge tells "no gradient" from it
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        ctx.tensor(f"{name}.grad", x.grad)  # None is recorded as its type: the judge tells "no gradient" from it
