@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grader.i18n import Text, verbatim
+from grader.i18n import Text
 
 STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked", "grader_error")
 
@@ -16,9 +16,12 @@ class Verdict(Exception):
         self.evidence = evidence
 
 
-def as_text(message: Text | str) -> Text:
-    """A verdict's message is a `t(...)` sentence, shown in the student's language."""
-    return message if isinstance(message, Text) else verbatim(message)
+def as_text(message: Text) -> Text:
+    """A verdict's message is a `t(...)` sentence, shown in the student's language: a plain string would be
+    English in every report, so it is refused (the criterion then ends as the grader's error)."""
+    if not isinstance(message, Text):
+        raise TypeError(f"a verdict's message must be a t(...) template, not {type(message).__name__}")
+    return message
 
 
 class CriterionFailed(Verdict):

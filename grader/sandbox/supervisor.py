@@ -80,7 +80,7 @@ class Run:
     output_tail: str = ""
     output_bytes: int = 0
     failure: Text | None = None  # set when the supervisor, not the worker, had to end it
-    grader_fault: str = ""     # the grader, not the student, failed: the exercise is graded again later
+    grader_fault: Text | str = ""  # the grader, not the student, failed: the exercise is graded again later
     extra: dict = field(default_factory=dict)
     acks: dict = field(default_factory=dict)  # probe -> [json sha256, tensors sha256 or None]; None: not trusted
 
@@ -112,7 +112,8 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
             if remaining and not progressed:
                 reason = _log_tail(scratch / f"worker-{attempt}.log")
                 for job in remaining:
-                    runs[job.id] = Run(job.id, grader_fault="the grading worker could not start: " + (reason or "no output"))
+                    runs[job.id] = Run(job.id, grader_fault=t("the grading worker could not start: {reason}",
+                                                           reason=reason or "no output"))
                 break
     finally:
         if group:
