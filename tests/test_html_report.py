@@ -227,6 +227,7 @@ def test_screenshots(sample_reports, tmp_path, lang, width, height):
 # A run of four or more English words: a sentence, not a term such as "masked softmax" or "Decoder Block".
 ENGLISH_RUN = re.compile(r"\b[A-Za-z][a-z]+(?:[ ,;:'-]+[A-Za-z][a-z]+\b){3,}")
 IDENTIFIER = re.compile(r"\S*[_.()\[\]=/<>`@#]\S*|\b[a-z]+[A-Z]\w*\b|\b[A-Z]\w*[A-Z]\w*\b")
+NON_FINITE = re.compile(r"(?<![\w-])-?(?:nan|inf)(?![\w-])", re.IGNORECASE)   # numbers a picture writes in cells
 
 
 def english_sentences(dom) -> list[str]:
@@ -241,6 +242,7 @@ def english_sentences(dom) -> list[str]:
                 if tail:  # keep the text that followed the removed element
                     parent.text = (parent.text or "") + " " + tail
     text = IDENTIFIER.sub(" ", " ".join(" ".join(body.itertext()).split()))  # blocks apart, so no two words join
+    text = NON_FINITE.sub(" ", text)
     return ENGLISH_RUN.findall(text)
 
 
@@ -248,7 +250,7 @@ def test_english_sentences_are_found():
     """The check below can fail: an untranslated sentence is found; code, identifiers and terms are not."""
     dom = parse_dom("<html><body><p>张量 <code>return the loss of every step</code> 的 masked softmax 与 "
                     "nn.Parameter torch.nn.functional.softmax(x, dim=-1)</p>"
-                    "<p>the loss is not connected</p></body></html>")
+                    "<p>nan nan inf -inf NaN</p><p>the loss is not connected</p></body></html>")
     assert english_sentences(dom) == ["the loss is not connected"]
 
 
