@@ -34,6 +34,9 @@ def _run_module(module: str) -> list[str]:
             f"sys.path.remove({PACKAGE_PARENT!r}); runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
     return [sys.executable, "-I", "-c", boot]
 NAMESPACES = ("--net", "--pid", "--ipc", "--uts", "--mount")
+# The sandbox's first process is killed when the thread that started it dies, however it dies (kill -9 of a
+# warm grading process included); in strict mode `unshare --kill-child` then takes the pid namespace with it.
+_DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL") if shutil.which("setpriv") else ()
 NPROC = 256   # processes (threads) of one grading's uid: enough for torch, too few for a fork bomb to matter
 
 
@@ -46,9 +49,9 @@ class Sandbox:
     def command(self, control_fd: int, request_fd: int, plan_fd: int | None) -> list[str]:
         worker = ["--control-fd", str(control_fd), "--request-fd", str(request_fd)]
         if self.level == "strict":
-            return ["unshare", *NAMESPACES, "--propagation", "private", "--fork", "--kill-child", "--",
-                    *_run_module("grader.sandbox.box"), "--plan-fd", str(plan_fd), "--", *worker]
-        return [*_run_module("grader.worker"), *worker]
+            return [*_DIE_WITH_PARENT, "unshare", *NAMESPACES, "--propagation", "private", "--fork", "--kill-child",
+                    "--", *_run_module("grader.sandbox.box"), "--plan-fd", str(plan_fd), "--", *worker]
+        return [*_DIE_WITH_PARENT, *_run_module("grader.worker"), *worker]
 
     def jail(self, uid: int | None, scratch_fd: int | None) -> dict:
         """What the worker applies: the user children become, the process limit, how strays are killed."""

@@ -15,10 +15,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from grader.i18n import Text, t
 from grader.sandbox import cgroups, rootfs
 from grader.sandbox.levels import Sandbox
+from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.uids import NoFreeUid
 from grader.sandbox.uids import claim as uid_claim
 
@@ -85,138 +87,295 @@ class Run:
     acks: dict = field(default_factory=dict)  # probe -> [json sha256, tensors sha256 or None]; None: not trusted
 
 
+class Prestarted:
+    """A sandbox started before its submission is known: its own uid, control group, scratch folder and worker,
+    which imports torch and the probe modules and then waits for its one request (`run_jobs(..., prestarted=)`).
+
+    Nothing of a student's is in it before that request: the staged files go into its scratch folder afterwards.
+    It serves exactly one submission and is then killed, like a sandbox started for its submission. `discard`
+    ends one that no submission took. Its process dies with the thread that started it (a parent-death signal),
+    so a grading process killed with -9 leaves no sandbox waiting: start it from a thread that outlives its use.
+    """
+
+    def __init__(self, sandbox: Sandbox, seed: int, exercises: dict[str, str], uids: tuple[int, int] = DEFAULT_UIDS):
+        """`exercises`: id -> probes module, every exercise a request may name."""
+        self.sandbox, self.seed, self.exercises = sandbox, seed, dict(exercises)
+        self.lease = _Lease.take(sandbox, uids)
+        self.scratch = new_scratch()
+        self.taken = False
+        try:
+            self.worker = _Worker.start(sandbox, seed, list(self.exercises), list(dict.fromkeys(self.exercises.values())),
+                                        self.lease, self.scratch, attempt=1)
+        except BaseException:
+            self.lease.release()
+            remove_scratch(self.scratch)
+            raise
+
+    def serves(self, jobs: list[Job], seed: int, sandbox: Sandbox) -> bool:
+        """Whether these jobs can run in it: same seed and level, exercises it has room for, still alive."""
+        return (not self.taken and seed == self.seed and sandbox == self.sandbox
+                and all(self.exercises.get(j.id) == j.probes_module for j in jobs) and self.worker.proc.poll() is None)
+
+    def take(self) -> tuple[_Lease, _Worker]:
+        if self.taken:
+            raise RuntimeError("a pre-started sandbox serves one submission only")
+        self.taken = True
+        return self.lease, self.worker
+
+    def retire(self) -> None:
+        """Kill it untaken and give back its uid and group; its scratch folder stays (a grading may use it)."""
+        if not self.taken:
+            self.taken = True
+            self.worker.kill()
+            self.lease.release()
+
+    def discard(self) -> None:
+        """Retire it, and remove its scratch folder: no grading will use it."""
+        self.retire()
+        remove_scratch(self.scratch)
+
+
+@dataclass
+class _Lease:
+    """A grading's uid claim and control group (strict level), held until the sandbox is gone."""
+
+    claim: object | None = None
+    group: cgroups.GradingGroup | None = None
+
+    @classmethod
+    def take(cls, sandbox: Sandbox, uids: tuple[int, int]) -> "_Lease":
+        claim = uid_claim(*uids) if sandbox.own_uid else None   # NoFreeUid: the caller decides
+        group = cgroups.create(f"uid-{claim.uid}") if claim and sandbox.level == "strict" else None
+        return cls(claim, group)
+
+    @property
+    def uid(self) -> int | None:
+        return self.claim.uid if self.claim else None
+
+    def release(self) -> None:
+        if self.group:
+            self.group.remove()
+            self.group = None
+        if self.claim:
+            self.claim.release()
+            self.claim = None
+
+
 def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
-             uids: tuple[int, int] = DEFAULT_UIDS) -> dict[str, Run]:
-    """Run every job; each gets a Run, whatever the student code does."""
+             uids: tuple[int, int] = DEFAULT_UIDS, prestarted: Prestarted | None = None,
+             on_run: Callable[[Run], None] | None = None) -> dict[str, Run]:
+    """Run every job; each gets a Run, whatever the student code does. With `prestarted` (whose scratch folder
+    `scratch` must be, staged files in place) the first worker is that sandbox's, else one is started here.
+    `on_run` hears each Run as soon as it is final (the judge can start on it while the next exercise runs)."""
+    runs: dict[str, Run] = {}
+    announced: set[str] = set()
+
+    def final(run: Run) -> None:
+        if on_run is not None and run.id not in announced:
+            announced.add(run.id)
+            on_run(run)
+
     for job in jobs:
         job.obs_dir.mkdir(parents=True, exist_ok=True)
-    runs: dict[str, Run] = {}
+    worker = None
+    attempt = 0
+    if prestarted is not None:
+        if scratch != prestarted.scratch:
+            raise ValueError("the jobs of a pre-started sandbox are staged in its own scratch folder")
+        if prestarted.serves(jobs, seed, sandbox):
+            lease, worker = prestarted.take()
+        else:   # dead, or started for other exercises: it serves nobody, and a sandbox is started here instead
+            prestarted.retire()
+            attempt = 1   # its root and log keep the first attempt's names
+    if worker is None:
+        try:
+            lease = _Lease.take(sandbox, uids)
+        except NoFreeUid as exc:
+            for job in jobs:
+                runs[job.id] = Run(job.id, grader_fault=str(exc))
+                final(runs[job.id])
+            return runs
     try:
-        claim = uid_claim(*uids) if sandbox.own_uid else None
-    except NoFreeUid as exc:
-        return {job.id: Run(job.id, grader_fault=str(exc)) for job in jobs}
-    group = cgroups.create(f"uid-{claim.uid}") if claim and sandbox.level == "strict" else None
-    try:
-        if claim and sandbox.level == "basic":
+        if lease.claim and sandbox.level == "basic":
             # No box: the exercise folders live on the host, lent to the grading's uid one at a time.
             for folder, _, _ in os.walk(scratch):
                 os.chmod(folder, 0o755)
         remaining = list(jobs)
-        attempt = 0
         while remaining:
             attempt += 1
-            finished = _run_worker(remaining, seed, sandbox, claim.uid if claim else None, scratch, attempt, group)
+            if worker is None:
+                worker = _Worker.start(sandbox, seed, [j.id for j in remaining],
+                                       list(dict.fromkeys(j.probes_module for j in remaining)), lease, scratch, attempt)
+            finished = worker.follow(remaining, final)
+            worker = None
             progressed = bool(finished)
             runs.update(finished)
+            for run in finished.values():
+                final(run)
             remaining = [j for j in remaining if j.id not in runs]
             if remaining and not progressed:
                 reason = _log_tail(scratch / f"worker-{attempt}.log")
                 for job in remaining:
                     runs[job.id] = Run(job.id, grader_fault=t("the grading worker could not start: {reason}",
                                                            reason=reason or "no output"))
+                    final(runs[job.id])
                 break
     finally:
-        if group:
-            group.remove()
-        if claim:
-            claim.release()
+        if worker is not None:   # follow never ran (an exception on the way): the sandbox goes all the same
+            worker.kill()
+        lease.release()
     return runs
 
 
-def _pipe_with(text: str) -> int:
-    """The read end of a pipe already holding `text`, for the box (its plan) or the worker (its request) to read
-    at start: no file in the scratch folder holds either."""
+def _pipe_with(text: str) -> tuple[int, int]:
+    """A pipe already holding `text`, for the box (its plan) or the worker (its request) to read at start: no
+    file in the scratch folder holds either. Returns (read end, write end); the write end stays open for more."""
     data = text.encode("utf-8")
     if len(data) >= PIPE_BYTES:
         raise ValueError(f"a worker request of {len(data)} bytes does not fit in a pipe")
     read_end, write_end = os.pipe()
     os.write(write_end, data)
-    os.close(write_end)
-    return read_end
+    return read_end, write_end
 
 
-def _run_worker(jobs: list[Job], seed: int, sandbox: Sandbox, uid: int | None, scratch: Path, attempt: int,
-                group: cgroups.GradingGroup | None = None) -> dict[str, Run]:
-    boxed = sandbox.level == "strict"
-    scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None
-    request = {"seed": seed, "jail": sandbox.jail(uid, scratch_fd), "exercises": [j.request(boxed) for j in jobs]}
-    request_fd = _pipe_with(json.dumps(request))
-    plan_fd = None
-    if boxed:
-        root = scratch / f".root-{attempt}"
-        root.mkdir(mode=0o700)
-        plan_fd = _pipe_with(json.dumps({"root": str(root), "plan": rootfs.plan(), "uid": uid,
-                                         "exercises": [j.id for j in jobs], "cgroups": group.procs if group else []}))
-    read_end, write_end = os.pipe()
-    log_path = scratch / f"worker-{attempt}.log"
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch),
-           "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
-           "PYTHONDONTWRITEBYTECODE": "1"}
-    passed = [fd for fd in (write_end, request_fd, plan_fd, scratch_fd) if fd is not None]
-    try:
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(sandbox.command(write_end, request_fd, plan_fd), stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=log, pass_fds=passed, cwd=scratch, env=env,
-                                    start_new_session=True)
-    finally:
-        for fd in passed:
-            os.close(fd)
-    by_id = {j.id: j for j in jobs}
-    runs: dict[str, Run] = {}
-    current: str | None = None
-    children: list[int] = []
-    acks: dict[str, dict] = {}
-    deadline = time.monotonic() + STARTUP_SECONDS
-    buffer = b""
-    finished = False
-    try:
-        while not finished:
-            ready, _, _ = select.select([read_end], [], [], max(0.0, min(1.0, deadline - time.monotonic())))
-            if ready:
-                chunk = os.read(read_end, 65536)
-                if not chunk:
-                    break  # the worker closed the pipe: it finished or died
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        continue
-                    if event["event"] == "child":
-                        children.append(event["pid"])
-                    elif event["event"] == "acks":
-                        acks[event["id"]] = event["acks"]
-                    elif event["event"] == "start":
-                        current = event["id"]
-                        deadline = time.monotonic() + by_id[current].timeout_s + GRACE_SECONDS
-                    elif event["event"] == "done":
-                        runs[event["id"]] = _run_from_event(event)
-                        runs[event["id"]].acks = acks.get(event["id"], {})
-                        current = None
-                        deadline = time.monotonic() + GRACE_SECONDS
-                    elif event["event"] == "finished":
-                        # All is said: the sandbox is killed rather than waited for (a boxed worker's own exit
-                        # waits on its namespaces' teardown, a third of a second of every grading).
-                        finished = True
-            elif time.monotonic() >= deadline:
-                if current is not None:
-                    runs[current] = Run(current, limit="time", wall_s=by_id[current].timeout_s + GRACE_SECONDS,
-                                        failure=t("stopped after {seconds:g} s of wall time (the worker did not end "
-                                                  "it, so the whole sandbox was killed)",
-                                                  seconds=by_id[current].timeout_s),
-                                        acks=acks.get(current, {}))
-                break
-    finally:
-        os.close(read_end)
-        _kill(proc, children if sandbox.level != "strict" else [])
-    if current is not None and current not in runs:
-        code = proc.returncode
-        runs[current] = Run(current, failure=t("the grading process died while running this exercise (exit status "
-                                               "{code}); its last output: {output}", code=code,
-                                               output=repr(_log_tail(log_path))),
-                            acks=acks.get(current, {}))
-    return runs
+@dataclass
+class _Worker:
+    """A started sandbox: its worker's process, the control pipe it reports on, the request pipe it waits on."""
+
+    proc: subprocess.Popen
+    control: int
+    request: int | None
+    boxed: bool
+    kill_groups: bool
+    log_path: Path
+    children: list[int] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, sandbox: Sandbox, seed: int, exercise_ids: list[str], probes_modules: list[str], lease: _Lease,
+              scratch: Path, attempt: int) -> "_Worker":
+        """Start the sandbox and its worker with the first line of its request (seed, jail, probe modules to
+        import); the second line, its exercises, is `request`ed later."""
+        boxed = sandbox.level == "strict"
+        uid = lease.uid
+        scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None
+        setup = {"seed": seed, "jail": sandbox.jail(uid, scratch_fd), "probes_modules": probes_modules}
+        request_fd, request_write = _pipe_with(json.dumps(setup) + "\n")
+        plan_fd = None
+        if boxed:
+            root = scratch / f".root-{attempt}"
+            root.mkdir(mode=0o700)
+            plan_fd, plan_write = _pipe_with(json.dumps({"root": str(root), "plan": rootfs.plan(), "uid": uid,
+                                                         "exercises": exercise_ids,
+                                                         "cgroups": lease.group.procs if lease.group else []}))
+            os.close(plan_write)
+        read_end, write_end = os.pipe()
+        log_path = scratch / f"worker-{attempt}.log"
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch),
+               "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        passed = [fd for fd in (write_end, request_fd, plan_fd, scratch_fd) if fd is not None]
+        try:
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(sandbox.command(write_end, request_fd, plan_fd), stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=log, pass_fds=passed, cwd=scratch, env=env,
+                                        start_new_session=True)
+        except BaseException:
+            os.close(read_end)
+            os.close(request_write)
+            raise
+        finally:
+            for fd in passed:
+                os.close(fd)
+        return cls(proc, read_end, request_write, boxed, sandbox.level != "strict", log_path)
+
+    def send_request(self, jobs: list[Job]) -> None:
+        """The second line of the request: the exercises, in box paths when boxed; then the pipe is closed."""
+        data = (json.dumps({"exercises": [j.request(self.boxed) for j in jobs]}) + "\n").encode("utf-8")
+        try:
+            if len(data) >= PIPE_BYTES:
+                raise ValueError(f"a worker request of {len(data)} bytes does not fit in a pipe")
+            os.write(self.request, data)
+        except BrokenPipeError:
+            pass   # the worker is gone: follow() finds no progress and says so
+        finally:
+            os.close(self.request)
+            self.request = None
+
+    def kill(self) -> None:
+        """Kill the worker's session and its children's process groups.
+
+        In strict mode killing `unshare` takes the whole pid namespace down with it, so no groups are named
+        (outside the namespace those pids would mean other processes).
+        """
+        for fd in (self.control, self.request):
+            if fd is not None:
+                os.close(fd)
+        self.control = self.request = None
+        for pgid in [self.proc.pid, *(self.children if self.kill_groups else [])]:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.wait()
+
+    def follow(self, jobs: list[Job], on_done: Callable[[Run], None]) -> dict[str, Run]:
+        """Send the jobs, follow the worker's reports to its end (or its stopping), then kill the sandbox."""
+        self.send_request(jobs)
+        by_id = {j.id: j for j in jobs}
+        runs: dict[str, Run] = {}
+        current: str | None = None
+        acks: dict[str, dict] = {}
+        deadline = time.monotonic() + STARTUP_SECONDS
+        buffer = b""
+        finished = False
+        try:
+            while not finished:
+                ready, _, _ = select.select([self.control], [], [], max(0.0, min(1.0, deadline - time.monotonic())))
+                if ready:
+                    chunk = os.read(self.control, 65536)
+                    if not chunk:
+                        break  # the worker closed the pipe: it finished or died
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        try:
+                            event = json.loads(line)
+                        except ValueError:
+                            continue
+                        if event["event"] == "child":
+                            self.children.append(event["pid"])
+                        elif event["event"] == "acks":
+                            acks[event["id"]] = event["acks"]
+                        elif event["event"] == "start":
+                            current = event["id"]
+                            deadline = time.monotonic() + by_id[current].timeout_s + GRACE_SECONDS
+                        elif event["event"] == "done":
+                            runs[event["id"]] = _run_from_event(event)
+                            runs[event["id"]].acks = acks.get(event["id"], {})
+                            on_done(runs[event["id"]])   # its observations are all out of the box by now
+                            current = None
+                            deadline = time.monotonic() + GRACE_SECONDS
+                        elif event["event"] == "finished":
+                            # All is said: the sandbox is killed rather than waited for (a boxed worker's own exit
+                            # waits on its namespaces' teardown, a third of a second of every grading).
+                            finished = True
+                elif time.monotonic() >= deadline:
+                    if current is not None:
+                        runs[current] = Run(current, limit="time", wall_s=by_id[current].timeout_s + GRACE_SECONDS,
+                                            failure=t("stopped after {seconds:g} s of wall time (the worker did not "
+                                                      "end it, so the whole sandbox was killed)",
+                                                      seconds=by_id[current].timeout_s),
+                                            acks=acks.get(current, {}))
+                    break
+        finally:
+            self.kill()
+        if current is not None and current not in runs:
+            code = self.proc.returncode
+            runs[current] = Run(current, failure=t("the grading process died while running this exercise (exit "
+                                                   "status {code}); its last output: {output}", code=code,
+                                                   output=repr(_log_tail(self.log_path))),
+                                acks=acks.get(current, {}))
+        return runs
 
 
 def _run_from_event(event: dict) -> Run:
@@ -224,20 +383,6 @@ def _run_from_event(event: dict) -> Run:
                grader_fault=event.get("grader_fault", ""),
                wall_s=event.get("wall_s", 0.0), cpu_s=event.get("cpu_s", 0.0), max_rss_mb=event.get("max_rss_mb", 0.0),
                output_tail=event.get("output_tail", ""), output_bytes=event.get("output_bytes", 0))
-
-
-def _kill(proc: subprocess.Popen, child_groups: list[int]) -> None:
-    """Kill the worker's session and its children's process groups.
-
-    In strict mode killing `unshare` takes the whole pid namespace down with it, so no groups are named
-    (outside the namespace those pids would mean other processes).
-    """
-    for pgid in [proc.pid, *child_groups]:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    proc.wait()
 
 
 def _log_tail(path: Path) -> str:

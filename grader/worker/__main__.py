@@ -1,4 +1,4 @@
-"""The sandboxed worker: `python -I -m grader.worker --control-fd N REQUEST.json`.
+"""The sandboxed worker: `python -I -m grader.worker --control-fd N --request-fd M`.
 
 One worker per submission imports torch once, then forks a child per exercise (and one per isolated
 probe). Children run the student's code under rlimits; the parent never does. The parent drains each
@@ -30,10 +30,12 @@ def main() -> int:
     parser.add_argument("--control-fd", type=int, required=True)
     parser.add_argument("--request-fd", type=int, required=True)
     args = parser.parse_args()
-    with os.fdopen(args.request_fd, encoding="utf-8") as fh:
-        request = json.load(fh)
+    requests = os.fdopen(args.request_fd, encoding="utf-8")
+    # Two lines: the sandbox's own (seed, jail, probe modules), then the submission's exercises. A pre-started
+    # sandbox gets the second only once its submission is known, and waits for it below, warm.
+    setup = json.loads(requests.readline())
     control = os.fdopen(args.control_fd, "w", buffering=1, encoding="utf-8")
-    jail = request["jail"]
+    jail = setup["jail"]
     if not jail.get("kill_all"):
         become_subreaper()
 
@@ -43,12 +45,19 @@ def main() -> int:
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
 
-    for job in request["exercises"]:
+    for module in setup["probes_modules"]:
         # Probe modules' own imports (torch._dynamo, which the first optimizer needs) are paid here, once,
         # before any exercise's clock starts, instead of in every forked child.
-        importlib.import_module(job["probes_module"])
+        importlib.import_module(module)
 
     send(control, {"event": "ready", "torch": torch.__version__})
+    line = requests.readline()
+    requests.close()
+    if not line:
+        return 0  # a pre-started sandbox that no submission needed
+    request = {**setup, **json.loads(line)}
+    for job in request["exercises"]:
+        importlib.import_module(job["probes_module"])  # imported above, unless the request names another
     for job in request["exercises"]:
         send(control, {"event": "start", "id": job["id"]})
         started = time.monotonic()
