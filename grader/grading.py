@@ -13,7 +13,8 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grader
@@ -22,7 +23,7 @@ from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
 from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
-from grader.sandbox.supervisor import Job, Run, run_jobs
+from grader.sandbox.supervisor import Job, Prestarted, Run, run_jobs
 
 # torch, pytest and the judge are imported only once the worker is running: both then import in parallel.
 
@@ -112,7 +113,8 @@ def reference_key(course: Course, ex: ExerciseConfig) -> str:
 
 @dataclass
 class Probed:
-    """A submission whose probes have run: what the judge needs, and the scratch it must remove."""
+    """A submission staged for its probes, then probed: what the judge needs, and the scratch it must remove.
+    `runs` fills in as the supervisor ends each exercise; `arrived` tells the judge, which may wait on it."""
 
     course: Course
     submission: Path
@@ -121,30 +123,111 @@ class Probed:
     reference_dirs: dict[str, Path]
     scratch: Path
     staged: dict[str, Staged]
-    runs: dict[str, Run]
     started_at: str
     t0: float
+    runs: dict[str, Run] = field(default_factory=dict)
+    arrived: threading.Condition = field(default_factory=threading.Condition)
+    over: bool = False   # the supervisor is done with the sandbox: no run will arrive any more
+
+    @property
+    def jobs(self) -> list[Job]:
+        return [job_for(ex, self.staged[ex.id].path) for ex in self.exercises if self.staged[ex.id].path is not None]
+
+    def add(self, run: Run) -> None:
+        with self.arrived:
+            self.runs[run.id] = run
+            self.arrived.notify_all()
+
+    def close(self) -> None:
+        with self.arrived:
+            self.over = True
+            self.arrived.notify_all()
+
+    def run_of(self, exercise_id: str) -> Run | None:
+        """The exercise's run, once the supervisor has ended it (None: the exercise had no job, or none came)."""
+        if self.staged[exercise_id].path is None:
+            return None
+        with self.arrived:
+            self.arrived.wait_for(lambda: exercise_id in self.runs or self.over)
+            return self.runs.get(exercise_id)
 
 
-def probe(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Probed:
-    """Stage the submission and run its probes in a fresh sandbox; the caller hands the result to `judged`."""
+def staged_for_probes(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox,
+                      prestarted: Prestarted | None = None) -> Probed:
+    """The references ready and the submission staged into a scratch folder (the pre-started sandbox's, when
+    given), nothing run yet: `run_probes` runs it."""
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     exercises = [course.exercise(e) for e in exercise_ids]
     reference_dirs = reference_folders(course, exercises)
-    scratch = new_scratch()
+    scratch = prestarted.scratch if prestarted is not None else new_scratch()
     try:
         staged = {ex.id: stage(submission, ex.id, ex.file, course.stub(ex), scratch / ex.id) for ex in exercises}
-        jobs = [job_for(ex, staged[ex.id].path) for ex in exercises if staged[ex.id].path is not None]
-        runs = run_jobs(jobs, course.seed, sandbox, scratch, course.uids) if jobs else {}
     except BaseException:
+        if prestarted is not None:
+            prestarted.retire()
         remove_scratch(scratch)
         raise
-    return Probed(course, submission, exercises, sandbox, reference_dirs, scratch, staged, runs, started_at, t0)
+    return Probed(course, submission, exercises, sandbox, reference_dirs, scratch, staged, started_at, t0)
+
+
+def run_probes(probed: Probed, prestarted: Prestarted | None = None) -> None:
+    """Run the staged submission's probes in its sandbox; each exercise's run reaches `probed` as it ends."""
+    try:
+        jobs = probed.jobs
+        if jobs:
+            run_jobs(jobs, probed.course.seed, probed.sandbox, probed.scratch, probed.course.uids,
+                     prestarted=prestarted, on_run=probed.add)
+    finally:
+        if prestarted is not None:
+            prestarted.retire()   # taken by run_jobs, or (no job) unused: it serves no other submission
+        probed.close()
+
+
+def probe(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox,
+          prestarted: Prestarted | None = None) -> Probed:
+    """Stage the submission and run its probes in a fresh sandbox (or `prestarted`, started for it ahead of
+    time); the caller hands the result to `judged`."""
+    probed = staged_for_probes(course, submission, exercise_ids, sandbox, prestarted)
+    try:
+        run_probes(probed, prestarted)
+    except BaseException:
+        remove_scratch(probed.scratch)
+        raise
+    return probed
+
+
+class _ArrivingObservations(Mapping):
+    """The submission's observations by exercise, each read once its run has ended: the judge's session asks for
+    an exercise's when it reaches that exercise's criteria, and waits for it there if it is still running."""
+
+    def __init__(self, probed: Probed):
+        self.probed = probed
+        self.read: dict = {}
+
+    def __getitem__(self, exercise_id: str):
+        from grader.judge.observations import Observations
+
+        if exercise_id not in self.read:
+            probed = self.probed
+            ex = probed.course.exercise(exercise_id)
+            st = probed.staged[ex.id]
+            run = probed.run_of(ex.id)
+            self.read[ex.id] = Observations(ex.id, ex.file, probe_order(ex),
+                                            probed.scratch / ex.id / "obs" if st.path else None,
+                                            summary_of(ex, run), st.status, st.message)
+        return self.read[exercise_id]
+
+    def __iter__(self):
+        return iter(ex.id for ex in self.probed.exercises)
+
+    def __len__(self) -> int:
+        return len(self.probed.exercises)
 
 
 def judged(probed: Probed) -> Report:
-    """Judge a probed submission against the references and build its report; its scratch is removed."""
+    """Judge a probed submission against the references and build its report; its scratch is removed. The
+    probes may still be running: each exercise is judged once its run has ended, in the course's order."""
     from grader.judge.observations import Observations, RunSummary
     from grader.judge.session import judge
     from grader.report.build import exercise_result
@@ -153,16 +236,12 @@ def judged(probed: Probed) -> Report:
     try:
         references = {ex.id: Observations(ex.id, ex.file, probe_order(ex), probed.reference_dirs[ex.id], RunSummary())
                       for ex in exercises}
-        observations = {}
-        for ex in exercises:
-            st = probed.staged[ex.id]
-            observations[ex.id] = Observations(
-                ex.id, ex.file, probe_order(ex), scratch / ex.id / "obs" if st.path else None,
-                summary_of(ex, probed.runs.get(ex.id)), st.status, st.message)
-        outcomes = judge([ex.id for ex in exercises], observations, references)
-        results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, probed.runs.get(ex.id), outcomes[ex.id]))
+        outcomes = judge([ex.id for ex in exercises], _ArrivingObservations(probed), references)
+        results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, probed.run_of(ex.id), outcomes[ex.id]))
                    for ex in exercises]
     finally:
+        with probed.arrived:   # the sandbox is gone before its scratch folder goes
+            probed.arrived.wait_for(lambda: probed.over)
         remove_scratch(scratch)
     score = round(sum(r.score for r in results), 4)
     max_score = round(sum(r.max_score for r in results), 4)
@@ -174,17 +253,29 @@ def judged(probed: Probed) -> Report:
                   exercises=results)
 
 
-def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Report:
-    probed: list[Probed] = []
-    failures: list[BaseException] = []
+def spare_core() -> bool:
+    """Whether the judge can run beside the worker without taking its processor."""
+    return len(os.sched_getaffinity(0)) > 1
 
-    def run_probes() -> None:
+
+def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Report:
+    """Stage and probe in a supervisor thread; with a spare core, judge each exercise while the worker runs the
+    next (one pytest session, in the course's order, whose criteria wait for their exercise's run), else after."""
+    staged: list[Probed] = []
+    failures: list[BaseException] = []
+    ready = threading.Event()
+
+    def supervise() -> None:
         try:
-            probed.append(probe(course, submission, exercise_ids, sandbox))
+            staged.append(staged_for_probes(course, submission, exercise_ids, sandbox))
+            ready.set()
+            run_probes(staged[0])
         except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
             failures.append(exc)
+        finally:
+            ready.set()
 
-    worker = threading.Thread(target=run_probes, name="supervisor")
+    worker = threading.Thread(target=supervise, name="supervisor")
     worker.start()
     # While the worker imports torch and runs the probes (it mostly waits on the student's code), the judge
     # imports its own heavy modules on the other core.
@@ -192,10 +283,20 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     import grader.judge.session  # noqa: F401
     import grader.report.build  # noqa: F401
 
-    worker.join()
-    if failures:
+    if spare_core():
+        ready.wait()
+    else:
+        worker.join()
+    if not staged:
+        worker.join()
         raise failures[0]
-    return judged(probed[0])
+    try:
+        report = judged(staged[0])
+    finally:
+        worker.join()
+    if failures:   # the supervisor failed after staging: what was judged meanwhile is not a report
+        raise failures[0]
+    return report
 
 
 def run_facts(ex: ExerciseConfig, run: Run | None, outcomes: list = ()) -> dict:
