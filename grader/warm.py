@@ -6,7 +6,8 @@ its own namespaces and uid), so nothing passes from one student to the next.
 JSON line per request line on stdin: {"id": N, "submission": path, "exercises": [...], "lang": "en"} ->
 {"id": N, "files": {"report.json": ..., "report.html": ..., "scorecard.md": ...}} or {"id": N, "error": "..."}.
 Replies come in request order. Two threads pipeline the work: while the judge judges one submission, the next
-one's probes run in its sandbox.
+one's probes run in its sandbox. Each submission's sandbox is started before its request comes (while the one
+before it is probed): it waits with torch and the probe modules imported, and is used for that submission alone.
 
 `WarmGrader` is the other end: it starts the process, feeds it from any number of threads (two in flight keep
 the pipeline full) and starts a fresh one after a death.
@@ -158,12 +159,24 @@ def warm_up(exercise_ids: list[str]) -> None:
         criteria_of(ex)
 
 
-def probe_phase(course, sandbox, request: dict):
-    """The submission's probes run in its sandbox: a Probed, or the reply when the grader failed."""
+def prestart(course, sandbox):
+    """A sandbox started now for the next submission, warm when its request comes; None when none can be had
+    now (every grading uid held, say): that submission's sandbox is then started for it, as without this."""
+    from grader.sandbox.supervisor import Prestarted
+
+    try:
+        return Prestarted(sandbox, course.seed, {ex.id: ex.probes_module for ex in course.exercises}, course.uids)
+    except Exception:  # noqa: BLE001 - a missed head start costs time, never a grading
+        return None
+
+
+def probe_phase(course, sandbox, request: dict, prestarted=None):
+    """The submission's probes run in its sandbox (`prestarted`, when one waits for it): a Probed, or the reply
+    when the grader failed."""
     from grader.grading import probe
 
     try:
-        return probe(course, Path(request["submission"]), request["exercises"], sandbox)
+        return probe(course, Path(request["submission"]), request["exercises"], sandbox, prestarted)
     except Exception as exc:  # noqa: BLE001 - the grader's own failure is this submission's grader_error
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -217,18 +230,25 @@ def main() -> None:
     except SandboxUnavailable as exc:
         reply({"id": HELLO, "error": str(exc)})
         return
-    warm_up([ex.id for ex in course.exercises])
-    reply({"id": HELLO, "sandbox": sandbox.level})
     # One submission probed ahead of the one being judged: the pipeline never holds more.
     probed_queue: queue.Queue = queue.Queue(maxsize=1)
 
     def run_probes() -> None:
+        # One sandbox always waits, warm, for the next submission: started when the one before it is taken, it
+        # imports torch and the probe modules while that one is probed and judged. Started in this thread, which
+        # outlives them: each dies with it (and so with this process, however it ends).
+        waiting = prestart(course, sandbox)
         for line in sys.stdin:
             request = json.loads(line)
-            probed_queue.put((request, probe_phase(course, sandbox, request)))
+            taken, waiting = waiting, prestart(course, sandbox)
+            probed_queue.put((request, probe_phase(course, sandbox, request, taken)))
+        if waiting is not None:
+            waiting.discard()
         probed_queue.put(None)
 
-    threading.Thread(target=run_probes, daemon=True, name="probes").start()
+    threading.Thread(target=run_probes, daemon=True, name="probes").start()   # its first sandbox warms meanwhile
+    warm_up([ex.id for ex in course.exercises])
+    reply({"id": HELLO, "sandbox": sandbox.level})
     while (item := probed_queue.get()) is not None:
         request, probed = item
         reply({"id": request["id"], **judge_phase(course, probed, request)})
