@@ -1,0 +1,160 @@
+"""Pre-started sandboxes (the warm path starts each submission's sandbox before its request): one submission
+each, the same report as a sandbox started for the submission, and none left running when the warm process is
+killed."""
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, course_copy
+from grader.course import load_course
+from grader.grading import grade, judged, probe
+from grader.report.model import stable_view
+from grader.sandbox.levels import choose, strict_missing
+from grader.sandbox.supervisor import Prestarted
+from grader.warm import WarmGrader
+
+pytestmark = pytest.mark.skipif(bool(strict_missing()), reason="the strict sandbox needs root and namespaces")
+
+LIMIT_S = 120
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    return load_course(course_copy(tmp_path_factory.mktemp("course"), ["heads", "masks"], timeout_s=6))
+
+
+def submission(folder: Path, heads: str) -> Path:
+    for ex in ("heads", "masks"):
+        (folder / ex).mkdir(parents=True)
+    (folder / "heads" / "heads.py").write_text(heads)
+    (folder / "masks" / "masks.py").write_text((ROOT / "solutions" / "masks" / "masks.py").read_text())
+    return folder
+
+
+def prestarted(course) -> Prestarted:
+    return Prestarted(choose("strict"), course.seed, {ex.id: ex.probes_module for ex in course.exercises}, course.uids)
+
+
+def test_a_prestarted_sandbox_serves_one_submission_then_is_gone(course, tmp_path):
+    student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
+    waiting = prestarted(course)
+    assert not any(waiting.scratch.glob("*/*.py")), "nothing of a student's is there before the request"
+    probed = probe(course, student, ["heads", "masks"], choose("strict"), waiting)
+    try:
+        assert waiting.taken and waiting.worker.proc.poll() is not None, "killed once its submission is probed"
+        assert not waiting.serves(probed.jobs, course.seed, choose("strict"))
+        with pytest.raises(RuntimeError, match="one submission"):
+            waiting.take()
+    finally:
+        report = judged(probed)
+    assert report.percent == 100
+
+
+def test_a_prestarted_sandbox_grades_as_a_sandbox_started_for_the_submission(course, tmp_path):
+    # A partly wrong submission, so that the comparison covers failed verdicts and their messages too.
+    student = submission(tmp_path / "student", "import torch\n\ndef split_heads(x, n_heads):\n    return x\n\n"
+                                                "def merge_heads(x):\n    return x\n")
+    ids = ["heads", "masks"]
+    waiting = prestarted(course)
+    warm = judged(probe(course, student, ids, choose("strict"), waiting)).to_dict()
+    assert waiting.taken
+    cold = grade(course, student, ids, choose("strict")).to_dict()
+    assert 0 < cold["percent"] < 100
+    assert stable_view(warm) == stable_view(cold)
+
+
+def test_a_prestarted_sandbox_for_other_exercises_is_not_used(course, tmp_path):
+    student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
+    waiting = Prestarted(choose("strict"), course.seed, {"masks": course.exercise("masks").probes_module}, course.uids)
+    report = judged(probe(course, student, ["heads", "masks"], choose("strict"), waiting))
+    assert waiting.worker.proc.poll() is not None
+    assert report.percent == 100
+
+
+def _descendants(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    parents[int(entry)] = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _uid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def _cgroup(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/cgroup") as fh:
+            for line in fh:
+                path = line.strip().split(":", 2)[2]
+                if "transformer-grader" in path:
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def test_killing_the_warm_process_mid_grading_leaves_no_sandbox_running(tmp_path):
+    # A long time limit: the student's code would keep its sandbox busy well past the few seconds waited below.
+    course = load_course(course_copy(tmp_path / "course", ["heads", "masks"], timeout_s=120))
+    student = submission(tmp_path / "student", "import time\ntime.sleep(120)\n")
+    warm = WarmGrader(course.root, "strict")
+    grading = threading.Thread(target=lambda: _grade_quietly(warm, student), daemon=True)
+    try:
+        grading.start()
+        deadline = time.monotonic() + LIMIT_S
+        student_code = []
+        while not student_code and time.monotonic() < deadline:
+            time.sleep(0.2)
+            if warm._proc is not None:
+                low, high = course.uids
+                student_code = [p for p in _descendants(warm._proc.pid) if low <= (_uid(p) or -1) <= high]
+        assert student_code, "the student's code never started"
+        sandboxes = _descendants(warm._proc.pid)
+        groups = {g for g in map(_cgroup, sandboxes) if g}
+        os.kill(warm._proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while any(map(_alive, sandboxes)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in sandboxes if _alive(p)], "a sandbox outlived its warm process"
+        for group in groups:
+            try:
+                procs = (Path("/sys/fs/cgroup") / group.lstrip("/") / "cgroup.procs").read_text().split()
+            except FileNotFoundError:
+                continue
+            assert not [p for p in procs if _alive(int(p))], f"processes left in {group}"
+    finally:
+        warm.close()
+
+
+def _grade_quietly(warm: WarmGrader, student: Path) -> None:
+    try:
+        warm.grade(student, ["heads", "masks"], "en", LIMIT_S)
+    except Exception:  # noqa: BLE001 - the process is killed under it: that is the test
+        pass
