@@ -158,3 +158,16 @@ def _grade_quietly(warm: WarmGrader, student: Path) -> None:
         warm.grade(student, ["heads", "masks"], "en", LIMIT_S)
     except Exception:  # noqa: BLE001 - the process is killed under it: that is the test
         pass
+
+
+def test_judging_beside_the_worker_gives_the_report_judging_after_it_gives(course, tmp_path, monkeypatch):
+    import grader.grading
+
+    student = submission(tmp_path / "student", "import torch\n\ndef split_heads(x, n_heads):\n    raise ValueError('no')\n")
+    ids = ["heads", "masks"]
+    monkeypatch.setattr(grader.grading, "spare_core", lambda: True)
+    beside = grade(course, student, ids, choose("strict")).to_dict()
+    monkeypatch.setattr(grader.grading, "spare_core", lambda: False)
+    after = grade(course, student, ids, choose("strict")).to_dict()
+    assert 0 < after["percent"] < 100
+    assert stable_view(beside) == stable_view(after)
