@@ -44,6 +44,10 @@ def test_a_prestarted_sandbox_serves_one_submission_then_is_gone(course, tmp_pat
     student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
     waiting = prestarted(course)
     assert not any(waiting.scratch.glob("*/*.py")), "nothing of a student's is there before the request"
+    for folder in waiting.lease.group.folders if waiting.lease.group else []:   # it warms on the CPU left over
+        shares = Path(folder) / "cpu.shares"
+        if shares.is_file():
+            assert int(shares.read_text()) < 1024
     probed = probe(course, student, ["heads", "masks"], choose("strict"), waiting)
     try:
         assert waiting.taken and waiting.worker.proc.poll() is not None, "killed once its submission is probed"

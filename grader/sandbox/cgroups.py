@@ -36,6 +36,14 @@ class GradingGroup:
     def procs(self) -> list[str]:
         return [os.path.join(f, "cgroup.procs") for f in self.folders]
 
+    def weigh(self, share: float) -> None:
+        """Weigh the group as `share` of a grading (1: as much as every other grading) when the CPU is contended."""
+        for folder in self.folders:
+            for name, default, least in (("cpu.weight", 100, 1), ("cpu.shares", 1024, 2)):
+                path = os.path.join(folder, name)
+                if os.path.isfile(path):
+                    _write(path, str(max(least, round(default * share))))
+
     def remove(self) -> None:
         """Remove the groups once the sandbox's processes are gone (a killed namespace takes a moment)."""
         deadline = time.monotonic() + 5.0

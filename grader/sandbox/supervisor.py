@@ -29,6 +29,9 @@ GRACE_SECONDS = 15.0      # beyond an exercise's own timeout, before the worker 
 LOG_TAIL_BYTES = 4000
 PIPE_BYTES = 60000        # what a pipe holds before its reader runs (Linux: 64 KiB)
 DEFAULT_UIDS = (61000, 61999)
+# A pre-started sandbox imports torch on what CPU the running gradings leave: until its request comes its control
+# group weighs a tenth of a grading's (one that no submission takes then costs the others little).
+WARMING_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class Prestarted:
         self.scratch = new_scratch()
         self.taken = False
         try:
+            if self.lease.group:
+                self.lease.group.weigh(WARMING_SHARE)
             self.worker = _Worker.start(sandbox, seed, list(self.exercises), list(dict.fromkeys(self.exercises.values())),
                                         self.lease, self.scratch, attempt=1)
         except BaseException:
@@ -184,6 +189,13 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
             raise ValueError("the jobs of a pre-started sandbox are staged in its own scratch folder")
         if prestarted.serves(jobs, seed, sandbox):
             lease, worker = prestarted.take()
+            try:
+                if lease.group:
+                    lease.group.weigh(1)   # a grading's full share from its request on, like any other
+            except OSError:
+                worker.kill()
+                lease.release()
+                worker, attempt = None, 1   # a sandbox is started here instead, at the full share
         else:   # dead, or started for other exercises: it serves nobody, and a sandbox is started here instead
             prestarted.retire()
             attempt = 1   # its root and log keep the first attempt's names
