@@ -158,15 +158,17 @@ def staged_for_probes(course: Course, submission: Path, exercise_ids: list[str],
     given), nothing run yet: `run_probes` runs it."""
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    exercises = [course.exercise(e) for e in exercise_ids]
-    reference_dirs = reference_folders(course, exercises)
-    scratch = prestarted.scratch if prestarted is not None else new_scratch()
+    scratch: Path | None = None
     try:
+        exercises = [course.exercise(e) for e in exercise_ids]
+        reference_dirs = reference_folders(course, exercises)
+        scratch = prestarted.scratch if prestarted is not None else new_scratch()
         staged = {ex.id: stage(submission, ex.id, ex.file, course.stub(ex), scratch / ex.id) for ex in exercises}
     except BaseException:
         if prestarted is not None:
-            prestarted.retire()
-        remove_scratch(scratch)
+            prestarted.discard()   # no other submission may have it
+        elif scratch is not None:
+            remove_scratch(scratch)
         raise
     return Probed(course, submission, exercises, sandbox, reference_dirs, scratch, staged, started_at, t0)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, course_copy
-from grader.course import load_course
+from grader.course import CourseError, load_course
 from grader.grading import grade, judged, probe
 from grader.report.model import stable_view
 from grader.sandbox.levels import choose, strict_missing
@@ -175,3 +175,10 @@ def test_judging_beside_the_worker_gives_the_report_judging_after_it_gives(cours
     after = grade(course, student, ids, choose("strict")).to_dict()
     assert 0 < after["percent"] < 100
     assert stable_view(beside) == stable_view(after)
+
+
+def test_a_submission_that_fails_before_its_probes_leaves_its_prestarted_sandbox_dead(course, tmp_path):
+    waiting = prestarted(course)
+    with pytest.raises(CourseError):
+        probe(course, tmp_path, ["no_such_exercise"], choose("strict"), waiting)
+    assert waiting.taken and waiting.worker.proc.poll() is not None and not waiting.scratch.exists()
