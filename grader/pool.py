@@ -31,10 +31,13 @@ class WarmPool:
         self._graders = [WarmGrader(course.root, sandbox) for _ in range(max(1, jobs))]
         self._local = threading.local()
         self._threads = itertools.count()
+        self._unstarted = 0               # submissions no warm process has taken yet
+        self._unstarted_lock = threading.Lock()
 
     def replies(self, submissions: list[tuple[object, Path]], started: Callable[[object], None] = lambda tag: None):
         """(tag, reply) for each (tag, submission folder), in the order they finish; `started(tag)` is called (from
         a grading thread) when a warm process takes the submission."""
+        self._unstarted = len(submissions)
         with ThreadPoolExecutor(max_workers=len(self._graders) * PIPELINE) as pool:
             futures = {pool.submit(self._grade, folder, partial(started, tag)): tag for tag, folder in submissions}
             for future in as_completed(futures):
@@ -48,8 +51,11 @@ class WarmPool:
         if not hasattr(self._local, "grader"):   # this thread's warm process, for good
             self._local.grader = self._graders[next(self._threads) % len(self._graders)]
         started()
+        with self._unstarted_lock:
+            self._unstarted -= 1
+            more = self._unstarted > 0
         ids = [ex.id for ex in self.course.exercises]
         try:
-            return self._local.grader.grade(folder, ids, self.lang, time_limit(self.course))
+            return self._local.grader.grade(folder, ids, self.lang, time_limit(self.course), more)
         except (GradingTimeout, WarmGraderDied) as exc:
             return {"error": exc.said.texts()}

@@ -71,12 +71,16 @@ class WarmGrader:
         self._proc: subprocess.Popen | None = None
         self._pending: dict = {}  # this process's requests not yet answered, by id
 
-    def grade(self, submission: Path, exercise_ids: list[str], lang: str, timeout_s: float) -> dict:
+    def grade(self, submission: Path, exercise_ids: list[str], lang: str, timeout_s: float,
+              more: bool = True) -> dict:
+        """The reply to one submission; `more` says whether another is expected after it (when none is, no sandbox
+        is pre-started for it)."""
         with self._lock:
             self._ensure_started()
             proc, request_id, pending = self._proc, next(self._ids), _Pending()
             self._pending[request_id] = pending
-            request = {"id": request_id, "submission": str(submission), "exercises": exercise_ids, "lang": lang}
+            request = {"id": request_id, "submission": str(submission), "exercises": exercise_ids, "lang": lang,
+                       "more": more}
             try:
                 proc.stdin.write((json.dumps(request) + "\n").encode())
                 proc.stdin.flush()
@@ -234,13 +238,15 @@ def main() -> None:
     probed_queue: queue.Queue = queue.Queue(maxsize=1)
 
     def run_probes() -> None:
-        # One sandbox always waits, warm, for the next submission: started when the one before it is taken, it
+        # A sandbox waits, warm, for the next submission: started when the one before it is taken (if another is
+        # expected), it
         # imports torch and the probe modules while that one is probed and judged. Started in this thread, which
         # outlives them: each dies with it (and so with this process, however it ends).
         waiting = prestart(course, sandbox)
         for line in sys.stdin:
             request = json.loads(line)
-            taken, waiting = waiting, prestart(course, sandbox)
+            # a sandbox for the next submission only when one is expected: a batch's last ones need none
+            taken, waiting = waiting, (prestart(course, sandbox) if request.get("more", True) else None)
             probed_queue.put((request, probe_phase(course, sandbox, request, taken)))
         if waiting is not None:
             waiting.discard()

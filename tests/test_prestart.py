@@ -112,6 +112,14 @@ def _uid(pid: int) -> int | None:
         return None
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
 def _cgroup(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/cgroup") as fh:
@@ -182,3 +190,26 @@ def test_a_submission_that_fails_before_its_probes_leaves_its_prestarted_sandbox
     with pytest.raises(CourseError):
         probe(course, tmp_path, ["no_such_exercise"], choose("strict"), waiting)
     assert waiting.taken and waiting.worker.proc.poll() is not None and not waiting.scratch.exists()
+
+
+def test_no_sandbox_waits_after_the_last_submission(course, tmp_path):
+    """A request that says no other submission follows leaves no pre-started sandbox importing torch for nobody;
+    one that says another follows does leave one waiting (the positive control)."""
+    student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
+    warm = WarmGrader(course.root, "strict")
+
+    def waiting_sandboxes() -> list[int]:
+        deadline = time.monotonic() + 10   # a sandbox started after the reply shows up within moments
+        found: list[int] = []
+        while not found and time.monotonic() < deadline:
+            found = [p for p in _descendants(warm._proc.pid) if _alive(p) and b"grader.worker" in _cmdline(p)]
+            time.sleep(0.2)
+        return found
+
+    try:
+        assert warm.grade(student, ["heads", "masks"], "en", LIMIT_S, more=True).get("files")
+        assert waiting_sandboxes(), "no sandbox waits although another submission was announced"
+        assert warm.grade(student, ["heads", "masks"], "en", LIMIT_S, more=False).get("files")
+        assert not waiting_sandboxes(), "a sandbox was pre-started after the last submission"
+    finally:
+        warm.close()
