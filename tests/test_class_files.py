@@ -301,6 +301,25 @@ def test_the_batch_class_page_links_real_reports_and_names_the_failed_criteria(b
     assert left_out == {"empty": 1, "unreadable": 1, "missing": 1}
 
 
+@pytest.mark.parametrize("width, height", [(1280, 1100), (400, 1400)])
+def test_the_class_page_in_a_browser(batch, tmp_path, width, height):
+    """Chromium draws class.html (in Chinese, with the CJK font) at a desktop and a phone width; the page itself
+    never scrolls sideways (only the wide student table scrolls inside its own box)."""
+    from browser import layout_width, screenshot
+
+    page = tmp_path / "class.html"
+    page.write_text((batch[0] / "class.html").read_text(encoding="utf-8"), encoding="utf-8")
+    png = screenshot(page, tmp_path / f"class-{width}.png", tmp_path / "profile", width, height)
+    header = png.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and header[16:24] == width.to_bytes(4, "big") + height.to_bytes(4, "big")
+    empty = tmp_path / "empty.html"
+    empty.write_text("<!DOCTYPE html><html><body></body></html>")
+    blank = screenshot(empty, tmp_path / "empty.png", tmp_path / "profile", width, height)
+    assert png.stat().st_size > 4 * blank.stat().st_size   # tables, bars and text, not an empty page
+    scroll, client = layout_width(page, tmp_path / "profile", width)
+    assert client == width and scroll <= client
+
+
 def test_a_log_gets_plain_progress_lines_with_an_eta_and_names_in_flight(batch):
     lines = batch[1].stderr.splitlines()
     assert lines[0].startswith("[0/4]") and "ETA measuring" in lines[0]
