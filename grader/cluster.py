@@ -22,7 +22,7 @@ from grader.i18n import t, verbatim
 from grader.course import COURSE_FILE, Course, load_course
 from grader.gradebook import KILLED_WORKERS, grader_key
 from grader.nolinks import LINK, REGULAR, read_without_links
-from grader.pool import time_limit
+from grader.pool import PIPELINE, time_limit
 
 JOBQUEUE_KINDS = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
                   "htcondor": "HTCondorCluster", "moab": "MoabCluster", "oar": "OARCluster"}
@@ -51,8 +51,9 @@ def connect(spec: str, jobs: int, settings: dict):
     dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES})
     if spec == "local":
         # Workers as threads of this process: each still grades through a warm process of its own, and none
-        # has to start an interpreter and import Dask first.
-        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=False, dashboard_address=None)
+        # has to start an interpreter and import Dask first. PIPELINE threads each, as the pool feeds a warm
+        # process: it judges one submission while the next one's probes run.
+        cluster = LocalCluster(n_workers=jobs, threads_per_worker=PIPELINE, processes=False, dashboard_address=None)
     elif spec in JOBQUEUE_KINDS:
         try:
             import dask_jobqueue
