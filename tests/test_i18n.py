@@ -148,3 +148,16 @@ def test_a_template_in_several_catalogs_has_one_translation(catalogs):
                 differ.append(f"{msgid!r}: {seen[msgid][0]} says {seen[msgid][1]!r}, {domain} says {msgstr!r}")
             seen.setdefault(msgid, (domain, msgstr))
     assert not differ, "\n".join(differ)
+
+
+def test_a_verdict_refuses_a_plain_string():
+    """Fails closed at run time too: a string that slipped past the source check ends the criterion as the
+    grader's error instead of showing English in a Chinese report."""
+    from grader.judge.criterion import VerdictRecorder
+    from grader.judge.verdicts import CriterionFailed
+
+    with pytest.raises(TypeError):
+        CriterionFailed("logits have the wrong shape")
+    with pytest.raises(TypeError):
+        VerdictRecorder().ok("fine")
+    assert CriterionFailed(t("the import")).message.texts()["en"] == "the import"
