@@ -98,8 +98,12 @@ def verbatim(text) -> Text:
     return Verbatim(str(text))
 
 
-def rendered(texts: dict[str, str] | Text) -> Text:
-    return texts if isinstance(texts, Text) else Rendered(texts)
+def rendered(said: Text | dict[str, str] | str) -> Text:
+    """What was already said, as a Text: a Text itself, a sentence recorded in every language ({"en": ..., "zh": ...}),
+    or words that are the same in every language (an exception's message)."""
+    if isinstance(said, Text):
+        return said
+    return Rendered(said) if isinstance(said, dict) else verbatim(said)
 
 
 def join(parts: Iterable[Text], separator: Text | None = None) -> Text:

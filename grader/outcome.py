@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from grader.course import Course
-from grader.i18n import Text, join, rendered, t, verbatim
+from grader.i18n import Text, join, rendered, t
 from grader.gradebook import GRADER_ERROR
 from grader.reporting import write_atomic
 
@@ -26,11 +26,11 @@ def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) ->
     without a readable report is a `grader_error`."""
     (report_dir / "report.json").unlink(missing_ok=True)   # a report left by an earlier run must not be read as this one's
     if reply.get("final_status"):   # a verdict the engine reached without a report (a worker-killing grading)
-        return failure_rows(course, reply["final_status"], _said(reply["error"]), graded_at)
+        return failure_rows(course, reply["final_status"], rendered(reply["error"]), graded_at)
     files = reply.get("files") or {}
     report = _parsed_report(files.get("report.json"))
     if report is None:
-        reason = _said(reply["error"]) if reply.get("error") else t("no report came back")
+        reason = rendered(reply["error"]) if reply.get("error") else t("no report came back")
         return failure_rows(course, GRADER_ERROR, t("grading failed: {reason}; graded again on the next run",
                                                     reason=reason), graded_at)
     for name, text in files.items():
@@ -52,11 +52,6 @@ def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) ->
                "status": status, "message": message, "report_dir": str(report_dir), "graded_at": graded_at,
                "sandbox": (report.get("sandbox") or {}).get("level")}
     return summary, rows
-
-
-def _said(error: dict | str) -> Text:
-    """A reply's error: a sentence in both languages, or the words of an exception (shown as they are)."""
-    return rendered(error) if isinstance(error, dict) else verbatim(error)
 
 
 def _parsed_report(text: str | None) -> dict | None:

@@ -40,7 +40,7 @@ class _Said(Exception):
     """An exception whose words reach the gradebook: a sentence in every language (plain words stay as they are)."""
 
     def __init__(self, said: Text | dict | str):
-        self.said = said if isinstance(said, Text) else rendered(said) if isinstance(said, dict) else verbatim(said)
+        self.said = rendered(said)
         super().__init__(str(self.said))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from safetensors.torch import load as load_safetensors
 
-from grader.i18n import Text, known_template, placeholders, t, verbatim
+from grader.i18n import Text, known_template, placeholders, rendered, t, verbatim
 from grader.judge.verdicts import Crashed, CriterionFailed, GraderFault, NotAttempted, StudentRaised, TimedOut
 from grader.worker import protocol
 from grader.worker.protocol import read_capped
@@ -120,11 +120,6 @@ def recorded_breach(error: dict) -> Text:
         except (KeyError, ValueError, IndexError):
             pass
     return verbatim(error.get("message", ""))
-
-
-def _said(value: Text | str) -> Text:
-    """What the supervisor said of a run: its own sentence, or the words of a fault it caught (shown as they are)."""
-    return value if isinstance(value, Text) else verbatim(value)
 
 
 def _recorded_param(value) -> Text:
@@ -279,11 +274,11 @@ class Observations:
             return Crashed(t("{what} left no observation (the exercise was not run)", what=what))
         if run.grader_fault:
             return GraderFault(t("the grader failed, not your code: {fault}; {what} did not run. No point is taken "
-                                 "for it: the submission will be graded again", fault=_said(run.grader_fault),
+                                 "for it: the submission will be graded again", fault=rendered(run.grader_fault),
                                  what=what))
         if run.failure:
             cls = TimedOut if run.limit == "time" else Crashed
-            return cls(t("{failure}; {what} did not finish", failure=_said(run.failure), what=what), limit=run.limit)
+            return cls(t("{failure}; {what} did not finish", failure=rendered(run.failure), what=what), limit=run.limit)
         if run.limit == "time":
             return TimedOut(t("killed after {seconds:g} s of wall time while running {what}", seconds=run.timeout_s,
                               what=what), limit="time")
