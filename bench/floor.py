@@ -38,3 +38,7 @@ for ex in course.exercises:
     per_exercise[ex.id] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
 print(json.dumps({"import_torch_s": import_s, "exercises": per_exercise, "total_s": time.perf_counter() - start,
                   "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# The grader skips the interpreter's teardown once its work is done (grader.cli.run): so does the floor, so
+# that neither figure holds half a second of freeing modules.
+sys.stdout.flush()
+os._exit(0)

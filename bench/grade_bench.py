@@ -8,6 +8,8 @@ Then a class of N distinct copies of the solutions, each run into a fresh gradeb
   (d) `grader batch --jobs 1` (warm pool), per submission, over (b)        goal <= 0.6
   (e) `--cluster local --jobs 2` (Dask) over `--jobs 2` (warm pool)         goal <= 1.1
   (f) throughput of `--cluster local --jobs 2` over `--cluster local --jobs 1`  goal >= 1.7
+  (f1) the same scaling where workers cannot share cores: a scheduler and Dask worker processes here, each pinned
+       to a core of its own (taskset), as two one-core machines would be: two such workers over one
 and the worker's peak memory (budget: < 1.5 GB). The machine's load average is printed: measure when it is quiet.
 """
 
@@ -18,6 +20,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +60,42 @@ def batch_run(classroom: Path, out: Path, *options: str) -> tuple[float, float]:
     return wall, cpu
 
 
+def pinned_cluster_run(classroom: Path, out: Path, cores: list[int], folder: Path) -> float:
+    """Wall seconds of a batch on a scheduler and one Dask worker process per core in `cores`, each pinned to its
+    core (with the warm process and sandboxes it starts), timed from when every worker has joined."""
+    folder.mkdir()
+    scheduler_file = folder / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([PYTHON, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(scheduler_file)], cwd=folder, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
+    try:
+        t0 = time.perf_counter()
+        while not scheduler_file.exists():
+            if time.perf_counter() - t0 > 60:
+                sys.exit("the Dask scheduler did not start")
+            time.sleep(0.1)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for core in cores:   # two threads each: a worker feeds its warm process two submissions, as the pool does
+            procs.append(subprocess.Popen(["taskset", "-c", str(core), PYTHON, "-m", "distributed.cli.dask_worker",
+                                           address, "--nthreads", "2", "--no-nanny", "--no-dashboard", "--host",
+                                           "127.0.0.1", "--local-directory", str(folder / f"worker-{core}")],
+                                          cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True))
+        from distributed import Client
+
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(len(cores), timeout=120)
+        return timed([*GRADER, "batch", str(classroom), "--out", str(out), "--cluster", address])[0]
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=10, help="submissions in each batch figure")
@@ -93,17 +132,26 @@ def main() -> None:
             "dask 1": batch_run(classroom, tmp / "dask-1", "--cluster", "local", "--jobs", "1"),
             "dask 2": batch_run(classroom, tmp / "dask-2", "--cluster", "local", "--jobs", "2"),
         }
+        cores = sorted(os.sched_getaffinity(0))[:2]
+        pinned = {f"{k} pinned": pinned_cluster_run(classroom, tmp / f"pinned-{k}", cores[:k], tmp / f"cluster-{k}")
+                  for k in (1, 2)} if len(cores) == 2 and shutil.which("taskset") else {}
         runs = {name: wall for name, (wall, _) in measured.items()}
         print(f"\nbatch of {n} (per submission: wall, and CPU of every process, sandboxes included):")
         for name, (wall, cpu) in measured.items():
             # Dask's in-process workers leave their warm processes to die with the client, unwaited: no CPU figure
             shown = f"cpu {cpu / n:5.2f} s/submission" if name.startswith("pool") else "cpu     n/a           "
             print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   {shown}   {n / wall * 60:5.1f} submissions/min")
+        for name, wall in pinned.items():
+            print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   (Dask worker processes, one core each)"
+                  f"   {n / wall * 60:5.1f} submissions/min")
         print(f"  lone grade cpu {lone_cpu:5.2f} s")
         print(f"\nb/a = {lone_wall / floor_wall:.2f}  lone grade over the floor (goal <= 1.25)")
         print(f"d   = {runs['pool 1'] / n / lone_wall:.2f}  batch --jobs 1 per submission over a lone grade (goal <= 0.6)")
         print(f"e   = {runs['dask 2'] / runs['pool 2']:.2f}  local Dask over the warm pool, --jobs 2 (goal <= 1.1)")
         print(f"f   = {runs['dask 1'] / runs['dask 2']:.2f}  two local Dask workers over one, throughput (goal >= 1.7)")
+        if pinned:
+            print(f"f1  = {pinned['1 pinned'] / pinned['2 pinned']:.2f}  two one-core Dask workers over one, "
+                  "throughput (goal >= 1.7)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -1,5 +1,5 @@
-from grader.cli import main
+from grader.cli import run
 
 # Guarded: Dask's local workers start by spawn, which imports this module again under another name.
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

@@ -23,7 +23,7 @@ from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
 from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
-from grader.sandbox.supervisor import Job, Prestarted, Run, run_jobs
+from grader.sandbox.supervisor import WARMING_SHARE, Job, Prestarted, Run, run_jobs
 
 # torch, pytest and the judge are imported only once the worker is running: both then import in parallel.
 
@@ -186,6 +186,18 @@ def run_probes(probed: Probed, prestarted: Prestarted | None = None) -> None:
         probed.close()
 
 
+def prestart(course: Course, sandbox: Sandbox, exercise_ids: list[str] | None = None,
+             share: float = WARMING_SHARE) -> Prestarted | None:
+    """A sandbox started now for a submission to come (able to run `exercise_ids`, default all), warm when its
+    request comes; None when none can be had now (every grading uid held, say): that submission's sandbox is
+    then started for it, as without this. It dies with the calling thread."""
+    exercises = [course.exercise(e) for e in exercise_ids or [ex.id for ex in course.exercises]]
+    try:
+        return Prestarted(sandbox, course.seed, {ex.id: ex.probes_module for ex in exercises}, course.uids, share)
+    except Exception:  # noqa: BLE001 - a missed head start costs time, never a grading
+        return None
+
+
 def probe(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox,
           prestarted: Prestarted | None = None) -> Probed:
     """Stage the submission and run its probes in a fresh sandbox (or `prestarted`, started for it ahead of
@@ -265,22 +277,31 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     next (one pytest session, in the course's order, whose criteria wait for their exercise's run), else after."""
     staged: list[Probed] = []
     failures: list[BaseException] = []
-    ready = threading.Event()
+    launched, ready = threading.Event(), threading.Event()
 
     def supervise() -> None:
         try:
-            staged.append(staged_for_probes(course, submission, exercise_ids, sandbox))
+            # The sandbox starts first: it imports torch while the submission is staged, the references found
+            # and (in the main thread) the judge imported.
+            try:
+                prestarted = prestart(course, sandbox, exercise_ids, share=1)
+            finally:
+                launched.set()
+            staged.append(staged_for_probes(course, submission, exercise_ids, sandbox, prestarted))
             ready.set()
-            run_probes(staged[0])
+            run_probes(staged[0], prestarted)
         except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
             failures.append(exc)
         finally:
+            launched.set()
             ready.set()
 
     worker = threading.Thread(target=supervise, name="supervisor")
     worker.start()
     # While the worker imports torch and runs the probes (it mostly waits on the student's code), the judge
-    # imports its own heavy modules on the other core.
+    # imports its own heavy modules on the other core: once the sandbox is on its way, so that the two
+    # threads do not contend for the interpreter before it is.
+    launched.wait()
     import grader.judge.observations  # noqa: F401
     import grader.judge.session  # noqa: F401
     import grader.report.build  # noqa: F401

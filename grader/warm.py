@@ -134,6 +134,7 @@ class WarmGrader:
                 waiting.reply = reply
                 waiting.done.set()
         proc.wait()
+        self._sweep_uids()
         log.seek(0)
         tail = log.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         log.close()
@@ -150,6 +151,20 @@ class WarmGrader:
             pending.clear()
 
 
+    def _sweep_uids(self) -> None:
+        """Without a pid namespace (basic level) what a student's code started outlives a killed warm process:
+        its grading uids are swept once it is gone."""
+        if os.geteuid() != 0:
+            return   # no uids of its own were used
+        from grader.course import CourseError, load_course
+        from grader.sandbox.uids import sweep
+
+        try:
+            sweep(*load_course(self.course_root).uids)
+        except (CourseError, OSError):
+            pass   # the course changed under a running batch: its next grading's claim sweeps its own uid
+
+
 def warm_up(exercise_ids: list[str]) -> None:
     """Import what every grading needs, once: torch, pytest, the judge, the criteria, the renderers."""
     import torch  # noqa: F401
@@ -161,17 +176,6 @@ def warm_up(exercise_ids: list[str]) -> None:
 
     for ex in exercise_ids:
         criteria_of(ex)
-
-
-def prestart(course, sandbox):
-    """A sandbox started now for the next submission, warm when its request comes; None when none can be had
-    now (every grading uid held, say): that submission's sandbox is then started for it, as without this."""
-    from grader.sandbox.supervisor import Prestarted
-
-    try:
-        return Prestarted(sandbox, course.seed, {ex.id: ex.probes_module for ex in course.exercises}, course.uids)
-    except Exception:  # noqa: BLE001 - a missed head start costs time, never a grading
-        return None
 
 
 def probe_phase(course, sandbox, request: dict, prestarted=None):
@@ -237,10 +241,11 @@ def main() -> None:
     # One submission probed ahead of the one being judged: the pipeline never holds more.
     probed_queue: queue.Queue = queue.Queue(maxsize=1)
 
+    from grader.grading import prestart
+
     def run_probes() -> None:
         # A sandbox waits, warm, for the next submission: started when the one before it is taken (if another is
-        # expected), it
-        # imports torch and the probe modules while that one is probed and judged. Started in this thread, which
+        # expected), it imports torch and the probe modules while that one is probed and judged. Started in this thread, which
         # outlives them: each dies with it (and so with this process, however it ends).
         waiting = prestart(course, sandbox)
         for line in sys.stdin:

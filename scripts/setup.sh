@@ -23,10 +23,13 @@ bash scripts/install-torch.sh .venv/bin/python
 if [ "${1:-}" = "--test" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
     # Chromium renders the HTML report in its tests; fonts-noto-cjk gives the Chinese report its glyphs
-    # (without it Chinese text is drawn as boxes in the screenshots).
+    # (without it Chinese text is drawn as boxes in the screenshots); slurm-wlm and munge run the one-node SLURM
+    # that `--cluster slurm` is tested on.
     missing=""
     command -v chromium >/dev/null 2>&1 || missing="chromium"
     dpkg -s fonts-noto-cjk >/dev/null 2>&1 || missing="$missing fonts-noto-cjk"
+    dpkg -s slurm-wlm >/dev/null 2>&1 || missing="$missing slurm-wlm"
+    dpkg -s munge >/dev/null 2>&1 || missing="$missing munge"
     if [ -n "$missing" ]; then
         if [ "$(id -u)" = 0 ]; then
             # shellcheck disable=SC2086  # one word per package

@@ -165,6 +165,37 @@ def test_killing_the_warm_process_mid_grading_leaves_no_sandbox_running(tmp_path
         warm.close()
 
 
+def test_killing_the_warm_process_at_the_basic_level_leaves_no_student_process(tmp_path):
+    # No pid namespace here: the student's child dies with its worker, and what the child started in a session of
+    # its own is swept with the grading uids once the warm process is gone.
+    course = load_course(course_copy(tmp_path / "course", ["heads", "masks"], timeout_s=120))
+    student = submission(tmp_path / "student", "import subprocess, time\n"
+                         "subprocess.Popen(['sleep', '120'], start_new_session=True)\ntime.sleep(120)\n")
+    warm = WarmGrader(course.root, "basic")
+    grading = threading.Thread(target=lambda: _grade_quietly(warm, student), daemon=True)
+    low, high = course.uids
+    try:
+        grading.start()
+        deadline = time.monotonic() + LIMIT_S
+        student_code = []
+        while len(student_code) < 2 and time.monotonic() < deadline:   # the child and the sleep it started
+            time.sleep(0.2)
+            student_code = [p for p in _pids() if low <= (_uid(p) or -1) <= high and _alive(p)]
+        assert len(student_code) >= 2, f"the student's code never started its process: {student_code}"
+        os.kill(warm._proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(map(_alive, student_code)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [(p, _cmdline(p)) for p in student_code if _alive(p)]
+        assert not left, f"student processes outlived their warm process: {left}"
+    finally:
+        warm.close()
+
+
+def _pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
 def _grade_quietly(warm: WarmGrader, student: Path) -> None:
     try:
         warm.grade(student, ["heads", "masks"], "en", LIMIT_S)

@@ -100,15 +100,18 @@ class Prestarted:
     so a grading process killed with -9 leaves no sandbox waiting: start it from a thread that outlives its use.
     """
 
-    def __init__(self, sandbox: Sandbox, seed: int, exercises: dict[str, str], uids: tuple[int, int] = DEFAULT_UIDS):
-        """`exercises`: id -> probes module, every exercise a request may name."""
+    def __init__(self, sandbox: Sandbox, seed: int, exercises: dict[str, str], uids: tuple[int, int] = DEFAULT_UIDS,
+                 share: float = WARMING_SHARE):
+        """`exercises`: id -> probes module, every exercise a request may name. `share`: its control group's CPU
+        weight until its request comes, as a fraction of a grading's (a whole one when its submission is already
+        on its way)."""
         self.sandbox, self.seed, self.exercises = sandbox, seed, dict(exercises)
         self.lease = _Lease.take(sandbox, uids)
         self.scratch = new_scratch()
         self.taken = False
         try:
-            if self.lease.group:
-                self.lease.group.weigh(WARMING_SHARE)
+            if self.lease.group and share != 1:
+                self.lease.group.weigh(share)
             self.worker = _Worker.start(sandbox, seed, list(self.exercises), list(dict.fromkeys(self.exercises.values())),
                                         self.lease, self.scratch, attempt=1)
         except BaseException:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pwd
+import signal
 from dataclasses import dataclass
 
 LOCK_FOLDERS = ("/run/lock/transformer-grader", "/tmp/transformer-grader-uids")
@@ -40,8 +41,60 @@ def claim(first: int, last: int) -> UidClaim:
         except BlockingIOError:
             os.close(fd)
             continue
+        kill_leftovers(uid)
         return UidClaim(uid, fd)
     raise NoFreeUid(f"all {last - first + 1} grading uids ({first}-{last}) are in use; widen [sandbox] uids in course.toml")
+
+
+def sweep(first: int, last: int) -> None:
+    """Kill what runs as any uid of [first, last] that no grading holds: a grading killed with -9 (or its warm
+    process) may have left student processes there that nothing else ends."""
+    try:
+        folder = _lock_folder()
+    except NoFreeUid:
+        return
+    for uid in _running_uids() & set(range(first, last + 1)):
+        fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            kill_leftovers(uid)
+        except BlockingIOError:
+            pass   # a grading holds it: its processes are its own
+        finally:
+            os.close(fd)
+
+
+def kill_leftovers(uid: int) -> None:
+    """Kill every process running as `uid`, which the caller holds: whatever runs as it now is left from a
+    grading that ended without its cleanup. As in isolate, a process of that uid does it (kill -1 from it
+    reaches every process of the uid at once, a forking one included), not a scan that forks could outrun."""
+    if uid not in _running_uids():
+        return
+    pid = os.fork()
+    if pid == 0:   # only system calls here: the caller may have threads, which the child does not inherit
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)   # every process this uid may signal, never the caller itself
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _running_uids() -> set[int]:
+    """The real uids of this machine's live processes (in this pid namespace; zombies are already dead)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status", "rb") as fh:
+                    fields = dict(line.split(b":", 1) for line in fh if line[:4] in (b"Stat", b"Uid:"))
+                if not fields[b"State"].strip().startswith(b"Z"):
+                    found.add(int(fields[b"Uid"].split()[0]))
+            except (OSError, ValueError, IndexError, KeyError):
+                continue
+    return found
 
 
 def _lock_folder() -> str:

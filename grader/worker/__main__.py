@@ -9,6 +9,7 @@ exercise's fate as a JSON line on the control descriptor, which children do not 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import os
@@ -50,6 +51,9 @@ def main() -> int:
         # before any exercise's clock starts, instead of in every forked child.
         importlib.import_module(module)
 
+    # Every object so far (torch, the probes) lives as long as the worker: frozen, the collector never walks
+    # them in a forked child, where walking writes to each one's header and copies every page it touches.
+    gc.freeze()
     send(control, {"event": "ready", "torch": torch.__version__})
     line = requests.readline()
     requests.close()
@@ -114,6 +118,7 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
     """Fork one child for a group of probes, supervise it to its end, and say how it ended."""
     read_end, write_end = os.pipe()
     ack_read, ack_write = os.pipe()
+    worker = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -132,7 +137,7 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
             os.close(write_end)
             os.setpgid(0, 0)
             child_limits(job, jail)
-            drop_privileges(jail)
+            drop_privileges(jail, worker)
             from grader.worker.runner import run_probes
 
             run_probes(job, group, seed, ack_fd=ack_write, write_import=first)

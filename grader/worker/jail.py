@@ -20,7 +20,7 @@ import time
 
 from grader.worker import protocol
 from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, PR_SET_CHILD_SUBREAPER,
-                                    PR_SET_NO_NEW_PRIVS, mount, prctl, umount)
+                                    PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, mount, prctl, umount)
 
 FILE_SIZE_LIMIT = 96 << 20  # observations are capped at 64 MiB a probe; nothing a probe writes needs more
 SCRATCH = "/.scratch"
@@ -97,15 +97,21 @@ class ExerciseBox:
         self.mounts.clear()
 
 
-def drop_privileges(jail: dict) -> None:
+def drop_privileges(jail: dict, worker: int) -> None:
     """In a child about to run student code: become the grading's own uid for good, with no groups and no way
-    back (no_new_privs). Nothing here forks or writes a file."""
+    back (no_new_privs), and die with the worker `worker` (its pid). Nothing here forks or writes a file."""
     user = jail.get("user")
     if user:
         os.setgroups([])
         os.setresgid(user["gid"], user["gid"], user["gid"])
         os.setresuid(user["uid"], user["uid"], user["uid"])
         prctl(PR_SET_NO_NEW_PRIVS, 1)
+    # After the uid change, which clears it. Without a pid namespace (basic level) nothing else would end a
+    # child whose worker was killed; what the child starts itself is its grading uid's, swept when that uid is
+    # next claimed (grader.sandbox.uids).
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != worker:   # the worker died before the signal was asked for
+        os._exit(1)
 
 
 def hand_over(folder: str, jail: dict, to_user: bool) -> None:
