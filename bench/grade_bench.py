@@ -1,8 +1,10 @@
-"""Grading speed, measured side by side in one run: python bench/grade_bench.py [--batch N] [--naive]
+"""Grading speed, measured side by side in one run: python bench/grade_bench.py [--batch N] [--repeat R] [--naive]
 
 On the reference solutions (reference observations cached first):
   (a) the bare floor: the same probes called in one plain process (bench/floor.py)
+  (a2) the same with each exercise in a forked child, no sandbox (bench/fork_floor.py)
   (b) a lone `grader grade solutions`                                     b/a   goal <= 1.25
+      (a, a2 and b alternate R times; their medians are compared)
   (c) with --naive: one fresh `grader grade --exercise X` process per exercise
 Then a class of N distinct copies of the solutions, each run into a fresh gradebook:
   (d) `grader batch --jobs 1` (warm pool), per submission, over (b)        goal <= 0.6
@@ -21,6 +23,7 @@ import os
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,6 +102,7 @@ def pinned_cluster_run(classroom: Path, out: Path, cores: list[int], folder: Pat
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=10, help="submissions in each batch figure")
+    parser.add_argument("--repeat", type=int, default=5, help="alternating runs of (a) and (b), medians compared")
     parser.add_argument("--naive", action="store_true", help="also time one `grader grade` process per exercise")
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}  ({os.cpu_count()} cores)")
@@ -106,16 +110,26 @@ def main() -> None:
         tmp = Path(tmp)
         timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "warm")])  # fills the reference cache
 
-        floor_wall, floor_cpu, done = timed([PYTHON, str(ROOT / "bench" / "floor.py")])
-        floor = json.loads(done.stdout)
-        lone_wall, lone_cpu, _ = timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "lone")])
+        # The two alternate, --repeat times: a disturbance then falls on both alike, and the medians are compared.
+        floors, forked, lones = [], [], []
+        for _ in range(args.repeat):
+            floors.append(timed([PYTHON, str(ROOT / "bench" / "floor.py")]))
+            forked.append(timed([PYTHON, str(ROOT / "bench" / "fork_floor.py")]))
+            lones.append(timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "lone")]))
+        floor_wall, floor_cpu = (statistics.median(run[i] for run in floors) for i in (0, 1))
+        forked_wall = statistics.median(run[0] for run in forked)
+        lone_wall, lone_cpu = (statistics.median(run[i] for run in lones) for i in (0, 1))
+        floor = json.loads(floors[-1][2].stdout)
         report = json.loads((tmp / "lone" / "report.json").read_text())
 
         print(f"{'exercise':<16}{'floor s':>9}{'grader s':>10}{'worker RSS MB':>15}")
         for e in report["exercises"]:
             print(f"{e['id']:<16}{floor['exercises'][e['id']]['wall_s']:>9.2f}{e['run'].get('wall_s', 0):>10.2f}"
                   f"{e['run'].get('max_rss_mb', 0):>15.0f}")
-        print(f"\n(a) bare floor          wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch {floor['import_torch_s']:.2f} s)")
+        print(f"\nmedians of {args.repeat} alternating runs (walls: a {' '.join(f'{r[0]:.2f}' for r in floors)};"
+              f" a2 {' '.join(f'{r[0]:.2f}' for r in forked)}; b {' '.join(f'{r[0]:.2f}' for r in lones)})")
+        print(f"(a) bare floor          wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch {floor['import_torch_s']:.2f} s)")
+        print(f"(a2) fork per exercise  wall {forked_wall:6.2f} s   (bench/fork_floor.py: a child per exercise, no sandbox)")
         print(f"(b) lone grader grade   wall {lone_wall:6.2f} s   cpu {lone_cpu:6.2f} s")
         if args.naive:
             naive_wall = sum(timed([*GRADER, "grade", str(ROOT / "solutions"), "--exercise", e["id"], "--out",
@@ -145,7 +159,9 @@ def main() -> None:
             print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   (Dask worker processes, one core each)"
                   f"   {n / wall * 60:5.1f} submissions/min")
         print(f"  lone grade cpu {lone_cpu:5.2f} s")
-        print(f"\nb/a = {lone_wall / floor_wall:.2f}  lone grade over the floor (goal <= 1.25)")
+        print(f"\nb/a = {lone_wall / floor_wall:.2f}  lone grade over the floor (goal <= 1.25); a2/a = "
+              f"{forked_wall / floor_wall:.2f} (a fresh process per exercise), b/a2 = {lone_wall / forked_wall:.2f} "
+              "(the sandbox, the judge and the reports)")
         print(f"d   = {runs['pool 1'] / n / lone_wall:.2f}  batch --jobs 1 per submission over a lone grade (goal <= 0.6)")
         print(f"e   = {runs['dask 2'] / runs['pool 2']:.2f}  local Dask over the warm pool, --jobs 2 (goal <= 1.1)")
         print(f"f   = {runs['dask 1'] / runs['dask 2']:.2f}  two local Dask workers over one, throughput (goal >= 1.7)")
