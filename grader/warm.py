@@ -150,7 +150,6 @@ class WarmGrader:
                 waiting.done.set()
             pending.clear()
 
-
     def _sweep_uids(self) -> None:
         """Without a pid namespace (basic level) what a student's code started outlives a killed warm process:
         its grading uids are swept once it is gone."""
@@ -217,6 +216,7 @@ def _exit_with_parent() -> None:
 
 def main() -> None:
     from grader.course import load_course
+    from grader.grading import prestart
     from grader.sandbox.levels import SandboxUnavailable, choose
 
     parser = argparse.ArgumentParser(prog="python -m grader.warm")
@@ -241,12 +241,10 @@ def main() -> None:
     # One submission probed ahead of the one being judged: the pipeline never holds more.
     probed_queue: queue.Queue = queue.Queue(maxsize=1)
 
-    from grader.grading import prestart
-
     def run_probes() -> None:
         # A sandbox waits, warm, for the next submission: started when the one before it is taken (if another is
-        # expected), it imports torch and the probe modules while that one is probed and judged. Started in this thread, which
-        # outlives them: each dies with it (and so with this process, however it ends).
+        # expected), it imports torch and the probe modules while that one is probed and judged. Started in this
+        # thread, which outlives them: each dies with it (and so with this process, however it ends).
         waiting = prestart(course, sandbox)
         for line in sys.stdin:
             request = json.loads(line)
