@@ -24,6 +24,11 @@ DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo")
 START_S = 60
 
 
+def binary(name: str) -> str | None:
+    """The daemon or command's path (the daemons live in /usr/sbin, which not every PATH holds)."""
+    return shutil.which(name) or next((str(p) for p in (Path("/usr/sbin", name),) if p.exists()), None)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -43,7 +48,8 @@ def wait_for(what: str, check, logs: list[Path], seconds: float = START_S) -> No
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     """A one-node SLURM cluster: the environment (SLURM_CONF) its commands need."""
-    missing = [name for name in DAEMONS if shutil.which(name) is None and not Path("/usr/sbin", name).exists()]
+    found = {name: binary(name) for name in DAEMONS}
+    missing = [name for name, path in found.items() if path is None]
     assert not missing, f"{NEEDED} (missing: {', '.join(missing)})"
     root = tmp_path_factory.mktemp("slurm")
     os.chmod(root, 0o700)   # munged refuses a key or socket in a folder others may write to
@@ -74,21 +80,21 @@ def slurm(tmp_path_factory):
     daemons = []
     try:
         daemons.append(subprocess.Popen(
-            ["munged", "--foreground", "--force", f"--key-file={key}", f"--socket={munge_socket}",
+            [found["munged"], "--foreground", "--force", f"--key-file={key}", f"--socket={munge_socket}",
              f"--pid-file={root}/munge/munged.pid", f"--log-file={root}/log/munged.log",
              f"--seed-file={root}/munge/munged.seed"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
         wait_for("munged did not start", munge_socket.exists, logs)
-        daemons.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env,
+        daemons.append(subprocess.Popen([found["slurmctld"], "-D", "-i", "-f", str(conf)], env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
-        daemons.append(subprocess.Popen(["slurmd", "-D", "-f", str(conf), "-N", node], env=env,
+        daemons.append(subprocess.Popen([found["slurmd"], "-D", "-f", str(conf), "-N", node], env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
 
         def idle() -> bool:
-            state = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True)
+            state = subprocess.run([found["sinfo"], "-h", "-o", "%T"], env=env, capture_output=True, text=True)
             return state.stdout.strip() == "idle"
 
         wait_for("the SLURM node did not come up idle", idle, logs)
-        yield env
+        yield {**env, "PATH": os.pathsep.join([os.path.dirname(found["sbatch"]), env.get("PATH", "")])}
     finally:
         for daemon in reversed(daemons):
             daemon.kill()
