@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-start = time.perf_counter()
+START = time.perf_counter()
 os.environ["OMP_NUM_THREADS"] = "1"
 import torch  # noqa: E402
 
@@ -20,11 +20,11 @@ from grader.course import load_course  # noqa: E402
 from grader.worker.probe import ProbeContext, probes_of  # noqa: E402
 from grader.worker.runner import probe_seed  # noqa: E402
 
-import_s = time.perf_counter() - start
-course = load_course()
-per_exercise = {}
-for ex in course.exercises:
-    t0, c0 = time.perf_counter(), time.process_time()
+IMPORT_S = time.perf_counter() - START
+
+
+def run_exercise(course, ex) -> None:
+    """Import the exercise's reference solution and call each of its probes on it, seeded as the worker seeds."""
     path = str(course.solution(ex))
     spec = importlib.util.spec_from_file_location(ex.module_name, path)
     module = importlib.util.module_from_spec(spec)
@@ -35,10 +35,22 @@ for ex in course.exercises:
             seed = probe_seed(course.seed, ex.id, p.name)
             torch.manual_seed(seed)
             p.fn(module, ProbeContext(p.name, seed, workdir, path))
-    per_exercise[ex.id] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
-print(json.dumps({"import_torch_s": import_s, "exercises": per_exercise, "total_s": time.perf_counter() - start,
-                  "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-# The grader skips the interpreter's teardown once its work is done (grader.cli.run): so does the floor, so
-# that neither figure holds half a second of freeing modules.
-sys.stdout.flush()
-os._exit(0)
+
+
+def main() -> None:
+    course = load_course()
+    per_exercise = {}
+    for ex in course.exercises:
+        t0, c0 = time.perf_counter(), time.process_time()
+        run_exercise(course, ex)
+        per_exercise[ex.id] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+    print(json.dumps({"import_torch_s": IMPORT_S, "exercises": per_exercise, "total_s": time.perf_counter() - START,
+                      "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    # The grader skips the interpreter's teardown once its work is done (grader.cli.run): so does the floor, so
+    # that neither figure holds half a second of freeing modules.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
