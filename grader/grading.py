@@ -283,10 +283,8 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
         try:
             # The sandbox starts first: it imports torch while the submission is staged, the references found
             # and (in the main thread) the judge imported.
-            try:
-                prestarted = prestart(course, sandbox, exercise_ids, share=1)
-            finally:
-                launched.set()
+            prestarted = prestart(course, sandbox, exercise_ids, share=1)
+            launched.set()
             staged.append(staged_for_probes(course, submission, exercise_ids, sandbox, prestarted))
             ready.set()
             run_probes(staged[0], prestarted)

@@ -110,7 +110,7 @@ class Prestarted:
         self.scratch = new_scratch()
         self.taken = False
         try:
-            if self.lease.group and share != 1:
+            if self.lease.group:
                 self.lease.group.weigh(share)
             self.worker = _Worker.start(sandbox, seed, list(self.exercises), list(dict.fromkeys(self.exercises.values())),
                                         self.lease, self.scratch, attempt=1)

@@ -35,13 +35,11 @@ def claim(first: int, last: int) -> UidClaim:
     for uid in range(first, last + 1):
         if _is_account(uid):
             continue
-        fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = _lock(folder, uid)
+        if fd is None:
             continue
-        kill_leftovers(uid)
+        if uid in _running_uids():   # held by nobody until now: whatever runs as it is left over
+            _kill_all_of(uid)
         return UidClaim(uid, fd)
     raise NoFreeUid(f"all {last - first + 1} grading uids ({first}-{last}) are in use; widen [sandbox] uids in course.toml")
 
@@ -54,22 +52,30 @@ def sweep(first: int, last: int) -> None:
     except NoFreeUid:
         return
     for uid in _running_uids() & set(range(first, last + 1)):
-        fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = _lock(folder, uid)
+        if fd is None:
+            continue   # a grading holds it: its processes are its own
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            kill_leftovers(uid)
-        except BlockingIOError:
-            pass   # a grading holds it: its processes are its own
+            _kill_all_of(uid)
         finally:
             os.close(fd)
 
 
-def kill_leftovers(uid: int) -> None:
-    """Kill every process running as `uid`, which the caller holds: whatever runs as it now is left from a
-    grading that ended without its cleanup. As in isolate, a process of that uid does it (kill -1 from it
-    reaches every process of the uid at once, a forking one included), not a scan that forks could outrun."""
-    if uid not in _running_uids():
-        return
+def _lock(folder: str, uid: int) -> int | None:
+    """The uid's lock file, held by this process from now on; None when another process holds it."""
+    fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _kill_all_of(uid: int) -> None:
+    """Kill every process running as `uid`, which the caller holds. As in isolate, a process of that uid does it
+    (kill -1 from it reaches every process of the uid at once, a forking one included), not a scan that forks
+    could outrun."""
     pid = os.fork()
     if pid == 0:   # only system calls here: the caller may have threads, which the child does not inherit
         try:
