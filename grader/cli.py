@@ -364,7 +364,9 @@ def command_handout(args) -> int:
 
 def command_classroom_sync(args) -> int:
     from grader.batch import run_batch
-    from grader.classroom import GitHub, GitHubError, classroom_settings, sync, token_from_environment
+    from grader.classroom import (GitHub, GitHubError, POSTED, RETRY, classroom_settings, iso, parse_time, sync,
+                                  token_from_environment)
+    from grader.render.safe_text import terminal_text
     from grader.sandbox.levels import strict_missing
 
     course = load_course(args.course)
@@ -375,20 +377,30 @@ def command_classroom_sync(args) -> int:
     if args.sandbox == "strict" and strict_missing():
         raise UsageError(f"the strict sandbox is unavailable: {strict_missing()}; pass --sandbox basic")
     guard_basic_level(course, args.sandbox, args.lang, None)   # the fetched files stay in --out, owner-only
+    deadline = classroom_settings(course).get("deadline")
+    try:
+        deadline = parse_time(str(deadline)) if deadline is not None else None
+    except ValueError:
+        raise UsageError(f"course.toml: [classroom] deadline {deadline!r} is not an ISO 8601 time such as "
+                         "2026-12-01T23:59:59Z") from None
     out = args.out.absolute()
 
     def grade_batch(submissions, gradebook):
         return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang)
 
     try:
-        graded = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch,
-                      classroom_settings(course).get("deadline"), args.lang)
-    except GitHubError as exc:
+        rows = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch, deadline, args.lang)
+    except GitHubError as exc:   # the organisation's repositories could not be listed: nothing is known
         raise UsageError(f"GitHub: {exc}") from None
-    for g in graded:
-        print(f"{g.repository} {g.sha[:12]}: {g.description}")
-    print(f"{len(graded)} scorecards posted; gradebook in {out}")
-    return EXIT_OK
+    for row in rows:
+        where = f" {row.sha[:12]}" if row.sha else ""
+        came = f" ({row.arrival.how} {iso(row.arrival.at)})" if row.arrival else ""
+        stage = f" [{row.stage}]" if row.stage else ""
+        print(terminal_text(f"{row.repository}{where}: {row.status}{stage}: {row.description}{came}"))
+    posted = sum(r.status == POSTED for r in rows)
+    retried = sum(r.status == RETRY for r in rows)
+    print(f"{posted} scorecards posted, {retried} repositories to try again; gradebook in {out}")
+    return EXIT_INCOMPLETE if retried else EXIT_OK
 
 
 def command_gradescope(args) -> int:
