@@ -173,6 +173,8 @@ class GitHub:
                 # 404: no such endpoint here; 403 without the words of a rate limit: the token may not read it.
                 if exc.code == 404 or (exc.code == 403 and "rate limit" not in str(exc).lower()):
                     return None
+                if exc.code == 409:   # a repository with no commit yet: nothing was pushed
+                    return found
                 raise
             try:
                 page = json.loads(data)

@@ -141,6 +141,8 @@ def serve(fake: FakeGitHub):
                 if what == "activity":
                     if repo in fake.no_activity:
                         return self._answer(404, {"message": "Not Found"})
+                    if not history:   # as for the commits of an empty repository
+                        return self._answer(409, {"message": "Git Repository is empty."})
                     assert params["ref"] == "refs/heads/main" and params["direction"] == "desc"
                     pushes = [{"id": c["id"], "before": prev["sha"] if prev else "0" * 40, "after": c["sha"],
                                "ref": "refs/heads/main", "timestamp": stamp(c["pushed"]), "activity_type": "push"}
