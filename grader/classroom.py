@@ -166,9 +166,12 @@ class GitHub:
         path = (f"/repos/{quote(owner)}/{quote(repo)}/activity?ref={quote('refs/heads/' + branch)}"
                 f"&per_page={PAGE}&direction=desc")
         found: list[dict] = []
+        page_path: str | None = path
         for _ in range(MAX_PUSH_PAGES):
+            if page_path is None:
+                return found
             try:
-                data, headers = self.request("GET", path)
+                data, headers = self.request("GET", page_path)
             except GitHubError as exc:
                 # 404: no such endpoint here; 403 without the words of a rate limit: the token may not read it.
                 if exc.code == 404 or (exc.code == 403 and "rate limit" not in str(exc).lower()):
@@ -179,14 +182,12 @@ class GitHub:
             try:
                 page = json.loads(data)
             except ValueError:
-                raise GitHubError(f"GET {path}: the answer is not JSON") from None
+                raise GitHubError(f"GET {page_path}: the answer is not JSON") from None
             for entry in page:
                 if entry.get("id") in known:
                     return found
                 found.append(entry)
-            path = next_page(headers.get("link", ""))
-            if not page or path is None:
-                return found
+            page_path = next_page(headers.get("link", "")) if page else None
         return found
 
     def tree(self, owner: str, repo: str, sha: str) -> dict[str, dict]:

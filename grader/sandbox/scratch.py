@@ -68,7 +68,7 @@ def remove_scratch(folder: Path) -> None:
 
 def sweep(parent: Path) -> list[Path]:
     """Remove this user's scratch folders that no living grading holds; return them."""
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(parent)
     except OSError:
