@@ -29,6 +29,7 @@ from grader.outcome import failure_rows, now, outcome_of
 from grader.progress import BatchProgress
 from grader.reporting import write_atomic
 from grader.roster import Student
+from grader.sandbox.private import private_folder
 
 MAX_ZIP_MEMBERS = 2000
 MAX_ZIP_FILE_BYTES = 16 << 20
@@ -218,8 +219,13 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
               excel: bool = False) -> dict:
     """Grade every entry of `submissions` not yet in the gradebook: on warm processes here (`cluster` None), or
     on Dask (`cluster`: "local", a scheduler's address, or a dask-jobqueue kind such as "slurm"). grades.csv
-    names the students of `roster` when given, and starts with a byte order mark when `excel`."""
-    out.mkdir(parents=True, exist_ok=True)
+    names the students of `roster` when given, and starts with a byte order mark when `excel`. `out` is made
+    owner-only: it holds every student's code (unpacked) and report."""
+    if cluster is not None:
+        from grader.cluster import refuse_basic
+
+        refuse_basic(sandbox, lang)
+    private_folder(out)
     with batch_lock(out):
         # What a killed run left unpacked goes first: nothing but this run writes here, and a stale partial
         # unpack must never be graded.

@@ -1,43 +1,100 @@
 """`grader classroom sync`: hidden grading of a GitHub Classroom assignment, on the instructor's side.
 
 Students' repositories hold no secret and run only the checker. The instructor's private repository runs this
-on a schedule with a token that stays there: it lists the organisation's repositories named
-`<prefix>-<username>` (GitHub Classroom's naming), takes each one's latest commit (or its last commit before the
-deadline in course.toml's `[classroom]` table), grades the commits it has not graded yet with `grader batch`,
-and posts each scorecard back to that commit: a status carrying the score and a comment holding the scorecard.
-`OUT/classroom.json` remembers which commit of each repository was posted, so a run with no new commit posts
-nothing. The REST calls use the standard library; the API's base URL is configurable (tests use a local fake).
+on a schedule with a token that stays there.
+
+Theory of operation. One run:
+
+1. lists the organisation's repositories named `<prefix>-<username>` (GitHub Classroom's naming); without that
+   list nothing is known, and the run stops;
+2. learns, for each repository, what its default branch held and since when (`Timeline`): GitHub's record of
+   the branch's pushes (the repository activity API: each push's time and the commit it left the branch at)
+   and what each run saw at the branch's head (the first run that saw a commit: it arrived then or before).
+   Both are kept in `OUT/classroom.json`, so what GitHub stops listing stays known. The commit to grade is the
+   one the branch held at the deadline (course.toml's `[classroom]` `deadline`), or now without one. A
+   commit's own date, which whoever commits sets, plays no part; `arrival` says when a graded commit arrived;
+3. downloads that commit's exercise files and nothing else (`exercises/<exercise-id>/<file>` as course.toml
+   names them) through the commit's git trees and blobs, each capped: a larger file is not downloaded and
+   staging refuses it by its size (that exercise's error), a link stays a link (refused by name);
+4. grades them all with `grader batch` (its regrade on: each is a new commit) and posts each scorecard back to
+   its commit: a status carrying the score and a comment holding the scorecard.
+
+Each repository goes on its own and gets its row (`Row`). One that GitHub or the grader failed (its listing, a
+download, a grading that ended `grader_error`, a post) is posted and recorded nothing, so the next run tries it
+again; the others are graded and posted. The REST calls use the standard library; the API's base URL is
+configurable (tests use a local fake).
 """
 
 from __future__ import annotations
 
-import io
+import datetime as dt
+import hashlib
 import json
 import os
+import re
 import shutil
-import tarfile
 import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from grader.course import Course
-from grader.i18n import t
+from grader.gradebook import GRADER_ERROR, Gradebook, content_hash, grader_key, said
+from grader.i18n import Text, rendered, t, verbatim
 from grader.reporting import write_atomic
+from grader.sandbox.private import private_folder
+from grader.sandbox.staging import MAX_SOURCE_BYTES
 
 DEFAULT_API = "https://api.github.com"
 STATUS_CONTEXT = "grader/hidden-criteria"
 STATE_FILE = "classroom.json"
+STATE_VERSION = 2
 PAGE = 100
-MAX_ARCHIVE_BYTES = 64 << 20      # one repository's tarball
-MAX_FILE_BYTES = 1 << 20          # one exercise file in it
+MAX_ANSWER_BYTES = 8 << 20        # one JSON answer: a folder's listing, a page of pushes
+MAX_FILE_BYTES = MAX_SOURCE_BYTES  # one exercise file: staging refuses a larger one, so it is never downloaded
+MAX_PUSH_PAGES = 10               # pages of pushes read per run, newest first, down to one already recorded
+EXERCISES = "exercises"           # the folder of a student's repository holding `<exercise-id>/<file>`
+NO_COMMIT = "0" * 40              # what a push that deleted the branch left it at
+LINK_MODE, SUBMODULE_MODE = "120000", "160000"   # git tree entry modes
+
+# A row's status.
+POSTED = "posted"      # graded, and the scorecard posted to the commit
+RETRY = "retry"        # GitHub or the grader failed: nothing posted or recorded; the next run tries again
+NOTHING = "nothing"    # no commit to grade: an empty repository, or none on the branch by the deadline
+# Where a RETRY failed.
+LISTING, DOWNLOAD, GRADING, POSTING = "listing", "download", "grading", "posting"
+# How an arrival is known.
+PUSHED = "push"        # GitHub's record of the push that left the branch at the commit: its time
+SEEN = "seen"          # the first run that saw the commit at the branch's head: it arrived then or before
 
 
 class GitHubError(Exception):
-    """A REST call failed; the message names the call and GitHub's answer."""
+    """A REST call failed; the message names the call and GitHub's answer (`code`: its HTTP status, if any)."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+# GitHub failed, or answered in another shape than its documentation's (a field missing, a time unreadable).
+UNEXPECTED = (GitHubError, KeyError, TypeError, ValueError, IndexError)
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def parse_time(text: str) -> dt.datetime:
+    """An ISO 8601 time ("2026-12-01T23:59:59Z"); one without a zone is taken as UTC."""
+    when = dt.datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def iso(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class GitHub:
@@ -48,31 +105,39 @@ class GitHub:
         self.token = token
         self.timeout_s = timeout_s
 
-    def call(self, method: str, path: str, body: dict | None = None, accept: str = "application/vnd.github+json",
-             limit: int = 8 << 20) -> bytes:
-        request = urllib.request.Request(self.api_url + path, method=method,
-                                         data=None if body is None else json.dumps(body).encode())
+    def request(self, method: str, path: str, body: dict | None = None, accept: str = "application/vnd.github+json",
+                limit: int = MAX_ANSWER_BYTES) -> tuple[bytes, dict[str, str]]:
+        """The answer's body (at most `limit` bytes, else GitHubError) and headers. `path` is below the API's
+        base URL, or a whole URL on it (a next page's link): the token goes nowhere else."""
+        url = path if path.startswith(self.api_url + "/") else self.api_url + path
+        request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
         request.add_header("Accept", accept)
         request.add_header("X-GitHub-Api-Version", "2022-11-28")
         request.add_header("User-Agent", "transformer-grader")
         if body is not None:
             request.add_header("Content-Type", "application/json")
-        # Unredirected: a tarball's redirect goes to another host, which must not receive the token.
+        # Unredirected: a redirect may go to another host, which must not receive the token.
         request.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        shown = url[len(self.api_url):]
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 data = response.read(limit + 1)
+                headers = {k.lower(): v for k, v in response.headers.items()}
         except urllib.error.HTTPError as exc:
             detail = exc.read(500).decode(errors="replace")
-            raise GitHubError(f"{method} {path}: HTTP {exc.code} {detail}") from None
-        except urllib.error.URLError as exc:
-            raise GitHubError(f"{method} {path}: {exc.reason}") from None
+            raise GitHubError(f"{method} {shown}: HTTP {exc.code} {detail}", exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:   # a refused connection, a reset, a timeout
+            raise GitHubError(f"{method} {shown}: {getattr(exc, 'reason', exc)}") from None
         if len(data) > limit:
-            raise GitHubError(f"{method} {path}: the answer is larger than {limit:,} bytes")
-        return data
+            raise GitHubError(f"{method} {shown}: the answer is larger than {limit:,} bytes")
+        return data, headers
 
     def json(self, method: str, path: str, body: dict | None = None):
-        return json.loads(self.call(method, path, body) or b"null")
+        data = self.request(method, path, body)[0]
+        try:
+            return json.loads(data or b"null")
+        except ValueError:
+            raise GitHubError(f"{method} {path}: the answer is not JSON") from None
 
     def student_repositories(self, org: str, prefix: str) -> list[dict]:
         """The organisation's repositories named `<prefix>-<username>`, by name."""
@@ -84,20 +149,61 @@ class GitHub:
                 return sorted(found, key=lambda r: r["name"])
             page += 1
 
-    def commit_to_grade(self, owner: str, repo: str, deadline: str | None) -> str | None:
-        """The SHA of the default branch's latest commit (before `deadline`, when set); None for an empty one."""
-        query = f"?per_page=1" + (f"&until={urllib.parse.quote(deadline)}" if deadline else "")
+    def head(self, owner: str, repo: str, branch: str) -> str | None:
+        """The SHA of the branch's latest commit; None for a repository with no commit."""
         try:
-            commits = self.json("GET", f"/repos/{quote(owner)}/{quote(repo)}/commits{query}")
+            commits = self.json("GET", f"/repos/{quote(owner)}/{quote(repo)}/commits?per_page=1&sha={quote(branch)}")
         except GitHubError as exc:
-            if "HTTP 409" in str(exc):   # GitHub's answer for a repository with no commit yet
+            if exc.code == 409:   # GitHub's answer for a repository with no commit yet
                 return None
             raise
         return commits[0]["sha"] if commits else None
 
-    def tarball(self, owner: str, repo: str, sha: str) -> bytes:
-        return self.call("GET", f"/repos/{quote(owner)}/{quote(repo)}/tarball/{sha}", accept="application/vnd.github.raw",
-                         limit=MAX_ARCHIVE_BYTES)
+    def pushes(self, owner: str, repo: str, branch: str, known: set[int]) -> list[dict] | None:
+        """GitHub's record of the branch's changes (pushes, force pushes, merges...), newest first, down to one of
+        `known` (ids already recorded); None when GitHub keeps none for this repository here (an older GitHub
+        Enterprise Server, or a token that may not read it)."""
+        path = (f"/repos/{quote(owner)}/{quote(repo)}/activity?ref={quote('refs/heads/' + branch)}"
+                f"&per_page={PAGE}&direction=desc")
+        found: list[dict] = []
+        page_path: str | None = path
+        for _ in range(MAX_PUSH_PAGES):
+            if page_path is None:
+                return found
+            try:
+                data, headers = self.request("GET", page_path)
+            except GitHubError as exc:
+                # 404: no such endpoint here; 403 without the words of a rate limit: the token may not read it.
+                if exc.code == 404 or (exc.code == 403 and "rate limit" not in str(exc).lower()):
+                    return None
+                if exc.code == 409:   # a repository with no commit yet: nothing was pushed
+                    return found
+                raise
+            try:
+                page = json.loads(data)
+            except ValueError:
+                raise GitHubError(f"GET {page_path}: the answer is not JSON") from None
+            for entry in page:
+                if entry.get("id") in known:
+                    return found
+                found.append(entry)
+            page_path = next_page(headers.get("link", "")) if page else None
+        return found
+
+    def tree(self, owner: str, repo: str, sha: str) -> dict[str, dict]:
+        """A git tree's entries (not recursive) by name: each with its `mode`, `type`, `sha` and, for a blob, `size`."""
+        listing = self.json("GET", f"/repos/{quote(owner)}/{quote(repo)}/git/trees/{quote(sha)}")
+        if not isinstance(listing, dict) or listing.get("truncated") or not isinstance(listing.get("tree"), list):
+            raise GitHubError(f"the folder listing of {sha} is incomplete")
+        return {entry["path"]: entry for entry in listing["tree"]}
+
+    def blob(self, owner: str, repo: str, sha: str, size: int) -> bytes:
+        """A git blob's bytes, `size` of them at most, checked against its SHA."""
+        data = self.request("GET", f"/repos/{quote(owner)}/{quote(repo)}/git/blobs/{quote(sha)}",
+                            accept="application/vnd.github.raw+json", limit=size)[0]
+        if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != sha:
+            raise GitHubError(f"the content downloaded for blob {sha} is not that blob")
+        return data
 
     def post_status(self, owner: str, repo: str, sha: str, state: str, description: str) -> None:
         self.json("POST", f"/repos/{quote(owner)}/{quote(repo)}/statuses/{sha}",
@@ -111,34 +217,155 @@ def quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
+def next_page(link: str) -> str | None:
+    """The `rel="next"` address of a Link header (cursor pagination), if any."""
+    match = re.search(r'<([^>]+)>;\s*rel="next"', link)
+    return match[1] if match else None
+
+
 def classroom_settings(course: Course) -> dict:
     """course.toml's `[classroom]` table: `deadline` (ISO 8601, e.g. "2026-12-01T23:59:59Z") or nothing."""
     data = tomllib.loads((course.root / "course.toml").read_text(encoding="utf-8"))
     return data.get("classroom", {})
 
 
-def unpack_exercises(archive: bytes, course: Course, target: Path) -> Path:
-    """From a repository tarball (one top folder), only the file each exercise names, as regular files of at most
-    MAX_FILE_BYTES: nothing else in a student's repository reaches the grader."""
-    wanted = {f"exercises/{ex.id}/{ex.file}": (ex.id, ex.file) for ex in course.exercises}
+@dataclass(frozen=True)
+class Arrival:
+    """When a commit reached its branch, and how that is known (PUSHED or SEEN)."""
+
+    at: dt.datetime
+    how: str
+
+
+class Timeline:
+    """What a repository's default branch held and since when: entries [time, commit, how, push id or None], each
+    a moment at which the branch held that commit (a push that left it there, or a run that saw it at the head),
+    kept in time order."""
+
+    def __init__(self, entries: list[list]):
+        self.entries = sorted(entries, key=lambda e: parse_time(e[0]))
+
+    def pushes_known(self) -> set[int]:
+        return {e[3] for e in self.entries if e[2] == PUSHED}
+
+    def add_pushes(self, pushes: list[dict]) -> None:
+        known = self.pushes_known()
+        fresh = [[iso(parse_time(p["timestamp"])), p["after"], PUSHED, p["id"]] for p in pushes if p["id"] not in known]
+        self.entries = sorted(self.entries + fresh, key=lambda e: parse_time(e[0]))
+
+    def add_seen(self, sha: str, at: dt.datetime) -> None:
+        """A run saw `sha` at the head at `at`: recorded when the entries did not say so already."""
+        if self.branch_at(at) != sha:
+            self.entries.append([iso(at), sha, SEEN, None])
+            self.entries.sort(key=lambda e: parse_time(e[0]))
+
+    def branch_at(self, when: dt.datetime) -> str | None:
+        """The commit the branch held at `when` by the latest entry then; None before any, or once deleted."""
+        held = None
+        for at, sha, _how, _id in self.entries:
+            if parse_time(at) > when:
+                break
+            held = None if sha == NO_COMMIT else sha
+        return held
+
+    def arrival(self, sha: str) -> Arrival | None:
+        """The earliest moment the entries show the branch holding `sha`."""
+        first = next((e for e in self.entries if e[1] == sha), None)
+        return Arrival(parse_time(first[0]), first[2]) if first else None
+
+
+def load_state(path: Path) -> dict:
+    """classroom.json: {"version": 2, "repositories": {name: {"posted": sha or None, "timeline": entries}}}.
+    The first format ({name: sha posted}) is read as posted commits with no timeline."""
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if data.get("version") != STATE_VERSION:
+        data = {"version": STATE_VERSION,
+                "repositories": {name: {"posted": sha, "timeline": []} for name, sha in data.items()}}
+    return data
+
+
+def save_state(path: Path, state: dict) -> None:
+    write_atomic(path, json.dumps(state, indent=1, sort_keys=True))
+
+
+def arrival(out: Path, repository: str, sha: str) -> Arrival | None:
+    """When commit `sha` reached `repository`'s default branch, as the syncs into `out` recorded it: the time of
+    GitHub's record of its push (PUSHED), or, failing that, of the first sync that saw it (SEEN: it arrived then
+    or before). None when no sync saw it. What a lateness policy reads."""
+    record = load_state(out / STATE_FILE)["repositories"].get(repository)
+    return Timeline(record["timeline"]).arrival(sha) if record else None
+
+
+def commit_to_grade(github: GitHub, org: str, repo: dict, record: dict, deadline: dt.datetime | None,
+                    now: dt.datetime) -> str | None:
+    """Add to the repository's timeline what GitHub records of its default branch and what the branch holds now;
+    return the commit it held at the deadline (now, without one, or before it)."""
+    name, branch = repo["name"], repo.get("default_branch") or "main"
+    timeline = Timeline(record["timeline"])
+    pushes = github.pushes(org, name, branch, timeline.pushes_known())
+    if pushes:
+        timeline.add_pushes(pushes)
+    head = github.head(org, name, branch)
+    if head is not None:
+        timeline.add_seen(head, now)
+    record["timeline"] = timeline.entries
+    return timeline.branch_at(min(now, deadline) if deadline else now)
+
+
+def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Course, target: Path) -> None:
+    """Commit `sha`'s exercise files rebuilt under `target` as `<exercise-id>/<file>`, nothing else of it. What
+    staging refuses keeps what it refuses it for: a link is a link to nowhere (refused by its name); a file over
+    MAX_FILE_BYTES is a file of its size holding nothing (never downloaded; refused by its size); a folder or a
+    submodule where the file belongs is a folder (not a regular file); a file where the exercise's folder belongs
+    is an empty file (not a folder)."""
     target.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
-        for member in tar:
-            inside = member.name.split("/", 1)[1] if "/" in member.name else ""
-            if inside in wanted and member.isreg() and member.size <= MAX_FILE_BYTES:
-                exercise_id, name = wanted[inside]
-                (target / exercise_id).mkdir(exist_ok=True)
-                (target / exercise_id / name).write_bytes(tar.extractfile(member).read())
-    return target
+    top = github.tree(owner, repo, sha).get(EXERCISES)
+    if top is not None and top["mode"] == LINK_MODE:   # every exercise would be reached through the link
+        for ex in course.exercises:
+            os.symlink("/nonexistent", target / ex.id)
+    if top is None or top["type"] != "tree":
+        return
+    folders = github.tree(owner, repo, top["sha"])
+    for ex in course.exercises:
+        folder, path = folders.get(ex.id), target / ex.id
+        if folder is None:
+            continue
+        if folder["mode"] == LINK_MODE:
+            os.symlink("/nonexistent", path)
+        elif folder["type"] != "tree":
+            path.touch()
+        else:
+            path.mkdir()
+            _place(github, owner, repo, github.tree(owner, repo, folder["sha"]).get(ex.file), path / ex.file)
+
+
+def _place(github: GitHub, owner: str, repo: str, entry: dict | None, path: Path) -> None:
+    if entry is None:
+        return
+    if entry["mode"] == LINK_MODE:
+        os.symlink("/nonexistent", path)
+    elif entry["type"] != "blob":
+        path.mkdir()
+    elif entry["size"] > MAX_FILE_BYTES:
+        with open(path, "wb") as fh:
+            fh.truncate(entry["size"])
+    else:
+        path.write_bytes(github.blob(owner, repo, entry["sha"], entry["size"]))
 
 
 @dataclass
-class Graded:
+class Row:
+    """One repository's outcome in a run: its status (POSTED, RETRY or NOTHING) and what it says, in the run's
+    language; for a RETRY the stage that failed, for a POSTED the commit status posted and the arrival."""
+
     student: str
     repository: str
-    sha: str
-    state: str          # the commit status: success (graded) or error (could not be graded)
+    sha: str | None
+    status: str
     description: str
+    state: str = ""
+    stage: str = ""
+    arrival: Arrival | None = None
 
 
 def scorecard_comment(report_dir: Path, sha: str, lang: str = "en") -> tuple[str, str, str]:
@@ -156,36 +383,90 @@ def scorecard_comment(report_dir: Path, sha: str, lang: str = "en") -> tuple[str
 
 
 def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade_batch: Callable[..., dict],
-         deadline: str | None = None, lang: str = "en") -> list[Graded]:
-    """Grade every student repository whose commit to grade is not the one already posted, and post back.
-    `grade_batch(submissions, out)` grades every student folder of `submissions` into `out` (grader batch, with
-    its regrade on: each of them is a new commit). Statuses and comments are written in `lang`."""
-    out.mkdir(parents=True, exist_ok=True)
+         deadline: dt.datetime | None = None, lang: str = "en",
+         clock: Callable[[], dt.datetime] = utc_now) -> list[Row]:
+    """Grade every student repository whose commit to grade is not the one already posted, and post back; a row
+    for each repository that had something to do, by name. `grade_batch(submissions, out)` grades every student
+    folder of `submissions` into `out` (grader batch, with its regrade on: each of them is a new commit).
+    Statuses, comments and rows are written in `lang`; `clock` says what time it is."""
+    private_folder(out)   # every student's files and reports: at the basic level, no classmate's code may read it
     state_file = out / STATE_FILE
-    posted: dict[str, str] = json.loads(state_file.read_text()) if state_file.is_file() else {}
+    state = load_state(state_file)
+    rows: list[Row] = []
+
+    def retry(student: str, repository: str, sha: str | None, stage: str, why: Text) -> None:
+        rows.append(Row(student, repository, sha, RETRY, why.render(lang), stage=stage))
+
     todo: list[tuple[str, str, str]] = []          # (student, repository, sha)
     for repo in github.student_repositories(org, prefix):
-        sha = github.commit_to_grade(org, repo["name"], deadline)
-        if sha is not None and posted.get(repo["name"]) != sha:
-            todo.append((repo["name"][len(prefix) + 1:], repo["name"], sha))
-    if not todo:
-        return []
+        repository = repo["name"]
+        student = repository[len(prefix) + 1:]
+        record = state["repositories"].setdefault(repository, {"posted": None, "timeline": []})
+        try:
+            sha = commit_to_grade(github, org, repo, record, deadline, clock())
+        except UNEXPECTED as exc:
+            retry(student, repository, None, LISTING, t("could not read the repository's branch: {error}; tried "
+                                                        "again by the next run", error=verbatim(exc)))
+            continue
+        if sha is None:
+            none = t("no commit reached the branch by the deadline") if deadline else t("no commit yet")
+            rows.append(Row(student, repository, None, NOTHING, none.render(lang)))
+        elif record["posted"] != sha:
+            todo.append((student, repository, sha))
+    save_state(state_file, state)   # what this run learnt of each branch stays, whatever happens next
+
     fetched = out / "fetched"
     shutil.rmtree(fetched, ignore_errors=True)
+    ready: list[tuple[str, str, str, str]] = []      # (student, repository, sha, content hash)
     for student, repository, sha in todo:
-        unpack_exercises(github.tarball(org, repository, sha), course, fetched / student)
+        try:
+            fetch_exercises(github, org, repository, sha, course, fetched / student)
+        except UNEXPECTED as exc:
+            shutil.rmtree(fetched / student, ignore_errors=True)
+            retry(student, repository, sha, DOWNLOAD, t("could not download commit {sha}'s exercise files: {error}; "
+                                                        "tried again by the next run", sha=sha, error=verbatim(exc)))
+            continue
         shutil.rmtree(out / "students" / student, ignore_errors=True)   # a failed grading must not post an old score
-    grade_batch(fetched, out)
-    shutil.rmtree(fetched, ignore_errors=True)
-    graded = []
-    for student, repository, sha in todo:
-        state, description, body = scorecard_comment(out / "students" / student, sha, lang)
-        github.post_status(org, repository, sha, state, description)
-        github.post_comment(org, repository, sha, body)
-        posted[repository] = sha
-        write_atomic(state_file, json.dumps(posted, indent=1, sort_keys=True))   # a rerun posts nothing twice
-        graded.append(Graded(student, repository, sha, state, description))
-    return graded
+        ready.append((student, repository, sha, content_hash(course, fetched / student)))
+
+    verdicts: dict[str, tuple[str, str, str]] = {}   # student -> (status, content hash, message)
+    if ready:
+        try:
+            grade_batch(fetched, out)
+            book = Gradebook(out / "gradebook.sqlite")
+            try:
+                verdicts = {r["submission"]: (r["status"], r["content_hash"], r["message"])
+                            for r in book.submissions(grader_key(course))}
+            finally:
+                book.close()
+        except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: each of them is tried again
+            for student, repository, sha, _ in ready:
+                retry(student, repository, sha, GRADING, t("the grading failed: {error}; graded again by the next run",
+                                                           error=verbatim(f"{type(exc).__name__}: {exc}")))
+            ready = []
+        finally:
+            shutil.rmtree(fetched, ignore_errors=True)
+
+    for student, repository, sha, chash in ready:
+        status, graded_hash, message = verdicts.get(student, (GRADER_ERROR, "", ""))
+        if status == GRADER_ERROR or graded_hash != chash:
+            why = rendered(said(message)) if message else t("no grading was recorded")
+            retry(student, repository, sha, GRADING, t("nothing posted: {said}", said=why))
+            continue
+        commit_state, description, body = scorecard_comment(out / "students" / student, sha, lang)
+        try:
+            github.post_status(org, repository, sha, commit_state, description)
+            github.post_comment(org, repository, sha, body)
+        except GitHubError as exc:
+            retry(student, repository, sha, POSTING, t("could not post the scorecard: {error}; posted by the next run",
+                                                       error=verbatim(exc)))
+            continue
+        record = state["repositories"][repository]
+        record["posted"] = sha
+        save_state(state_file, state)   # a rerun posts nothing twice
+        rows.append(Row(student, repository, sha, POSTED, description, commit_state,
+                        arrival=Timeline(record["timeline"]).arrival(sha)))
+    return sorted(rows, key=lambda r: r.repository)
 
 
 def token_from_environment() -> str:

@@ -284,6 +284,7 @@ def command_batch(args) -> int:
     if args.sandbox == "strict" and args.cluster in (None, "local") and strict_missing():
         raise UsageError(f"the strict sandbox is unavailable: {strict_missing()}; pass --sandbox basic to grade "
                          "with weaker isolation")
+    guard_basic_level(course, args.sandbox, args.lang, args.submissions)
     try:
         roster = read_roster(args.roster) if args.roster else None
     except RosterError as exc:
@@ -301,6 +302,31 @@ def command_batch(args) -> int:
     print(f"{outcome['total']} submissions: {outcome['graded']} graded, {outcome['skipped']} already in the gradebook; "
           f"{args.out / 'grades.csv'}, {args.out / 'class.html'}")
     return EXIT_OK
+
+
+def guard_basic_level(course, sandbox: str, lang: str, class_folder: Path | None) -> None:
+    """At the basic level as root, student code runs as a grading uid and reads what every user can. A class
+    folder other users can enter gives every classmate's code away: refused. The course's hidden files (the
+    solutions, the hidden criteria, course.toml and its seed) readable by all are named in a warning."""
+    import grader
+    from grader.course import COURSE_FILE
+    from grader.i18n import t
+    from grader.render.safe_text import terminal_text
+    from grader.sandbox.private import open_to_others
+
+    if sandbox != "basic" or os.geteuid() != 0:
+        return
+    if class_folder is not None and open_to_others(class_folder):
+        raise UsageError(t("at the basic level student code can read what every user can, and every user can enter "
+                           "{folder}: make it yours alone (chmod o-rwx {folder}) or grade with --sandbox strict",
+                           folder=str(class_folder.absolute())).render(lang))
+    secret = (course.root / "solutions", Path(grader.__file__).parent / "criteria", course.root / COURSE_FILE)
+    hidden = [p for p in secret if open_to_others(p)]
+    if hidden:
+        said = t("warning: at the basic level student code can read what every user can, and every user can read "
+                 "{paths}: make them root-only (chmod -R go-rwx ...), as the Gradescope bundle's setup does",
+                 paths=", ".join(str(p) for p in hidden))
+        print("grader: " + terminal_text(said.render(lang)), file=sys.stderr)
 
 
 def show_progress(progress, interactive: bool, lang: str, event: str, name: str | None, summary: dict | None) -> None:
@@ -338,7 +364,9 @@ def command_handout(args) -> int:
 
 def command_classroom_sync(args) -> int:
     from grader.batch import run_batch
-    from grader.classroom import GitHub, GitHubError, classroom_settings, sync, token_from_environment
+    from grader.classroom import (GitHub, GitHubError, POSTED, RETRY, classroom_settings, iso, parse_time, sync,
+                                  token_from_environment)
+    from grader.render.safe_text import terminal_text
     from grader.sandbox.levels import strict_missing
 
     course = load_course(args.course)
@@ -348,20 +376,31 @@ def command_classroom_sync(args) -> int:
                          "and write their commit statuses")
     if args.sandbox == "strict" and strict_missing():
         raise UsageError(f"the strict sandbox is unavailable: {strict_missing()}; pass --sandbox basic")
+    guard_basic_level(course, args.sandbox, args.lang, None)   # the fetched files stay in --out, owner-only
+    deadline = classroom_settings(course).get("deadline")
+    try:
+        deadline = parse_time(str(deadline)) if deadline is not None else None
+    except ValueError:
+        raise UsageError(f"course.toml: [classroom] deadline {deadline!r} is not an ISO 8601 time such as "
+                         "2026-12-01T23:59:59Z") from None
     out = args.out.absolute()
 
     def grade_batch(submissions, gradebook):
         return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang)
 
     try:
-        graded = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch,
-                      classroom_settings(course).get("deadline"), args.lang)
-    except GitHubError as exc:
+        rows = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch, deadline, args.lang)
+    except GitHubError as exc:   # the organisation's repositories could not be listed: nothing is known
         raise UsageError(f"GitHub: {exc}") from None
-    for g in graded:
-        print(f"{g.repository} {g.sha[:12]}: {g.description}")
-    print(f"{len(graded)} scorecards posted; gradebook in {out}")
-    return EXIT_OK
+    for row in rows:
+        where = f" {row.sha[:12]}" if row.sha else ""
+        came = f" ({row.arrival.how} {iso(row.arrival.at)})" if row.arrival else ""
+        stage = f" [{row.stage}]" if row.stage else ""
+        print(terminal_text(f"{row.repository}{where}: {row.status}{stage}: {row.description}{came}"))
+    posted = sum(r.status == POSTED for r in rows)
+    retried = sum(r.status == RETRY for r in rows)
+    print(f"{posted} scorecards posted, {retried} repositories to try again; gradebook in {out}")
+    return EXIT_INCOMPLETE if retried else EXIT_OK
 
 
 def command_gradescope(args) -> int:

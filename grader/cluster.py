@@ -33,7 +33,17 @@ TASKS_PER_THREAD = 2      # tasks in flight per worker thread: workers never idl
 
 
 class ClusterError(Exception):
-    """The cluster named cannot be reached or started; the message says why."""
+    """The cluster named cannot be reached or started, or may not be used; the message says why."""
+
+
+def refuse_basic(sandbox: str, lang: str) -> None:
+    """A Dask worker runs whatever any client of its scheduler sends it, as the user it runs as (root, for the
+    strict level). At the basic level student code shares the worker's host and network, and the scheduler's
+    address is in the worker's command line: it could send the worker a function of its own. Only the strict
+    level (no network, no view of other processes) may grade on a cluster."""
+    if sandbox == "basic":
+        raise ClusterError(t("--cluster grades only with --sandbox strict: at the basic level student code can reach "
+                             "the Dask scheduler and run code in the workers").render(lang))
 
 
 def cluster_settings(course: Course, kind: str, options: dict) -> dict:
@@ -123,16 +133,17 @@ _course_lock = threading.Lock()
 
 def _course_here(files: dict[str, bytes]) -> Path:
     """The course written under this worker's cache, once per content."""
-    from grader.grading import cache_root
+    from grader.grading import private_cache
+    from grader.sandbox.private import seal
 
-    folder = cache_root() / "courses" / _digest(files)
     with _course_lock:
+        folder = private_cache("courses") / _digest(files)   # it holds the solutions: owner-only
         if not (folder / COURSE_FILE).is_file():
-            folder.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
             for name, data in files.items():
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
                 (staging / name).write_bytes(data)
+            seal(staging)
             try:
                 os.rename(staging, folder)
             except OSError:   # another process of this worker's host wrote it first
@@ -167,6 +178,7 @@ def grade_on_worker(course: dict[str, bytes], key: str, submission: dict, sandbo
 
 class DaskEngine:
     def __init__(self, course: Course, jobs: int, sandbox: str, lang: str, spec: str, options: dict):
+        refuse_basic(sandbox, lang)
         self.course, self.sandbox, self.lang = course, sandbox, lang
         settings = cluster_settings(course, spec, options) if spec in JOBQUEUE_KINDS else {}
         self.client, self._cluster = connect(spec, max(1, jobs), settings)

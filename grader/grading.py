@@ -21,6 +21,7 @@ import grader
 from grader.course import Course, ExerciseConfig
 from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
+from grader.sandbox.private import private_folder, seal
 from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.supervisor import WARMING_SHARE, Job, Prestarted, Run, run_jobs
@@ -31,6 +32,13 @@ from grader.sandbox.supervisor import WARMING_SHARE, Job, Prestarted, Run, run_j
 def cache_root() -> Path:
     base = os.environ.get("GRADER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "transformer-grader")
     return Path(base)
+
+
+def private_cache(name: str) -> Path:
+    """The cache's folder `name`, the cache and it owner-only (they hold the reference solutions and what they
+    computed; at the basic level student code reads what its uid can): closed again each time, whatever made them."""
+    private_folder(cache_root())
+    return private_folder(cache_root() / name)
 
 
 def probe_order(ex: ExerciseConfig) -> list[str]:
@@ -71,8 +79,9 @@ def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[s
         return {ex.id: course.references / ex.id for ex in exercises}
     refs: dict[str, Path] = {}
     missing: list[tuple[ExerciseConfig, Path]] = []
+    cache = private_cache("references")
     for ex in exercises:
-        folder = cache_root() / "references" / f"{ex.id}-{reference_key(course, ex)}"
+        folder = cache / f"{ex.id}-{reference_key(course, ex)}"
         if not (folder / "obs" / "complete").exists():
             missing.append((ex, folder))
         refs[ex.id] = folder / "obs"
@@ -90,9 +99,9 @@ def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[s
                 if run.failure or run.limit or run.signal is not None or run.exit:
                     raise RuntimeError(f"the reference solution of {ex.id} did not run cleanly: {run}")
                 (job.obs_dir / "complete").write_text("")
-                folder.parent.mkdir(parents=True, exist_ok=True)
                 staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-                shutil.copytree(job.workdir, staging, dirs_exist_ok=True)
+                shutil.copytree(job.obs_dir, staging / "obs")   # the observations only, not the solution
+                seal(staging)   # copytree gave it the modes of the run's folders
                 try:
                     os.rename(staging, folder)
                 except OSError:  # another grader stored the same key first: theirs is as good

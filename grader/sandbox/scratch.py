@@ -2,6 +2,12 @@
 
 A grading killed with -9 cannot remove its folder; the next grading on the machine can, once it sees that
 no process holds that folder's lock any more (flock dies with its holder, whatever ends it).
+
+At the basic level as root there is no box: the exercise folders stay on the host, and the worker hands each
+one to the grading's uid while its exercise runs (grader/worker/jail.py `hand_over`). The scratch folder is
+lent for the grading alone: its uid's group (a group of that uid's own) may pass through it, nobody may list
+it, and every folder and file in it is its owner's only (`lend`); at the end it is closed again (`take_back`),
+before that uid can serve another grading. A concurrent classmate's uid reaches none of it.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+
+from grader.sandbox.private import OWNER_ONLY, seal
 
 PREFIX = "grader-"
 LOCK = ".lock"
@@ -32,6 +40,25 @@ def new_scratch() -> Path:
     return folder
 
 
+def lend(folder: Path, uid: int) -> None:
+    """Lend the scratch `folder` to the grading's `uid` (whose group is its own): it may pass through (0710,
+    group `uid`) to the exercise folder it is handed, and list nothing. Called before any of its code runs, so
+    everything in the folder is still the grader's own, and made so (0700 folders, 0600 files)."""
+    seal(folder)
+    os.chown(folder, os.geteuid(), uid)
+    os.chmod(folder, 0o710)
+
+
+def take_back(folder: Path) -> None:
+    """Close the scratch `folder` to every other uid again (a no-op unless it was lent): what an exercise killed
+    halfway still leaves its uid's own becomes unreachable before that uid serves anyone else."""
+    try:
+        os.chown(folder, os.geteuid(), os.getegid())
+        os.chmod(folder, OWNER_ONLY)
+    except FileNotFoundError:   # already removed: nothing is left to reach
+        pass
+
+
 def remove_scratch(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     fd = _held.pop(folder, None)
@@ -41,7 +68,7 @@ def remove_scratch(folder: Path) -> None:
 
 def sweep(parent: Path) -> list[Path]:
     """Remove this user's scratch folders that no living grading holds; return them."""
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(parent)
     except OSError:

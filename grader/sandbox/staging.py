@@ -7,6 +7,7 @@ refused with a message instead of copied.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,9 +55,15 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
                                        file=shown, byte=data[exc.start], offset=exc.start))
     if stub.is_file() and _same_code(data, stub.read_bytes()):
         return Staged(None, "not_attempted", t("{file} is the unchanged stub", file=shown))
+    # The grader's own until the worker hands the folder to the grading's uid: at the basic level the scratch is
+    # on the host, and a classmate's code must not read it (the modes are set whatever the umask).
     workdir.mkdir(parents=True, exist_ok=True)
+    os.chmod(workdir, 0o700)
     target = workdir / filename
-    target.write_bytes(data)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fd, 0o600)
+        fh.write(data)
     return Staged(target)
 
 

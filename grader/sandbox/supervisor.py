@@ -20,7 +20,7 @@ from typing import Callable
 from grader.i18n import Text, t
 from grader.sandbox import cgroups, rootfs
 from grader.sandbox.levels import Sandbox
-from grader.sandbox.scratch import new_scratch, remove_scratch
+from grader.sandbox.scratch import lend, new_scratch, remove_scratch, take_back
 from grader.sandbox.uids import NoFreeUid
 from grader.sandbox.uids import claim as uid_claim
 
@@ -213,8 +213,7 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
     try:
         if lease.claim and sandbox.level == "basic":
             # No box: the exercise folders live on the host, lent to the grading's uid one at a time.
-            for folder, _, _ in os.walk(scratch):
-                os.chmod(folder, 0o755)
+            lend(scratch, lease.uid)
         remaining = list(jobs)
         while remaining:
             attempt += 1
@@ -238,7 +237,10 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
     finally:
         if worker is not None:   # follow never ran (an exception on the way): the sandbox goes all the same
             worker.kill()
-        lease.release()
+        try:
+            take_back(scratch)   # before the uid can serve another grading
+        finally:
+            lease.release()
     return runs
 
 

@@ -1,0 +1,233 @@
+"""The basic level hides the class (as root, as CI runs): with no box, student code runs on the host as a grading uid
+of its own, and reads nothing of the grader's (the reference cache, the gradebook folder) nor of a classmate graded
+at the same time (the scratch folder, the staged file); `--cluster` refuses the level (any client of a Dask scheduler
+runs code in its workers, and student code could reach it); a class folder every user can enter is refused.
+Each attack runs next to a positive control that shows the same look finds what it seeks where it may."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, course_copy
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the grading uids of the basic level need root")
+
+SOLUTION = ROOT / "solutions" / "heads" / "heads.py"
+MUTANT = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
+UIDS = (61000, 61999)   # course.toml's [sandbox] uids
+
+# Mallory's heads.py: the known-bug mutant, preceded by code that looks for a better heads.py for up to 25 s: any
+# copy of a solution in the reference cache, and the staged file of any classmate whose grading holds its scratch
+# folder meanwhile (the scratch folders are under /tmp; a lent one has a grading uid for its group). Whatever it
+# reads replaces the mutant's functions. It prints what it tried and what it could read.
+ATTACK = '''
+import glob, os, time
+
+_CACHE, _CONTROL = @CACHE@, @CONTROL@
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeError):
+        return None
+
+
+print("CONTROL", "READ" if _read(_CONTROL) else "DENIED", flush=True)
+try:
+    os.listdir(_CACHE)
+    print("CACHE LISTED", flush=True)
+except OSError:
+    print("CACHE DENIED", flush=True)
+_stolen, _tried, _end = None, {}, time.monotonic() + 25
+while _stolen is None and time.monotonic() < _end and sum(_tried.values()) < 20:
+    for _path in glob.glob(os.path.join(_CACHE, "**", "*"), recursive=True):
+        _text = _read(_path)
+        if _text is not None:
+            print("STOLE", _path, flush=True)
+            _stolen = _text if _path.endswith(".py") else _stolen
+    for _name in os.listdir("/tmp"):
+        _folder = os.path.join("/tmp", _name)
+        if not _name.startswith("grader-") or _folder == _OWN:
+            continue
+        try:
+            _lent = @FIRST@ <= os.stat(_folder).st_gid <= @LAST@
+        except OSError:
+            continue
+        if _lent:
+            _tried[_name] = _tried.get(_name, 0) + 1
+        for _path in glob.glob(os.path.join(_folder, "*", "*.py")) + [os.path.join(_folder, "heads", "heads.py")]:
+            _text = _read(_path)
+            if _text:
+                _stolen = _text
+                print("STOLE", _path, flush=True)
+    time.sleep(0.2)
+print("TRIED", " ".join(sorted(_tried)), flush=True)
+'''
+# ... and after the mutant's functions: what it stole, if anything, replaces them.
+STEAL = '''
+if _stolen:
+    exec(compile(_stolen, "stolen", "exec"), globals())
+'''
+
+# Carol's heads.py: the solution, slow to import, so that her staged file waits in her scratch folder meanwhile.
+CAROL = "# carol's own heads.py"
+SLOW_SOLUTION = f"{CAROL}\nimport time\ntime.sleep(12)\n" + SOLUTION.read_text()
+
+
+@pytest.fixture
+def shared_base():
+    """A folder every user can pass through, as a home or /srv is: what the grader keeps under it is hidden only by
+    the grader's own modes."""
+    base = Path(tempfile.mkdtemp(prefix="basic-level-test-"))
+    os.chmod(base, 0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _report(out: Path, student: str) -> dict:
+    return json.loads((out / "students" / student / "report.json").read_text())
+
+
+def _heads(report: dict) -> dict:
+    return next(e for e in report["exercises"] if e["id"] == "heads")
+
+
+@pytest.mark.slow
+def test_basic_batch_code_reads_neither_the_cache_nor_a_concurrent_classmate(shared_base):
+    """`grader batch --sandbox basic --jobs 2`: Mallory's code, graded while Carol's is, reads nothing of the
+    reference cache nor of Carol's scratch, and scores exactly what the mutant it falls back on scores."""
+    course = course_copy(shared_base / "course", ["heads"], timeout_s=60)
+    cache, control = shared_base / "cache", shared_base / "readable.txt"
+    control.write_text("anyone may read this")
+    os.chmod(control, 0o644)
+    room = shared_base / "private" / "class"   # the class folder itself is the instructor's alone
+    attack = (ATTACK.replace("@CACHE@", repr(str(cache))).replace("@CONTROL@", repr(str(control)))
+              .replace("@FIRST@", str(UIDS[0])).replace("@LAST@", str(UIDS[1])))
+    for name, source in (("a-carol", SLOW_SOLUTION), ("b-mallory", attack + (MUTANT / "heads.py").read_text() + STEAL)):
+        (room / name / "heads").mkdir(parents=True)
+        (room / name / "heads" / "heads.py").write_text(source)
+    os.chmod(shared_base / "private", 0o700)
+    out = shared_base / "out"
+
+    carol_folders: set[str] = set()   # where Carol's staged file lay while the batch ran, seen as root
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            for staged in Path("/tmp").glob("grader-*/heads/heads.py"):
+                try:
+                    if CAROL in staged.read_text():
+                        carol_folders.add(staged.parent.parent.name)
+                except OSError:
+                    pass
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    env = {**{k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}, "GRADER_CACHE": str(cache)}
+    try:
+        graded = subprocess.run([sys.executable, "-m", "grader", "--course", str(course), "batch", str(room), "--out",
+                                 str(out), "--jobs", "2", "--sandbox", "basic"], capture_output=True, text=True,
+                                timeout=600, cwd=ROOT, env=env)
+    finally:
+        done.set()
+        watcher.join()
+    assert graded.returncode == 0, graded.stderr
+
+    carol = _heads(_report(out, "a-carol"))
+    assert carol["status"] == "passed" and carol["score"] == carol["max_score"]
+    mallory = _heads(_report(out, "b-mallory"))
+    tail = mallory["run"]["output_tail"]
+    assert "CONTROL READ" in tail, tail           # what every user may read, it reads
+    assert "CACHE DENIED" in tail and "STOLE" not in tail, tail
+    tried = tail.split("TRIED", 1)[1].split()
+    assert carol_folders and carol_folders <= set(tried), (carol_folders, tail)   # it looked while Carol's was there
+    # the secret it looked for was there: the reference observations, in the cache it could not enter
+    assert list(cache.glob("references/heads-*/obs/*.json"))
+    for folder in (cache, cache / "references", out):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+    fails = tomllib.loads((MUTANT / "manifest.toml").read_text())["fails"]
+    points = {c["id"]: c["max_points"] for c in mallory["criteria"]}
+    assert mallory["score"] == sum(points.values()) - sum(points[c] for c in fails)
+    assert sorted(c["id"] for c in mallory["criteria"] if c["status"] != "passed") == sorted(fails)
+
+
+@pytest.mark.parametrize("where", ["local", "tcp://127.0.0.1:9"])
+def test_cluster_refuses_the_basic_level(where, tmp_path):
+    """A Dask worker runs what any client of its scheduler sends: at the basic level student code could be that
+    client. The command says so and grades nothing, reaching no scheduler."""
+    (tmp_path / "class" / "ivy").mkdir(parents=True)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "grader", "batch", str(tmp_path / "class"), "--out", str(out),
+                           "--cluster", where, "--sandbox", "basic"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--cluster grades only with --sandbox strict" in done.stderr and "Dask scheduler" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
+def test_cluster_refusal_holds_for_the_batch_function_too(tmp_path):
+    from grader.batch import run_batch
+    from grader.cluster import ClusterError
+    from grader.course import load_course
+
+    (tmp_path / "class").mkdir()
+    with pytest.raises(ClusterError, match="只能与 --sandbox strict"):
+        run_batch(load_course(ROOT), tmp_path / "class", tmp_path / "out", 1, False, "basic", "zh", cluster="local")
+
+
+def test_basic_batch_refuses_a_class_folder_every_user_can_enter(shared_base):
+    room = shared_base / "class"
+    (room / "ivy" / "heads").mkdir(parents=True)
+    shutil.copyfile(SOLUTION, room / "ivy" / "heads" / "heads.py")
+    os.chmod(room, 0o755)
+    out = shared_base / "out"
+    command = [sys.executable, "-m", "grader", "batch", str(room), "--out", str(out), "--sandbox", "basic"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"every user can enter {room}" in done.stderr and f"chmod o-rwx {room}" in done.stderr
+    assert not out.exists()
+
+
+def test_staged_files_and_folders_are_the_graders_alone_whatever_the_umask(tmp_path):
+    from grader.sandbox.staging import stage
+
+    (tmp_path / "sub" / "heads").mkdir(parents=True)
+    shutil.copyfile(SOLUTION, tmp_path / "sub" / "heads" / "heads.py")
+    old = os.umask(0)
+    try:
+        staged = stage(tmp_path / "sub", "heads", "heads.py", ROOT / "exercises" / "heads" / "heads.py",
+                       tmp_path / "scratch" / "heads")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(staged.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(staged.path.parent.stat().st_mode) == 0o700
+
+
+def test_an_open_cache_left_by_an_older_grader_is_closed(tmp_path, monkeypatch):
+    from grader.grading import private_cache
+
+    old = tmp_path / "cache" / "references" / "heads-0123"
+    old.mkdir(parents=True)
+    for folder in (tmp_path / "cache", old.parent, old):
+        os.chmod(folder, 0o755)
+    monkeypatch.setenv("GRADER_CACHE", str(tmp_path / "cache"))
+    assert private_cache("references") == old.parent
+    assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o700
+    assert stat.S_IMODE(old.parent.stat().st_mode) == 0o700
