@@ -16,6 +16,7 @@ import pytest
 from grader.batch import run_batch
 from grader.classroom import STATUS_CONTEXT, GitHub, sync
 from grader.course import load_course
+from grader.selftest import mutant_text
 
 from conftest import ROOT, course_copy
 
@@ -114,7 +115,8 @@ def test_a_class_is_graded_once_and_only_new_commits_again(course, github, tmp_p
     points = course.exercise("heads").points
     shas = {"alice": fake.commit(f"{PREFIX}-alice", heads_file(solution)),
             "bob": fake.commit(f"{PREFIX}-bob", heads_file(stub)),
-            "carol": fake.commit(f"{PREFIX}-carol", heads_file(mutant / "heads.py"))}
+            "carol": fake.commit(f"{PREFIX}-carol",
+                                 {"exercises/heads/heads.py": mutant_text(course, "heads", mutant)})}
     graded_batches = []
 
     def grade_batch(submissions, out):
