@@ -280,14 +280,14 @@ def command_selftest(args) -> int:
 def mutation_selftest(args, course, catalog: Path) -> int:
     """`grader selftest --mutate`: the figure per exercise, the survivors, and every problem."""
     try:
-        from grader.mutation import EquivalentsError, excerpt, figures, load_equivalents, mutants_of
+        from grader.mutation import EQUIVALENTS, EquivalentsError, excerpt, figures, load_equivalents, mutants_of
         from grader.mutation import mutation_problems, run_mutation, sample
     except ImportError as exc:
         raise UsageError(f"--mutate needs mutmut ({exc.name} is missing): pip install -e '.[mutation]'") from None
     from grader.sandbox.levels import choose, strict_missing
 
     try:
-        equivalents = load_equivalents(args.equivalents or catalog / "mutants" / "equivalent.toml")
+        equivalents = load_equivalents(args.equivalents or catalog / "mutants" / EQUIVALENTS)
     except EquivalentsError as exc:
         raise UsageError(str(exc)) from None
     if args.mutant and not args.exercise:   # only the exercises the ids name need their mutants made

@@ -2,8 +2,8 @@
 
 Theory of operation. The stub (`exercises/<id>/<file>`) says which functions are the student's: those whose
 body ends in `raise NotImplementedError(...)`, plus the helpers the solution adds that they call (`_plain` in
-checkpoint.py). Everything else the stub gives (the model copies in train.py and
-checkpoint.py, the given FeedForward and DecoderBlock) is the course's, and is not mutated. Inside those
+checkpoint.py). Everything else the stub gives (the model copies in train.py and checkpoint.py, the given
+FeedForward and DecoderBlock) is the course's, and is not mutated. Inside those
 functions every node is handed to mutmut's operators (`mutmut.mutation.mutators.mutation_operators`: numbers
 moved by one, operators swapped, comparisons flipped, `and`/`or`, `True`/`False`, `is`/`in` negated, unary
 operators dropped, call arguments dropped or made None, assignments made None, strings changed), one change at a
@@ -41,7 +41,7 @@ from grader.course import Course, ExerciseConfig
 # The statement kinds whose text identifies where a change is made: a small statement (an assignment, a return,
 # an expression) or, for a change in a compound statement's header, the part of the header it is in.
 _HEADERS = (cst.If, cst.While, cst.For, cst.With)
-EQUIVALENTS_FILE = Path("tests") / "mutants" / "equivalent.toml"
+EQUIVALENTS = "equivalent.toml"   # the reviewed list of equivalent mutants, in the catalog's mutants/ folder
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,6 @@ class Mutant:
     before: str         # the statement around the change, on one line
     after: str          # the same statement mutated
     source: str         # the whole mutated file
-
-    @property
-    def change(self) -> str:
-        return f"{self.before}  ->  {self.after}"
 
 
 def _qualified_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -266,9 +262,10 @@ def load_equivalents(path: Path) -> dict[str, str]:
     except tomllib.TOMLDecodeError as exc:
         raise EquivalentsError(f"{path}: {exc}") from None
     table = data.get("equivalent", {})
-    bad = [k for k, v in table.items() if not isinstance(v, str) or not v.strip()]
-    if not isinstance(table, dict) or bad:
-        raise EquivalentsError(f"{path}: every entry of [equivalent] is id = \"one-line reason\"; not: {bad}")
+    bad = ([k for k, v in table.items() if not isinstance(v, str) or not v.strip() or "\n" in v]
+           if isinstance(table, dict) else ["[equivalent] is no table"])
+    if bad:
+        raise EquivalentsError(f"{path}: every entry of [equivalent] is id = \"a one-line reason\"; not: {bad}")
     return dict(table)
 
 

@@ -11,12 +11,13 @@ import tomllib
 import pytest
 
 from grader.course import load_course
-from grader.mutation import (EQUIVALENTS_FILE, Mutant, Outcome, excerpt, figures, generate, load_equivalents,
+from grader.mutation import (EQUIVALENTS, Mutant, Outcome, excerpt, figures, generate, load_equivalents,
                              mutants_of, mutation_problems, student_functions)
 
 from conftest import ROOT
 
 COURSE = load_course(ROOT)
+EQUIVALENTS_FILE = ROOT / "tests" / "mutants" / EQUIVALENTS
 
 
 def sources(exercise_id):
@@ -106,8 +107,8 @@ def test_identical_changes_of_identical_statements_get_distinct_ids():
 def test_the_reviewed_equivalents_name_real_mutants_each_with_a_reason():
     """Every entry is a mutant today's solutions produce (an entry left behind by a solution edit fails here,
     in seconds, before any grading)."""
-    equivalents = load_equivalents(ROOT / EQUIVALENTS_FILE)
-    raw = tomllib.loads((ROOT / EQUIVALENTS_FILE).read_text())["equivalent"]
+    equivalents = load_equivalents(EQUIVALENTS_FILE)
+    raw = tomllib.loads((EQUIVALENTS_FILE).read_text())["equivalent"]
     assert equivalents == raw and equivalents
     known = {m.id for ex in COURSE.exercises for m in mutants_of(COURSE, ex)}
     assert set(equivalents) - known == set()
@@ -147,17 +148,30 @@ def selftest(*args):
 def test_a_run_lists_its_survivor_and_fails_until_it_is_reviewed(tmp_path):
     """A known equivalent mutant graded alone: with the reviewed list it counts as equivalent; without it, it is
     a survivor with its file, line and change, and the run fails."""
-    equivalents = load_equivalents(ROOT / EQUIVALENTS_FILE)
-    heads = {m.id: m for m in mutants_of(COURSE, COURSE.exercise("heads"))}
-    chosen = sorted(i for i in equivalents if i in heads)[0]
-    caught = next(i for i in heads if i not in equivalents and heads[i].operator == "swap_op")
-    done = selftest("--exercise", "heads", "--mutant", chosen, "--mutant", caught)
+    equivalents = load_equivalents(EQUIVALENTS_FILE)
+    masks = {m.id: m for m in mutants_of(COURSE, COURSE.exercise("masks"))}
+    chosen = sorted(i for i in equivalents if i in masks)[0]
+    caught = next(i for i, m in masks.items() if m.after == "return (ids == pad_id)[:, None, None, :]")   # reversed
+    done = selftest("--exercise", "masks", "--mutant", chosen, "--mutant", caught)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "1/1 caught (100.0%), 1 equivalent, 0 survivors" in done.stdout
     empty = tmp_path / "none.toml"
     empty.write_text("[equivalent]\n")
-    done = selftest("--exercise", "heads", "--mutant", chosen, "--equivalents", str(empty))
+    done = selftest("--exercise", "masks", "--mutant", chosen, "--equivalents", str(empty))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
-    m = heads[chosen]
+    m = masks[chosen]
     assert f"survivor {m.file}:{m.line} {m.function}: {excerpt(m)}   [{chosen}]" in done.stdout
     assert "0/1 caught (0.0%)" in done.stdout and "1 problems" in done.stdout
+
+
+@pytest.mark.parametrize("text, said", [("equivalent = 3", "is no table"), ('[equivalent]\n"a:b" = " "', "a:b"),
+                                        ("[equivalent", "Expected")])
+def test_a_malformed_list_of_equivalents_is_refused_with_where(tmp_path, text, said):
+    from grader.mutation import EquivalentsError
+
+    path = tmp_path / "equivalent.toml"
+    path.write_text(text)
+    with pytest.raises(EquivalentsError, match=said) as caught:
+        load_equivalents(path)
+    assert str(path) in str(caught.value)
+    assert load_equivalents(tmp_path / "absent.toml") == {}
