@@ -17,8 +17,8 @@ the statement around the change (its source without comments) with the change it
 changes of that statement came before it. The id names no line number.
 
 Every mutant is graded like a submission (see `grader.selftest`). One that keeps full marks survives, and is
-then either listed in the reviewed file of equivalent mutants (`tests/mutants/equivalent.toml`: id = "why no
-correct test could tell it from the solution") or a blind spot of the criteria, which fails the run.
+then either listed in the reviewed file of equivalent mutants (`tests/mutants/equivalent.toml`: its id, and why
+no correct test could tell it from the solution) or a blind spot of the criteria, which fails the run.
 """
 
 from __future__ import annotations
@@ -254,7 +254,8 @@ class EquivalentsError(ValueError):
 
 
 def load_equivalents(path: Path) -> dict[str, str]:
-    """mutant id -> the reason no correct test could tell it from the solution; {} when the file is absent."""
+    """mutant id -> the reason no correct test could tell it from the solution; {} when the file is absent. The
+    file holds a table per mutant: `[equivalent."<id>"]` with `why = "<one line>"`."""
     if not path.exists():
         return {}
     try:
@@ -262,11 +263,18 @@ def load_equivalents(path: Path) -> dict[str, str]:
     except tomllib.TOMLDecodeError as exc:
         raise EquivalentsError(f"{path}: {exc}") from None
     table = data.get("equivalent", {})
-    bad = ([k for k, v in table.items() if not isinstance(v, str) or not v.strip() or "\n" in v]
-           if isinstance(table, dict) else ["[equivalent] is no table"])
+    if not isinstance(table, dict):
+        raise EquivalentsError(f"{path}: equivalent must be a table of mutants")
+    reasons, bad = {}, []
+    for mutant_id, entry in table.items():
+        why = entry.get("why") if isinstance(entry, dict) else None
+        if not isinstance(why, str) or not why.strip() or "\n" in why:
+            bad.append(mutant_id)
+        else:
+            reasons[mutant_id] = why
     if bad:
-        raise EquivalentsError(f"{path}: every entry of [equivalent] is id = \"a one-line reason\"; not: {bad}")
-    return dict(table)
+        raise EquivalentsError(f"{path}: each mutant needs why = \"a one-line reason\"; these have none: {bad}")
+    return reasons
 
 
 @dataclass
