@@ -9,6 +9,7 @@ import math
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from grader.course import CourseError, load_course
@@ -138,6 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--matrix", type=Path, default=None, help="also write the mutant x criterion matrix (Markdown) here")
     selftest.add_argument("--exercise", action="append", default=None, metavar="ID",
                           help="only this exercise's solution, variants and mutants (repeatable)")
+    selftest.add_argument("--mutate", action="store_true",
+                          help="instead of the catalog: grade first-order mutants of the solutions, made inside the "
+                               "functions students write, and list the survivors")
+    selftest.add_argument("--sample", type=positive_int_argument, default=None, metavar="N",
+                          help="with --mutate: at most N mutants per exercise, drawn with --seed (default: all)")
+    selftest.add_argument("--seed", type=int, default=0, help="with --mutate: the seed --sample draws with")
+    selftest.add_argument("--equivalents", type=Path, default=None, metavar="TOML",
+                          help="with --mutate: the reviewed list of equivalent mutants "
+                               "(default: <catalog>/mutants/equivalent.toml)")
+    selftest.add_argument("--mutant", action="append", default=None, metavar="ID",
+                          help="with --mutate: only this mutant (repeatable; the ids --list and the survivors show)")
+    selftest.add_argument("--list", action="store_true", help="with --mutate: list the mutants, grade none")
     selftest.set_defaults(handler=command_selftest)
     return parser
 
@@ -227,21 +240,28 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
 
 def command_selftest(args) -> int:
     from grader.sandbox.levels import choose, strict_missing
-    from grader.selftest import coverage_problems, matrix_markdown, run_selftest
+    from grader.selftest import CatalogError, coverage_problems, matrix_markdown, run_selftest
 
     course = load_course(args.course)
     catalog = args.catalog or course.root / "tests"
-    sandbox = choose("basic" if strict_missing() else "strict")
     if args.exercise:
         unknown = sorted(set(args.exercise) - {ex.id for ex in course.exercises})
         if unknown:
             raise UsageError(f"no exercise {', '.join(unknown)} in the course")
         course = dataclasses.replace(course, exercises=tuple(ex for ex in course.exercises if ex.id in args.exercise))
+    if not args.mutate and (args.sample or args.list or args.equivalents or args.mutant):
+        raise UsageError("--sample, --mutant, --list and --equivalents go with --mutate")
+    if args.mutate:
+        return mutation_selftest(args, course, catalog)
+    sandbox = choose("basic" if strict_missing() else "strict")
 
-    def progress(i, group):
-        print(f"round {i + 1}: " + ", ".join(f"{c.kind} {c.label}" for c in group), flush=True)
+    def progress(done, total, group):
+        print(f"round {done}/{total}: " + ", ".join(f"{c.kind} {c.label}" for c in group), flush=True)
 
-    cases = run_selftest(course, catalog, sandbox, progress)
+    try:
+        cases = run_selftest(course, catalog, sandbox, progress)
+    except CatalogError as exc:
+        raise UsageError(f"the catalog cannot be used as it is:\n{exc}") from None
     matrix = matrix_markdown(course, cases)
     if args.matrix:
         from grader.reporting import write_atomic
@@ -252,6 +272,65 @@ def command_selftest(args) -> int:
     counts = {k: sum(c.kind == k for c in cases) for k in ("solution", "variant", "mutant")}
     print(f"\n{counts['solution']} solutions, {counts['variant']} variants, {counts['mutant']} mutants; "
           f"{len(problems)} problems")
+    for p in problems:
+        print("  " + p)
+    return 1 if problems else 0
+
+
+def mutation_selftest(args, course, catalog: Path) -> int:
+    """`grader selftest --mutate`: the figure per exercise, the survivors, and every problem."""
+    try:
+        from grader.mutation import EQUIVALENTS, EquivalentsError, excerpt, figures, load_equivalents, mutants_of
+        from grader.mutation import mutation_problems, run_mutation, sample
+    except ImportError as exc:
+        raise UsageError(f"--mutate needs mutmut ({exc.name} is missing): pip install -e '.[mutation]'") from None
+    from grader.sandbox.levels import choose, strict_missing
+
+    try:
+        equivalents = load_equivalents(args.equivalents or catalog / "mutants" / EQUIVALENTS)
+    except EquivalentsError as exc:
+        raise UsageError(str(exc)) from None
+    if args.mutant and not args.exercise:   # only the exercises the ids name need their mutants made
+        named = {i.split(":", 1)[0] for i in args.mutant}
+        course = dataclasses.replace(course, exercises=tuple(ex for ex in course.exercises if ex.id in named))
+    generated = {ex.id: mutants_of(course, ex) for ex in course.exercises}
+    chosen = [m for ex in course.exercises for m in sample(generated[ex.id], args.sample, args.seed)]
+    if args.mutant:
+        unknown = sorted(set(args.mutant) - {m.id for m in chosen})
+        if unknown:
+            raise UsageError(f"no mutant {', '.join(unknown)} among those made of today's solutions")
+        chosen = [m for m in chosen if m.id in args.mutant]
+    if args.list:
+        for m in chosen:
+            listed = "  (equivalent)" if m.id in equivalents else ""
+            print(f"{m.id}  {m.file}:{m.line}  {excerpt(m)}{listed}")
+        print(f"{len(chosen)} mutants")
+        return 0
+    sandbox = choose("basic" if strict_missing() else "strict")
+    started = time.monotonic()
+    print(f"{len(chosen)} mutants of {sum(map(len, generated.values()))}"
+          + (f" (--sample {args.sample} per exercise, --seed {args.seed})" if args.sample else ""), flush=True)
+
+    def progress(done, total, group):
+        print(f"round {done}/{total}: " + ", ".join(c.exercise for c in group), flush=True)
+
+    problems, outcomes = run_mutation(course, chosen, sandbox, progress)
+    complete = {ex.id for ex in course.exercises
+                if not args.mutant and (args.sample is None or args.sample >= len(generated[ex.id]))}
+    problems += mutation_problems(outcomes, equivalents, [m for ms in generated.values() for m in ms], complete)
+    print()
+    total = {"mutants": 0, "caught": 0, "non_equivalent": 0, "equivalent": 0}
+    for f in figures(course, outcomes, equivalents):
+        print(f"{f.exercise:<16} {f.caught}/{f.non_equivalent} caught ({f.percent:.1f}%), {f.equivalent} equivalent, "
+              f"{len(f.survivors)} survivors, {len(f.faults)} grader faults, of {f.mutants} mutants")
+        for o in f.survivors:
+            m = o.mutant
+            print(f"    survivor {m.file}:{m.line} {m.function}: {excerpt(m)}   [{m.id}]")
+        for key in total:
+            total[key] += getattr(f, key)
+    percent = 100.0 * total["caught"] / total["non_equivalent"] if total["non_equivalent"] else 100.0
+    print(f"{'all':<16} {total['caught']}/{total['non_equivalent']} caught ({percent:.1f}%), {total['equivalent']} "
+          f"equivalent, of {total['mutants']} mutants; {time.monotonic() - started:.0f} s; {len(problems)} problems")
     for p in problems:
         print("  " + p)
     return 1 if problems else 0

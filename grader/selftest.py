@@ -2,40 +2,57 @@
 each criterion is right. A solution or variant losing a point is a false failure; a mutant with full marks
 is an escape; a mutant failing a criterion its manifest does not name is a criterion that misfires.
 
-Catalog layout: tests/variants/<exercise>/<name>/<file> and tests/mutants/<exercise>/<bug>/<file>, each
-folder with a manifest.toml: `description`, and for mutants the status each criterion it does not pass must
-reach: `fails = [...]` (`failed`: the code ran and did the wrong thing), `errors = [...]` (`error`: the code
-raised, and raising is the bug), `blocked = [...]` (a prerequisite the bug breaks did not pass), and optionally
-`may_fail`, criteria whose verdict on that bug depends on the course seed (accepted either way). A mutant is
-caught only by a criterion that reaches `failed` or `error` (or a `crashed` it names); a `grader_error` is
-always a problem.
+Catalog layout: tests/variants/<exercise>/<name>/<file> (a whole file: a correct implementation written another
+way) and tests/mutants/<exercise>/<bug>/change.diff (a unified diff against solutions/<exercise>/<file>, applied
+when the selftest runs, so that a mutant always tests today's solution with its one bug; a diff that no longer
+applies stops the selftest and names the mutant). Each folder has a manifest.toml: `description`, and for mutants
+the status each criterion it does not pass must reach: `fails = [...]` (`failed`: the code ran and did the wrong
+thing), `errors = [...]` (`error`: the code raised, and raising is the bug), `blocked = [...]` (a prerequisite
+the bug breaks did not pass), and optionally `may_fail`, criteria whose verdict on that bug depends on the course
+seed (accepted either way). A mutant is caught only by a criterion that reaches `failed` or `error` (or a
+`crashed` it names); a `grader_error` is always a problem.
+
+Cases are graded in rounds, one case per exercise in each round's submission, by a warm grading process
+(`grader.warm`, as `grader batch` uses): its next sandbox starts while the round before is judged.
+`grader.mutation` grades generated mutants the same way.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
 import tempfile
+import threading
 import tomllib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import Course
-from grader.grading import grade
-from grader.report.model import Report
 from grader.sandbox.levels import Sandbox
+from grader.unidiff import PatchError, apply_diff
+
+MUTANT_DIFF = "change.diff"   # a mutant's one bug, as a unified diff against the solution
+CONVERT_COMMAND = "python scripts/mutants_to_diffs.py"
+
+
+class CatalogError(Exception):
+    """The catalog cannot be read as it is: the message names every folder at fault and what to do."""
 
 
 @dataclass
 class Case:
-    kind: str                 # solution, variant or mutant
+    kind: str                 # solution, variant or mutant (`grader.mutation` adds its generated ones)
     exercise: str
     name: str
-    source: Path
+    file: str                 # the student file's name
+    text: str                 # its content
     description: str = ""
     expected: dict[str, str] = field(default_factory=dict)   # criterion -> the status the manifest names
     may_fail: frozenset[str] = frozenset()    # criteria a mutant fails on some seeds and not on others
     got_fails: dict[str, str] = field(default_factory=dict)   # criterion -> status, for what did not pass
     messages: dict[str, str] = field(default_factory=dict)
+    failure: str | None = None   # why the round holding this case produced no report
 
     @property
     def label(self) -> str:
@@ -53,6 +70,8 @@ class Case:
 
     def problems(self) -> list[str]:
         got = set(self.got_fails)
+        if self.failure:
+            return [f"{self.kind} {self.label} was not graded: {self.failure}"]
         if self.kind in ("solution", "variant"):
             return [f"{self.kind} {self.label} lost {c} ({self.got_fails[c]}): {self.messages[c]}" for c in sorted(got)]
         found = []
@@ -64,9 +83,9 @@ class Case:
         for c in sorted(self.expected_fails - got):
             found.append(f"mutant {self.label} passes {c}, which its manifest says it fails")
         for c in sorted(got):
-            if self.got_fails[c] == "error" and not blames_the_student_fairly(self.messages[c], self.source.name):
+            if self.got_fails[c] == "error" and not blames_the_student_fairly(self.messages[c], self.file):
                 found.append(f"mutant {self.label}: {c} is reported as the student's exception, but it was raised "
-                             f"outside {self.source.name} and is no breach of the contract: {self.messages[c]}")
+                             f"outside {self.file} and is no breach of the contract: {self.messages[c]}")
         for c in sorted(self.expected_fails & got):
             if self.got_fails[c] != self.expected[c]:
                 found.append(f"mutant {self.label}: {c} is {self.got_fails[c]}, its manifest says {self.expected[c]}: "
@@ -106,14 +125,54 @@ def coverage_problems(course: Course, cases: list[Case]) -> list[str]:
     return problems
 
 
+def mutant_text(course: Course, exercise_id: str, folder: Path) -> str:
+    """The mutant in `folder`: its change.diff applied to today's solution. CatalogError when the folder holds a
+    whole-file copy instead (the old layout) or its diff no longer applies."""
+    ex = course.exercise(exercise_id)
+    copies = sorted(p.name for p in folder.glob("*.py"))
+    if copies:
+        raise CatalogError(f"{folder} holds a whole-file mutant ({', '.join(copies)}): a mutant is a {MUTANT_DIFF} "
+                           f"against solutions/{ex.id}/{ex.file}; `{CONVERT_COMMAND}` turns copies into diffs")
+    diff = folder / MUTANT_DIFF
+    if not diff.is_file():
+        raise CatalogError(f"{folder} has no {MUTANT_DIFF}: a mutant is a unified diff against "
+                           f"solutions/{ex.id}/{ex.file}")
+    solution = course.solution(ex).read_text(encoding="utf-8")
+    try:
+        text = apply_diff(solution, diff.read_text(encoding="utf-8"))
+    except PatchError as exc:
+        raise CatalogError(f"{diff} no longer applies to solutions/{ex.id}/{ex.file}: {exc}; remake the mutant "
+                           f"against today's solution") from None
+    if text == solution:
+        raise CatalogError(f"{diff} changes nothing in solutions/{ex.id}/{ex.file}")
+    return text
+
+
+def catalog_mutants(course: Course, catalog: Path, exercise_id: str) -> dict[str, str]:
+    """The exercise's catalog mutants, name -> file content, in name order."""
+    return {folder.name: mutant_text(course, exercise_id, folder)
+            for folder in sorted((catalog / "mutants" / exercise_id).glob("*/"))}
+
+
 def discover(course: Course, catalog: Path) -> list[Case]:
-    cases = [Case("solution", ex.id, "reference", course.solution(ex)) for ex in course.exercises]
+    """Every solution, variant and mutant; CatalogError naming every mutant that cannot be built."""
+    cases = [Case("solution", ex.id, "reference", ex.file, course.solution(ex).read_text(encoding="utf-8"))
+             for ex in course.exercises]
+    broken = []
     for kind, folder in (("variant", "variants"), ("mutant", "mutants")):
         for ex in course.exercises:
             for case_dir in sorted((catalog / folder / ex.id).glob("*/")):
                 manifest = tomllib.loads((case_dir / "manifest.toml").read_text(encoding="utf-8"))
-                cases.append(Case(kind, ex.id, case_dir.name, case_dir / ex.file, manifest.get("description", ""),
+                try:
+                    text = (mutant_text(course, ex.id, case_dir) if kind == "mutant"
+                            else (case_dir / ex.file).read_text(encoding="utf-8"))
+                except CatalogError as exc:
+                    broken.append(str(exc))
+                    continue
+                cases.append(Case(kind, ex.id, case_dir.name, ex.file, text, manifest.get("description", ""),
                                   expected_statuses(manifest), frozenset(manifest.get("may_fail", ()))))
+    if broken:
+        raise CatalogError("\n".join(broken))
     return cases
 
 
@@ -130,30 +189,65 @@ def rounds(cases: list[Case]) -> list[list[Case]]:
     return packed
 
 
+def grade_cases(course: Course, cases: list[Case], sandbox: Sandbox,
+                progress: Callable[[int, int, list[Case]], None] | None = None) -> None:
+    """Grade every case, in rounds, and record each one's verdicts on it. One warm grading process serves all
+    rounds, two in flight: while one round is judged, the next one's probes run in a sandbox started ahead."""
+    from grader.pool import PIPELINE, time_limit
+    from grader.warm import GradingTimeout, WarmGrader, WarmGraderDied
+
+    packed = rounds(cases)
+    warm = WarmGrader(course.root, sandbox.level)
+    left = [len(packed)]
+    lock = threading.Lock()
+    done = [0]
+
+    def grade_round(i: int, group: list[Case], tmp: Path) -> None:
+        submission = tmp / f"round-{i}"
+        for case in group:
+            target = submission / case.exercise / case.file
+            target.parent.mkdir(parents=True)
+            target.write_text(case.text, encoding="utf-8")
+        with lock:
+            left[0] -= 1
+            more = left[0] > 0
+        try:
+            reply = warm.grade(submission, [c.exercise for c in group], "en", time_limit(course), more)
+        except (GradingTimeout, WarmGraderDied) as exc:
+            reply = {"error": str(exc)}
+        if "error" in reply:
+            for case in group:
+                case.failure = str(reply["error"])
+        else:
+            record(json.loads(reply["files"]["report.json"]), group)
+        if progress:
+            with lock:
+                done[0] += 1
+                progress(done[0], len(packed), group)
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="grader-selftest-") as tmp, \
+                ThreadPoolExecutor(max_workers=PIPELINE) as pool:
+            for future in [pool.submit(grade_round, i, group, Path(tmp)) for i, group in enumerate(packed)]:
+                future.result()
+    finally:
+        warm.close()
+
+
 def run_selftest(course: Course, catalog: Path, sandbox: Sandbox, progress=None) -> list[Case]:
     cases = discover(course, catalog)
-    with tempfile.TemporaryDirectory(prefix="grader-selftest-") as tmp:
-        for i, group in enumerate(rounds(cases)):
-            submission = Path(tmp) / f"round-{i}"
-            for case in group:
-                ex = course.exercise(case.exercise)
-                target = submission / ex.id / ex.file
-                target.parent.mkdir(parents=True)
-                shutil.copyfile(case.source, target)
-            report = grade(course, submission, [c.exercise for c in group], sandbox)
-            record(report, group)
-            if progress:
-                progress(i, group)
+    grade_cases(course, cases, sandbox, progress)
     return cases
 
 
-def record(report: Report, group: list[Case]) -> None:
-    by_exercise = {e.id: e for e in report.exercises}
+def record(report: dict, group: list[Case]) -> None:
+    """Each case's criteria that did not pass, from the report (JSON) of the round that held it."""
+    by_exercise = {e["id"]: e for e in report["exercises"]}
     for case in group:
-        for c in by_exercise[case.exercise].criteria:
-            if c.status != "passed":
-                case.got_fails[c.id] = c.status
-                case.messages[c.id] = c.message["en"]
+        for c in by_exercise[case.exercise]["criteria"]:
+            if c["status"] != "passed":
+                case.got_fails[c["id"]] = c["status"]
+                case.messages[c["id"]] = c["message"]["en"]
 
 
 def matrix_markdown(course: Course, cases: list[Case]) -> str:

@@ -31,7 +31,7 @@ REFERENCES_DIR = "references"
 # Modules cut to the visible criteria, and what never leaves the instructor's side.
 REGENERATED = ("criteria", "probes")
 INSTRUCTOR_ONLY = ("batch.py", "classroom.py", "gradebook.py", "gradescope.py", "handout.py", "selftest.py",
-                   "student_checker.py")
+                   "mutation.py", "unidiff.py", "student_checker.py")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import ROOT, course_copy
 from grader.gradebook import said
+from grader.selftest import catalog_mutants
 from grader.warm import GradingTimeout, WarmGraderDied
 
 EXERCISES = ["decoder_block", "heads"]   # light exercises: the behaviour under test is the batch's, not theirs
@@ -42,7 +43,7 @@ def classroom(tmp_path_factory):
 
     course = load_course(ROOT)
     root = tmp_path_factory.mktemp("class")
-    mutants = sorted((ROOT / "tests" / "mutants" / "decoder_block").glob("*/block.py"))
+    mutants = list(catalog_mutants(course, ROOT / "tests", "decoder_block").values())   # file contents
     assert mutants, "the decoder_block mutant catalog is needed"
     kinds = []
     for i in range(30):

@@ -21,6 +21,7 @@ from grader import classroom
 from grader.batch import run_batch
 from grader.classroom import NOTHING, POSTED, PUSHED, RETRY, SEEN, STATUS_CONTEXT, Arrival, GitHub, arrival, sync
 from grader.course import load_course
+from grader.selftest import mutant_text
 
 from conftest import ROOT, course_copy
 
@@ -194,7 +195,10 @@ def github():
 
 
 def heads_file(source: Path) -> dict[str, str]:
-    return {HEADS: source.read_text(), "README.md": "not graded"}
+    """The repository's files with `source` as the heads exercise: a file, or the catalog mutant's folder (a diff
+    against the solution)."""
+    text = mutant_text(load_course(ROOT), "heads", source) if source.is_dir() else source.read_text()
+    return {HEADS: text, "README.md": "not graded"}
 
 
 def batch_grader(course, graded_batches: list):
@@ -214,7 +218,7 @@ def test_a_class_is_graded_once_and_only_new_commits_again(course, github, tmp_p
     points = course.exercise("heads").points
     shas = {"alice": fake.commit(f"{PREFIX}-alice", heads_file(SOLUTION)),
             "bob": fake.commit(f"{PREFIX}-bob", heads_file(STUB)),
-            "carol": fake.commit(f"{PREFIX}-carol", heads_file(MUTANT / "heads.py"))}
+            "carol": fake.commit(f"{PREFIX}-carol", heads_file(MUTANT))}
     graded_batches = []
     grade_batch = batch_grader(course, graded_batches)
 
@@ -322,12 +326,12 @@ def test_the_deadline_is_when_the_push_reached_github(course, github, tmp_path, 
     hour = dt.timedelta(hours=1)
     for offset in (240, 48, 24):   # alice pushes thrice, on time
         alice = fake.commit(f"{PREFIX}-alice", heads_file(SOLUTION if offset == 24 else STUB), deadline - offset * hour)
-    on_time = fake.commit(f"{PREFIX}-mallory", heads_file(MUTANT / "heads.py"), deadline - hour)
+    on_time = fake.commit(f"{PREFIX}-mallory", heads_file(MUTANT), deadline - hour)
     late = fake.commit(f"{PREFIX}-mallory", heads_file(SOLUTION), pushed=deadline + hour, dated=deadline - 48 * hour)
     oscar = fake.commit(f"{PREFIX}-oscar", heads_file(SOLUTION), pushed=deadline + hour, dated=deadline - 72 * hour)
     fake.no_activity.add(f"{PREFIX}-pat")
     pat_first = fake.commit(f"{PREFIX}-pat", heads_file(SOLUTION), deadline - 2 * hour)
-    pat_late = fake.commit(f"{PREFIX}-pat", heads_file(MUTANT / "heads.py"), deadline + hour)
+    pat_late = fake.commit(f"{PREFIX}-pat", heads_file(MUTANT), deadline + hour)
 
     graded_batches = []
     out = tmp_path / "gradebook"

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, course_copy
+from grader.course import load_course
+from grader.selftest import catalog_mutants
 
 EXERCISES = ["heads"]   # light: the behaviour under test is the cluster's
 SUBMISSIONS = 12
@@ -29,13 +31,13 @@ def course_dir(tmp_path_factory):
 def classroom(tmp_path_factory):
     """Correct submissions (each a distinct file), mutants, an empty one and one that exits at import."""
     root = tmp_path_factory.mktemp("class")
-    mutants = sorted((ROOT / "tests" / "mutants" / "heads").glob("*/heads.py"))
+    mutants = list(catalog_mutants(load_course(ROOT), ROOT / "tests", "heads").values())   # file contents
     for i in range(SUBMISSIONS):
         student = root / f"student{i:02d}"
         student.mkdir()
         source = (ROOT / "solutions" / "heads" / "heads.py").read_text() + f"\n# student {i}\n"
         if i % 3 == 1:
-            source = mutants[i % len(mutants)].read_text()
+            source = mutants[i % len(mutants)]
         elif i == 11:
             source = "import sys\nsys.exit(0)\n"
         if i != 10:   # student10 is empty

@@ -1,6 +1,9 @@
 """The mutant and variant catalogs are well formed, and `grader selftest` proves every criterion:
-zero false failures over solutions and variants, zero escapes over mutants."""
+zero false failures over solutions and variants, zero escapes over mutants. Mutants are diffs against the
+solutions: each applies to today's solution, and a whole-file copy or a stale diff is refused with its name."""
 
+import dataclasses
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -9,7 +12,7 @@ import pytest
 
 from grader.course import load_course
 from grader.judge.session import criteria_of
-from grader.selftest import expected_statuses
+from grader.selftest import CatalogError, discover, expected_statuses, mutant_text
 
 from conftest import ROOT
 
@@ -26,8 +29,13 @@ def test_catalog_covers_the_exercise(exercise_id):
     assert len(mutants) >= 3, f"{exercise_id}: {len(mutants)} mutants"
     assert len(variants) >= 2, f"{exercise_id}: {len(variants)} variants"
     caught = set()
-    for folder in mutants + variants:
+    solution = COURSE.solution(ex).read_text()
+    for folder in variants:
         assert (folder / ex.file).is_file(), folder
+    for folder in mutants:
+        assert sorted(p.name for p in folder.iterdir()) == ["change.diff", "manifest.toml"], folder
+        assert mutant_text(COURSE, exercise_id, folder) != solution   # raises when the diff no longer applies
+    for folder in mutants + variants:
         manifest = tomllib.loads((folder / "manifest.toml").read_text())
         assert manifest.get("description"), folder
     for folder in mutants:
@@ -45,6 +53,78 @@ def test_at_least_45_mutants():
     assert len(list((CATALOG / "mutants").glob("*/*/manifest.toml"))) >= 45
 
 
+def catalog_with(tmp_path, exercise_id, name, files):
+    """A catalog holding one mutant folder with `files` (name -> text) and a manifest."""
+    folder = tmp_path / "catalog" / "mutants" / exercise_id / name
+    folder.mkdir(parents=True)
+    (folder / "manifest.toml").write_text('description = "a test mutant"\nfails = ["round_trip"]\n')
+    for file_name, text in files.items():
+        (folder / file_name).write_text(text)
+    return tmp_path / "catalog", folder
+
+
+def test_a_diff_mutant_is_the_solution_with_its_change(tmp_path):
+    from grader.unidiff import make_diff
+
+    ex = COURSE.exercise("heads")
+    solution = COURSE.solution(ex).read_text()
+    buggy = solution.replace("x.transpose(1, 2)", "x", 1)
+    assert buggy != solution
+    catalog, _ = catalog_with(tmp_path, "heads", "no_transpose", {"change.diff": make_diff(solution, buggy, "a", "b")})
+    cases = [c for c in discover(dataclasses.replace(COURSE, exercises=(ex,)), catalog) if c.kind == "mutant"]
+    assert [(c.name, c.text) for c in cases] == [("no_transpose", buggy)]
+
+
+def test_a_whole_file_mutant_is_refused_with_the_command_that_converts_it(tmp_path):
+    ex = COURSE.exercise("heads")
+    catalog, folder = catalog_with(tmp_path, "heads", "old_style", {"heads.py": COURSE.solution(ex).read_text()})
+    with pytest.raises(CatalogError) as caught:
+        discover(dataclasses.replace(COURSE, exercises=(ex,)), catalog)
+    assert str(folder) in str(caught.value) and "whole-file mutant (heads.py)" in str(caught.value)
+    assert "scripts/mutants_to_diffs.py" in str(caught.value)
+
+
+def test_a_diff_that_no_longer_applies_fails_and_names_the_mutant(tmp_path):
+    """The solution edited where a mutant changes it: the mutant is refused, never graded against old code."""
+    folder = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "solutions" / "heads", root / "solutions" / "heads")
+    changed = root / "solutions" / "heads" / "heads.py"
+    diff = (folder / "change.diff").read_text()
+    removed = next(line[1:] for line in diff.splitlines() if line.startswith("-") and not line.startswith("---"))
+    assert removed in changed.read_text()
+    changed.write_text(changed.read_text().replace(removed, removed.replace("x", "y")))
+    with pytest.raises(CatalogError, match=r"merge_no_transpose/change.diff no longer applies .*hunk 1"):
+        mutant_text(dataclasses.replace(COURSE, root=root), "heads", folder)
+    # an unrelated edit above the change moves it, and the diff still applies where the code went
+    changed.write_text("# a comment\n\n" + (ROOT / "solutions" / "heads" / "heads.py").read_text())
+    moved = mutant_text(dataclasses.replace(COURSE, root=root), "heads", folder)
+    assert moved == "# a comment\n\n" + mutant_text(COURSE, "heads", folder)
+
+
+def test_the_conversion_script_reproduces_whole_file_mutants_byte_for_byte(tmp_path):
+    ex = COURSE.exercise("masks")
+    texts = {f.name: mutant_text(COURSE, "masks", f) for f in sorted((CATALOG / "mutants" / "masks").glob("*/"))}
+    catalog = tmp_path / "catalog"
+    for name, text in texts.items():   # the old layout: copies of the file
+        folder = catalog / "mutants" / "masks" / name
+        folder.mkdir(parents=True)
+        (folder / ex.file).write_bytes(text.encode())
+    same = catalog / "mutants" / "masks" / "zz_no_bug"
+    same.mkdir()
+    (same / ex.file).write_bytes(COURSE.solution(ex).read_bytes())
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "mutants_to_diffs.py"), str(catalog)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr   # the copy without a bug is reported and kept
+    assert f"{len(texts)} mutants converted, 1 not" in done.stdout and "zz_no_bug" in done.stderr
+    for name, text in texts.items():
+        folder = catalog / "mutants" / "masks" / name
+        assert not (folder / ex.file).exists()
+        assert mutant_text(COURSE, "masks", folder).encode() == text.encode()
+    assert (same / ex.file).read_bytes() == COURSE.solution(ex).read_bytes()
+
+
+@pytest.mark.slow
 def test_selftest_passes(tmp_path):
     matrix = tmp_path / "matrix.md"
     done = subprocess.run([sys.executable, "-m", "grader", "selftest", "--matrix", str(matrix)],

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, course_copy
+from grader.course import load_course
 from grader.sandbox.levels import strict_missing
+from grader.selftest import catalog_mutants
 
 pytestmark = pytest.mark.skipif(bool(strict_missing()), reason="SLURM's daemons and the strict sandbox need root")
 
@@ -115,7 +117,7 @@ def classroom(tmp_path_factory):
     """Two correct submissions (distinct files), a mutant, and an empty folder."""
     root = tmp_path_factory.mktemp("class")
     solution = (ROOT / "solutions" / "heads" / "heads.py").read_text()
-    mutant = sorted((ROOT / "tests" / "mutants" / "heads").glob("*/heads.py"))[0].read_text()
+    mutant = next(iter(catalog_mutants(load_course(ROOT), ROOT / "tests", "heads").values()))
     for name, source in (("ada", solution + "\n# ada\n"), ("bo", solution + "\n# bo\n"), ("cy", mutant), ("di", None)):
         (root / name).mkdir()
         if source is not None:
