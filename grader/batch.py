@@ -265,13 +265,12 @@ def render_students(course: Course, out: Path, lang: str) -> int:
             pass
         try:
             report = stored_report(json.loads((folder / "report.json").read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):   # no record to render from: its files stay as they are
-            continue
-        try:
-            for fmt in RERENDERED:
-                file_name, render = FORMATS[fmt]
-                write_atomic(folder / file_name, render(report, course.root / "templates", lang))
-        except OSError:   # a full disk...: these stay unmarked, so the next run writes them
+            pages = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in RERENDERED}
+            for file_name, text in pages.items():
+                write_atomic(folder / file_name, text)
+        # No record to render from, a full disk, a bug of ours on one report: that student's files stay as they
+        # are, unmarked, so the next run tries again; the class's pages are still written.
+        except Exception:  # noqa: BLE001
             continue
         _mark_rendered(folder, lang)
         written += 1

@@ -40,7 +40,7 @@ def said(en: str) -> dict:
 
 
 def store(book: Gradebook, name: str, status: str = "graded", failed=(), skipped=(), chash: str | None = None,
-          message: dict | None = None) -> None:
+          message: dict | None = None, key: str = "key") -> None:
     """A submission whose criteria all pass but those `failed` names (0 points) and the exercises `skipped`
     (not attempted)."""
     rows = []
@@ -53,7 +53,7 @@ def store(book: Gradebook, name: str, status: str = "graded", failed=(), skipped
     if status in (UNREADABLE, GRADER_ERROR):
         rows = [{**r, "status": "error", "points": 0.0} for r in rows]
     score, max_score = sum(r["points"] for r in rows), sum(r["max_points"] for r in rows)
-    book.store(name, chash or f"hash-{name}", "key", {
+    book.store(name, chash or f"hash-{name}", key, {
         "score": score, "max_score": max_score, "percent": round(100 * score / max_score, 2), "status": status,
         "message": message or said("m"), "graded_at": "t",
         "report_dir": None if status == UNREADABLE else f"/out/students/{name}"}, rows)
@@ -156,6 +156,30 @@ def test_the_page_lays_out_what_the_summary_says(summary, lang):
     assert [li.get("data-row") for li in help_items] == [s.anchor for s in summary.needs_help]
     bo_help = next(li for li in help_items if li.get("data-row") == line(summary, "bo").anchor)
     assert [a.get("href") for a in bo_help.iter("a")][1:] == [f"students/bo/report.html#{ex}" for ex in IDS[6:]]
+
+
+def test_writing_reports_again_skips_one_it_cannot_read_and_goes_on(tmp_path):
+    """A report.json that is no report costs its student's pages nothing (they stay as they were, to be tried
+    again) and the others' nothing at all."""
+    from hostile_report import hostile_report
+
+    from grader.batch import RENDERED_LANG, render_students
+    from grader.gradebook import grader_key
+
+    book = Gradebook(tmp_path / "gradebook.sqlite")
+    for name in ("ann", "bo"):
+        store(book, name, key=grader_key(COURSE))
+        (tmp_path / "students" / name).mkdir(parents=True)
+    book.close()
+    (tmp_path / "students" / "ann" / "report.json").write_text(hostile_report().to_json(), encoding="utf-8")
+    (tmp_path / "students" / "bo" / "report.json").write_text("{", encoding="utf-8")
+    (tmp_path / "students" / "bo" / "report.html").write_text("as it was", encoding="utf-8")
+    assert render_students(COURSE, tmp_path, "zh") == 1
+    assert '<html lang="zh-CN">' in (tmp_path / "students" / "ann" / "report.html").read_text(encoding="utf-8")
+    assert (tmp_path / "students" / "ann" / RENDERED_LANG).read_text() == "zh\n"
+    assert (tmp_path / "students" / "bo" / "report.html").read_text(encoding="utf-8") == "as it was"
+    assert not (tmp_path / "students" / "bo" / RENDERED_LANG).exists()
+    assert render_students(COURSE, tmp_path, "zh") == 0 and render_students(COURSE, tmp_path, "en") == 1
 
 
 # --- A real class, graded once ---------------------------------------------------------------------------------
