@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import stat
 import zipfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,8 +233,57 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
         shutil.rmtree(out / "unpacked", ignore_errors=True)
         outcome = _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress or BatchProgress(),
                                cluster, cluster_options or {})
+        outcome["rendered"] = render_students(course, out, lang)
         _write_class_files(course, out, lang, roster, excel)
         return outcome
+
+
+# In a student's report folder: the language its report.html and scorecard.md were written in.
+RENDERED_LANG = ".lang"
+RERENDERED = ("html", "md")   # what a student's folder holds besides report.json, the record they are made from
+
+
+def render_students(course: Course, out: Path, lang: str) -> int:
+    """Write again, in `lang`, every student's report.html and scorecard.md the gradebook holds in another language
+    (or in one not recorded: a gradebook of an older grader), from the student's report.json: a batch resumed with
+    another --lang grades nothing and still speaks it everywhere. Returns how many students' reports were written."""
+    from grader.report.build import stored_report
+    from grader.reporting import FORMATS
+
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        names = [s["submission"] for s in book.submissions(grader_key(course)) if s["report_dir"]]
+    finally:
+        book.close()
+    written = 0
+    for name in names:
+        folder = out / "students" / name
+        try:
+            if (folder / RENDERED_LANG).read_text(encoding="utf-8").strip() == lang:
+                continue
+        except OSError:
+            pass
+        try:
+            report = stored_report(json.loads((folder / "report.json").read_text(encoding="utf-8")))
+            pages = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in RERENDERED}
+            for file_name, text in pages.items():
+                write_atomic(folder / file_name, text)
+        # No record to render from, a full disk, a bug of ours on one report: that student's files stay as they
+        # are, unmarked, so the next run tries again; the class's pages are still written.
+        except Exception:  # noqa: BLE001
+            continue
+        _mark_rendered(folder, lang)
+        written += 1
+    return written
+
+
+def _mark_rendered(folder: Path, lang: str) -> None:
+    """Record the language of the folder's reports; unrecorded (a full disk...), the next run writes them again."""
+    try:
+        write_atomic(folder / RENDERED_LANG, lang + "\n")
+    except OSError:
+        with suppress(OSError):
+            (folder / RENDERED_LANG).unlink(missing_ok=True)
 
 
 def _write_class_files(course: Course, out: Path, lang: str, roster: list[Student] | None, excel: bool) -> None:
@@ -267,6 +317,8 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
 
     def record(entry: Entry, chash: str, summary: dict, rows: list[dict]) -> None:
         book.store(entry.name, chash, key, summary, rows)
+        if summary.get("report_dir"):   # the grading process rendered its reports in the batch's language
+            _mark_rendered(Path(summary["report_dir"]), lang)
         progress.finished(entry.name, summary, graded=entry.folder is not None)
 
     for entry, chash in todo:

@@ -378,8 +378,14 @@ def command_batch(args) -> int:
         raise UsageError(str(exc)) from None
     if interactive:
         print(file=sys.stderr)
-    print(f"{outcome['total']} submissions: {outcome['graded']} graded, {outcome['skipped']} already in the gradebook; "
-          f"{args.out / 'grades.csv'}, {args.out / 'class.html'}")
+    from grader.i18n import t
+
+    print(t("{total} submissions: {graded} graded, {skipped} already in the gradebook; {csv}, {page}",
+            total=outcome["total"], graded=outcome["graded"], skipped=outcome["skipped"],
+            csv=str(args.out / "grades.csv"), page=str(args.out / "class.html")).render(args.lang))
+    if outcome["rendered"]:   # reports of earlier runs, in another language
+        print(t("{count} students' reports written again in this language, from their report.json (no grading)",
+                count=outcome["rendered"]).render(args.lang))
     return EXIT_OK
 
 
@@ -413,20 +419,24 @@ def show_progress(progress, interactive: bool, lang: str, event: str, name: str 
     no verdict; in a log, a plain line when the batch begins and each time a submission is in the gradebook."""
     import shutil
 
+    from grader.render.labels import CLASS_LABELS
     from grader.render.safe_text import terminal_text
+    from grader.render.terminal import fit
 
     # a folder's name is the student's choice, and so is much of an error message
     problem = None
     if summary is not None and summary["status"] not in ("passed", "graded"):
-        problem = f"{terminal_text(name)}: {summary['status']} ({terminal_text(summary['message'][lang])})"
+        words = CLASS_LABELS[lang]
+        problem = (f"{terminal_text(name)}: {words.get(summary['status'], summary['status'])} "
+                   f"({terminal_text(summary['message'][lang])})")
     if interactive:
         columns = shutil.get_terminal_size().columns
         if problem:
             print("\r\x1b[K" + problem, file=sys.stderr)
-        print("\r\x1b[K" + terminal_text(progress.line())[:columns - 1], end="", file=sys.stderr, flush=True)
+        print("\r\x1b[K" + fit(terminal_text(progress.line(lang)), columns - 1), end="", file=sys.stderr, flush=True)
     elif event != "started":
         done = f"  {terminal_text(name)}: {summary['percent']:g}%" if name and summary else ""
-        print(terminal_text(progress.line()) + (f"  {problem}" if problem else done), file=sys.stderr, flush=True)
+        print(terminal_text(progress.line(lang)) + (f"  {problem}" if problem else done), file=sys.stderr, flush=True)
 
 
 def command_handout(args) -> int:

@@ -61,12 +61,18 @@ class ExerciseConfig:
 @dataclass(frozen=True)
 class Course:
     root: Path
-    name: str
+    name: str                                # in English: what report.json records as the course
     seed: int
     exercises: tuple[ExerciseConfig, ...]
     uids: tuple[int, int] = (61000, 61999)   # the sandbox gives each concurrent grading one of these
     # A handout's checker has no solutions/: the reference observations its visible criteria read are stored here.
     references: Path | None = None
+    # The course's name in each language, for the pages an instructor reads in it (class.html's title); a course.toml
+    # that names it once names it so in every language.
+    names: dict[str, str] = field(default_factory=dict)
+
+    def name_in(self, lang: str) -> str:
+        return self.names.get(lang) or self.name
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -132,5 +138,18 @@ def load_course(root: Path | None = None) -> Course:
             and 1000 <= uids[0] <= uids[1] < 2**31 - 1):
         raise CourseError(f"{path}: [sandbox] uids must be [first, last] with 1000 <= first <= last")
     references = root / course["references"] if course.get("references") else None
-    return Course(root=root, name=course.get("name", "course"), seed=seed, exercises=tuple(exercises),
-                  uids=(uids[0], uids[1]), references=references)
+    names = _names(course.get("name", "course"), path)
+    return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
+                  uids=(uids[0], uids[1]), references=references, names=names)
+
+
+def _names(raw, path: Path) -> dict[str, str]:
+    """`[course] name`: one name (as course.toml held before it named the course in both languages), or a table of
+    one per language, `{ en = "...", zh = "..." }`; a language it leaves out takes the English name."""
+    if isinstance(raw, str) and raw.strip():
+        return {"en": raw, "zh": raw}
+    if isinstance(raw, dict) and isinstance(raw.get("en"), str) and raw["en"].strip() \
+            and all(isinstance(v, str) and v.strip() for v in raw.values()):
+        return {"en": raw["en"], "zh": raw.get("zh", raw["en"])}
+    raise CourseError(f'{path}: [course] name must be a name, or {{ en = "...", zh = "..." }} naming the course in '
+                      "each language")

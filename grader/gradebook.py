@@ -15,7 +15,7 @@ import json
 import sqlite3
 import urllib.parse
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grader
@@ -230,6 +230,31 @@ def with_roster(submissions: list[sqlite3.Row], roster: list[Student] | None
     return listed + strangers
 
 
+# An exercise's state in a student's row of class.html, as its criteria's rows say (the report's own words for them):
+# full marks, some points, tried and no point, or not started (every criterion `not_attempted`).
+CELL_STATES = ("passed", "partial", "failed", "not_attempted")
+
+
+@dataclass
+class ExerciseCell:
+    """One exercise of one submission."""
+
+    exercise: str
+    points: float
+    max_points: float
+    state: str                    # one of CELL_STATES
+    link: str | None              # the exercise's section of the student's report.html
+
+
+@dataclass
+class Flag:
+    """Something to look at beside a student's grade, shown in their row of class.html; it changes no point. Its
+    words are class.html's label named after its kind; `others` are the students it concerns, each linked."""
+
+    kind: str                                 # "identical": the same files, byte for byte, as `others`
+    others: list[tuple[str, str]]             # (the name shown, its row's anchor in class.html)
+
+
 @dataclass
 class StudentLine:
     """One submission as the class report lists it."""
@@ -241,8 +266,26 @@ class StudentLine:
     score: float
     max_score: float
     percent: float
-    exercise_points: list[float]  # in the course's exercise order
+    cells: list[ExerciseCell]     # in the course's exercise order
     report_link: str | None       # the student's report.html, relative to the class report's folder
+    content_hash: str = ""        # the hash of the files the grader read ("" with no submission)
+    reason: dict[str, str] | None = None   # why there is no verdict on the student's work (a NOT_JUDGED standing)
+    flags: list[Flag] = field(default_factory=list)
+    anchor: str = ""              # the id of the student's row in class.html
+
+    @property
+    def exercise_points(self) -> list[float]:
+        return [cell.points for cell in self.cells]
+
+    @property
+    def shown(self) -> str:
+        """The name a list of students shows: the roster's, else the submission's."""
+        return self.student or self.submission
+
+    @property
+    def not_started(self) -> list[ExerciseCell]:
+        """The exercises not started; every one when there is no verdict on the student's work."""
+        return self.cells if self.reason else [cell for cell in self.cells if cell.state == "not_attempted"]
 
 
 @dataclass
@@ -258,6 +301,15 @@ class ExerciseSummary:
 
 
 @dataclass
+class FailedBy:
+    """A submission that tried a criterion and did not meet it, and what it was told."""
+
+    student: str                  # the name shown
+    link: str | None              # the criterion's row in the student's report.html
+    message: dict[str, str]
+
+
+@dataclass
 class CriterionRate:
     """One criterion over the submissions with a verdict."""
 
@@ -269,6 +321,7 @@ class CriterionRate:
     total: int
     common_message: dict[str, str] | None = None   # the most common message of those that failed it
     common_count: int = 0                          # ... and how many failed it with that message
+    failed_by: list[FailedBy] = field(default_factory=list)   # those that failed it, in the class's order
 
     @property
     def rate(self) -> float:
@@ -291,15 +344,67 @@ class ClassSummary:
     most_failed: list[CriterionRate]  # the criteria failed most often, most first
     rates: list[CriterionRate]        # every criterion, in course order
     has_roster: bool = False          # a roster names the students
+    needs_help: list[StudentLine] = field(default_factory=list)   # below full marks, lowest first
 
 
 MOST_FAILED = 10   # criteria the class report names as failed most: enough to plan a lesson around
+# Whose work is short of full marks by the student's doing: the "needs help" list. A grading the grader did not
+# finish (grader_error, killed_workers) says nothing of the student yet; its row says why.
+NEEDS_HELP = (PARTIAL, EMPTY, UNREADABLE, MISSING)
+
+
+def reason(standing_: str, stored_message: str | None) -> dict[str, str] | None:
+    """Why a submission (or a roster's student) has no verdict on the student's work, in each language; None when
+    it has one. The gradebook holds the reason an entry could not be graded (unreadable, grader error, killed
+    workers) as the submission's message."""
+    from grader.i18n import t
+
+    if standing_ == MISSING:
+        return t("no submission").texts()
+    if standing_ == EMPTY:
+        return t("nothing attempted: every exercise's file is missing or the unchanged stub").texts()
+    if standing_ in NOT_JUDGED:
+        return said(stored_message or "")
+    return None
+
+
+def _cells(course: Course, rows: list[sqlite3.Row], report_link: str | None) -> list[ExerciseCell]:
+    cells = []
+    for ex in course.exercises:
+        own = [r for r in rows if r["exercise"] == ex.id]
+        points = sum(r["points"] for r in own)
+        if all(r["status"] == "not_attempted" for r in own):
+            state = "not_attempted"
+        elif points >= ex.max_points > 0:
+            state = "passed"
+        else:
+            state = "partial" if points > 0 else "failed"
+        cells.append(ExerciseCell(ex.id, points, ex.max_points, state,
+                                  f"{report_link}#{ex.id}" if report_link else None))
+    return cells
+
+
+def _anchor(line_key: str) -> str:
+    """A row's id in class.html: the same for the same student on every page, whatever characters the name holds."""
+    return "student-" + hashlib.sha256(line_key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _flag_identical(counted: list[StudentLine]) -> None:
+    """Flag the submissions whose files are the same, byte for byte (the same content hash): at once, before any
+    comparison of code. Only submissions with a verdict: every empty folder holds the same (no) files."""
+    by_hash: dict[str, list[StudentLine]] = {}
+    for line in counted:
+        by_hash.setdefault(line.content_hash, []).append(line)
+    for same in by_hash.values():
+        if len(same) > 1:
+            for line in same:
+                line.flags.append(Flag("identical", [(o.shown, o.anchor) for o in same if o is not line]))
 
 
 def class_summary(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None) -> ClassSummary:
     """Totals, exercises and criteria over the submissions with a verdict on the student's work; empty,
-    unreadable and grader-failed ones are listed, and counted apart, as are the roster's students with no
-    submission."""
+    unreadable and grader-failed ones are listed with the reason, and counted apart, as are the roster's students
+    with no submission."""
     from grader.judge.session import criteria_of
 
     results = _results_by_submission(book, key)
@@ -308,15 +413,18 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     for student, how, s in with_roster(book.submissions(key), roster):
         who = f"{student.name} ({student.id})" if student and student.name else student.id if student else ""
         if s is None:
-            students.append(StudentLine("", who, how, MISSING, 0.0, course_max, 0.0, [0.0] * len(course.exercises),
-                                        None))
+            students.append(StudentLine("", who, how, MISSING, 0.0, course_max, 0.0, _cells(course, [], None), None,
+                                        reason=reason(MISSING, None), anchor=_anchor("\0" + (student.id if student
+                                                                                             else ""))))
             continue
         rows = results.get(s["submission"], [])
+        link = f"students/{urllib.parse.quote(s['submission'])}/report.html" if s["report_dir"] else None
+        kind = standing(s["status"], s["score"], s["max_score"], [r["status"] for r in rows])
         students.append(StudentLine(
-            s["submission"], who, how, standing(s["status"], s["score"], s["max_score"], [r["status"] for r in rows]),
-            s["score"], s["max_score"], s["percent"], _exercise_points(course, rows),
-            f"students/{urllib.parse.quote(s['submission'])}/report.html" if s["report_dir"] else None))
+            s["submission"], who, how, kind, s["score"], s["max_score"], s["percent"], _cells(course, rows, link),
+            link, s["content_hash"], reason(kind, s["message"]), anchor=_anchor(s["submission"])))
     counted = [line for line in students if line.standing not in NOT_JUDGED]
+    _flag_identical(counted)
     left_out = {kind: n for kind in NOT_JUDGED if (n := sum(line.standing == kind for line in students))}
     percents = sorted(line.percent for line in counted)
     histogram = [0] * 10
@@ -325,38 +433,40 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     n = len(percents)
     median = (percents[n // 2] if n % 2 else (percents[n // 2 - 1] + percents[n // 2]) / 2) if n else 0.0
 
-    judged = {line.submission for line in counted}
-    by_exercise: dict[tuple[str, str], list[str]] = {}   # (submission, exercise) -> its criteria's statuses
-    tallies: dict[tuple[str, str], tuple[list[int], Counter]] = {}
-    for name in judged:
-        for r in results.get(name, []):
-            by_exercise.setdefault((name, r["exercise"]), []).append(r["status"])
-            counts, messages = tallies.setdefault((r["exercise"], r["criterion"]), ([0, 0, 0], Counter()))
+    tallies: dict[tuple[str, str], tuple[list[int], Counter, list[FailedBy]]] = {}
+    for line in counted:   # in the class's order, so each criterion lists who failed it in that order
+        for r in results.get(line.submission, []):
+            counts, messages, failed_by = tallies.setdefault((r["exercise"], r["criterion"]),
+                                                             ([0, 0, 0], Counter(), []))
             counts[0] += r["status"] == "passed"
             counts[2] += 1
             if r["status"] in FAILING:
                 counts[1] += 1
                 messages[r["message"]] += 1
+                anchor = f"{line.report_link}#{r['exercise']}--{r['criterion']}" if line.report_link else None
+                failed_by.append(FailedBy(line.shown, anchor, said(r["message"])))
     exercises = []
     for i, ex in enumerate(course.exercises):
-        points = [line.exercise_points[i] for line in counted]
+        cells = [line.cells[i] for line in counted]
         exercises.append(ExerciseSummary(
             ex.id, {"en": ex.title_en, "zh": ex.title_zh}, ex.max_points,
-            round(sum(points) / len(points), 2) if points else 0.0,
-            sum(p >= ex.max_points for p in points),
-            sum(all(st == "not_attempted" for st in by_exercise.get((name, ex.id), ["not_attempted"]))
-                for name in judged)))
+            round(sum(c.points for c in cells) / len(cells), 2) if cells else 0.0,
+            sum(c.points >= ex.max_points for c in cells), sum(c.state == "not_attempted" for c in cells)))
     rates = []
     for ex in course.exercises:
         for meta in criteria_of(ex.id):
             if (ex.id, meta.id) not in tallies:
                 continue
-            (passed, failed, total), messages = tallies[(ex.id, meta.id)]
+            (passed, failed, total), messages, failed_by = tallies[(ex.id, meta.id)]
             # ties go to the message that sorts first, so the same gradebook always draws the same page
             common = min(messages.items(), key=lambda item: (-item[1], item[0])) if messages else None
             rates.append(CriterionRate(ex.id, meta.id, dict(meta.title), passed, failed, total,
-                                       said(common[0]) if common else None, common[1] if common else 0))
+                                       said(common[0]) if common else None, common[1] if common else 0, failed_by))
     most_failed = sorted((r for r in rates if r.failed), key=lambda r: -r.failed)[:MOST_FAILED]
+    order = {id(line): i for i, line in enumerate(students)}
+    # lowest first; at the same total, whoever has more not started, then the class's order
+    needs_help = sorted((line for line in students if line.standing in NEEDS_HELP),
+                        key=lambda line: (line.percent, -len(line.not_started), order[id(line)]))
     return ClassSummary(sum(line.submission != "" for line in students), n, left_out,
                         round(sum(percents) / n, 2) if n else 0.0, round(median, 2), histogram, students, exercises,
-                        most_failed, rates, roster is not None)
+                        most_failed, rates, roster is not None, needs_help)

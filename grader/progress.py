@@ -1,8 +1,9 @@
 """What a `grader batch` has done and is doing: counts, the submissions in flight, and an estimate of the time
 left from the rate measured so far.
 
-The batch reports events (`begin`, `started`, `finished`); `line()` says where it stands in one line. Grading
-threads report `started`, so every event takes a lock. The clock is injected so the estimate can be tested.
+The batch reports events (`begin`, `started`, `finished`); `line(lang)` says where it stands in one line, in the
+batch's language. Grading threads report `started`, so every event takes a lock. The clock is injected so the
+estimate can be tested.
 """
 
 from __future__ import annotations
@@ -11,17 +12,23 @@ import threading
 import time
 from collections.abc import Callable
 
+from grader.i18n import Text, join, t, verbatim
+
 SHOWN_IN_FLIGHT = 3   # names listed in the line; the rest are counted
 
 
-def duration(seconds: float) -> str:
-    """`45s`, `3m05s`, `1h02m`: short enough for a progress line."""
+def duration(seconds: float, lang: str = "en") -> str:
+    """`45s`, `3m05s`, `1h02m` (`45秒`, `3分05秒`, `1小时02分`): short enough for a progress line."""
+    return _duration(seconds).render(lang)
+
+
+def _duration(seconds: float) -> Text:
     seconds = max(0, round(seconds))
     if seconds < 60:
-        return f"{seconds}s"
+        return t("{seconds}s", seconds=seconds)
     if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+        return t("{minutes}m{seconds:02d}s", minutes=seconds // 60, seconds=seconds % 60)
+    return t("{hours}h{minutes:02d}m", hours=seconds // 3600, minutes=seconds % 3600 // 60)
 
 
 class BatchProgress:
@@ -74,8 +81,8 @@ class BatchProgress:
             elapsed = self._clock() - self._first_start
             return elapsed / self.graded * (self.to_grade - self.graded)
 
-    def line(self, width: int = 30) -> str:
-        """`[12/30] ########...  40%  ETA 3m05s  grading: alice, bob, carol +2`."""
+    def line(self, lang: str = "en", width: int = 30) -> str:
+        """`[12/30] ########...  40%  ETA 3m05s  grading: alice, bob, carol +2`, in `lang`."""
         eta = self.eta_s()
         with self._lock:
             filled = int(width * self.done / self.total) if self.total else width
@@ -83,11 +90,13 @@ class BatchProgress:
             count = f"[{self.done:>{len(str(self.total))}}/{self.total}]"
             text = f"{count} {'#' * filled}{'.' * (width - filled)} {percent:>3}%"
             if self.graded < self.to_grade:
-                text += f"  ETA {duration(eta)}" if eta is not None else "  ETA measuring"
+                said = t("ETA {left}", left=_duration(eta)) if eta is not None else t("ETA measuring")
+                text += "  " + said.render(lang)
             if self.in_flight:
                 shown = self.in_flight[:SHOWN_IN_FLIGHT]
                 more = len(self.in_flight) - len(shown)
-                text += "  grading: " + ", ".join(shown) + (f" +{more}" if more else "")
+                names = join((verbatim(name) for name in shown), t(", "))
+                text += "  " + t("grading: {names}", names=names).render(lang) + (f" +{more}" if more else "")
             return text
 
     def _changed(self, event: str, name: str | None, summary: dict | None) -> None:

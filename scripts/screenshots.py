@@ -1,8 +1,9 @@
 """Write the README's pictures of the reports into docs/img/, with headless Chromium (the helpers the HTML report's
 tests use, tests/browser.py): the sample submission's report.html in English and Chinese, 1280 px wide (its top
 1800 px) and 400 px wide (its top 1400 px), its failures alone (the page as its "only show what did not pass"
-box shows it, without the header and summary), and class.html of a tiny class made from the sample, an empty
-folder and a zip that cannot be read.
+box shows it, without the header and summary), and class.html of the class tests/sample_class.py builds (the
+sample, the solutions, the stubs, a zip, a broken zip, a folder named in Chinese, a roster of seven), graded in
+English and then resumed with --lang zh (which grades nothing again), at 1280 px and 400 px in each language.
 
     .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic]
 
@@ -12,7 +13,6 @@ Needs Debian's chromium and fonts-noto-cjk (scripts/setup.sh --test installs bot
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,23 +22,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from browser import screenshot  # noqa: E402  (tests/ is put on the path just above)
+from sample_class import build_class  # noqa: E402
 
 SAMPLE = ROOT / "examples" / "submissions" / "sample"
 SIZES = {"1280": (1280, 1800), "400": (400, 1400)}
+CLASS_SIZES = {"1280": (1280, 1250), "400": (400, 1800)}
 
 
 def grader(*args: str) -> None:
     done = subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"grader {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-
-
-def tiny_class(folder: Path) -> Path:
-    """Three entries: the sample as a student folder, an empty folder, and a .zip that is no zip."""
-    shutil.copytree(SAMPLE, folder / "alice")
-    (folder / "bob").mkdir()
-    (folder / "carol.zip").write_bytes(b"this is not a zip archive\n")
-    return folder
 
 
 def failures_only(page: Path) -> Path:
@@ -68,10 +62,16 @@ def main() -> None:
                                           profile, width, height))
             written.append(screenshot(failures_only(report / "report.html"), args.out / f"report-{lang}-failures.png",
                                       profile, 1280, 2600))
+        from grader.course import load_course
+
         gradebook = work / "gradebook"
-        grader("batch", str(tiny_class(work / "class")), "--out", str(gradebook), "--jobs", "1",
-               "--sandbox", args.sandbox)
-        written.append(screenshot(gradebook / "class.html", args.out / "class-en-1280.png", profile, 1280, 1100))
+        room, roster = build_class(load_course(ROOT), work / "seven")
+        for lang in ("en", "zh"):   # the second run grades nothing: it writes every page again in Chinese
+            grader("batch", str(room), "--out", str(gradebook), "--jobs", "2", "--sandbox", args.sandbox,
+                   "--roster", str(roster), "--lang", lang)
+            for name, (width, height) in CLASS_SIZES.items():
+                written.append(screenshot(gradebook / "class.html", args.out / f"class-{lang}-{name}.png", profile,
+                                          width, height))
     for png in written:
         print(png.relative_to(ROOT) if png.is_relative_to(ROOT) else png)
 

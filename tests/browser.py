@@ -1,9 +1,10 @@
 """Headless Chromium for the HTML report's tests and scripts/screenshots.py: the DOM after scripts ran with the
-console messages, a screenshot at a given window size, how wide the page lays out at a width, the value of an
-expression on the page, and the dumped DOM parsed into an ElementTree."""
+console messages, a screenshot at a given window size, how wide the page lays out at a width and what on it does
+not fit, the value of an expression on the page, and the dumped DOM parsed into an ElementTree."""
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -39,20 +40,47 @@ def screenshot(page: Path, png: Path, profile: Path, width: int, height: int) ->
 
 def layout_width(page: Path, profile: Path, width: int) -> tuple[int, int]:
     """(scrollWidth, clientWidth) of the page laid out `width` pixels wide: a scrollWidth above the clientWidth
-    means the page scrolls sideways. Headless Chromium lays out --dump-dom no narrower than 500 px, so the page
-    is measured in an iframe that wide, from a copy of it with one line of script added (the report itself
-    carries none) that writes the two widths onto the frame around it."""
+    means the page scrolls sideways."""
+    found = evaluate_at(page, profile, width, "document.documentElement.scrollWidth + ' ' + "
+                                              "document.documentElement.clientWidth")
+    scroll, client = found.split()
+    return int(scroll), int(client)
+
+
+def evaluate_at(page: Path, profile: Path, width: int, expression: str) -> str:
+    """The value of a JavaScript expression on the page laid out `width` pixels wide. Headless Chromium lays out
+    --dump-dom no narrower than 500 px, so the page is laid out in an iframe that wide, from a copy of it with one
+    line of script added (the report itself carries none) that writes the value onto the frame around it."""
     measured = page.with_name(page.stem + f".measured-{width}.html")
     frame = page.with_name(page.stem + f".frame-{width}.html")
-    measure = ("<script>parent.document.documentElement.dataset.layout = document.documentElement.scrollWidth + ' ' "
-               "+ document.documentElement.clientWidth;</script>")
+    measure = f"<script>parent.document.documentElement.dataset.result = String({expression});</script>"
     measured.write_text(page.read_text(encoding="utf-8").replace("</body>", measure + "</body>"), encoding="utf-8")
     frame.write_text(f'<!DOCTYPE html><html><body style="margin:0"><iframe src="{measured.name}" '
                      f'style="width:{width}px;height:900px;border:0"></iframe></body></html>', encoding="utf-8")
     done = _chromium(profile, "--allow-file-access-from-files", "--window-size=1280,1000", "--dump-dom", frame.as_uri())
-    found = re.search(r'data-layout="(\d+) (\d+)"', done.stdout)
+    found = re.search(r'data-result="([^"]*)"', done.stdout)
     assert found, "the measuring script did not run"
-    return int(found.group(1)), int(found.group(2))
+    return html.unescape(found.group(1))
+
+
+# Every element of the page that reaches past the window's right edge, or whose content is wider than its own
+# box (text spilling out of a table cell): "tag.class" of each, at most ten.
+SPILLING = """JSON.stringify((() => {
+  const right = document.documentElement.clientWidth;
+  return [...document.body.querySelectorAll('*')].filter(e => {
+    const box = e.getBoundingClientRect();
+    return box.width > 0 && (box.right > right + 0.5 || e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0
+                             && getComputedStyle(e).display !== 'inline');
+  }).slice(0, 10).map(e => e.tagName.toLowerCase() + '.' + (e.getAttribute('class') || '').replace(/ /g, '.'));
+})())"""
+
+
+def spilling(page: Path, profile: Path, width: int) -> list[str]:
+    """The elements that do not fit the page laid out `width` pixels wide (SPILLING): none when nothing scrolls
+    sideways, the page or any box on it."""
+    import json
+
+    return json.loads(evaluate_at(page, profile, width, SPILLING))
 
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}

@@ -86,3 +86,42 @@ def test_shipped_model_copies_match_the_reference(path):
     reference = classes("solutions/transformer_lm/model.py")
     assert sorted(reference) == sorted(SHIPPED_MODEL)
     assert classes(path) == reference
+
+
+def named(folder, name: str) -> None:
+    """Give the course.toml in `folder` this `[course] name` (TOML)."""
+    import re
+
+    path = folder / "course.toml"
+    path.write_text(re.sub(r"(?m)^name = .*$", lambda _: f"name = {name}", path.read_text(), count=1))
+
+
+def test_the_course_is_named_in_both_languages():
+    assert COURSE.name_in("en") == COURSE.name == "Build a decoder-only Transformer"
+    assert COURSE.name_in("zh") == "亲手搭建仅解码器 Transformer"
+
+
+@pytest.mark.parametrize("name, en, zh", [
+    ('"Transformers 101"', "Transformers 101", "Transformers 101"),   # a course.toml of before: one name for all
+    ('{ en = "Transformers 101", zh = "Transformer 入门" }', "Transformers 101", "Transformer 入门"),
+    ('{ en = "Transformers 101" }', "Transformers 101", "Transformers 101"),
+])
+def test_a_course_name_is_one_name_or_one_per_language(tmp_path, name, en, zh):
+    from conftest import course_copy
+
+    folder = course_copy(tmp_path / "course", ["heads"])
+    named(folder, name)
+    course = load_course(folder)
+    assert (course.name, course.name_in("en"), course.name_in("zh")) == (en, en, zh)
+
+
+@pytest.mark.parametrize("name", ['""', "3", '{ zh = "入门" }', '{ en = "A", zh = 3 }'])
+def test_a_bad_course_name_is_named(tmp_path, name):
+    from conftest import course_copy
+
+    from grader.course import CourseError
+
+    folder = course_copy(tmp_path / "course", ["heads"])
+    named(folder, name)
+    with pytest.raises(CourseError, match=r"\[course\] name"):
+        load_course(folder)

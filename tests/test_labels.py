@@ -7,11 +7,11 @@ from hostile_report import _exercise, hostile_report
 from grader.i18n import LANGS
 from grader.judge.criterion import KINDS, CriterionMeta
 from grader.judge.session import Outcome
-from grader.render.labels import LABELS, STATUS_MARK
+from grader.render.labels import CLASS_LABELS, LABELS, STATUS_MARK
 from grader.render.safe_text import terminal_text
 from grader.render.terminal import MESSAGE_COLUMNS, display_width, fit, render_table
 from grader.report.build import exercise_result
-from grader.report.model import STATUSES
+from grader.report.model import EXERCISE_STATUSES
 
 
 def test_every_language_has_the_same_labels():
@@ -21,9 +21,20 @@ def test_every_language_has_the_same_labels():
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_every_status_and_kind_has_a_label(lang):
-    missing = [s for s in STATUSES if not LABELS[lang].get(s)] + [k for k in KINDS if not LABELS[lang].get(f"kind_{k}")]
+    missing = ([s for s in EXERCISE_STATUSES if not LABELS[lang].get(s)]
+               + [k for k in KINDS if not LABELS[lang].get(f"kind_{k}")])
     assert missing == []
-    assert set(STATUS_MARK) == set(STATUSES)
+    assert set(STATUS_MARK) == set(EXERCISE_STATUSES)
+
+
+def test_the_class_report_has_the_same_words_in_each_language():
+    """class.html's words: every standing, cell state and flag kind in both languages, none left in English."""
+    from grader.gradebook import CELL_STATES, STANDING_WORDS
+
+    assert set(CLASS_LABELS) == set(LANGS) and set(CLASS_LABELS["en"]) == set(CLASS_LABELS["zh"])
+    needed = [*STANDING_WORDS, *(f"cell_{state}" for state in CELL_STATES), "identical"]
+    assert [key for key in needed if not CLASS_LABELS["en"].get(key)] == []
+    assert sorted(key for key, word in CLASS_LABELS["zh"].items() if word == CLASS_LABELS["en"][key]) == []
 
 
 # Words the Chinese course keeps in English: a name, and the attention axes (the course writes "query", "key").

@@ -8,7 +8,7 @@ import pytest
 from hostile_report import hostile_report
 
 from grader.render.labels import LABELS, STATUS_MARK
-from grader.report.model import SCHEMA_PATH, SCHEMA_VERSION, STATUSES
+from grader.report.model import EXERCISE_STATUSES, SCHEMA_PATH, SCHEMA_VERSION, STATUSES
 
 
 def schema():
@@ -31,11 +31,24 @@ def test_schema_rejects_unknown_status():
 
 def test_schema_statuses_are_the_models():
     assert schema()["$defs"]["status"]["enum"] == list(STATUSES)
+    assert schema()["$defs"]["exercise_status"]["enum"] == list(EXERCISE_STATUSES)
+    assert schema()["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
+    assert schema()["$id"].endswith("/" + SCHEMA_VERSION)
+
+
+def test_partial_is_an_exercises_status_and_no_criterions():
+    """Schema 3.0: an exercise may be `partial`; a criterion, whose points are all or nothing, may not."""
+    report = hostile_report().to_dict()
+    report["exercises"][0]["status"] = "partial"
+    jsonschema.validate(report, schema())
+    report["exercises"][0]["criteria"][0]["status"] = "partial"
+    errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(report))
+    assert errors and all("criteria" in e.absolute_path for e in errors)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_status_has_a_label_and_a_mark(lang):
-    assert all(LABELS[lang].get(s) for s in STATUSES) and all(STATUS_MARK.get(s) for s in STATUSES)
+    assert all(LABELS[lang].get(s) for s in EXERCISE_STATUSES) and all(STATUS_MARK.get(s) for s in EXERCISE_STATUSES)
 
 
 def test_a_report_holding_a_lone_surrogate_is_written_as_utf8():
@@ -68,7 +81,7 @@ def test_schema_wants_each_message_in_english_and_chinese(said, where):
 
 def test_a_report_holds_each_message_in_both_languages():
     report = hostile_report("grader_error").to_dict()
-    assert report["schema_version"] == "2.0"
+    assert report["schema_version"] == SCHEMA_VERSION == "3.0"
     for exercise in report["exercises"]:
         assert set(exercise["message"]) == {"en", "zh"}
         for criterion in exercise["criteria"]:

@@ -17,7 +17,8 @@ from junitparser import Error, JUnitXml
 from markdown_it import MarkdownIt
 
 from conftest import ROOT
-from grader.gradebook import ClassSummary, CriterionRate, Gradebook, StudentLine, grades_csv
+from grader.gradebook import (ClassSummary, CriterionRate, ExerciseCell, FailedBy, Flag, Gradebook, StudentLine,
+                              grades_csv)
 from grader.render.safe_text import csv_cell, markdown_text, terminal_text
 from grader.render.templated import render_class
 from grader.render.terminal import render_table
@@ -151,15 +152,21 @@ def test_class_report_shows_student_markup_as_text(course):
     hostile = "<script>alert(1)</script>\x1b[2K\ud800"
     said = {"en": hostile, "zh": hostile}
     failed = CriterionRate(hostile, hostile, said, 0, 1, 1, said, 1)
-    student = StudentLine(hostile, hostile, "not in roster", "partial", 1, 2, 50.0, [1.0] * len(course.exercises),
-                          f"students/{hostile}/report.html")
-    summary = ClassSummary(1, 1, {}, 50.0, 50.0, [0] * 5 + [1] + [0] * 4, [student], [], [failed], [failed])
+    cells = [ExerciseCell(ex.id, 1.0, ex.max_points, "partial", f"students/{hostile}/report.html#{ex.id}")
+             for ex in course.exercises]
+    student = StudentLine(hostile, hostile, "not in roster", "partial", 1, 2, 50.0, cells,
+                          f"students/{hostile}/report.html", flags=[Flag("identical", [(hostile, "student-1")])])
+    failed.failed_by = [FailedBy(hostile, f"students/{hostile}/report.html#x--y", said)]
+    gone = StudentLine(hostile, "", "", "unreadable", 0, 2, 0.0, cells, None, reason=said)
+    summary = ClassSummary(2, 1, {"unreadable": 1}, 50.0, 50.0, [0] * 5 + [1] + [0] * 4, [student, gone], [],
+                           [failed], [failed], needs_help=[student, gone])
     page = render_class(summary, course, ROOT / "templates", "en")
     parser = _Elements()
     parser.feed(page)
     assert "script" not in parser.tags and not CONTROL.search(page) and "\ud800" not in page
-    # the submission's name, the roster's, a criterion's id and title, and a message: each shown as text
-    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2K\ufffd") >= 5
+    # the submission's name, the roster's, a criterion's id and title, a message, a flag's and the "needs help"
+    # list's names, and the reason a row has no verdict: each shown as text
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2K\ufffd") >= 10
 
 
 @pytest.mark.parametrize("name", ["=HYPERLINK(\"https://evil.example\")", "+1", "-1+2", "@SUM(A1)"])

@@ -52,7 +52,8 @@ def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[
 
 
 def _gradescope_summary(report: Report, tests: list[dict], lang: str) -> list[str]:
-    """The score a student may see now (a total would give the hidden criteria away), and the sandbox level."""
+    """The score a student may see now (a total would give the hidden criteria away), each exercise shown whole,
+    and the sandbox level."""
     hidden = [test for test in tests if test["visibility"] != "visible"]
     if hidden:
         shown = [test for test in tests if test["visibility"] == "visible"]
@@ -65,13 +66,25 @@ def _gradescope_summary(report: Report, tests: list[dict], lang: str) -> list[st
                   max_score=report.max_score, percent=report.percent)
     note = report.sandbox.get("note")   # the sandbox's own description, for the instructor: English
     words = LABELS[lang]
-    return [score.render(lang), f"{words['sandbox']}{words['colon']}{report.sandbox['level']}" + (f" ({note})" if note else "")]
+    return [score.render(lang), *_gradescope_exercises(report, tests, lang),
+            f"{words['sandbox']}{words['colon']}{report.sandbox['level']}" + (f" ({note})" if note else "")]
+
+
+def _gradescope_exercises(report: Report, tests: list[dict], lang: str) -> list[str]:
+    """One line per exercise whose every criterion is shown now, with its points and status (`partial` apart from
+    `failed`): an exercise with a criterion still hidden would give that criterion's points away."""
+    words, lines = LABELS[lang], []
+    for ex in report.exercises:
+        own = [test for test in tests if test["tags"][0] == ex.id]
+        if own and all(test["visibility"] == "visible" for test in own):
+            lines.append(f"{ex.id} {ex.score:g}/{ex.max_score:g} {words[ex.status]}")
+    return lines
 
 
 def render_junit(report: Report, lang: str = "en") -> str:
-    """One <testsuite> per exercise, one <testcase> per criterion; failed -> <failure>, error/crash/timeout/grader
-    error -> <error>, not attempted/blocked -> <skipped>. Titles, messages, hints and the status word in `lang`;
-    types and class names stay the report's ids, which CI tools group by."""
+    """One <testsuite> per exercise (its points and status as properties), one <testcase> per criterion; failed ->
+    <failure>, error/crash/timeout/grader error -> <error>, not attempted/blocked -> <skipped>. Titles, messages,
+    hints and the status word in `lang`; types and class names stay the report's ids, which CI tools group by."""
     words = LABELS[lang]
     every = [c for e in report.exercises for c in e.criteria]
     root = ET.Element("testsuites", name=f"grader {junit_text(report.submission)}", tests=str(len(every)),
@@ -83,6 +96,12 @@ def render_junit(report: Report, lang: str = "en") -> str:
                               failures=str(sum(c.status == "failed" for c in ex.criteria)),
                               errors=str(sum(c.status in JUNIT_ERRORS for c in ex.criteria)),
                               skipped=str(sum(c.status in ("not_attempted", "blocked") for c in ex.criteria)))
+        # the exercise's own status (`partial` among them), which no count of its cases says
+        ET.SubElement(suite, "properties").extend([
+            ET.Element("property", name="points", value=f"{ex.score:g}"),
+            ET.Element("property", name="max_points", value=f"{ex.max_score:g}"),
+            ET.Element("property", name="status", value=words[ex.status]),
+        ])
         for c in ex.criteria:
             case = ET.SubElement(suite, "testcase", classname=f"{ex.id}.{c.kind}", name=c.id)
             ET.SubElement(case, "properties").extend([

@@ -1,7 +1,8 @@
 """Interface words of the rendered reports, in both languages (sentences go through `grader.i18n.t` instead).
 
-Every status (grader.report.model.STATUSES) and every criterion kind (grader.judge.criterion.KINDS, as
-`kind_<kind>`) has a label in each language; tests/test_labels.py keeps the two languages' keys the same."""
+Every status an exercise can have (grader.report.model.EXERCISE_STATUSES: a criterion's, and `partial`) and every
+criterion kind (grader.judge.criterion.KINDS, as `kind_<kind>`) has a label in each language; tests/test_labels.py
+keeps the two languages' keys the same."""
 
 LABELS = {
     "en": {
@@ -12,6 +13,7 @@ LABELS = {
         "criteria_passed": "criteria passed", "run": "Run", "limit": "Limit hit",
         "passed": "passed", "failed": "failed", "error": "error", "not_attempted": "not attempted",
         "timeout": "timeout", "crashed": "crashed", "blocked": "blocked", "grader_error": "grader error",
+        "partial": "partial",
         # the report's summary, navigation and pictures (grader/render/pictures.py)
         "summary": "Summary", "score": "Score", "back_to_top": "Back to the summary",
         "only_problems": "only show what did not pass", "loss_curve": "Loss curve",
@@ -27,6 +29,7 @@ LABELS = {
         "reports_written": "Reports", "public_tests": "public tests",
         "visible_criteria": "visible criteria", "visible_scorecard": "Visible scorecard", "result": "Result",
         "colon": ": ",   # after a label: Chinese text takes the full-width colon
+        "list_separator": ", ",   # between the items of a list: Chinese takes the enumeration comma
     },
     "zh": {
         "report": "评分报告", "submission": "提交", "total": "总分", "exercise": "练习",
@@ -36,6 +39,7 @@ LABELS = {
         "criteria_passed": "项通过", "run": "运行", "limit": "触发的限制",
         "passed": "通过", "failed": "未通过", "error": "报错", "not_attempted": "未作答",
         "timeout": "超时", "crashed": "崩溃", "blocked": "受阻", "grader_error": "评分器故障",
+        "partial": "部分得分",
         # 报告的摘要、导航与图（grader/render/pictures.py）
         "summary": "摘要", "score": "得分率", "back_to_top": "返回摘要",
         "only_problems": "只看未通过的项", "loss_curve": "损失曲线",
@@ -51,11 +55,12 @@ LABELS = {
         "reports_written": "报告", "public_tests": "公开测试",
         "visible_criteria": "可见评分项", "visible_scorecard": "可见评分卡", "result": "结果",
         "colon": "：",
+        "list_separator": "、",
     },
 }
 
 STATUS_MARK = {"passed": "✅", "failed": "❌", "error": "💥", "not_attempted": "⬜", "timeout": "⏱️",
-               "crashed": "💀", "blocked": "⛔", "grader_error": "⚠️"}
+               "crashed": "💀", "blocked": "⛔", "grader_error": "⚠️", "partial": "🟨"}
 
 # Interface words of the class report (class.html), for the instructor.
 CLASS_LABELS = {
@@ -73,6 +78,13 @@ CLASS_LABELS = {
         "complete": "complete", "partial": "partial", "empty": "empty", "unreadable": "unreadable",
         "grader_error": "grader error", "killed_workers": "killed workers", "missing": "missing",
         "student": "Student", "not in roster": "not in roster", "ambiguous": "fits several students",
+        # the student table's cells and flags, the "needs help" list, who failed each criterion
+        "cell_passed": "full marks", "cell_partial": "some points", "cell_failed": "tried, no point",
+        "cell_not_attempted": "not attempted", "identical": "identical files",
+        "needs_help": "Needs help", "lowest_first": "lowest total first",
+        "not_started": "not started", "all_started": "every exercise started",
+        "no_one_needs_help": "Every student has full marks.", "failed_by": "Failed by", "colon": ": ",
+        "list_separator": ", ",
     },
     "zh": {
         "class_report": "班级报告", "submissions": "提交数", "counted": "计入统计",
@@ -88,5 +100,11 @@ CLASS_LABELS = {
         "complete": "满分", "partial": "部分得分", "empty": "空提交", "unreadable": "无法读取",
         "grader_error": "评分器故障", "killed_workers": "评分进程被终止", "missing": "缺交",
         "student": "学生", "not in roster": "不在名单中", "ambiguous": "匹配到多名学生",
+        "cell_passed": "满分", "cell_partial": "部分得分", "cell_failed": "已作答，未得分",
+        "cell_not_attempted": "未作答", "identical": "文件完全相同",
+        "needs_help": "需要帮助", "lowest_first": "总分低者在前",
+        "not_started": "未开始", "all_started": "每个练习都已开始",
+        "no_one_needs_help": "所有学生均为满分。", "failed_by": "未通过的学生", "colon": "：",
+        "list_separator": "、",
     },
 }

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from grader.render.labels import CLASS_LABELS, LABELS, STATUS_MARK
 from grader.render.pictures import curve_pictures, failure_pictures
@@ -23,9 +23,15 @@ def _environment(templates: Path, safe_text: Callable[[str], str], autoescape: b
                              keep_trailing_newline=True, finalize=lambda value: _printed(value, safe_text))
     env.filters["points"] = lambda x: f"{x:g}"
     env.filters["tojson_compact"] = lambda x: json.dumps(x, ensure_ascii=False)
+    env.filters["breakable"] = breakable
     env.globals["curve_pictures"] = curve_pictures
     env.globals["failure_pictures"] = failure_pictures
     return env
+
+
+def breakable(identifier: str) -> Markup:
+    """An id (`transformer_lm`) that a narrow column may wrap before each underscore, and nowhere else."""
+    return Markup("<wbr>_").join(escape(html_text(part)) for part in identifier.split("_"))
 
 
 def _printed(value, safe_text: Callable[[str], str]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from grader.course import ExerciseConfig
 from grader.i18n import rendered, t
 from grader.judge.session import Outcome
-from grader.report.model import CriterionResult, ExerciseResult
+from grader.report.model import PARTIAL, SCHEMA_VERSION, CriterionResult, ExerciseResult, Report
 
 # The first of these a criterion has names the exercise's status: a grader error first (the grading is
 # incomplete and is done again, whatever the student's code did), then the limit that ended the run.
@@ -45,4 +45,17 @@ def _exercise_status(criteria: list[CriterionResult], score: float,
     judged = [c for c in criteria if c.status != "blocked"]
     if judged and all(c.status == "error" for c in judged):
         return "error", judged[0].message
-    return "failed", summary.texts()
+    # some points earned is not the same as none: an 11/14 is `partial`, a 0/14 that was tried is `failed`
+    return (PARTIAL if score > 0 else "failed"), summary.texts()
+
+
+def stored_report(data: dict) -> Report:
+    """A report.json read back (to render it again, in another language) as this grader would have written it: a
+    report of schema 2.0 called an exercise with some points `failed` where this one says `partial`; nothing else
+    it holds differs."""
+    data = dict(data)
+    if data.get("schema_version") == "2.0":
+        data["exercises"] = [{**e, "status": PARTIAL} if e["status"] == "failed" and e["score"] > 0 else e
+                             for e in data["exercises"]]
+        data["schema_version"] = SCHEMA_VERSION
+    return Report.from_dict(data)

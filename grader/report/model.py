@@ -7,7 +7,9 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-SCHEMA_VERSION = "2.0"
+# 3.0: an exercise that earned some of its points but not all is `partial` (in 2.0 it was `failed`, which now means
+# an attempted exercise that earned nothing). 2.0: every message in both languages.
+SCHEMA_VERSION = "3.0"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 # Fields that change from one run to the next; everything else is the same for the same submission.
@@ -17,6 +19,10 @@ VOLATILE_FIELDS = ("started_at", "duration_s", "run")
 # `grader_error`: the grader, not the student, failed (the sandbox did not start...); it earns no point and
 # the submission is graded again.
 STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked", "grader_error")
+# An exercise has one more: `partial`, some of its points earned and not every criterion passed (a criterion's
+# points are all or nothing, so no criterion is partial).
+PARTIAL = "partial"
+EXERCISE_STATUSES = (*STATUSES, PARTIAL)
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -91,6 +97,13 @@ class Report(_ValidUnicode):
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Report:
+        """The report a report.json holds, as it holds it (grader.report.build.stored_report reads an older one)."""
+        exercises = [ExerciseResult(**{**e, "criteria": [CriterionResult(**c) for c in e["criteria"]]})
+                     for e in data["exercises"]]
+        return cls(**{**data, "exercises": exercises})
 
     def criteria_count(self) -> tuple[int, int]:
         every = [c for e in self.exercises for c in e.criteria]
