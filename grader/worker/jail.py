@@ -17,6 +17,7 @@ import os
 import resource
 import signal
 import stat
+import sys
 import time
 
 from grader.worker import protocol
@@ -26,6 +27,7 @@ from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, PR
 FILE_SIZE_LIMIT = 96 << 20  # observations are capped at 64 MiB a probe; nothing a probe writes needs more
 SCRATCH = "/.scratch"
 PROT_NONE = 0  # mmap has no name for it
+LINUX = sys.platform.startswith("linux")
 
 
 class ExerciseBox:
@@ -158,7 +160,10 @@ def child_limits(job: dict, jail: dict) -> None:
         finally:
             for fd in group.values():   # the worker's alone: no student code holds them
                 os.close(fd)
-    for limit, used in zip((resource.RLIMIT_AS, resource.RLIMIT_DATA), mapped(), strict=True):
+    # Linux only: elsewhere (a student's Mac running `grader check`) the kernel does not hold mappings to these
+    # limits, and the bisection in `mapped` would find nothing to measure.
+    caps = zip((resource.RLIMIT_AS, resource.RLIMIT_DATA), mapped(), strict=True) if LINUX else ()
+    for limit, used in caps:
         hard = resource.getrlimit(limit)[1]
         cap = used + memory if hard == resource.RLIM_INFINITY else min(used + memory, hard)
         resource.setrlimit(limit, (cap, cap))
