@@ -213,7 +213,7 @@ def _counted(limit: int, prot: int) -> int:
 
 def oom_kills(jail: dict) -> int:
     """How many processes the kernel has killed in the grading's memory group for passing its limit (0 without
-    one). The worker reads it before and after a child to tell a kill for memory from any other SIGKILL."""
+    one). The worker reads it before a child and while it runs: a kill there ends the exercise for memory."""
     group = jail.get("memory_group")
     if not group:
         return 0
