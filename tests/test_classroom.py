@@ -183,7 +183,7 @@ def serve(fake: FakeGitHub):
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    return load_course(course_copy(tmp_path_factory.mktemp("course"), ["heads"], timeout_s=10))
+    return load_course(course_copy(tmp_path_factory.mktemp("course"), ["heads"]))
 
 
 @pytest.fixture
