@@ -119,8 +119,12 @@ def classroom_settings(course: Course) -> dict:
 
 def unpack_exercises(archive: bytes, course: Course, target: Path) -> Path:
     """From a repository tarball (one top folder), only the file each exercise names, as regular files of at most
-    MAX_FILE_BYTES: nothing else in a student's repository reaches the grader."""
+    MAX_FILE_BYTES, and the notebooks that may hold an exercise (grader/notebooks.py): nothing else in a student's
+    repository reaches the grader."""
+    from grader.notebooks import MAX_NOTEBOOK_BYTES, is_submitted_notebook
+
     wanted = {f"exercises/{ex.id}/{ex.file}": (ex.id, ex.file) for ex in course.exercises}
+    ids = {ex.id for ex in course.exercises}
     target.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
         for member in tar:
@@ -129,6 +133,11 @@ def unpack_exercises(archive: bytes, course: Course, target: Path) -> Path:
                 exercise_id, name = wanted[inside]
                 (target / exercise_id).mkdir(exist_ok=True)
                 (target / exercise_id / name).write_bytes(tar.extractfile(member).read())
+            elif (inside.startswith("exercises/") and member.isreg() and member.size <= MAX_NOTEBOOK_BYTES
+                  and is_submitted_notebook(ids, inside.removeprefix("exercises/"))):   # an exercise in a notebook
+                path = target / inside.removeprefix("exercises/")
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(tar.extractfile(member).read())
     return target
 
 

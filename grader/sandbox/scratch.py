@@ -6,7 +6,6 @@ no process holds that folder's lock any more (flock dies with its holder, whatev
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -24,6 +23,8 @@ _held: dict[Path, int] = {}
 
 def new_scratch() -> Path:
     """A fresh private folder under the temporary folder, locked until `remove_scratch`; stale ones go first."""
+    import fcntl   # POSIX only: importing this module must work anywhere (`grader check` on Windows)
+
     sweep(Path(tempfile.gettempdir()))
     folder = Path(tempfile.mkdtemp(prefix=PREFIX))
     fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -69,6 +70,8 @@ def _abandoned(folder: Path, mtime: float) -> bool:
         return time.time() - mtime > UNLOCKED_GRACE_S
     except OSError:
         return False
+    import fcntl
+
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True

@@ -2,7 +2,8 @@
 
 Only the exercise's contract file is copied (no conftest.py, sitecustomize.py, .pth or torch.py can come
 along). A link in any component below the submission, oversized files and text that is not UTF-8 are
-refused with a message instead of copied.
+refused with a message instead of copied. Where that file is missing or still the stub, a notebook holding the
+exercise's code (grader/notebooks.py) is staged as that file instead.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
     if found.not_folder:
         return Staged(None, "error", t("{path} is not a folder", path=found.not_folder))
     if found.kind == ABSENT:
-        return Staged(None, "not_attempted", t("{file} is not in the submission", file=shown))
+        return (_from_notebook(submission, exercise_id, filename, stub, workdir)
+                or Staged(None, "not_attempted", t("{file} is not in the submission", file=shown)))
     if found.kind == NOT_REGULAR:
         return Staged(None, "error", t("{file} is not a regular file", file=shown))
     if found.size > MAX_SOURCE_BYTES:
@@ -53,11 +55,36 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
         return Staged(None, "error", t("{file} is not UTF-8 text (byte 0x{byte:02x} at offset {offset}); save it as UTF-8",
                                        file=shown, byte=data[exc.start], offset=exc.start))
     if stub.is_file() and _same_code(data, stub.read_bytes()):
-        return Staged(None, "not_attempted", t("{file} is the unchanged stub", file=shown))
+        return (_from_notebook(submission, exercise_id, filename, stub, workdir)
+                or Staged(None, "not_attempted", t("{file} is the unchanged stub", file=shown)))
+    return _write(data, workdir, filename)
+
+
+def _write(data: bytes, workdir: Path, filename: str) -> Staged:
     workdir.mkdir(parents=True, exist_ok=True)
     target = workdir / filename
     target.write_bytes(data)
     return Staged(target)
+
+
+def _from_notebook(submission: Path, exercise_id: str, filename: str, stub: Path, workdir: Path) -> Staged | None:
+    """The exercise's code from a notebook of the submission, staged as its file; None when no notebook has it."""
+    from grader.notebooks import notebook_code
+
+    found = notebook_code(submission, exercise_id)
+    if found is None:
+        return None
+    if found.problem is not None:
+        return Staged(None, "error", found.problem)
+    data = found.code or b""
+    if not data.strip():
+        return Staged(None, "not_attempted", t("{file} holds no code for `{id}`", file=found.source, id=exercise_id))
+    if len(data) > MAX_SOURCE_BYTES:
+        return Staged(None, "error", t("the code cells of {file} are {size:,} bytes; a source file may be at most "
+                                       "{most:,}", file=found.source, size=len(data), most=MAX_SOURCE_BYTES))
+    if stub.is_file() and _same_code(data, stub.read_bytes()):
+        return Staged(None, "not_attempted", t("{file} holds the unchanged stub", file=found.source))
+    return _write(data, workdir, filename)
 
 
 def _same_code(a: bytes, b: bytes) -> bool:
