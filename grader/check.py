@@ -17,12 +17,13 @@ import shutil
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.course import Course
 from grader.i18n import Text, join, t, verbatim
-from grader.plain import OUTCOMES
+from grader.plain import OUTCOMES, PublicTests
 from grader.render.labels import STATUS_MARK
 from grader.render.safe_text import markdown_text, terminal_text
 from grader.sandbox.scratch import remove_scratch
@@ -98,23 +99,40 @@ def check_sandbox() -> Sandbox | None:
     return None if strict_missing() else choose("strict")
 
 
+@dataclass
+class Checked:
+    """What `grader check` found: each exercise as staged, the visible criteria's report of those that ran (None
+    when none could), and their public tests' outcome."""
+
+    staged: dict[str, Staged]
+    report: Report | None
+    tests: dict[str, PublicTests]
+
+
+def check(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox | None) -> Checked:
+    """Stage the exercises and run what can run: the public tests in plain children, the probes in `sandbox` or,
+    when it is None, in plain children too."""
+    scratch = Path(tempfile.mkdtemp(prefix="grader-check-"))
+    try:
+        staged = {e: stage(submission, e, course.exercise(e).file, course.stub(course.exercise(e)), scratch / e)
+                  for e in exercise_ids}
+        runnable = [e for e in exercise_ids if staged[e].path is not None]
+        plain = [_plain_exercise(course, e, staged[e], scratch, probes=sandbox is None) for e in runnable]
+        report, tests = _checked(course, submission, runnable, staged, scratch, sandbox, plain)
+    finally:
+        remove_scratch(scratch)
+    return Checked(staged, report, tests)
+
+
 def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: str) -> int:
     from grader.render.labels import LABELS
 
     words = LABELS[lang]
     print(terminal_text(t("Checking {folder} ({n} exercises): public tests and visible criteria.",
                           folder=verbatim(submission), n=len(exercise_ids)).render(lang)), flush=True)
-    scratch = Path(tempfile.mkdtemp(prefix="grader-check-"))
-    try:
-        staged = {e: stage(submission, e, course.exercise(e).file, course.stub(course.exercise(e)), scratch / e)
-                  for e in exercise_ids}
-        started = [e for e in exercise_ids if staged[e].status != "not_attempted"]
-        runnable = [e for e in started if staged[e].path is not None]
-        sandbox = check_sandbox() if runnable else None
-        plain = [_plain_exercise(course, e, staged[e], scratch, probes=sandbox is None) for e in runnable]
-        report, tests = _checked(course, submission, runnable, staged, scratch, sandbox, plain)
-    finally:
-        remove_scratch(scratch)
+    checked = check(course, submission, exercise_ids, check_sandbox())
+    staged, report, tests = checked.staged, checked.report, checked.tests
+    started = [e for e in exercise_ids if staged[e].status != "not_attempted"]
     results = {r.id: r for r in (report.exercises if report else [])}
     rows: list[tuple[str, str, str]] = []   # the Markdown scorecard: exercise, criterion, result
     ok = True
@@ -227,7 +245,7 @@ def _show_public_tests(exercise_id: str, tests, words: dict[str, str], lang: str
                  f"{STATUS_MARK['passed' if tests.passed else 'failed']} {markdown_text(said)}"))
     for name, reason in tests.failures:
         print(f"      ✘ {terminal_text(name)} — {terminal_text(reason)}")
-        rows.append((exercise_id, f"{words['public_tests']}{words['colon']}`{markdown_text(name)}`",
+        rows.append((exercise_id, f"{words['public_tests']}{words['colon']}{markdown_text(name)}",
                      f"{STATUS_MARK['failed']} {markdown_text(reason)}"))
     return tests.passed
 

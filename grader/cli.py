@@ -53,10 +53,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def student_edition() -> bool:
     """Whether this is the checker a handout ships (`grader handout` leaves out the instructor's modules, this
-    one's writer among them): its `grader` offers `check` alone, the one command that works there."""
-    import importlib.util
-
-    return importlib.util.find_spec("grader.handout") is None
+    one's writer among them): its `grader` offers `check` alone, the one command that works there. The file is
+    looked for beside this one, not imported: an editable install of the whole grader would answer for it."""
+    return not (Path(__file__).resolve().parent / "handout.py").is_file()
 
 
 def build_parser() -> argparse.ArgumentParser:

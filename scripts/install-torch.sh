@@ -48,10 +48,15 @@ if [ "${now%%[+ ]*}" = "2.13.0" ]; then
 elif out="$("${pip[@]}" --timeout 5 --retries 0 --index-url "$CPU_INDEX" torch==2.13.0 2>&1)"; then
     echo "torch: installed $(installed) from PyTorch's CPU-only index"
 else
-    # pip's own last words say "no matching distribution" when in fact the index was never reached
-    if printf '%s\n' "$out" | grep -qiE 'NewConnectionError|Failed to establish|Name or service not known|Temporary failure in name resolution|timed out|ConnectTimeout|Network is unreachable|SSLError|ProxyError'; then
-        reason="$(printf '%s\n' "$out" | grep -ioE '(Failed to establish a new connection|Name or service not known|Temporary failure in name resolution|Read timed out|timed out|Network is unreachable|SSLError|ProxyError)[^)'"'"']*' | head -1)"
-        reason="${CPU_INDEX%%/whl*} could not be reached (${reason:-a network error})"
+    # pip's last words say "no matching distribution" even where the index was never reached: ask the index itself
+    probe='import sys, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=5).close()
+except Exception as exc:
+    print(getattr(exc, "reason", None) or exc)
+    sys.exit(1)'
+    if ! reason="$("$python" -c "$probe" "$CPU_INDEX/torch/" 2>&1)"; then
+        reason="${CPU_INDEX%%/whl*} could not be reached ($reason)"
     else
         reason="$(printf '%s\n' "$out" | grep -E '^(ERROR|error)' | tail -1)"
     fi
