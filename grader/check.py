@@ -83,7 +83,7 @@ def pytest_counts(summary: str) -> Text:
     counts = [_PYTEST_COUNT.fullmatch(part) for part in parts]
     if not parts or not all(m and m.group(2) in PYTEST_COUNTS for m in counts):
         return verbatim(summary)
-    return join((PYTEST_COUNTS[m.group(2)](int(m.group(1))) for m in counts), t(", "))
+    return join((PYTEST_COUNTS[m.group(2)](int(m.group(1))) for m in counts if m), t(", "))
 
 
 def check_sandbox() -> Sandbox | None:
@@ -146,7 +146,7 @@ def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: s
             continue
         if st.path is None:   # a link, a notebook with a magic, text that is not UTF-8: nothing of it runs
             ok = False
-            said = st.message.render(lang)
+            said = st.message.render(lang) if st.message else ""
             print(f"✘ {ex.id}  {terminal_text(said)}")
             rows.append((ex.id, "", f"{STATUS_MARK['error']} {markdown_text(said)}"))
             continue
@@ -171,6 +171,7 @@ def _plain_exercise(course: Course, exercise_id: str, staged: Staged, scratch: P
     from grader.plain import TESTS_INI, Exercise
 
     ex = course.exercise(exercise_id)
+    assert staged.path is not None, "only a staged exercise runs"
     folder = scratch / "public" / ex.id
     folder.mkdir(parents=True)
     for test in sorted((course.root / "exercises" / ex.id).glob("test_*.py")):

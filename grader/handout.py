@@ -28,7 +28,10 @@ GITIGNORE = ("__pycache__/", ".pytest_cache/", "*.egg-info/", "reports/", ".venv
 def torch_version(course: Course) -> str:
     """The torch the course is calibrated on, as the install script pins it (its one source)."""
     script = (course.root / "scripts" / "install-torch.sh").read_text(encoding="utf-8")
-    return re.search(r"torch==([0-9][0-9.]*[0-9])", script).group(1)
+    pinned = re.search(r"torch==([0-9][0-9.]*[0-9])", script)
+    if pinned is None:
+        raise ValueError("scripts/install-torch.sh pins no torch==VERSION")
+    return pinned.group(1)
 
 
 def write_handout(course: Course, out: Path) -> list[Path]:

@@ -7,15 +7,15 @@ strict sandbox cannot be had. A child is started as any Python program is (`pyth
 tasks: an exercise's probe group (the same runner the sandbox's worker calls, writing the same observation files,
 which the judge reads as it reads the sandbox's), then that exercise's public tests (pytest in the same process:
 one import of torch for both). Each exercise starts in a fresh child, as each starts in a fresh process in the
-sandbox, so nothing one exercise's code changes reaches another's verdicts; so does each isolated probe group.
+sandbox, so nothing one exercise's code changes reaches another's verdicts; each isolated probe group gets one too.
 
 Theory of operation. The parent writes one task a line to the child's stdin and reads one event a line from the
 child's stdout. The child keeps both pipes for itself: it points its descriptor 0 at nothing and its descriptor 1
 at 2, which the parent opened on a log file, so whatever the student's code reads or prints never meets the task
 stream. The parent holds each task to its wall-clock limit and the exercise's output cap (the log's growth), and
 kills the child that passes either. A child that dies, or is killed, ends its task as the sandbox's worker would
-have: a `Run` with the limit, exit status or signal, and its output's tail. The next task gets a fresh child; one
-is always being started ahead, so its import of torch overlaps the running task.
+have: a `Run` with the limit, exit status or signal, and its output's tail. The next exercise gets a fresh child,
+started ahead while this one runs, so that its import of torch overlaps the running task.
 
 What the plain route does not give: memory, CPU-time and process limits (the wall clock and output cap hold), and
 observation files checked against the runner's digests (nothing on a student's own machine forges them for gain).
@@ -23,6 +23,7 @@ observation files checked against the runner's digests (nothing on a student's o
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -34,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from grader.i18n import Text, t
 from grader.worker import protocol
@@ -42,7 +44,7 @@ OUTPUT_TAIL_BYTES = 4096        # what the report keeps of a run's output, as th
 TESTS_OUTPUT_BYTES = 8 << 20    # what a public test run may print: pytest's own report is not printed
 POLL_SECONDS = 0.05
 REASON_CHARS = 200              # of a failing test's reason: one line of a terminal, as pytest's `-rf` cuts it
-PROBES_FLAG = "--probes"         # a child started to run probes (it imports what they need before it is ready)
+PROBES_FLAG = "--probes"        # a child started to run probes (it imports what they need before it is ready)
 TESTS_INI = "pytest.ini"        # written beside the public tests: no configuration of a folder above applies
 # pytest's outcomes in the order its closing line names them
 OUTCOMES = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
@@ -223,12 +225,15 @@ class _Child:
             command = [*_run_module("grader.plain"), *([PROBES_FLAG] if probes else [])]
             self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                          cwd=str(log_path.parent), start_new_session=os.name == "posix")
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.tasks: IO[bytes] = self.proc.stdin
+        self.said: IO[bytes] = self.proc.stdout
         self.events: queue.Queue = queue.Queue()
         self.ready = False
         threading.Thread(target=self._read, daemon=True, name="plain-events").start()
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
+        for line in self.said:
             try:
                 self.events.put(json.loads(line))
             except ValueError:
@@ -251,8 +256,8 @@ class _Child:
         offset = self._log_size()
         started = time.monotonic()
         try:
-            self.proc.stdin.write((json.dumps(task) + "\n").encode("utf-8"))
-            self.proc.stdin.flush()
+            self.tasks.write((json.dumps(task) + "\n").encode("utf-8"))
+            self.tasks.flush()
         except OSError:
             pass   # it is gone: its end is read below
         got = self._next(started + max(limit_s, 0.0), offset, output_cap)
@@ -319,7 +324,7 @@ class _Child:
     def stop(self) -> None:
         """End a child whose tasks are done (or one never used)."""
         try:
-            self.proc.stdin.close()
+            self.tasks.close()
         except OSError:
             pass
         self.kill()
@@ -337,7 +342,8 @@ def main() -> int:
     os.close(nothing)
     os.dup2(2, 1)          # and prints into the log, not into the event stream
     for stream in (sys.stdout, sys.stderr):   # in any language, whatever the system's own encoding
-        stream.reconfigure(encoding="utf-8", errors="backslashreplace")
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(encoding="utf-8", errors="backslashreplace")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     sys.dont_write_bytecode = True
     import torch
