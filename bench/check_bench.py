@@ -77,7 +77,7 @@ def main() -> None:
                     results[key].append(timed(command, repo, command_env))
             print(f"\n{exercise}: {args.repeat} rounds, load average {min(loads):.1f} to {max(loads):.1f}")
             for key, (label, _) in ways.items():
-                walls, cpus = zip(*results[key])
+                walls, cpus = zip(*results[key], strict=True)
                 print(f"  ({key}) {label:32s} wall {statistics.median(walls):6.2f} s "
                       f"(min {min(walls):.2f}, max {max(walls):.2f})   cpu {statistics.median(cpus):6.2f} s")
         if args.all:
