@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import inspect
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -33,6 +34,8 @@ REGENERATED = ("criteria", "probes")
 INSTRUCTOR_ONLY = ("batch.py", "classroom.py", "gradebook.py", "gradescope.py", "handout.py", "selftest.py",
                    "mutation.py", "unidiff.py", "student_checker.py")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+# Requirements of the grader the checker never imports (grading a class on a cluster): not installed for students
+INSTRUCTOR_REQUIREMENTS = ("distributed",)
 
 
 class CheckerError(Exception):
@@ -218,12 +221,13 @@ def checker_course_toml(course: Course, visible: dict[str, dict[str, object]]) -
 
 def checker_pyproject(course: Course) -> str:
     main = tomllib.loads((course.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    needed = [r for r in main["dependencies"] if re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] not in INSTRUCTOR_REQUIREMENTS]
     return "\n".join([
         "# The checker students install with `pip install -e ./checker` (editable: it reads its course.toml).",
         "[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
         "[project]", 'name = "course-checker"', f"version = {_toml_value(grader.__version__)}",
         f"requires-python = {_toml_value(main['requires-python'])}",
-        f"dependencies = {_toml_value(main['dependencies'])}", "",
+        f"dependencies = {_toml_value(needed)}", "",
         "[project.scripts]", 'grader = "grader.cli:main"', "",
         "[tool.setuptools.packages.find]", 'include = ["grader*"]', "",
         "[tool.setuptools.package-data]", 'grader = ["report/*.json", "criteria/judge.ini"]', ""])

@@ -20,8 +20,7 @@ from safetensors.torch import load as load_safetensors
 from grader.i18n import Text, known_template, placeholders, rendered, t, verbatim
 from grader.judge.verdicts import Crashed, CriterionFailed, GraderFault, NotAttempted, StudentRaised, TimedOut
 from grader.worker import protocol
-from grader.worker.protocol import read_capped
-from grader.worker.jail import FILE_SIZE_LIMIT
+from grader.worker.protocol import FILE_SIZE_LIMIT, read_capped
 
 
 @dataclass

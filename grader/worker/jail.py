@@ -24,7 +24,6 @@ from grader.worker import protocol
 from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, PR_SET_CHILD_SUBREAPER,
                                     PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, mount, prctl, umount)
 
-FILE_SIZE_LIMIT = 96 << 20  # observations are capped at 64 MiB a probe; nothing a probe writes needs more
 SCRATCH = "/.scratch"
 PROT_NONE = 0  # mmap has no name for it
 LINUX = sys.platform.startswith("linux")
@@ -169,7 +168,7 @@ def child_limits(job: dict, jail: dict) -> None:
         resource.setrlimit(limit, (cap, cap))
     cpu = int(job["timeout_s"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (protocol.FILE_SIZE_LIMIT, protocol.FILE_SIZE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     nproc = jail.get("nproc")
     if nproc:

@@ -36,7 +36,7 @@ _sha256 = hashlib.sha256
 _encode_json = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
 _join, _join_bytes = "".join, b"".join
 _unlink, _open, _write, _close = os.unlink, os.open, os.write, os.close
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | protocol.NOFOLLOW | protocol.BINARY
 _SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                        torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
                        torch.uint8: "U8", torch.bool: "BOOL", torch.complex64: "C64"}
