@@ -15,6 +15,7 @@ from grader.check import PLAIN_SWITCH, check, check_sandbox
 from grader.course import load_course
 from grader.handout import write_handout
 from grader.sandbox import levels
+from grader.selftest import mutant_text
 
 from conftest import ROOT
 
@@ -82,12 +83,17 @@ def handout(tmp_path_factory):
 
 
 def copy_of(handout: Path, where: Path, **files) -> Path:
-    """A copy of the handout with `exercise=source file` put in place of those exercises' stubs."""
+    """A copy of the handout with `exercise=source` put in place of those exercises' stubs: a file, or a catalog
+    mutant's folder (its diff applied to the solution)."""
     repo = where / "repo"
     shutil.copytree(handout, repo)
     for exercise, source in files.items():
         ex = COURSE.exercise(exercise)
-        shutil.copyfile(source, repo / "exercises" / ex.id / ex.file)
+        target = repo / "exercises" / ex.id / ex.file
+        if source.is_dir():
+            target.write_text(mutant_text(COURSE, ex.id, source), encoding="utf-8")
+        else:
+            shutil.copyfile(source, target)
     return repo
 
 
@@ -99,7 +105,7 @@ def grader_check(repo: Path, *args, python: str = sys.executable, **env):
 
 
 def test_a_failing_public_test_is_named_with_pytests_reason(handout, tmp_path):
-    repo = copy_of(handout, tmp_path, attention=ROOT / "tests/mutants/attention/softmax_over_queries/attention.py")
+    repo = copy_of(handout, tmp_path, attention=ROOT / "tests/mutants/attention/softmax_over_queries")
     summary = tmp_path / "summary.md"
     done = grader_check(repo, "attention", GITHUB_STEP_SUMMARY=str(summary), **{PLAIN_SWITCH: "1"})
     assert done.returncode == 1, done.stdout + done.stderr
@@ -180,7 +186,7 @@ def test_check_without_linux_gives_what_the_strict_sandbox_gives(handout, tmp_pa
     broken = tmp_path / "masks.py"
     broken.write_text("def causal_mask(T:\n    pass\n")
     repo = copy_of(handout, tmp_path, attention=COURSE.solution(COURSE.exercise("attention")),
-                   heads=ROOT / "tests/mutants/heads/split_missing_transpose/heads.py", masks=broken,
+                   heads=ROOT / "tests/mutants/heads/split_missing_transpose", masks=broken,
                    decoder_block=HOSTILE / "sys_exit_import" / "decoder_block" / "block.py")
     notebook(COURSE.solution(COURSE.exercise("rope")).read_text(), repo / "exercises" / "rope" / "rope.ipynb")
     python = fake_non_linux_venv(tmp_path / "not-linux")

@@ -15,11 +15,12 @@ from grader.grading import grade
 from grader.handout import write_handout
 from grader.sandbox.levels import choose, strict_missing
 from grader.sandbox.staging import stage
+from grader.selftest import mutant_text
 
 from conftest import ROOT
 
 COURSE = load_course(ROOT)
-WRONG_ATTENTION = ROOT / "tests" / "mutants" / "attention" / "softmax_over_queries" / "attention.py"
+WRONG_ATTENTION = mutant_text(COURSE, "attention", ROOT / "tests" / "mutants" / "attention" / "softmax_over_queries")
 
 
 def cells_of(code: str) -> list[str]:
@@ -64,7 +65,7 @@ def test_a_notebook_is_graded_like_the_same_code_as_a_file(tmp_path):
         "def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:\n"
         "    raise ValueError('not written yet')\n")
     assert "not written yet" in masks
-    codes = {"attention": WRONG_ATTENTION.read_text(), "heads": heads, "masks": masks}
+    codes = {"attention": WRONG_ATTENTION, "heads": heads, "masks": masks}
     files = tmp_path / "files"
     for exercise, source in codes.items():
         (files / exercise).mkdir(parents=True)
