@@ -83,5 +83,9 @@ def raised(outcome: dict) -> str | None:
 def describe_outcome(outcome: dict) -> Text:
     if "raised" in outcome:
         r = outcome["raised"]
+        if r.get("breach"):   # the probe found what the code gave unusable: said as the probe worded it
+            from grader.judge.observations import recorded_breach
+
+            return t("gave what breaks the contract: {breach}", breach=recorded_breach(r))
         return t("raised {error}", error=verbatim(f"{r['type']}: {r['message']}"[:290]))
     return t("returned a {kind} without raising", kind=outcome.get("returned", "value"))

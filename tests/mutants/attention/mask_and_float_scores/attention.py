@@ -1,4 +1,6 @@
-"""Single-head scaled dot-product attention, written out by hand.
+"""MUTANT mask_and_float_scores: broadcasts the mask with `mask & torch.ones_like(scores)`: torch raises NotImplementedError for bool & float, which is an implemented function failing, not the stub
+
+Single-head scaled dot-product attention, written out by hand.
 
 Exercise `attention`. Each query scores every key with a dot product, the scores are divided by
 `sqrt(D)`, masked, turned into probabilities with a softmax over the key axis, and the output is the

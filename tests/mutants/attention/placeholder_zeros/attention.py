@@ -1,4 +1,6 @@
-"""Single-head scaled dot-product attention, written out by hand.
+"""MUTANT placeholder_zeros: a placeholder that returns zeros of the right shapes (no attention at all): it earns the shapes and nothing it does not do
+
+Single-head scaled dot-product attention, written out by hand.
 
 Exercise `attention`. Each query scores every key with a dot product, the scores are divided by
 `sqrt(D)`, masked, turned into probabilities with a softmax over the key axis, and the output is the

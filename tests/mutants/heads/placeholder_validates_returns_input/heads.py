@@ -1,4 +1,6 @@
-"""Split the channel axis into attention heads, and merge the heads back.
+"""MUTANT placeholder_validates_returns_input: placeholders that validate n_heads and return the input unchanged: they earn the errors they raise, and a round trip through two functions that change nothing earns nothing
+
+Split the channel axis into attention heads, and merge the heads back.
 
 Exercise `heads`. Multi-head attention does not copy the full hidden vector H times: it cuts the
 C channels of each position into H slices of D = C / H channels and lets each slice attend on its

@@ -1,4 +1,6 @@
-"""Split the channel axis into attention heads, and merge the heads back.
+"""MUTANT syntax_error: a missing colon: the file does not import, which is reported once (under the first criterion, with a hint about importing) and blocks every other criterion
+
+Split the channel axis into attention heads, and merge the heads back.
 
 Exercise `heads`. Multi-head attention does not copy the full hidden vector H times: it cuts the
 C channels of each position into H slices of D = C / H channels and lets each slice attend on its

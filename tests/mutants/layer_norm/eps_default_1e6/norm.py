@@ -1,4 +1,6 @@
-"""Layer normalisation and the pre-norm residual wrapper, written by hand.
+"""MUTANT eps_default_1e6: LayerNorm's default eps is 1e-6 (another library's), not the contract's 1e-5: told the eps it used, not float32 rounding
+
+Layer normalisation and the pre-norm residual wrapper, written by hand.
 
 LayerNorm normalises every token vector on its own: the statistics are taken over
 the last (hidden) axis only, never over the batch or the sequence axis. The

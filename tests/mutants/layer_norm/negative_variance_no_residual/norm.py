@@ -1,4 +1,6 @@
-"""Layer normalisation and the pre-norm residual wrapper, written by hand.
+"""MUTANT negative_variance_no_residual: the variance as E[x]^2 - E[x^2] (negative: NaN from the root) and a block without its residual: NaN never passes for a match, and the block is told its residual is missing
+
+Layer normalisation and the pre-norm residual wrapper, written by hand.
 
 LayerNorm normalises every token vector on its own: the statistics are taken over
 the last (hidden) axis only, never over the batch or the sequence axis. The

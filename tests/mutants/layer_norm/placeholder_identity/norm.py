@@ -1,4 +1,6 @@
-"""Layer normalisation and the pre-norm residual wrapper, written by hand.
+"""MUTANT placeholder_identity: placeholders that return the input unchanged (LayerNorm and PreNormResidual): the parameters and the shape are right, and an untouched input or an identity block earns nothing
+
+Layer normalisation and the pre-norm residual wrapper, written by hand.
 
 LayerNorm normalises every token vector on its own: the statistics are taken over
 the last (hidden) axis only, never over the batch or the sequence axis. The
