@@ -195,7 +195,7 @@ def gradients(student, ctx):
     q, k, v = (x.clone().requires_grad_(True) for x in (q, k, v))
     out, weights = unpack(student.scaled_dot_product_attention(q, k, v, mask.clone()))
     ctx.tensor("weights", weights)  # the forward's weights: where a non-finite gradient comes from
-    student_tensor("your out", out, depends_on="q, k or v")
+    student_tensor("your out", out, depends_on="q, k, v")
     r_out = ctx.randn(*out.shape, dtype=torch.float64)
     r_weights = ctx.randn(*weights.shape, dtype=torch.float64)
     with student_value("backward through your out and weights failed"):

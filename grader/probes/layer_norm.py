@@ -186,7 +186,7 @@ def gradients(student, ctx):
     leaf = x.clone().requires_grad_(True)
     out = ln(leaf)
     ctx.tensor("out", out)
-    student_tensor("your output", out, like=("x", x), depends_on="x, weight or bias")
+    student_tensor("your output", out, like=("x", x), depends_on="x, weight, bias")
     with student_value("backward through your output failed"):
         (out * g).sum().backward()
     ctx.tensor("x_grad", leaf.grad)

@@ -136,8 +136,8 @@ def gradients(student, ctx):
     scores, mask, _, _ = with_empty_lines(ctx, torch.float64)
     ctx.tensor("mask", mask)
     scores = scores.clone().requires_grad_(True)
-    p = student_tensor("your masked_softmax", student.masked_softmax(scores, mask.clone()), like=("the scores", scores),
-                       depends_on="the scores")
+    p = student_tensor("your masked_softmax", student.masked_softmax(scores, mask.clone()), like=("scores", scores),
+                       depends_on="scores")
     upstream = ctx.randn(*p.shape, dtype=torch.float64)
     with student_value("backward through your masked_softmax failed"):
         (p * upstream).sum().backward()
