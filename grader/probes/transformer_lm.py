@@ -58,7 +58,12 @@ def contract_modules(model):
                ("position_embedding", part(model, "position_embedding"))]
     for i, block in enumerate(part(model, "blocks")):
         modules += [(f"blocks.{i}.{name}", part(block, name)) for name in BLOCK_PARTS]
-    return modules + [("final_norm", part(model, "final_norm")), ("head", part(model, "head"))]
+    modules += [("final_norm", part(model, "final_norm")), ("head", part(model, "head"))]
+    for path, module in modules:
+        if not isinstance(module, torch.nn.Module):
+            raise ContractBreach("model.{path} is a {kind}, not the nn.Module the contract makes it", path=path,
+                                 kind=type(module).__name__)
+    return modules
 
 
 def fill_all_parameters(model, ctx):
