@@ -482,3 +482,26 @@ def test_a_loader_that_loads_nothing_refuses_nothing(course, reference_dirs, tmp
 def test_a_load_error_is_never_cut_at_its_colon(message, shown):
     said = checkpoint._short({"raised": {"type": "RuntimeError", "message": message}})
     assert said.render("en") == shown
+
+
+MODULE_WITHOUT_FORWARD = '''
+import torch
+
+
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q_proj = torch.nn.Linear(2, 2)
+'''
+
+
+def test_what_torch_raises_for_a_student_module_is_the_students(tmp_path):
+    module, path = student_module(tmp_path, "no_forward", MODULE_WITHOUT_FORWARD)
+    attention = module.Attention()
+    missing = raised(lambda: attention(torch.zeros(1, 2)))         # nn.Module's own forward: not implemented
+    assert isinstance(missing, NotImplementedError) and not is_stub_raise(missing, path)
+    assert classify(missing, path, module)[0] == protocol.RAISED
+    absent = raised(lambda: attention.k_proj)                        # nn.Module.__getattr__ on the student's module
+    assert classify(absent, path, module)[0] == protocol.RAISED
+    grader_own = raised(lambda: torch.nn.Linear(2, 2).no_such_layer)  # the grader's own module: still the grader's
+    assert classify(grader_own, path, module)[0] == protocol.GRADER_FAULT
