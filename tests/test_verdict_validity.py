@@ -424,7 +424,7 @@ def test_a_wrong_part_with_a_right_total_is_named(course, reference_dirs, tmp_pa
     assert not param_count.test_breakdown_parts_exact.criterion.requires, "the wrong part must not be hidden"
 
     def one_block_in_blocks(values):
-        for outcome, config in zip(values["breakdowns"], values["configs"]):
+        for outcome, config in zip(values["breakdowns"], values["configs"], strict=True):
             items = outcome["returned"]["items"]
             items["blocks"]["value"] //= config["n_layers"]
 
