@@ -111,7 +111,7 @@ def _heads(report: dict) -> dict:
 def test_basic_batch_code_reads_neither_the_cache_nor_a_concurrent_classmate(shared_base):
     """`grader batch --sandbox basic --jobs 2`: Mallory's code, graded while Carol's is, reads nothing of the
     reference cache nor of Carol's scratch, and scores exactly what the mutant it falls back on scores."""
-    course = course_copy(shared_base / "course", ["heads"], timeout_s=60)
+    course = course_copy(shared_base / "course", ["heads"])
     cache, control = shared_base / "cache", shared_base / "readable.txt"
     control.write_text("anyone may read this")
     os.chmod(control, 0o644)
