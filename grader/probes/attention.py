@@ -6,7 +6,7 @@ can say not only *that* a result is wrong but *which* wrong formula it matches.
 
 import torch
 
-from grader.worker.probe import ContractBreach, describe_exception, probe
+from grader.worker.probe import ContractBreach, describe_exception, probe, tensor_facts
 
 # Tq != Tk everywhere a softmax axis could be confused, and Dv != D so that reading the values with the
 # keys (or scaling by the value width) changes a shape or a number.
@@ -73,7 +73,7 @@ def shapes(student, ctx):
         except Exception as exc:  # noqa: BLE001 - recorded per case, judged by the criterion
             entry["raised"] = describe_exception(exc, ctx.student_file)
         else:
-            entry.update(out=list(out.shape), weights=list(weights.shape))
+            entry.update(out=tensor_facts(out)["shape"], weights=tensor_facts(weights)["shape"])
         results[name] = entry
     ctx.record(cases=results)
 
