@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+
+from grader.judge.limits import JudgeLimits
 
 COURSE_FILE = "course.toml"
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
@@ -67,6 +69,7 @@ class Course:
     uids: tuple[int, int] = (61000, 61999)   # the sandbox gives each concurrent grading one of these
     # A handout's checker has no solutions/: the reference observations its visible criteria read are stored here.
     references: Path | None = None
+    judge_limits: JudgeLimits = JudgeLimits()   # what judging one submission may take ([judge] in course.toml)
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -133,4 +136,14 @@ def load_course(root: Path | None = None) -> Course:
         raise CourseError(f"{path}: [sandbox] uids must be [first, last] with 1000 <= first <= last")
     references = root / course["references"] if course.get("references") else None
     return Course(root=root, name=course.get("name", "course"), seed=seed, exercises=tuple(exercises),
-                  uids=(uids[0], uids[1]), references=references)
+                  uids=(uids[0], uids[1]), references=references,
+                  judge_limits=_judge_limits(data.get("judge", {}), path))
+
+
+def _judge_limits(table: dict, path: Path) -> JudgeLimits:
+    known = {f.name: f.type for f in fields(JudgeLimits)}
+    unknown = sorted(set(table) - set(known))
+    if unknown or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in table.values()):
+        raise CourseError(f"{path}: [judge] takes positive numbers for {', '.join(known)}"
+                          + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+    return JudgeLimits(**{k: (int(v) if known[k] == "int" else float(v)) for k, v in table.items()})
