@@ -284,3 +284,107 @@ def test_the_forbidden_call_record_is_merged_in_one_pass(tmp_path):
     got = observations(tmp_path, "layer_norm").forbidden_calls()
     assert len(got) == 5000 * len(probes) + 1
     assert got == [{"call": call, "where": where} for call, where in once]
+
+
+# --- the judging server and its children -----------------------------------------------------------------
+@pytest.mark.parametrize("budget_s, status", [(0.001, "error"), (10.0, "failed")])
+def test_a_criterion_past_its_cpu_budget_is_that_submissions_error_and_the_rest_is_judged(tmp_path, budget_s,
+                                                                                         status):
+    """The reference's observations of layer_norm with 5,000 forbidden places planted in each record: merging the
+    60,000 takes tens of milliseconds. Given a millisecond of CPU per criterion, `no_forbidden_api` goes past it
+    and is the submission's error, the limit in words, and the criteria after it are judged. With the default budget
+    it fails for the calls, as it should, and every other criterion passes (the positive control)."""
+    from grader.grading import probe_order, reference_folders
+    from grader.judge.client import JudgeClient
+    from grader.judge.limits import JudgeLimits
+
+    course = load_course(ROOT)
+    ex = course.exercise("layer_norm")
+    reference = reference_folders(course, [ex])[ex.id]
+    folder = tmp_path / "obs"
+    shutil.copytree(reference, folder)
+    for i, name in enumerate(["_import", *probe_order(ex)]):
+        record = json.loads((folder / f"{name}.json").read_text())
+        record["forbidden_calls"] = [{"call": "aten::native_layer_norm", "where": f"norm.py:{i * 10_000 + j}"}
+                                     for j in range(5000)]
+        (folder / f"{name}.json").write_text(json.dumps(record))
+    request = [{"id": ex.id, "file": ex.file, "probes": probe_order(ex), "obs": str(folder), "run": {},
+                "staged": None, "reference": str(reference)}]
+    judge = JudgeClient([ex.id], JudgeLimits(criterion_cpu_s=budget_s))
+    try:
+        outcomes = {o.meta.id: o for o in judge.judge(request)[ex.id]}
+    finally:
+        judge.close()
+    forbidden = outcomes.pop("no_forbidden_api")
+    assert forbidden.status == status, forbidden
+    said = forbidden.message["en"]
+    limit = f"limit of {budget_s:g} s of CPU time for one criterion"
+    assert limit in said if status == "error" else "(and 59999 more forbidden calls)" in said
+    # the others: each has its own outcome (a millisecond is less than some of them take even on a correct
+    # submission's record: those say so too), none is lost to a killed process
+    assert all(o.status == "passed" or (status == "error" and o.status == "error" and limit in o.message["en"])
+               for o in outcomes.values())
+
+
+def fake_client(monkeypatch, children: list):
+    """A JudgeClient for `heads` whose children are `children`: each (exit, cpu_s, lines) in turn."""
+    from grader.judge import channel
+    from grader.judge.client import JudgeClient, _Hello, _Request
+    from grader.judge.limits import JudgeLimits
+    from grader.judge.session import criteria_of
+
+    metas = criteria_of("heads")
+    client = JudgeClient(["heads"], JudgeLimits(cpu_s=5))
+    hello = _Hello(criteria={"heads": metas})
+    hello.ended.set()
+    monkeypatch.setattr(client, "_ready", lambda: hello)
+    asked = []
+
+    def child(exercises, known):
+        asked.append([k["criterion"] for k in known])
+        exit_code, cpu_s, lines = children[len(asked) - 1]
+        return _Request(exit=exit_code, cpu_s=cpu_s), lines
+
+    monkeypatch.setattr(client, "_child", child)
+
+    def passed(meta):
+        return {channel.OUTCOME: {"exercise": "heads", "criterion": meta.id, "status": "passed",
+                                  "message": {"en": "fine", "zh": "好"}, "evidence": {}, "blocked_by": None}}
+
+    return client, metas, asked, passed
+
+
+def test_a_child_killed_on_a_criterion_costs_that_criterion_and_a_fresh_child_judges_the_rest(monkeypatch):
+    import signal
+
+    from grader.judge import channel
+
+    children: list = []
+    client, metas, asked, passed = fake_client(monkeypatch, children)
+    first, second, *rest = metas
+    children += [(-signal.SIGKILL, 5.0, [{channel.BEGIN: ["heads", first.id]}, passed(first),
+                                         {channel.BEGIN: ["heads", second.id]}]),
+                 (0, 0.1, [x for m in rest for x in ({channel.BEGIN: ["heads", m.id]}, passed(m))]
+                  + [{channel.DONE: True}])]
+    got = client.judge([{"id": "heads"}])["heads"]
+    assert [o.status for o in got] == ["passed", "error", *["passed"] * len(rest)]
+    assert "limit of 120 s of CPU time for one submission" not in got[1].message["en"]
+    assert "limit of 5 s of CPU time for one submission" in got[1].message["en"]
+    assert asked == [[], [first.id, second.id]], "the second child is told what is judged already"
+
+
+def test_a_judging_killed_again_and_again_stops_and_says_so(monkeypatch):
+    import signal
+
+    from grader.judge import channel
+    from grader.judge.client import MAX_CHILDREN
+
+    children: list = []
+    client, metas, asked, passed = fake_client(monkeypatch, children)
+    children += [(-signal.SIGSEGV, 0.1, [{channel.BEGIN: ["heads", metas[i].id]}]) for i in range(MAX_CHILDREN)]
+    got = client.judge([{"id": "heads"}])["heads"]
+    assert [o.status for o in got[:MAX_CHILDREN]] == ["error"] * MAX_CHILDREN
+    assert all("SIGSEGV" in o.message["en"] for o in got[:MAX_CHILDREN])
+    assert all(o.status == "error" and f"stopped {MAX_CHILDREN} times" in o.message["en"]
+               for o in got[MAX_CHILDREN:])
+    assert len(asked) == MAX_CHILDREN
