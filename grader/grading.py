@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grader
 from grader.course import Course, ExerciseConfig
-from grader.i18n import Text
+from grader.i18n import Text, t, verbatim
 from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
 from grader.sandbox.scratch import new_scratch, remove_scratch
@@ -89,7 +89,7 @@ def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[s
                 shutil.copyfile(course.solution(ex), target)
                 jobs.append(job_for(ex, target))
             runs = run_jobs(jobs, course.seed, choose("none"), Path(tmp))
-            for (ex, folder), job in zip(missing, jobs):
+            for (ex, folder), job in zip(missing, jobs, strict=True):
                 run = runs[ex.id]
                 if run.failure or run.limit or run.signal is not None or run.exit:
                     raise RuntimeError(f"the reference solution of {ex.id} did not run cleanly: {run}")
@@ -160,7 +160,7 @@ def staged_for_probes(course: Course, submission: Path, exercise_ids: list[str],
                       prestarted: Prestarted | None = None) -> Probed:
     """The references ready and the submission staged into a scratch folder (the pre-started sandbox's, when
     given), nothing run yet: `run_probes` runs it."""
-    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     scratch: Path | None = None
     try:
@@ -251,6 +251,23 @@ def judge_for(course: Course):
         return _judges[key]
 
 
+def judge_outcomes(judge, probed: Probed) -> dict:
+    """The judge's outcomes of a probed submission; when the judge itself could not run (its server would not
+    start, or died), every criterion is the grader's error with the reason, graded again later."""
+    from grader.judge.client import JudgeUnavailable
+
+    try:
+        return judge.judge(judge_request(probed))
+    except JudgeUnavailable as exc:
+        from grader.judge.criterion import Outcome
+        from grader.judge.session import criteria_of
+
+        said = t("the judge could not run ({error}): this is the grader's fault, no point is taken for it, and the "
+                 "submission will be graded again", error=verbatim(str(exc)[:300])).texts()
+        return {ex.id: [Outcome(meta, "grader_error", said, {}) for meta in criteria_of(ex.id)]
+                for ex in probed.exercises}
+
+
 def judged(probed: Probed, judge=None) -> Report:
     """Judge a probed submission against the references (with `judge`, default this process's judge for its
     course), once its probes have all run, and build its report; its scratch is removed."""
@@ -260,7 +277,7 @@ def judged(probed: Probed, judge=None) -> Report:
     try:
         with probed.arrived:   # the sandbox is gone before the judge reads what it left
             probed.arrived.wait_for(lambda: probed.over)
-        outcomes = (judge or judge_for(course)).judge(judge_request(probed))
+        outcomes = judge_outcomes(judge or judge_for(course), probed)
         results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, probed.run_of(ex.id), outcomes[ex.id]))
                    for ex in exercises]
     finally:

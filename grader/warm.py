@@ -8,8 +8,9 @@ JSON line per request line on stdin: {"id": N, "submission": path, "exercises": 
 {"id": N, "files": {"report.json": ..., "report.html": ..., "scorecard.md": ...}} or {"id": N, "error": "..."}.
 Replies come in request order. Two threads pipeline the work: while the judge judges one submission, the next
 one's probes run in its sandbox. Nothing of a submission's data is computed with in this process: whatever a
-submission's observations cost the judge, this process and the next submission in its queue never see it. Each submission's sandbox is started before its request comes (while the one
-before it is probed): it waits with torch and the probe modules imported, and is used for that submission alone.
+submission's observations cost the judge, this process and the next submission in its queue never see it.
+Each submission's sandbox is started before its request comes (while the one before it is probed): it waits
+with torch and the probe modules imported, and is used for that submission alone.
 
 `WarmGrader` is the other end: it starts the process, feeds it from any number of threads (two in flight keep
 the pipeline full) and starts a fresh one after a death.

@@ -388,3 +388,26 @@ def test_a_judging_killed_again_and_again_stops_and_says_so(monkeypatch):
     assert all(o.status == "error" and f"stopped {MAX_CHILDREN} times" in o.message["en"]
                for o in got[MAX_CHILDREN:])
     assert len(asked) == MAX_CHILDREN
+
+
+def test_a_judge_that_cannot_run_makes_every_criterion_the_graders_error(tmp_path):
+    """A judging server that died (or would not start) costs no point: every criterion is the grader's error, with
+    the reason, and the report is still written."""
+    from grader.grading import judged, probe
+    from grader.judge.client import JudgeUnavailable
+    from grader.sandbox.levels import choose, strict_missing
+
+    if strict_missing():
+        pytest.skip("the strict sandbox needs root and namespaces")
+
+    class Gone:
+        def judge(self, request):
+            raise JudgeUnavailable("the judging server ended (exit -9): no output")
+
+    course = load_course(course_copy(tmp_path / "course", ["heads"], timeout_s=60))
+    (tmp_path / "student" / "heads").mkdir(parents=True)
+    shutil.copyfile(ROOT / "solutions" / "heads" / "heads.py", tmp_path / "student" / "heads" / "heads.py")
+    report = judged(probe(course, tmp_path / "student", ["heads"], choose("strict")), Gone()).to_dict()
+    (heads,) = report["exercises"]
+    assert heads["status"] == "grader_error" and {c["status"] for c in heads["criteria"]} == {"grader_error"}
+    assert all("exit -9" in c["message"]["en"] for c in heads["criteria"])

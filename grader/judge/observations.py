@@ -366,7 +366,8 @@ class Observations:
             return NotAttempted(t("{what} reached NotImplementedError{where}: the stub is not implemented yet",
                                   what=what, where=where))
         if raw["status"] == protocol.GRADER_FAULT:
-            at = t(" at {where}", where=f"grader/{error['grader_where']}") if error.get("grader_where") else verbatim("")
+            at = (t(" at {where}", where=f"grader/{error['grader_where']}") if error.get("grader_where")
+                  else verbatim(""))
             return GraderFault(t("{what} failed in the grader's own code ({error}{at}), not in yours: this is the "
                                  "grader's fault, no point is taken for it, and the submission will be graded again",
                                  what=what, error=text, at=at), error=error)

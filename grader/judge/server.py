@@ -49,6 +49,8 @@ class Server:
         self.replies, self.limits, self.metas, self.missing = replies, limits, metas, missing
         self.references: dict[tuple[str, str], Observations] = {}   # (exercise, folder) -> pinned references
         self.children: dict[int, tuple[object, IO[bytes]]] = {}     # pid -> request id, its result file
+        self.warm: set[str] = set()     # exercises whose criteria this process has run once (on the references)
+        self.limited = False            # a child, under the judge's limits
 
     def reply(self, message: dict) -> None:
         self.replies.write(json.dumps(message) + "\n")
@@ -56,7 +58,9 @@ class Server:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
-        """Each criterion within its CPU budget (run only in a child: the server itself runs no criterion)."""
+        """Each criterion of a child within its CPU budget."""
+        if not self.limited:
+            return (yield)
         with judge_limits.criterion_timer(self.limits):
             return (yield)
 
@@ -132,6 +136,14 @@ class Server:
             key = (entry["id"], entry["reference"])
             if key not in self.references:
                 self.references[key] = references_of(entry).pin()
+        cold = [entry for entry in request[channel.EXERCISES] if entry["id"] not in self.warm]
+        if cold:
+            # The criteria run once here, on the references (trusted data, no limit needed), so that what is done
+            # on first use (imports inside torch, caches, Python's specialised bytecode) is done before the fork,
+            # not again in every child: a child judges in a third of the time.
+            self.judge(items, {channel.EXERCISES: [{**e, "obs": e["reference"], "run": {}, "staged": None}
+                                                   for e in cold]}, lambda message: None)
+            self.warm.update(e["id"] for e in cold)
         if _threads() != 1:
             raise RuntimeError(f"the judging server must fork from a single thread, not {_threads()}")
         gc.freeze()   # what the server holds stays out of every child's collections: no page of it is copied for them
@@ -162,6 +174,7 @@ class Server:
 
             try:
                 judge_limits.apply(self.limits)
+                self.limited = True
                 self.judge(items, request, write)
             except BaseException:  # noqa: BLE001 - the judge's own failure, said to the grading
                 write({channel.FAULT: traceback.format_exc()[-3000:]})
