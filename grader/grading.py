@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import datetime as dt
 import hashlib
 import importlib.metadata
@@ -231,6 +232,15 @@ def judge_request(probed: Probed) -> list[dict]:
 
 _judges: dict[tuple, object] = {}
 _judges_lock = threading.Lock()
+
+
+@atexit.register
+def _close_judges() -> None:
+    """Each judging server ends with this process, waited for (its time is this process's children's)."""
+    with _judges_lock:
+        judges = list(_judges.values())
+    for judge in judges:
+        judge.close()
 
 
 def judge_for(course: Course):

@@ -28,6 +28,7 @@ from grader.judge.limits import JudgeLimits, exceeded_message
 STARTUP_SECONDS = 300.0   # importing torch and pytest and collecting every criterion, on a loaded machine
 MAX_CHILDREN = 3          # per submission: after a child is killed, a fresh one judges the criteria left
 ANSWER_SECONDS = 60.0     # for the server to say how a child it was told to kill ended
+CLOSE_SECONDS = 10.0      # for a server told to end to do so
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -131,8 +132,19 @@ class JudgeClient:
         return results
 
     def close(self) -> None:
+        """End the server: told by the end of its input, it ends its children and exits (waited for, so that its
+        time is counted where its grading process's is)."""
         with self._lock:
-            self._stop()
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(CLOSE_SECONDS)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
 
     # --- internals ------------------------------------------------------------------------------
     def _death(self, request: _Request) -> tuple[str, Text]:
