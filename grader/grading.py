@@ -216,6 +216,12 @@ def probe(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     return probed
 
 
+def reference_request(probed: Probed) -> list[dict]:
+    """What the judge needs to prepare for a submission's exercises before their runs end: their references."""
+    return [{"id": ex.id, "file": ex.file, "probes": probe_order(ex), "reference": str(probed.reference_dirs[ex.id])}
+            for ex in probed.exercises]
+
+
 def judge_request(probed: Probed) -> list[dict]:
     """What the judge needs of each exercise of a probed submission (grader/judge/channel.py): where its
     observations and references are, how its run ended, how it was staged. Every run has ended."""
@@ -307,7 +313,7 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     criteria on the other core), then judge."""
     staged: list[Probed] = []
     failures: list[BaseException] = []
-    launched = threading.Event()
+    launched, ready = threading.Event(), threading.Event()
 
     def supervise() -> None:
         try:
@@ -315,17 +321,22 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
             prestarted = prestart(course, sandbox, exercise_ids, share=1)
             launched.set()
             staged.append(staged_for_probes(course, submission, exercise_ids, sandbox, prestarted))
+            ready.set()
             run_probes(staged[0], prestarted)
         except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
             failures.append(exc)
         finally:
             launched.set()
+            ready.set()
 
     worker = threading.Thread(target=supervise, name="supervisor")
     worker.start()
     launched.wait()   # once the sandbox is on its way, so that the two do not contend for the processor before
     judge = judge_for(course)
     judge.start()
+    ready.wait()
+    if staged:   # the server reads the references and runs their criteria once while the probes run
+        judge.prepare(reference_request(staged[0]))
     worker.join()
     if not staged:
         raise failures[0]

@@ -3,6 +3,8 @@ defined once, and how criteria and outcomes travel as JSON.
 
     grading -> server (stdin, a line each)   {"id", "exercises": [exercise...], "known": [outcome...]}
                                              {"id", "kill": true} for a child past its time
+                                             {"id", "prepare": true, "exercises": [...]}: read their references
+                                             and run their criteria once on them, ahead of a request (no reply)
     server -> grading (stdout, a line each)  {"id": "hello", "criteria": {exercise: [criterion...]}, "missing": {...}}
                                              {"id", "pid"} once the child judging a request is forked
                                              {"id", "exit", "cpu_s", "result"} once it has ended (exit < 0: killed
@@ -22,7 +24,7 @@ from dataclasses import asdict
 from grader.judge.criterion import CriterionMeta, Outcome
 
 ID, HELLO, CRITERIA, MISSING, PID, EXIT, CPU_S = "id", "hello", "criteria", "missing", "pid", "exit", "cpu_s"
-RESULT, EXERCISES, KNOWN, KILL = "result", "exercises", "known", "kill"
+RESULT, EXERCISES, KNOWN, KILL, PREPARE = "result", "exercises", "known", "kill", "prepare"
 BEGIN, OUTCOME, DONE, FAULT = "begin", "outcome", "done", "fault"
 MAX_RESULT_BYTES = 32 << 20     # a child's result file: every criterion's outcome with evidence to spare
 MAX_OUTCOME_BYTES = 256 << 10   # one outcome; a larger one keeps its verdict and drops its evidence

@@ -72,6 +72,13 @@ class JudgeClient:
         with self._lock:
             self._ensure_started()
 
+    def prepare(self, exercises: list[dict]) -> None:
+        """Have the server read these exercises' references and run their criteria once on them now, while the
+        caller does something else (a grading's probes run), rather than at its first request."""
+        with self._lock:
+            self._ensure_started()
+            self._send({channel.ID: channel.PREPARE, channel.PREPARE: True, channel.EXERCISES: exercises})
+
     @property
     def pid(self) -> int | None:
         """The server's process id, while it runs."""

@@ -106,6 +106,11 @@ class Server:
                         for pid, (request_id, _) in list(self.children.items()):
                             if request_id == message[channel.ID]:
                                 os.kill(pid, signal.SIGKILL)
+                    elif message.get(channel.PREPARE):
+                        try:
+                            self.prepare(items, message[channel.EXERCISES])
+                        except Exception:  # noqa: BLE001 - a head start missed: the request does it, and says why
+                            traceback.print_exc()
                     else:
                         try:
                             self.start(items, message)
@@ -132,19 +137,23 @@ class Server:
             self.reply({channel.ID: request_id, channel.EXIT: os.waitstatus_to_exitcode(status),
                         channel.CPU_S: round(usage.ru_utime + usage.ru_stime, 3), channel.RESULT: written})
 
-    def start(self, items: Items, request: dict) -> None:
-        for entry in request[channel.EXERCISES]:   # read here once, then shared by every child
+    def prepare(self, items: Items, entries: list[dict]) -> None:
+        """Read the references of these exercises (once, then shared by every child) and run their criteria once,
+        here, on the references (trusted data, no limit needed): what is done on first use (imports inside torch,
+        caches, Python's specialised bytecode) is then done before the fork, not again in every child, which
+        judges in a third of the time. A grading asks for this while its probes run, or its first request does."""
+        for entry in entries:
             key = (entry["id"], entry["reference"])
             if key not in self.references:
                 self.references[key] = references_of(entry).pin()
-        cold = [entry for entry in request[channel.EXERCISES] if entry["id"] not in self.warm]
+        cold = [entry for entry in entries if entry["id"] not in self.warm]
         if cold:
-            # The criteria run once here, on the references (trusted data, no limit needed), so that what is done
-            # on first use (imports inside torch, caches, Python's specialised bytecode) is done before the fork,
-            # not again in every child: a child judges in a third of the time.
             self.judge(items, {channel.EXERCISES: [{**e, "obs": e["reference"], "run": {}, "staged": None}
                                                    for e in cold]}, lambda message: None)
             self.warm.update(e["id"] for e in cold)
+
+    def start(self, items: Items, request: dict) -> None:
+        self.prepare(items, request[channel.EXERCISES])
         if _threads() != 1:
             raise RuntimeError(f"the judging server must fork from a single thread, not {_threads()}")
         gc.freeze()   # what the server holds stays out of every child's collections: no page of it is copied for them

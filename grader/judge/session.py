@@ -74,6 +74,9 @@ class InProcessJudge:
     def start(self) -> None:
         pass
 
+    def prepare(self, exercises: list[dict]) -> None:
+        pass
+
     def judge(self, exercises: list[dict]) -> dict[str, list[Outcome]]:
         return judge([e["id"] for e in exercises], {e["id"]: observations_of(e) for e in exercises},
                      {e["id"]: references_of(e) for e in exercises})
