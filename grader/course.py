@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+
+from grader.judge.limits import JudgeLimits
 
 COURSE_FILE = "course.toml"
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
@@ -73,6 +75,7 @@ class Course:
 
     def name_in(self, lang: str) -> str:
         return self.names.get(lang) or self.name
+    judge_limits: JudgeLimits = JudgeLimits()   # what judging one submission may take ([judge] in course.toml)
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -140,7 +143,17 @@ def load_course(root: Path | None = None) -> Course:
     references = root / course["references"] if course.get("references") else None
     names = _names(course.get("name", "course"), path)
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
-                  uids=(uids[0], uids[1]), references=references, names=names)
+                  uids=(uids[0], uids[1]), references=references, names=names,
+                  judge_limits=_judge_limits(data.get("judge", {}), path))
+
+
+def _judge_limits(table: dict, path: Path) -> JudgeLimits:
+    known = {f.name: f.type for f in fields(JudgeLimits)}
+    unknown = sorted(set(table) - set(known))
+    if unknown or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in table.values()):
+        raise CourseError(f"{path}: [judge] takes positive numbers for {', '.join(known)}"
+                          + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+    return JudgeLimits(**{k: (int(v) if known[k] == "int" else float(v)) for k, v in table.items()})
 
 
 def _names(raw, path: Path) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import datetime as dt
 import hashlib
 import importlib.metadata
@@ -13,12 +14,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grader
 from grader.course import Course, ExerciseConfig
+from grader.i18n import Text, t, verbatim
 from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
 from grader.sandbox.private import private_folder, seal
@@ -26,7 +27,7 @@ from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.supervisor import WARMING_SHARE, Job, Prestarted, Run, run_jobs
 
-# torch, pytest and the judge are imported only once the worker is running: both then import in parallel.
+# torch, pytest and the criteria are imported by the judging server (grader/judge/server.py), never here.
 
 
 def cache_root() -> Path:
@@ -62,14 +63,18 @@ def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
                disk_mb=ex.disk_mb, files=ex.files)
 
 
-def summary_of(ex: ExerciseConfig, run: Run | None):
-    from grader.judge.observations import RunSummary
-
+def summary_of(ex: ExerciseConfig, run: Run | None) -> dict | None:
+    """How the exercise's run ended, as the judge reads it (grader/judge/observations.py's RunSummary, as JSON)."""
     if run is None:
         return None
-    return RunSummary(limit=run.limit, signal=run.signal, exit=run.exit, failure=run.failure,
-                      timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, acks=run.acks,
-                      grader_fault=run.grader_fault, disk_mb=ex.disk_mb, files=ex.files)
+    return {"limit": run.limit, "signal": run.signal, "exit": run.exit, "failure": _said(run.failure),
+            "timeout_s": ex.timeout_s, "memory_mb": ex.memory_mb, "output_kb": ex.output_kb, "acks": run.acks,
+            "grader_fault": _said(run.grader_fault), "disk_mb": ex.disk_mb, "files": ex.files}
+
+
+def _said(said) -> dict | str:
+    """A sentence as JSON: every language's words of a Text, or a plain string as it is."""
+    return said.texts() if isinstance(said, Text) else (said or "")
 
 
 def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[str, Path]:
@@ -94,7 +99,7 @@ def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[s
                 shutil.copyfile(course.solution(ex), target)
                 jobs.append(job_for(ex, target))
             runs = run_jobs(jobs, course.seed, choose("none"), Path(tmp))
-            for (ex, folder), job in zip(missing, jobs):
+            for (ex, folder), job in zip(missing, jobs, strict=True):
                 run = runs[ex.id]
                 if run.failure or run.limit or run.signal is not None or run.exit:
                     raise RuntimeError(f"the reference solution of {ex.id} did not run cleanly: {run}")
@@ -165,7 +170,7 @@ def staged_for_probes(course: Course, submission: Path, exercise_ids: list[str],
                       prestarted: Prestarted | None = None) -> Probed:
     """The references ready and the submission staged into a scratch folder (the pre-started sandbox's, when
     given), nothing run yet: `run_probes` runs it."""
-    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     scratch: Path | None = None
     try:
@@ -220,51 +225,87 @@ def probe(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     return probed
 
 
-class _ArrivingObservations(Mapping):
-    """The submission's observations by exercise, each read once its run has ended: the judge's session asks for
-    an exercise's when it reaches that exercise's criteria, and waits for it there if it is still running."""
-
-    def __init__(self, probed: Probed):
-        self.probed = probed
-        self.read: dict = {}
-
-    def __getitem__(self, exercise_id: str):
-        from grader.judge.observations import Observations
-
-        if exercise_id not in self.read:
-            probed = self.probed
-            ex = probed.course.exercise(exercise_id)
-            st = probed.staged[ex.id]
-            run = probed.run_of(ex.id)
-            self.read[ex.id] = Observations(ex.id, ex.file, probe_order(ex),
-                                            probed.scratch / ex.id / "obs" if st.path else None,
-                                            summary_of(ex, run), st.status, st.message)
-        return self.read[exercise_id]
-
-    def __iter__(self):
-        return iter(ex.id for ex in self.probed.exercises)
-
-    def __len__(self) -> int:
-        return len(self.probed.exercises)
+def reference_request(probed: Probed) -> list[dict]:
+    """What the judge needs to prepare for a submission's exercises before their runs end: their references."""
+    return [{"id": ex.id, "file": ex.file, "probes": probe_order(ex), "reference": str(probed.reference_dirs[ex.id])}
+            for ex in probed.exercises]
 
 
-def judged(probed: Probed) -> Report:
-    """Judge a probed submission against the references and build its report; its scratch is removed. The
-    probes may still be running: each exercise is judged once its run has ended, in the course's order."""
-    from grader.judge.observations import Observations, RunSummary
-    from grader.judge.session import judge
+def judge_request(probed: Probed) -> list[dict]:
+    """What the judge needs of each exercise of a probed submission (grader/judge/channel.py): where its
+    observations and references are, how its run ended, how it was staged. Every run has ended."""
+    entries = []
+    for ex in probed.exercises:
+        st = probed.staged[ex.id]
+        entries.append({"id": ex.id, "file": ex.file, "probes": probe_order(ex),
+                        "obs": str(probed.scratch / ex.id / "obs") if st.path else None,
+                        "run": summary_of(ex, probed.run_of(ex.id)),
+                        "staged": {"status": st.status, "message": st.message.texts() if st.message else None},
+                        "reference": str(probed.reference_dirs[ex.id])})
+    return entries
+
+
+_judges: dict[tuple, object] = {}
+_judges_lock = threading.Lock()
+
+
+@atexit.register
+def _close_judges() -> None:
+    """Each judging server ends with this process, waited for (its time is this process's children's)."""
+    with _judges_lock:
+        judges = list(_judges.values())
+    for judge in judges:
+        judge.close()
+
+
+def judge_for(course: Course):
+    """This process's judge for the course: a judging server (grader/judge/server.py), started on first use and
+    kept for every later grading here, which judges each submission in a child process of its own under the
+    course's judge limits. Where no process can be forked (not Linux: a student's own machine, where what a
+    submission costs falls on that student alone) the judge runs in this process, unlimited."""
+    if sys.platform != "linux" or not hasattr(os, "fork") or not hasattr(os, "wait4"):
+        from grader.judge.session import InProcessJudge
+
+        return InProcessJudge()
+    from grader.judge.client import JudgeClient
+
+    key = (course.root, tuple(ex.id for ex in course.exercises), course.judge_limits)
+    with _judges_lock:
+        if key not in _judges:
+            _judges[key] = JudgeClient([ex.id for ex in course.exercises], course.judge_limits)
+        return _judges[key]
+
+
+def judge_outcomes(judge, probed: Probed) -> dict:
+    """The judge's outcomes of a probed submission; when the judge itself could not run (its server would not
+    start, or died), every criterion is the grader's error with the reason, graded again later."""
+    from grader.judge.client import JudgeUnavailable
+
+    try:
+        return judge.judge(judge_request(probed))
+    except JudgeUnavailable as exc:
+        from grader.judge.criterion import Outcome
+        from grader.judge.session import criteria_of
+
+        said = t("the judge could not run ({error}): this is the grader's fault, no point is taken for it, and the "
+                 "submission will be graded again", error=verbatim(str(exc)[:300])).texts()
+        return {ex.id: [Outcome(meta, "grader_error", said, {}) for meta in criteria_of(ex.id)]
+                for ex in probed.exercises}
+
+
+def judged(probed: Probed, judge=None) -> Report:
+    """Judge a probed submission against the references (with `judge`, default this process's judge for its
+    course), once its probes have all run, and build its report; its scratch is removed."""
     from grader.report.build import exercise_result
 
     course, exercises, scratch = probed.course, probed.exercises, probed.scratch
     try:
-        references = {ex.id: Observations(ex.id, ex.file, probe_order(ex), probed.reference_dirs[ex.id], RunSummary())
-                      for ex in exercises}
-        outcomes = judge([ex.id for ex in exercises], _ArrivingObservations(probed), references)
+        with probed.arrived:   # the sandbox is gone before the judge reads what it left
+            probed.arrived.wait_for(lambda: probed.over)
+        outcomes = judge_outcomes(judge or judge_for(course), probed)
         results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, probed.run_of(ex.id), outcomes[ex.id]))
                    for ex in exercises]
     finally:
-        with probed.arrived:   # the sandbox is gone before its scratch folder goes
-            probed.arrived.wait_for(lambda: probed.over)
         remove_scratch(scratch)
     score = round(sum(r.score for r in results), 4)
     max_score = round(sum(r.max_score for r in results), 4)
@@ -276,22 +317,16 @@ def judged(probed: Probed) -> Report:
                   exercises=results)
 
 
-def spare_core() -> bool:
-    """Whether the judge can run beside the worker without taking its processor."""
-    return len(os.sched_getaffinity(0)) > 1
-
-
 def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Report:
-    """Stage and probe in a supervisor thread; with a spare core, judge each exercise while the worker runs the
-    next (one pytest session, in the course's order, whose criteria wait for their exercise's run), else after."""
+    """Stage and probe in a supervisor thread while this process's judge starts (importing torch, pytest and the
+    criteria on the other core), then judge."""
     staged: list[Probed] = []
     failures: list[BaseException] = []
     launched, ready = threading.Event(), threading.Event()
 
     def supervise() -> None:
         try:
-            # The sandbox starts first: it imports torch while the submission is staged, the references found
-            # and (in the main thread) the judge imported.
+            # The sandbox starts first: it imports torch while the submission is staged and the references found.
             prestarted = prestart(course, sandbox, exercise_ids, share=1)
             launched.set()
             staged.append(staged_for_probes(course, submission, exercise_ids, sandbox, prestarted))
@@ -305,28 +340,19 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
 
     worker = threading.Thread(target=supervise, name="supervisor")
     worker.start()
-    # While the worker imports torch and runs the probes (it mostly waits on the student's code), the judge
-    # imports its own heavy modules on the other core: once the sandbox is on its way, so that the two
-    # threads do not contend for the interpreter before it is.
-    launched.wait()
-    import grader.judge.observations  # noqa: F401
-    import grader.judge.session  # noqa: F401
-    import grader.report.build  # noqa: F401
-
-    if spare_core():
-        ready.wait()
-    else:
-        worker.join()
+    launched.wait()   # once the sandbox is on its way, so that the two do not contend for the processor before
+    judge = judge_for(course)
+    judge.start()
+    ready.wait()
+    if staged:   # the server reads the references and runs their criteria once while the probes run
+        judge.prepare(reference_request(staged[0]))
+    worker.join()
     if not staged:
-        worker.join()
         raise failures[0]
-    try:
-        report = judged(staged[0])
-    finally:
-        worker.join()
-    if failures:   # the supervisor failed after staging: what was judged meanwhile is not a report
+    if failures:   # the supervisor failed after staging: its scratch goes, and no report is made
+        remove_scratch(staged[0].scratch)
         raise failures[0]
-    return report
+    return judged(staged[0], judge)
 
 
 def run_facts(ex: ExerciseConfig, run: Run | None, outcomes: list = ()) -> dict:

@@ -1,13 +1,16 @@
-"""A warm grading process: imports torch, pytest, the judge and the criteria once, then grades submission after
-submission, each in a fresh sandboxed process tree (`grading.probe` stages and supervises every one anew, with
-its own namespaces and uid), so nothing passes from one student to the next.
+"""A warm grading process: starts its judging server (grader/judge/server.py, which imports torch, pytest and the
+criteria once and judges each submission in a child process of its own, under the judge's limits), then grades
+submission after submission, each in a fresh sandboxed process tree (`grading.probe` stages and supervises every
+one anew, with its own namespaces and uid), so nothing passes from one student to the next.
 
 `python -m grader.warm --course DIR --sandbox LEVEL` first says which sandbox it grades with, then answers one
 JSON line per request line on stdin: {"id": N, "submission": path, "exercises": [...], "lang": "en"} ->
 {"id": N, "files": {"report.json": ..., "report.html": ..., "scorecard.md": ...}} or {"id": N, "error": "..."}.
 Replies come in request order. Two threads pipeline the work: while the judge judges one submission, the next
-one's probes run in its sandbox. Each submission's sandbox is started before its request comes (while the one
-before it is probed): it waits with torch and the probe modules imported, and is used for that submission alone.
+one's probes run in its sandbox. Nothing of a submission's data is computed with in this process: whatever a
+submission's observations cost the judge, this process and the next submission in its queue never see it.
+Each submission's sandbox is started before its request comes (while the one before it is probed): it waits
+with torch and the probe modules imported, and is used for that submission alone.
 
 `WarmGrader` is the other end: it starts the process, feeds it from any number of threads (two in flight keep
 the pipeline full) and starts a fresh one after a death.
@@ -164,17 +167,13 @@ class WarmGrader:
             pass   # the course changed under a running batch: its next grading's claim sweeps its own uid
 
 
-def warm_up(exercise_ids: list[str]) -> None:
-    """Import what every grading needs, once: torch, pytest, the judge, the criteria, the renderers."""
-    import torch  # noqa: F401
-
-    import grader.judge.observations  # noqa: F401
+def warm_up(judge) -> None:
+    """Import what every grading needs here, once (the renderers), while the judging server imports torch, pytest
+    and the criteria; then wait until it has: a server that cannot start is said at start."""
     import grader.render.templated  # noqa: F401
     import grader.report.build  # noqa: F401
-    from grader.judge.session import criteria_of
 
-    for ex in exercise_ids:
-        criteria_of(ex)
+    judge.criteria()
 
 
 def probe_phase(course, sandbox, request: dict, prestarted=None):
@@ -188,7 +187,7 @@ def probe_phase(course, sandbox, request: dict, prestarted=None):
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def judge_phase(course, probed, request: dict) -> dict:
+def judge_phase(course, probed, request: dict, judge=None) -> dict:
     """The reply: the judged report's files, or why there are none."""
     from grader.grading import judged
     from grader.reporting import FORMATS
@@ -196,7 +195,7 @@ def judge_phase(course, probed, request: dict) -> dict:
     if isinstance(probed, dict):
         return probed
     try:
-        report = judged(probed)
+        report = judged(probed, judge)
         files = {}
         for fmt in REPORT_FILES:
             name, render = FORMATS[fmt]
@@ -216,7 +215,7 @@ def _exit_with_parent() -> None:
 
 def main() -> None:
     from grader.course import load_course
-    from grader.grading import prestart
+    from grader.grading import judge_for, prestart
     from grader.sandbox.levels import SandboxUnavailable, choose
 
     parser = argparse.ArgumentParser(prog="python -m grader.warm")
@@ -255,12 +254,19 @@ def main() -> None:
             waiting.discard()
         probed_queue.put(None)
 
-    threading.Thread(target=run_probes, daemon=True, name="probes").start()   # its first sandbox warms meanwhile
-    warm_up([ex.id for ex in course.exercises])
+    judge = judge_for(course)
+    judge.start()   # it imports and collects the criteria while the first sandbox warms
+    threading.Thread(target=run_probes, daemon=True, name="probes").start()
+    try:
+        warm_up(judge)
+    except Exception as exc:  # noqa: BLE001 - a judge that cannot start: said to whoever started this process
+        reply({"id": HELLO, "error": f"{type(exc).__name__}: {exc}"})
+        return
     reply({"id": HELLO, "sandbox": sandbox.level})
     while (item := probed_queue.get()) is not None:
         request, probed = item
-        reply({"id": request["id"], **judge_phase(course, probed, request)})
+        reply({"id": request["id"], **judge_phase(course, probed, request, judge)})
+    judge.close()
 
 
 if __name__ == "__main__":

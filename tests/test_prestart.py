@@ -204,17 +204,19 @@ def _grade_quietly(warm: WarmGrader, student: Path) -> None:
         pass
 
 
-def test_judging_beside_the_worker_gives_the_report_judging_after_it_gives(course, tmp_path, monkeypatch):
-    import grader.grading
+def test_gradings_in_one_process_share_its_judging_server_and_agree(course, tmp_path):
+    """The judge is started once per process (it imports torch, pytest and the criteria) and judges each grading
+    in a child of its own: a second grading uses the same server and gets the same report."""
+    from grader.grading import judge_for
 
     student = submission(tmp_path / "student", "import torch\n\ndef split_heads(x, n_heads):\n    raise ValueError('no')\n")
     ids = ["heads", "masks"]
-    monkeypatch.setattr(grader.grading, "spare_core", lambda: True)
-    beside = grade(course, student, ids, choose("strict")).to_dict()
-    monkeypatch.setattr(grader.grading, "spare_core", lambda: False)
-    after = grade(course, student, ids, choose("strict")).to_dict()
-    assert 0 < after["percent"] < 100
-    assert stable_view(beside) == stable_view(after)
+    first = grade(course, student, ids, choose("strict")).to_dict()
+    server = judge_for(course).pid
+    second = grade(course, student, ids, choose("strict")).to_dict()
+    assert server is not None and judge_for(course).pid == server
+    assert 0 < first["percent"] < 100
+    assert stable_view(first) == stable_view(second)
 
 
 def test_a_submission_that_fails_before_its_probes_leaves_its_prestarted_sandbox_dead(course, tmp_path):

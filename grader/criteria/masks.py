@@ -26,7 +26,9 @@ def _returned_tensor(verdict, p, key: str, call: str) -> dict:
                        at=at))
     if "shape" not in info:
         verdict.fail(t("{call} returned a {kind}; expected a torch.Tensor", call=call, kind=info["returned"]))
-    return info
+    # shape and dtype of the data the probe stored, not what the returned object said of itself
+    stored = p.tensor(key)
+    return {**info, "shape": list(stored.shape), "dtype": str(stored.dtype).replace("torch.", "")}
 
 
 def _bool_grid(m: torch.Tensor) -> str:

@@ -31,6 +31,17 @@ class CriterionMeta:
     requires: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How one criterion ended: what the report shows of it."""
+
+    meta: CriterionMeta
+    status: str
+    message: dict[str, str]   # language -> sentence
+    evidence: dict
+    hint: dict[str, str] | None = None   # language -> sentence, in place of the criterion's own hint
+
+
 def criterion(id: str, *, kind: str, title: dict[str, str], hint: dict[str, str], requires: tuple[str, ...] = ()):
     if kind not in KINDS:
         raise ValueError(f"criterion {id}: unknown kind {kind!r}")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import signal
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,21 @@ import torch
 from safetensors.torch import load as load_safetensors
 
 from grader.i18n import Text, known_template, placeholders, rendered, t, verbatim
+from grader.judge.limits import ensure_room
 from grader.judge.verdicts import (Crashed, CriterionFailed, GraderFault, ImportFailed, NotAttempted, StudentRaised,
-                                   TimedOut)
+                                   TimedOut, Verdict)
 from grader.worker import protocol
 from grader.worker.protocol import FILE_SIZE_LIMIT, read_capped
+
+# What the judge reads of one probe's record, checked in one pass before anything computes with it. A correct
+# submission's record is the reference solution's in size; each cap is many times the largest of those.
+MAX_DEPTH = 16                   # nesting of lists and dicts (the references: 7)
+MAX_ITEMS = 4096                 # entries of one list (the references: 120, a loss curve)
+MAX_KEYS = 4096                  # keys of one dict (the references: 29)
+MAX_TENSOR_DIMS = 8              # axes of one tensor (the references: 4)
+MAX_TENSOR_ELEMENTS = 1 << 24    # values of one tensor (the references: 32,768): 64 MiB of float32
+SAFETENSORS_DTYPES = {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "F16", "BF16", "F32", "F64",
+                      "F8_E4M3", "F8_E5M2", "C64"}
 
 
 @dataclass
@@ -60,21 +73,77 @@ class ProbeObservation:
 
     def _load(self) -> dict[str, torch.Tensor]:
         if self._tensors is None:
-            self._tensors = {}
+            tensors: dict[str, torch.Tensor] = {}
             if self.tensor_names:
                 data = read_capped(self.directory, self.name + protocol.TENSOR_SUFFIX, protocol.MAX_TENSOR_BYTES)
                 if data is None:
-                    raise Crashed(t("the tensors of probe `{probe}` are missing or larger than allowed", probe=self.name))
+                    raise Crashed(t("the tensors of probe `{probe}` are missing or larger than allowed",
+                                    probe=self.name))
                 if self.verify and hashlib.sha256(data).hexdigest() != self.tensor_digest:
                     raise Crashed(t("the tensors of probe `{probe}` were changed after the probe wrote them "
                                     "(not by the grader), so they were ignored", probe=self.name))
+                ensure_room(self._check_header(data))
                 try:
                     loaded = load_safetensors(data)
                 except Exception as exc:  # noqa: BLE001 - any malformed file is the same verdict
+                    if out_of_memory(exc):
+                        raise
                     raise Crashed(t("the tensors of probe `{probe}` are malformed: {error}", probe=self.name,
                                     error=verbatim(exc))) from None
-                self._tensors = {k: v for k, v in loaded.items() if k in self.tensor_names}
+                except BaseException as exc:
+                    if type(exc).__name__ != "PanicException":   # the loader's own failure (Rust), not ours
+                        raise
+                    raise Crashed(t("the tensors of probe `{probe}` are malformed: {error}", probe=self.name,
+                                    error=verbatim(exc))) from None
+                del data
+                tensors = {k: v for k, v in loaded.items() if k in self.tensor_names}
+            self._tensors = tensors
         return self._tensors
+
+    def _check_header(self, data: bytes) -> int:
+        """Each tensor's real shape and dtype, as the file stores them, checked before any of it is loaded (what
+        a tensor reported of itself in the student's process is never what the judge goes by); returns the bytes
+        the tensors will take."""
+        header = _safetensors_header(data)
+        if header is None:
+            raise Crashed(t("the tensors of probe `{probe}` are malformed: {error}", probe=self.name,
+                            error=verbatim("unreadable header")))
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            shape = entry.get("shape") if isinstance(entry, dict) else None
+            if (not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape)
+                    or entry.get("dtype") not in SAFETENSORS_DTYPES):
+                raise Crashed(t("the tensors of probe `{probe}` are malformed: {error}", probe=self.name,
+                                error=verbatim(f"tensor {name!r} has no valid shape or dtype")))
+            if len(shape) > MAX_TENSOR_DIMS or math.prod(shape) > MAX_TENSOR_ELEMENTS:
+                raise CriterionFailed(t("your code returned a tensor of shape {shape} ({count} values), recorded by "
+                                        "probe `{probe}` as `{key}`; the grader judges tensors of at most {dims} "
+                                        "axes and {most} values, far more than the exercise asks for",
+                                        shape=shape, count=math.prod(shape), probe=self.name, key=verbatim(name),
+                                        dims=MAX_TENSOR_DIMS, most=MAX_TENSOR_ELEMENTS), shape=shape)
+        return len(data) - 8
+
+
+def _safetensors_header(data: bytes) -> dict | None:
+    """The JSON header of a safetensors file (8 bytes of little-endian length, then the header), or None."""
+    if len(data) < 8:
+        return None
+    (length,) = struct.unpack("<Q", data[:8])
+    if length > len(data) - 8:
+        return None
+    try:
+        header = json.loads(data[8:8 + length])
+    except (ValueError, RecursionError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception is an allocation that failed: Python's MemoryError, or torch's CPU allocator refusing
+    (a RuntimeError naming ENOMEM), as happens when the judge's memory limit is reached."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and (
+        "can't allocate memory" in str(exc) or "Cannot allocate memory" in str(exc)))
 
 
 @dataclass
@@ -94,6 +163,47 @@ class RunSummary:
     grader_fault: str = ""      # the grader, not the student, ended the run early
     disk_mb: int = 0
     files: int = 0
+
+
+def oversized(record: dict) -> Text | None:
+    """What in a probe's JSON record goes past what the judge reads (MAX_DEPTH, MAX_ITEMS, MAX_KEYS), found in
+    one pass over it, or None. The forbidden-call record is exempt from MAX_ITEMS (only its count is shown)."""
+    stack: list[tuple[Any, int, tuple]] = [(record, 1, ())]
+    while stack:
+        value, depth, where = stack.pop()
+        if not isinstance(value, (list, dict)):
+            continue
+        if depth > MAX_DEPTH:
+            return t("lists or dicts nested more than {most} deep at {where}", most=MAX_DEPTH, where=_path(where))
+        if isinstance(value, dict):
+            if len(value) > MAX_KEYS:
+                return t("a dict of {count} keys at {where} (at most {most})", count=len(value), where=_path(where),
+                         most=MAX_KEYS)
+            stack.extend((v, depth + 1, (where, k)) for k, v in value.items())
+        else:
+            if len(value) > MAX_ITEMS and where != ((), protocol.FORBIDDEN_KEY):
+                return t("a list of {count} entries at {where} (at most {most})", count=len(value), where=_path(where),
+                         most=MAX_ITEMS)
+            stack.extend((v, depth + 1, (where, i)) for i, v in enumerate(value))
+    return None
+
+
+def _path(where: tuple) -> Text:
+    """`(((), "values"), "cases")` -> `values.cases`: a place in a record, built only when one is named."""
+    parts: list[str] = []
+    while where:
+        where, key = where
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    return verbatim("`" + "".join(reversed(parts)).lstrip(".")[:200] + "`")
+
+
+def _forbidden_entries(raw: dict) -> list[tuple[str, str | None]]:
+    """A record's forbidden calls as (call, where) pairs; an entry of another form is no call the guard records."""
+    entries = raw.get(protocol.FORBIDDEN_KEY, [])
+    if not isinstance(entries, list):
+        return []
+    return [(e["call"], e.get("where")) for e in entries if isinstance(e, dict) and isinstance(e.get("call"), str)
+            and isinstance(e.get("where"), (str, type(None)))]
 
 
 def _records_a_raise(value, depth: int = 0) -> bool:
@@ -160,6 +270,8 @@ class Observations:
         self.staged_message = staged_message
         self._cache: dict[str, dict | None] = {}
         self._forged: set[str] = set()   # probes whose file was there but not written by the grader
+        self._refused: dict[str, Text] = {}   # probes whose record is larger than the judge reads, and why
+        self._pinned: dict[str, dict[str, torch.Tensor]] = {}   # probe -> its tensors, read once (see `pin`)
 
     # --- the entry point criteria use -----------------------------------------------------------
     def probe(self, name: str) -> ProbeObservation:
@@ -167,7 +279,7 @@ class Observations:
         self._check_staged()
         imported = self._raw(protocol.IMPORT_PROBE)
         if imported is None:
-            raise self._missing(protocol.IMPORT_PROBE)
+            raise self._refusal(protocol.IMPORT_PROBE) or self._missing(protocol.IMPORT_PROBE)
         if imported["status"] != protocol.OK:
             verdict = self._error_verdict(imported, t("importing {file}", file=self.filename))
             if type(verdict) is StudentRaised:   # the file's own error: said once, with how to make it import
@@ -177,22 +289,38 @@ class Observations:
             raise verdict
         raw = self._raw(name)
         if raw is None:
-            raise self._missing(name)
+            raise self._refusal(name) or self._missing(name)
         if raw["status"] != protocol.OK:
             raise self._error_verdict(raw, t("probe `{name}`", name=name))
         verify = self.run is not None and self.run.acks is not None
         tensor_digest = (self.run.acks.get(name) or [None, None])[1] if verify else None
+        pinned = self._pinned.get(name)
         return ProbeObservation(self.exercise, name, raw.get("values", {}), raw.get("not_tensors", {}),
                                 list(raw.get("tensors", [])), self.directory, raw.get(protocol.FORBIDDEN_KEY, []),
-                                tensor_digest, verify)
+                                tensor_digest, verify,
+                                None if pinned is None else {k: v.clone() for k, v in pinned.items()})
+
+    def pin(self) -> Observations:
+        """Read every probe's record and tensors now, and keep them: the references, read once by the judging
+        server and shared with every child it forks (each criterion still gets copies of its own)."""
+        for name in [protocol.IMPORT_PROBE, *self.probe_order]:
+            try:
+                self._pinned[name] = self.probe(name)._load()
+            except Verdict:
+                pass   # a probe the reference did not record: every criterion reading it says so, as before
+        return self
 
     def forbidden_calls(self) -> list[dict]:
+        """Every forbidden call recorded by the import and the probes, each call and place once, in the order
+        first recorded (one pass: a record of many thousand places costs no more than reading it)."""
+        seen: set[tuple[str, str | None]] = set()
         calls: list[dict] = []
         for name in [protocol.IMPORT_PROBE, *self.probe_order]:
             raw = self._raw(name)
-            for call in (raw or {}).get(protocol.FORBIDDEN_KEY, []):
-                if call not in calls:
-                    calls.append(call)
+            for entry in _forbidden_entries(raw or {}):
+                if entry not in seen:
+                    seen.add(entry)
+                    calls.append({"call": entry[0], "where": entry[1]})
         return calls
 
     def fully_attempted(self) -> bool:
@@ -234,10 +362,23 @@ class Observations:
                     data = None
             try:
                 parsed = json.loads(data) if data is not None else None
-            except ValueError:
+            except (ValueError, RecursionError):   # nested past the parser's depth is as unreadable as malformed
                 parsed = None
+            del data
+            if isinstance(parsed, dict) and isinstance(parsed.get("status"), str):
+                refused = oversized(parsed)
+                if refused is not None:
+                    self._refused[name] = refused
+                    parsed = None
             self._cache[name] = parsed if isinstance(parsed, dict) and isinstance(parsed.get("status"), str) else None
         return self._cache[name]
+
+    def _refusal(self, name: str) -> CriterionFailed | None:
+        if name not in self._refused:
+            return None
+        what = t("the import") if name == protocol.IMPORT_PROBE else t("probe `{name}`", name=name)
+        return CriterionFailed(t("what {what} recorded is larger than the grader judges: {found}; your code returns "
+                                 "far more than the exercise asks for", what=what, found=self._refused[name]))
 
     def _error_verdict(self, raw: dict, what: Text):
         error = raw.get("error") or {}
@@ -247,7 +388,8 @@ class Observations:
             return NotAttempted(t("{what} reached NotImplementedError{where}: the stub is not implemented yet",
                                   what=what, where=where))
         if raw["status"] == protocol.GRADER_FAULT:
-            at = t(" at {where}", where=f"grader/{error['grader_where']}") if error.get("grader_where") else verbatim("")
+            at = (t(" at {where}", where=f"grader/{error['grader_where']}") if error.get("grader_where")
+                  else verbatim(""))
             return GraderFault(t("{what} failed in the grader's own code ({error}{at}), not in yours: this is the "
                                  "grader's fault, no point is taken for it, and the submission will be graded again",
                                  what=what, error=text, at=at), error=error)
@@ -331,3 +473,16 @@ class Observations:
                              what=what), signal=sig)
         return Crashed(t("the process ended (exit status {exit}) before {what} finished: something called os._exit() "
                          "or exit() or the process was killed", exit=run.exit, what=what), exit=run.exit)
+
+
+def observations_of(entry: dict) -> Observations:
+    """An exercise of a judging request (grader/judge/channel.py): the submission's observations of it."""
+    run, staged = entry["run"], entry["staged"] or {}
+    return Observations(entry["id"], entry["file"], entry["probes"], Path(entry["obs"]) if entry["obs"] else None,
+                        None if run is None else RunSummary(**run), staged.get("status"),
+                        rendered(staged["message"]) if staged.get("message") else None)
+
+
+def references_of(entry: dict) -> Observations:
+    """An exercise of a judging request: the reference solution's observations of it (trusted as they are)."""
+    return Observations(entry["id"], entry["file"], entry["probes"], Path(entry["reference"]), RunSummary())

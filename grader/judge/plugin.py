@@ -1,76 +1,127 @@
-"""The pytest plugin of the judge: fixtures for observations, and the hook that turns outcomes into statuses."""
+"""The judge's pytest plugin: the fixtures criteria take (`obs`, `ref`, `verdict`), and its own report hook.
+
+Theory of operation. Each criterion is a pytest test. One submission's judging is a `Judging`, kept in the
+config's stash under `JUDGING` (as pytest's junitxml keeps its LogXML under `xml_key`); a criterion's verdict
+recorder is kept in its item's stash under `VERDICT`. The plugin's `pytest_runtest_makereport` wrapper sees how
+each criterion ended (its call, or a setup that raised because a criterion it requires did not pass), makes
+one `Outcome` of it and records it in the Judging, which hands it on (`on_outcome`: the judging server writes it
+out as it comes). Nothing is read back from pytest's own reports. The same plugin serves a session made for
+one submission (`session.judge`) and the judging server's session, which judges submission after submission
+with a fresh Judging each time (`grader/judge/server.py`).
+"""
 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import pytest
 
-from grader.i18n import Text, t, verbatim
-from grader.judge.criterion import VerdictRecorder
+from grader.i18n import Text, rendered, t, verbatim
+from grader.judge.criterion import CriterionMeta, Outcome, VerdictRecorder
 from grader.judge.jsonable import jsonable
-from grader.judge.observations import Observations
+from grader.judge.limits import JudgeLimits, LimitExceeded, exceeded_message
+from grader.judge.observations import Observations, out_of_memory
 from grader.judge.verdicts import Blocked, GraderFault, ImportFailed, NotAttempted, Verdict
 
-VERDICT_KEY = pytest.StashKey[VerdictRecorder]()
+
+@dataclass
+class Judging:
+    """One submission's judging: its observations, the references, and how each criterion ended so far."""
+
+    observations: Mapping[str, Observations]
+    references: Mapping[str, Observations]
+    limits: JudgeLimits | None = None        # what the process judging it may use (None: not limited)
+    on_outcome: Callable[[str, Outcome], None] = lambda exercise, outcome: None
+    outcomes: dict[tuple[str, str], Outcome] = field(default_factory=dict)   # (exercise, criterion) -> outcome
+    blocked_by: dict[tuple[str, str], str] = field(default_factory=dict)    # a blocked criterion -> the chain's root
+    # exercise -> the criterion that reported its file's import error, and the hint it gave
+    import_reported: dict[str, tuple[str, Text | None]] = field(default_factory=dict)
+
+    def record(self, exercise: str, outcome: Outcome) -> None:
+        self.outcomes[(exercise, outcome.meta.id)] = outcome
+        self.on_outcome(exercise, outcome)
+
+    def status(self, exercise: str, criterion_id: str) -> str | None:
+        done = self.outcomes.get((exercise, criterion_id))
+        return done.status if done else None
+
+
+JUDGING = pytest.StashKey[Judging]()
+VERDICT = pytest.StashKey[VerdictRecorder]()
+
+
+def criterion_of(item: pytest.Item) -> CriterionMeta | None:
+    """The criterion a collected test is (None for any other test)."""
+    return getattr(item.function, "criterion", None) if isinstance(item, pytest.Function) else None
+
+
+def exercise_of(item: pytest.Function) -> str:
+    """The exercise a criterion judges: its module's EXERCISE."""
+    return item.module.EXERCISE
+
+
+def blocked_on_import(judging: Judging, exercise: str) -> Blocked:
+    """What every criterion after the first says of a file that does not import: the error is said once."""
+    first, hint = judging.import_reported[exercise]
+    blocked = Blocked(t("not judged: the file does not import (the error is reported under `{first}`)", first=first))
+    blocked.hint = hint
+    return blocked
 
 
 class JudgePlugin:
-    def __init__(self, observations: dict[str, Observations], references: dict[str, Observations]):
-        self.observations = observations
-        self.references = references
-        self.statuses: dict[tuple[str, str], str] = {}
-        self.messages: dict[tuple[str, str], Text] = {}   # what each criterion said: a blocked one repeats it
-        self.blocked_by: dict[tuple[str, str], str] = {}  # a blocked criterion -> the unpassed one at the chain's root
-        # exercise -> the criterion that reported its file's import error, and the hint it gave
-        self.import_reported: dict[str, tuple[str, Text | None]] = {}
-
     @pytest.fixture
     def obs(self, request) -> Observations:
-        return self.observations[request.module.EXERCISE]
+        return request.config.stash[JUDGING].observations[request.module.EXERCISE]
 
     @pytest.fixture
     def ref(self, request) -> Observations:
-        return self.references[request.module.EXERCISE]
+        return request.config.stash[JUDGING].references[request.module.EXERCISE]
 
     @pytest.fixture
     def verdict(self, request) -> VerdictRecorder:
+        judging = request.config.stash[JUDGING]
         meta = request.function.criterion
         exercise = request.module.EXERCISE
-        if exercise in self.import_reported:
-            raise self._blocked_on_import(exercise)
-        unmet = [r for r in meta.requires if self.statuses.get((exercise, r)) != "passed"]
+        if exercise in judging.import_reported:
+            raise blocked_on_import(judging, exercise)
+        unmet = [r for r in meta.requires if judging.status(exercise, r) != "passed"]
         if unmet:
-            if self.statuses.get((exercise, unmet[0])) == "not_attempted":
+            if judging.status(exercise, unmet[0]) == "not_attempted":
                 raise NotAttempted(t("not attempted: it needs `{needed}`, which is not attempted yet", needed=unmet[0]))
-            if self.statuses.get((exercise, unmet[0])) == "grader_error":
+            if judging.status(exercise, unmet[0]) == "grader_error":
                 raise GraderFault(t("not judged: it needs `{needed}`, which the grader failed to run", needed=unmet[0]))
             # a chain of blocked criteria names the one at its root: that is what to fix first
-            root = self.blocked_by.get((exercise, unmet[0]), unmet[0])
-            self.blocked_by[(exercise, meta.id)] = root
-            said = self.messages.get((exercise, root))
-            raise Blocked(t("not judged until `{root}` passes; fix that first ({said})", root=root, said=said) if said
+            root = judging.blocked_by.get((exercise, unmet[0]), unmet[0])
+            judging.blocked_by[(exercise, meta.id)] = root
+            said = judging.outcomes.get((exercise, root))
+            raise Blocked(t("not judged until `{root}` passes; fix that first ({said})", root=root,
+                            said=rendered(said.message)) if said
                           else t("not judged until `{root}` passes; fix that first", root=root))
         recorder = VerdictRecorder()
-        request.node.stash[VERDICT_KEY] = recorder
+        request.node.stash[VERDICT] = recorder
         return recorder
 
-    def _blocked_on_import(self, exercise: str) -> Blocked:
-        """What every criterion after the first says of a file that does not import: the error is said once."""
-        first, hint = self.import_reported[exercise]
-        blocked = Blocked(t("not judged: the file does not import (the error is reported under `{first}`)",
-                            first=first))
-        blocked.hint = hint
-        return blocked
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        """Record the criterion's outcome once it has one: after its call, or after a setup that raised."""
+        judging = item.config.stash.get(JUDGING, None)
+        meta = criterion_of(item)
+        if (judging is not None and meta is not None and isinstance(item, pytest.Function)
+                and (call.when == "call" or (call.when == "setup" and call.excinfo is not None))):
+            judging.record(exercise_of(item), self._outcome(item, call, meta, judging))
+            if call.excinfo is not None and call.excinfo.tb is not None:
+                # what the criterion held (a tensor too large, say) is freed before pytest formats its report
+                traceback.clear_frames(call.excinfo.tb)
+        return (yield)
 
-    def pytest_json_runtest_metadata(self, item, call):
-        """Attach the criterion's outcome to pytest-json-report's record of the test."""
-        meta = getattr(getattr(item, "function", None), "criterion", None)
-        if meta is None or call.when == "teardown" or (call.when == "setup" and call.excinfo is None):
-            return {}
-        recorder = item.stash.get(VERDICT_KEY, VerdictRecorder())
+    @staticmethod
+    def _outcome(item: pytest.Function, call: pytest.CallInfo, meta: CriterionMeta, judging: Judging) -> Outcome:
+        recorder = item.stash.get(VERDICT, VerdictRecorder())
         exc = call.excinfo.value if call.excinfo is not None else None
-        if exc is None and not self.observations[item.module.EXERCISE].returned_a_result():
+        message: Text | None
+        if exc is None and not judging.observations[exercise_of(item)].returned_a_result():
             # a criterion met by raising alone (an error asked for, a forbidden call never made) earns nothing
             status, message, evidence = "not_attempted", t(
                 "not judged: no function of this exercise returned a result (every call raised), and this "
@@ -81,22 +132,24 @@ class JudgePlugin:
                 "no point is taken for it; please report it"), recorder.evidence
         elif exc is None:
             status, message, evidence = "passed", recorder.message, recorder.evidence
-        elif isinstance(exc, ImportFailed) and item.module.EXERCISE in self.import_reported:
-            exc = self._blocked_on_import(item.module.EXERCISE)   # said once, by the exercise's first criterion
+        elif isinstance(exc, ImportFailed) and exercise_of(item) in judging.import_reported:
+            exc = blocked_on_import(judging, exercise_of(item))   # said once, by the exercise's first criterion
             status, message, evidence = exc.status, exc.message, {}
         elif isinstance(exc, Verdict):
             status, message, evidence = exc.status, exc.message, {**recorder.evidence, **exc.evidence}
             if isinstance(exc, ImportFailed):
-                self.import_reported[item.module.EXERCISE] = (meta.id, exc.hint)
+                judging.import_reported[exercise_of(item)] = (meta.id, exc.hint)
+        elif isinstance(exc, LimitExceeded) or out_of_memory(exc):
+            # judging this submission's data took more than the judge allows: that submission's failure alone
+            limit = exc.limit if isinstance(exc, LimitExceeded) else "memory"
+            status, message, evidence = "error", exceeded_message(limit, judging.limits), {"judge_limit": limit}
         else:
             frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
             status = "grader_error"
             message = t("the grader could not judge this criterion ({error}); this is the grader's fault, no point "
                         "is taken for it: please report it", error=verbatim(f"{type(exc).__name__}: {exc}"))
             evidence = {"grader_traceback": "".join(frames)[-1500:]}
-        self.statuses[(item.module.EXERCISE, meta.id)] = status
-        self.messages[(item.module.EXERCISE, meta.id)] = message
-        said = {"criterion": meta.id, "status": status, "message": message.texts(), "evidence": jsonable(evidence)}
-        if isinstance(exc, Verdict) and exc.hint is not None:
-            said["hint"] = exc.hint.texts()
-        return said
+        said = message or t("the criterion ended without a verdict (it never called verdict.ok): this is the grader's "
+                            "fault, no point is taken for it; please report it")
+        hint = exc.hint.texts() if isinstance(exc, Verdict) and exc.hint is not None else None
+        return Outcome(meta, status, said.texts(), jsonable(evidence), hint)

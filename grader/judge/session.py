@@ -1,33 +1,30 @@
-"""One pytest session per submission over the hidden criteria of the exercises being graded."""
+"""The pytest session the criteria run in: its arguments, and one session per call in this process (`judge`).
+
+Gradings judge in a process of their own per submission, with limits (`grader/judge/server.py`); `judge` here
+runs the same plugin in the calling process with no limits, where no process can be forked for it (a student's
+own machine on Windows, where what a submission costs falls on that student alone) and in unit tests.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
 import io
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from pytest_jsonreport.plugin import JSONReport
 
 from grader.i18n import t
-from grader.judge.criterion import CriterionMeta
-from grader.judge.observations import Observations
-from grader.judge.plugin import JudgePlugin
+from grader.judge.criterion import CriterionMeta, Outcome
+from grader.judge.observations import Observations, observations_of, references_of
+from grader.judge.plugin import JUDGING, JudgePlugin, Judging
+
+__all__ = ["CRITERIA_DIR", "InProcessJudge", "Outcome", "criteria_of", "judge", "pytest_args", "results"]
 
 CRITERIA_DIR = Path(__file__).resolve().parent.parent / "criteria"
 UNUSED_PLUGINS = ("doctest", "pastebin", "junitxml", "logging", "faulthandler", "warnings", "tmpdir", "monkeypatch",
-                  "recwarn", "setuponly", "setupplan", "stepwise")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    meta: CriterionMeta
-    status: str
-    message: dict[str, str]   # language -> sentence
-    evidence: dict
-    hint: dict[str, str] | None = None   # language -> sentence, in place of the criterion's own hint
+                  "recwarn", "setuponly", "setupplan", "stepwise", "cacheprovider", "hypothesispytest",
+                  "pytest_jsonreport", "metadata", "terminal")
 
 
 def criteria_of(exercise_id: str) -> list[CriterionMeta]:
@@ -36,34 +33,53 @@ def criteria_of(exercise_id: str) -> list[CriterionMeta]:
     return [v.criterion for name, v in vars(module).items() if name.startswith("test_") and hasattr(v, "criterion")]
 
 
-def judge(exercise_ids: list[str], observations: dict[str, Observations],
-          references: dict[str, Observations]) -> dict[str, list[Outcome]]:
-    """Run the criteria of every exercise in one pytest session; one Outcome per criterion, none lost."""
-    plugin = JudgePlugin(observations, references)
-    report_plugin = JSONReport()
-    args = [str(CRITERIA_DIR / f"{ex}.py") for ex in exercise_ids] + [
-        "-c", str(CRITERIA_DIR / "judge.ini"), "--rootdir", str(CRITERIA_DIR), "-q",
-        "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--import-mode=importlib",
-        "--json-report-file=none", "-W", "ignore", "--assert=plain",
+def pytest_args(exercise_ids: list[str]) -> list[str]:
+    """The command line of a session over the criteria of these exercises, with the judge's configuration only."""
+    return [str(CRITERIA_DIR / f"{ex}.py") for ex in exercise_ids] + [
+        "-c", str(CRITERIA_DIR / "judge.ini"), "--rootdir", str(CRITERIA_DIR),
+        "--import-mode=importlib", "-W", "ignore", "--assert=plain",
         # criteria print nothing and need none of pytest's per-test services: each costs time on every test
         "--capture=no", *[arg for plugin in UNUSED_PLUGINS for arg in ("-p", f"no:{plugin}")],
     ]
+
+
+def results(exercise_ids: list[str], outcomes: dict[tuple[str, str], Outcome],
+            metas: dict[str, list[CriterionMeta]]) -> dict[str, list[Outcome]]:
+    """One Outcome per criterion of each exercise, in the order written; a criterion without one is the grader's
+    failure to run it, never a lost criterion."""
+    said = t("the grader could not run this criterion; this is a grader fault: please report it")
+    return {ex: [outcomes.get((ex, meta.id)) or Outcome(meta, "grader_error", said.texts(), {}) for meta in metas[ex]]
+            for ex in exercise_ids}
+
+
+def judge(exercise_ids: list[str], observations: dict[str, Observations],
+          references: dict[str, Observations]) -> dict[str, list[Outcome]]:
+    """Run the criteria of every exercise in one pytest session in this process; one Outcome per criterion."""
+    judging = Judging(observations, references)
+
+    class Start:   # the Judging goes into the stash before any criterion runs
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_configure(self, config):
+            config.stash[JUDGING] = judging
+
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        pytest.main(args, plugins=[plugin, report_plugin])
-    recorded = {}
-    for test in (report_plugin.report or {}).get("tests", []):
-        meta = test.get("metadata") or {}
-        if "criterion" in meta:
-            exercise = Path(test["nodeid"].split("::")[0]).stem
-            recorded[(exercise, meta["criterion"])] = meta
-    results: dict[str, list[Outcome]] = {}
-    for ex in exercise_ids:
-        results[ex] = []
-        for meta in criteria_of(ex):
-            got = recorded.get((ex, meta.id))
-            if got is None:
-                said = t("the grader could not run this criterion; this is a grader fault: please report it")
-                results[ex].append(Outcome(meta, "grader_error", said.texts(), {}))
-            else:
-                results[ex].append(Outcome(meta, got["status"], got["message"], got["evidence"], got.get("hint")))
-    return results
+        pytest.main(pytest_args(exercise_ids), plugins=[Start(), JudgePlugin()])
+    return results(exercise_ids, judging.outcomes, {ex: criteria_of(ex) for ex in exercise_ids})
+
+
+class InProcessJudge:
+    """The judge in this process with no limits, for a judging request (as `JudgeClient` takes one): where no
+    process can be forked for it."""
+
+    def start(self) -> None:
+        pass
+
+    def prepare(self, exercises: list[dict]) -> None:
+        pass
+
+    def judge(self, exercises: list[dict]) -> dict[str, list[Outcome]]:
+        return judge([e["id"] for e in exercises], {e["id"]: observations_of(e) for e in exercises},
+                     {e["id"]: references_of(e) for e in exercises})
+
+    def close(self) -> None:
+        pass

@@ -6,7 +6,8 @@ can say not only *that* a result is wrong but *which* wrong formula it matches.
 
 import torch
 
-from grader.worker.probe import ContractBreach, describe_exception, is_stub_raise, probe, student_tensor, student_value
+from grader.worker.probe import (ContractBreach, describe_exception, is_stub_raise, probe, student_tensor, student_value,
+                                 tensor_facts)
 
 # Tq != Tk everywhere a softmax axis could be confused, and Dv != D so that reading the values with the
 # keys (or scaling by the value width) changes a shape or a number.
@@ -73,7 +74,7 @@ def shapes(student, ctx):
                 raise
             entry["raised"] = describe_exception(exc, ctx.student_file)
         else:
-            entry.update(out=list(out.shape), weights=list(weights.shape))
+            entry.update(out=tensor_facts(out)["shape"], weights=tensor_facts(weights)["shape"])
         results[name] = entry
     ctx.record(cases=results)
 

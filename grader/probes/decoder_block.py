@@ -2,7 +2,7 @@
 
 import torch
 
-from grader.worker.probe import probe, student_tensor, student_value
+from grader.worker.probe import probe, student_tensor, student_value, tensor_facts
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 40
 PROJECTIONS = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"]
@@ -21,7 +21,7 @@ def forward(student, ctx):
     attn = seeded_attention(student, ctx).eval()
     x = ctx.randn(2, 7, D_MODEL)
     # what is registered, a fact about the module that no output carries: Q/K/V/O have no bias
-    ctx.record(parameter_shapes={name: list(p.shape) for name, p in attn.named_parameters()})
+    ctx.record(parameter_shapes={name: tensor_facts(p)["shape"] for name, p in attn.named_parameters()})
     with torch.no_grad():
         ctx.tensor("out", attn(x))
         # H == T: a merge that forgets the transpose keeps the right shape and still mixes positions

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from grader.worker.probe import probe, student_tensor
+from grader.worker.probe import probe, student_tensor, tensor_facts
 
 VOCAB, DIM = 13, 6                       # V != dim, so a table stored as [dim, V] shows in its shape
 ID_SHAPES = [(7,), (3, 5), (2, 3, 4)]    # 1-D, 2-D and 3-D ids: the output appends dim to any shape
@@ -37,13 +37,13 @@ def table(student, ctx):
     # Facts about the module object itself (its class, its attribute's class, registration): no tensor carries them.
     emb = student.TokenEmbedding(VOCAB, DIM)
     weight = getattr(emb, "weight", None)
-    params = {name: list(p.shape) for name, p in emb.named_parameters()} if isinstance(emb, nn.Module) else {}
+    params = {name: tensor_facts(p)["shape"] for name, p in emb.named_parameters()} if isinstance(emb, nn.Module) else {}
     ctx.record(is_module=isinstance(emb, nn.Module),
                weight_type=type(weight).__name__,
                weight_is_parameter=isinstance(weight, nn.Parameter),
-               weight_shape=list(weight.shape) if isinstance(weight, torch.Tensor) else None,
+               weight_shape=tensor_facts(weight)["shape"] if isinstance(weight, torch.Tensor) else None,
                weight_requires_grad=bool(getattr(weight, "requires_grad", False)),
-               weight_dtype=str(weight.dtype) if isinstance(weight, torch.Tensor) else None,
+               weight_dtype="torch." + tensor_facts(weight)["dtype"] if isinstance(weight, torch.Tensor) else None,
                parameters=params,
                weight_registered=any(p is weight for p in emb.parameters()) if isinstance(emb, nn.Module) else False)
     # The padding row right after construction, for a padding row at 0 and one elsewhere.

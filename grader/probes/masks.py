@@ -6,7 +6,7 @@ behind another; one probe (`no_leak`) then chains the student's own four functio
 
 import torch
 
-from grader.worker.probe import probe, student_tensor, student_value
+from grader.worker.probe import probe, student_tensor, student_value, tensor_facts
 
 PAD = 0
 CAUSAL_SIZES = (1, 4, 7)
@@ -14,11 +14,11 @@ NO_LEAK_HEADS = 3   # not 4 or 8: a combined mask copied for a hard-coded head c
 
 
 def attempt(ctx, key, call):
-    """ctx.outcome, plus what came back when it is a tensor: its shape, dtype, device, and the tensor itself."""
+    """ctx.outcome, plus what came back when it is a tensor: its data's shape, dtype and device (never what the
+    object says of itself), and the tensor itself."""
     value = ctx.outcome(key, call)
     if isinstance(value, torch.Tensor):
-        ctx.values[key].update(shape=list(value.shape), dtype=str(value.dtype).replace("torch.", ""),
-                               device=str(value.device))
+        ctx.values[key].update(tensor_facts(value))
         ctx.tensor(key, value)
     return value
 

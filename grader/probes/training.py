@@ -14,7 +14,7 @@ import torch.nn as nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from grader.probes.lm import Config, TransformerLM
-from grader.worker.probe import describe_exception, probe
+from grader.worker.probe import describe_exception, probe, tensor_facts
 
 # A small course model for the optimizer and train_step probes (V=7 so that every token id of a random
 # batch is a real row, C=8 so that T=6 fits).
@@ -99,7 +99,8 @@ def parameter_names(model: nn.Module) -> dict[int, str]:
 
 def parameter_table(model: nn.Module) -> dict[str, dict]:
     names = parameter_names(model)
-    return {names[id(p)]: {"dim": p.dim(), "shape": list(p.shape), "trainable": bool(p.requires_grad)}
+    shapes = {id(p): tensor_facts(p)["shape"] for p in model.parameters()}
+    return {names[id(p)]: {"dim": len(shapes[id(p)]), "shape": shapes[id(p)], "trainable": bool(p.requires_grad)}
             for p in model.parameters()}
 
 

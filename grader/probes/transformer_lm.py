@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from grader.worker.probe import ContractBreach, grader_callback, part, probe, student_value
+from grader.worker.probe import ContractBreach, grader_callback, part, probe, student_value, tensor_facts
 
 IGNORE_INDEX = -100
 SIZE_FIELDS = ("vocab_size", "block_size", "d_model", "n_heads", "n_layers", "d_ff")
@@ -99,7 +99,8 @@ def field(out, key):
 
 def describe(value):
     if isinstance(value, torch.Tensor):
-        return {"type": "Tensor", "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
+        facts = tensor_facts(value)
+        return {"type": "Tensor", "shape": facts["shape"], "dtype": facts["dtype"]}
     return {"type": type(value).__name__}
 
 
@@ -107,9 +108,10 @@ def loss_facts(loss):
     """What the judge needs to know about a returned loss: is it a 0-dim tensor still in the graph, and its value."""
     facts = {"type": type(loss).__name__}
     if isinstance(loss, torch.Tensor):
-        facts.update(shape=list(loss.shape), ndim=loss.dim(), requires_grad=bool(loss.requires_grad),
+        real = tensor_facts(loss)
+        facts.update(shape=real["shape"], ndim=len(real["shape"]), requires_grad=bool(loss.requires_grad),
                      grad_fn=None if loss.grad_fn is None else type(loss.grad_fn).__name__,
-                     is_leaf=bool(loss.is_leaf), dtype=str(loss.dtype).replace("torch.", ""))
+                     is_leaf=bool(loss.is_leaf), dtype=real["dtype"])
         if loss.numel() == 1:
             facts["value"] = float(loss.detach().reshape(()))
     elif isinstance(loss, (int, float)):

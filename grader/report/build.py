@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grader.course import ExerciseConfig
 from grader.i18n import rendered, t
-from grader.judge.session import Outcome
+from grader.judge.criterion import Outcome
 from grader.report.model import PARTIAL, SCHEMA_VERSION, CriterionResult, ExerciseResult, Report
 
 # The first of these a criterion has names the exercise's status: a grader error first (the grading is

@@ -32,14 +32,16 @@ class Recorder:
     def __init__(self, student_file: str):
         self.student_file = student_file
         self.calls: list[dict] = []
+        self._seen: set[tuple[str, str | None]] = set()   # each call and place once, found in constant time
 
     def note(self, call: str) -> None:
         where = self._student_line()
-        if not any(c["call"] == call and c["where"] == where for c in self.calls):
+        if (call, where) not in self._seen:
+            self._seen.add((call, where))
             self.calls.append({"call": call, "where": where})
 
     def take(self) -> list[dict]:
-        calls, self.calls = self.calls, []
+        calls, self.calls, self._seen = self.calls, [], set()
         return calls
 
     def _student_line(self) -> str | None:

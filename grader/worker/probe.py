@@ -30,7 +30,7 @@ _TensorBase = torch._C.TensorBase
 _as_subclass, _detach, _cpu, _contiguous, _clone = (_TensorBase.as_subclass, _TensorBase.detach, _TensorBase.cpu,
                                                     _TensorBase.contiguous, _TensorBase.clone)
 _reshape, _view, _to_numpy, _tolist = _TensorBase.reshape, _TensorBase.view, _TensorBase.numpy, _TensorBase.tolist
-_dtype_of, _shape_of = _TensorBase.dtype.__get__, _TensorBase.shape.__get__
+_dtype_of, _shape_of, _device_of = _TensorBase.dtype.__get__, _TensorBase.shape.__get__, _TensorBase.device.__get__
 _requires_grad_of = _TensorBase.requires_grad.__get__
 _to_bytes = numpy.ndarray.tobytes
 _NoTorchFunction, _NoTorchDispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
@@ -76,6 +76,14 @@ def plain_tensor(value: torch.Tensor) -> torch.Tensor:
     are all skipped, and torch.Tensor's Python-level methods are never looked up."""
     with _NoTorchFunction(), _NoTorchDispatch():
         return _clone(_contiguous(_cpu(_detach(_as_subclass(value, torch.Tensor)))))
+
+
+def tensor_facts(value: torch.Tensor) -> dict[str, Any]:
+    """The shape, dtype and device of a tensor's data, read past whatever it says of itself (a subclass's `.shape`
+    property, `__torch_function__`): what a probe records of a student's tensor when it keeps no copy of it."""
+    with _NoTorchFunction(), _NoTorchDispatch():
+        return {"shape": list(_shape_of(value)), "dtype": str(_dtype_of(value)).replace("torch.", ""),
+                "device": str(_device_of(value))}
 
 
 def raised_in(exc: BaseException, student_file: str | None) -> bool:

@@ -47,7 +47,7 @@ def read_capped(directory: str | os.PathLike, name: str, cap: int) -> bytes | No
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
             return None
-        return fh.read(cap + 1)
+        return fh.read(info.st_size + 1)   # not cap + 1: that would allocate the whole cap for any file
 
 
 def _open_for_reading(directory: str | os.PathLike, name: str) -> int:

@@ -1,0 +1,108 @@
+"""What judging one submission may take, and the sentences that say when it took more.
+
+The judge never runs student code, but it computes with what student code returned: a tensor larger than asked
+for, a record of thousands of entries. Each submission is therefore judged in a process of its own
+(`grader/judge/server.py`) under these limits, so that what one submission's data costs falls on that
+submission alone. Memory is capped by what is used (RLIMIT_DATA: the heap and private mappings), never by
+address space: the CUDA build of torch reserves several GB of address space when imported.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import asdict, dataclass
+
+from grader.i18n import Text, t
+
+
+@dataclass(frozen=True)
+class JudgeLimits:
+    """course.toml's `[judge]` table sets any of these."""
+
+    memory_mb: int = 1024          # allocated beyond the judging server's own memory; the largest record is 64 MiB
+    criterion_cpu_s: float = 10.0  # CPU of one criterion (the slowest on a correct submission takes 0.05 s)
+    cpu_s: int = 120               # CPU of one submission's judging as a whole: the process is killed past it
+    wall_s: float = 900.0          # a judging still running after this long is killed (a stall: CPU limits decide)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+LIMITS = ("memory", "criterion_cpu", "cpu", "wall")   # what `LimitExceeded.limit` and `exceeded_message` name
+
+
+class LimitExceeded(BaseException):
+    """A judge's limit was reached while a criterion ran. A BaseException, so that no `except Exception` in a
+    criterion can take it for an answer of its own."""
+
+    def __init__(self, limit: str):
+        super().__init__(limit)
+        self.limit = limit
+
+
+def exceeded_message(limit: str, limits: JudgeLimits | None) -> Text:
+    """The submission's error when judging its observations took more than `limit` allows."""
+    limits = limits or JudgeLimits()
+    why = t("your code returned far more than the exercise asks for")
+    if limit == "memory":
+        return t("judging your observations exceeded the judge's memory limit of {mb} MB: {why}", mb=limits.memory_mb,
+                 why=why)
+    if limit == "criterion_cpu":
+        return t("judging your observations exceeded the judge's limit of {seconds:g} s of CPU time for one "
+                 "criterion: {why}", seconds=limits.criterion_cpu_s, why=why)
+    if limit == "cpu":
+        return t("judging your observations exceeded the judge's limit of {seconds:g} s of CPU time for one "
+                 "submission: {why}", seconds=limits.cpu_s, why=why)
+    return t("judging your observations exceeded the judge's limit of {seconds:g} s: {why}", seconds=limits.wall_s,
+             why=why)
+
+
+def _data_in_use() -> int:
+    """Bytes of this process's data segment and private writable mappings (what RLIMIT_DATA counts)."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def ensure_room(nbytes: int) -> None:
+    """Raise MemoryError now, before anything is allocated, when `nbytes` more would pass this process's memory
+    limit (RLIMIT_DATA): some allocators (safetensors' own, in Rust) cannot fail cleanly later."""
+    try:
+        import resource
+    except ImportError:   # no such limit here
+        return
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    if soft != resource.RLIM_INFINITY and _data_in_use() + nbytes > soft:
+        raise MemoryError(f"{nbytes} more bytes would pass the memory limit")
+
+
+def apply(limits: JudgeLimits) -> None:
+    """Limit this (freshly forked, single-threaded) process: `memory_mb` more than it holds now, `cpu_s` of CPU in
+    all (killed past it), and SIGPROF armed per criterion by `criterion_timer`."""
+    import resource   # POSIX only: this runs in the judging server's children alone
+
+    memory = _data_in_use() + (limits.memory_mb << 20)
+    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.signal(signal.SIGPROF, _criterion_cpu_spent)
+
+
+def _criterion_cpu_spent(signum, frame) -> None:
+    raise LimitExceeded("criterion_cpu")
+
+
+class criterion_timer:
+    """`with criterion_timer(limits):` around one criterion: LimitExceeded("criterion_cpu") is raised in it once it
+    has used `criterion_cpu_s` of CPU (ITIMER_PROF counts this process's CPU, not the wall clock)."""
+
+    def __init__(self, limits: JudgeLimits):
+        self.seconds = limits.criterion_cpu_s
+
+    def __enter__(self) -> None:
+        signal.setitimer(signal.ITIMER_PROF, self.seconds)
+
+    def __exit__(self, *exc) -> None:
+        signal.setitimer(signal.ITIMER_PROF, 0)
