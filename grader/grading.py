@@ -262,8 +262,8 @@ def judged(probed: Probed) -> Report:
     return Report(schema_version=SCHEMA_VERSION, submission=probed.submission.name, course=course.name, score=score,
                   max_score=max_score, percent=round(100 * score / max_score, 2) if max_score else 0.0,
                   sandbox=probed.sandbox.describe(), grader_version=grader.__version__,
-                  torch_version=importlib.metadata.version("torch"),
-                  seed=course.seed, started_at=probed.started_at, duration_s=round(time.monotonic() - probed.t0, 3),
+                  torch_version=importlib.metadata.version("torch"), started_at=probed.started_at,
+                  duration_s=round(time.monotonic() - probed.t0, 3),
                   exercises=results)
 
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "3.0"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 # Fields that change from one run to the next; everything else is the same for the same submission.
@@ -80,7 +80,6 @@ class Report(_ValidUnicode):
     sandbox: dict
     grader_version: str
     torch_version: str
-    seed: int
     started_at: str
     duration_s: float
     exercises: list[ExerciseResult]
