@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import hashlib
 import importlib.metadata
-import importlib.util
 import os
 import shutil
 import sys
@@ -21,6 +19,7 @@ import grader
 from grader.course import Course, ExerciseConfig
 from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
+from grader.sandbox.probe_plan import probe_specs
 from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.supervisor import WARMING_SHARE, Job, Prestarted, Run, run_jobs
@@ -36,16 +35,7 @@ def cache_root() -> Path:
 def probe_order(ex: ExerciseConfig) -> list[str]:
     """The exercise's probe names in order, read from the probe module's source: the judge need not import
     what the worker runs (some probe modules import heavy parts of torch)."""
-    spec = importlib.util.find_spec(ex.probes_module)
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    names = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            for d in node.decorator_list:
-                target = d.func if isinstance(d, ast.Call) else d
-                if isinstance(target, ast.Name) and target.id == "probe":
-                    names.append(node.name)
-    return names
+    return [name for name, _ in probe_specs(ex.probes_module)]
 
 
 def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
@@ -61,7 +51,7 @@ def summary_of(ex: ExerciseConfig, run: Run | None):
         return None
     return RunSummary(limit=run.limit, signal=run.signal, exit=run.exit, failure=run.failure,
                       timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, acks=run.acks,
-                      grader_fault=run.grader_fault, disk_mb=ex.disk_mb, files=ex.files)
+                      grader_fault=run.grader_fault, disk_mb=ex.disk_mb, files=ex.files, forbidden=run.forbidden)
 
 
 def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[str, Path]:
@@ -193,7 +183,7 @@ def prestart(course: Course, sandbox: Sandbox, exercise_ids: list[str] | None = 
     then started for it, as without this. It dies with the calling thread."""
     exercises = [course.exercise(e) for e in exercise_ids or [ex.id for ex in course.exercises]]
     try:
-        return Prestarted(sandbox, course.seed, {ex.id: ex.probes_module for ex in exercises}, course.uids, share)
+        return Prestarted(sandbox, {ex.id: ex.probes_module for ex in exercises}, course.uids, share)
     except Exception:  # noqa: BLE001 - a missed head start costs time, never a grading
         return None
 

@@ -287,7 +287,8 @@ def test_without_namespaces_student_code_cannot_read_the_hidden_material(autogra
         shutil.copytree(autograder / "source", root / "source", ignore=shutil.ignore_patterns("__pycache__"))
         modes = [line for line in setup_sh(autograder).splitlines() if line.startswith("chmod ")]
         subprocess.run(["bash", "-ec", "\n".join(modes)], cwd=root / "source", check=True, timeout=60)
-        secret = [root / "source" / p for p in ("solutions/heads/heads.py", "course.toml", "grader/criteria/heads.py")]
+        secret = [root / "source" / p for p in ("solutions/heads/heads.py", "course.toml", "grader/criteria/heads.py",
+                                                "grader/probes/attention.py")]
         public = root / "source" / "exercises" / "heads" / "README.md"
         (root / "submission").mkdir()
         (root / "submission" / "heads.py").write_text(PEEK.format(paths=[str(p) for p in [public, *secret]]))

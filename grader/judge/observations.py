@@ -94,6 +94,9 @@ class RunSummary:
     grader_fault: str = ""      # the grader, not the student, ended the run early
     disk_mb: int = 0
     files: int = 0
+    # the course's forbidden APIs the worker saw the code reach, from the names the hooks wrote as they went (the
+    # decision: grader/worker/forbidden.py); the probes' own records add where each call was made
+    forbidden: list = field(default_factory=list)
 
 
 def _records_a_raise(value, depth: int = 0) -> bool:
@@ -164,12 +167,17 @@ class Observations:
                                 tensor_digest, verify)
 
     def forbidden_calls(self) -> list[dict]:
+        """Each forbidden call and where the probes saw it made, then each one the worker saw that no probe's record
+        names (a record student code emptied, a call in a probe that never finished), with no place."""
         calls: list[dict] = []
         for name in [protocol.IMPORT_PROBE, *self.probe_order]:
             raw = self._raw(name)
             for call in (raw or {}).get(protocol.FORBIDDEN_KEY, []):
                 if call not in calls:
                     calls.append(call)
+        named = {str(c.get("call")) for c in calls if isinstance(c, dict)}
+        seen = self.run.forbidden if self.run is not None else []
+        calls += [{"call": str(name), "where": None} for name in seen if name not in named]
         return calls
 
     def fully_attempted(self) -> bool:
