@@ -255,10 +255,11 @@ def ask(results: Results, step_write: int | None) -> int | None:
     return step_write
 
 
-def drain_results(fd: int, results: Results) -> bool:
-    """Feed what is waiting on the result pipe to `results`; whether anything came."""
+def drain_results(fd: int, results: Results, most: int = 16) -> bool:
+    """Feed what is waiting on the result pipe to `results`, at most `most` MiB (a child that never stops writing
+    must not keep the loop from its clock); whether anything came."""
     came = False
-    while True:
+    for _ in range(most):
         try:
             chunk = os.read(fd, 1 << 20)
         except BlockingIOError:
@@ -267,6 +268,7 @@ def drain_results(fd: int, results: Results) -> bool:
             return came
         came = True
         results.feed(chunk)
+    return came
 
 
 class ObservationFiles:
@@ -279,6 +281,7 @@ class ObservationFiles:
         self.forbidden: set[str] = set()
 
     def write(self, name: str, text: bytes, tensors: bytes | None) -> None:
+        """`tensors` None: the probe recorded none, or more than the protocol allows (the judge then says so)."""
         # Opened for each write, never held: a child forked meanwhile inherits no descriptor of this folder.
         folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self.dir_fd)
         try:
@@ -313,7 +316,9 @@ class Results:
         self.answered: set[str] = set()
         self.waiting: str | None = None    # the token of the step asked for and not answered yet
         self.buffer = bytearray()
-        self.body: tuple[str, int, int] | None = None   # an announced answer whose bytes are still coming
+        # an announced answer whose bytes are still coming: its token, and for its JSON then its tensors, the bytes
+        # still to come and what is kept of them (None: larger than the protocol allows, so dropped as they come)
+        self.body: tuple[str, list[list]] | None = None
         self.skipping = False              # inside a line too long to be the runner's
         self.started = False               # the runner announced the student's import (protocol.STARTED)
         self.wants = False                 # the child asked for a step (protocol.NEXT)
@@ -333,13 +338,8 @@ class Results:
         buffer += data
         while buffer:
             if self.body is not None:
-                token, n_text, n_tensors = self.body
-                if len(buffer) < n_text + n_tensors:
+                if not self._take_body():
                     return
-                text, tensors = bytes(buffer[:n_text]), bytes(buffer[n_text:n_text + n_tensors]) if n_tensors else None
-                del buffer[:n_text + n_tensors]
-                self.body = None
-                self._answer(token, text, tensors)
                 continue
             end = buffer.find(b"\n")
             if end < 0:
@@ -365,11 +365,34 @@ class Results:
                 self.files.forbidden.add(name)
         elif line.startswith(protocol.RESULT):
             parts = line[len(protocol.RESULT):].split(b" ")
-            if (len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit()
-                    and int(parts[1]) <= protocol.MAX_JSON_BYTES and int(parts[2]) <= protocol.MAX_TENSOR_BYTES):
-                self.body = (parts[0].decode("ascii", "replace"), int(parts[1]), int(parts[2]))
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                n_text, n_tensors = int(parts[1]), int(parts[2])
+                keep_text = n_text <= protocol.MAX_JSON_BYTES
+                keep_tensors = keep_text and n_tensors <= protocol.MAX_TENSOR_BYTES
+                self.body = (parts[0].decode("ascii", "replace"),
+                             [[n_text, bytearray() if keep_text else None],
+                              [n_tensors, bytearray() if keep_tensors and n_tensors else None]])
 
-    def _answer(self, token: str, text: bytes, tensors: bytes | None) -> None:
+    def _take_body(self) -> bool:
+        """Take what has come of the announced answer; True once all of it has."""
+        token, parts = self.body
+        buffer = self.buffer
+        for part in parts:
+            if part[0]:
+                taken = buffer[:part[0]]
+                del buffer[:len(taken)]
+                part[0] -= len(taken)
+                if part[1] is not None:
+                    part[1] += taken
+                if part[0]:
+                    return False
+        self.body = None
+        (_, text), (_, tensors) = parts
+        self._answer(token, None if text is None else bytes(text), None if tensors is None else bytes(tensors))
+        return True
+
+    def _answer(self, token: str, text: bytes | None, tensors: bytes | None) -> None:
+        """The answer for the step of `token`; `text` None: its JSON is larger than allowed, so it is not written."""
         name = self.asked.get(token)
         if name is None:
             return   # no step was asked for with this token
@@ -379,7 +402,8 @@ class Results:
         self.answered.add(token)
         if token == self.waiting:
             self.waiting = None
-        self.files.write(name, text, tensors)
+        if text is not None:
+            self.files.write(name, text, tensors)
 
 
 def drain(fd: int, tail: bytearray) -> int:
