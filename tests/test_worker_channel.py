@@ -20,7 +20,8 @@ FORBIDDEN = {"aten::native_layer_norm", "torch.nn.LayerNorm"}
 def child(tmp_path):
     """Results for a child with steps _import, shapes, values, and the folder its observations go to."""
     files = ObservationFiles({"obs_dir": str(tmp_path)}, {})
-    return Results([protocol.IMPORT_PROBE, "shapes", "values"], {"shapes": 11, "values": 12}, FORBIDDEN, files), tmp_path
+    steps, seeds = [protocol.IMPORT_PROBE, "shapes", "values"], {"shapes": 11, "values": 12}
+    return Results(steps, seeds, FORBIDDEN, files), tmp_path
 
 
 def ask(results: Results) -> tuple[str, str, int]:
