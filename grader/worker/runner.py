@@ -46,11 +46,13 @@ def load_probe_code(code: list[tuple[str, bytes]]):
 
     module = None
     for name, data in code:
+        compiled = marshal.loads(data)
         module = types.ModuleType(name)
         module.__package__ = grader.probes.__name__
+        module.__file__ = compiled.co_filename
+        module.__spec__ = importlib.util.spec_from_loader(name, None, origin=compiled.co_filename)
         sys.modules[name] = module   # first: dataclasses look their module up while the body runs
-        exec(marshal.loads(data), module.__dict__)
-        module.__file__ = module.__dict__.get("__file__")
+        exec(compiled, module.__dict__)
         setattr(grader.probes, name.rsplit(".", 1)[1], module)
     return module
 
