@@ -147,12 +147,12 @@ def test_setup_sh_makes_the_hidden_material_root_only(autograder, tmp_path):
     modes = [line for line in setup_sh(autograder).splitlines() if line.startswith("chmod ")]
     assert modes, "setup.sh sets no file modes"
     subprocess.run(["bash", "-ec", "\n".join(modes)], cwd=source, check=True, timeout=60)
-    secret = [source / "course.toml", source / "solutions", source / "grader" / "criteria"]
+    # the probes too: each exercise's child reads its own probe code before it drops to the student's uid
+    secret = [source / "course.toml", source / "solutions", source / "grader" / "criteria", source / "grader" / "probes"]
     for top in secret:
         for path in [top, *top.rglob("*")]:
             assert path.stat().st_mode & 0o077 == 0, f"{path.relative_to(source)} is readable by student code"
-    for path in [source / "grader" / "worker" / "__main__.py", source / "grader" / "probes" / "heads.py",
-                 source / "grader" / "course.py"]:
+    for path in [source / "grader" / "worker" / "__main__.py", source / "grader" / "course.py"]:
         assert path.stat().st_mode & 0o004, f"{path.relative_to(source)} must stay readable for the worker"
     assert not [p for p in source.rglob("*") if p.stat().st_mode & 0o022], "nothing may be writable by others"
 
