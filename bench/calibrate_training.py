@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from grader.criteria.training import evaluation  # noqa: E402
 from grader.probes import training as probes  # noqa: E402
-from grader.worker.runner import probe_seed  # noqa: E402
+from grader.worker.seeds import probe_seed  # noqa: E402
 
 
 def load_solution(path: Path):

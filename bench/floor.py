@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from grader.course import load_course  # noqa: E402
 from grader.worker.probe import ProbeContext, probes_of  # noqa: E402
-from grader.worker.runner import probe_seed  # noqa: E402
+from grader.worker.seeds import probe_seed  # noqa: E402
 
 IMPORT_S = time.perf_counter() - START
 

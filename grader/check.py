@@ -178,7 +178,8 @@ def _plain_exercise(course: Course, exercise_id: str, staged: Staged, scratch: P
         shutil.copyfile(test, folder / test.name)
     shutil.copyfile(staged.path, folder / ex.file)
     (folder / TESTS_INI).write_text("[pytest]\n", encoding="utf-8")
-    return Exercise(job_for(ex, staged.path).request(boxed=False), ex.module_name, folder, ex.timeout_s,
+    job = job_for(ex, staged.path).request(boxed=False, course_seed=course.seed, scratch=scratch)
+    return Exercise(job, ex.module_name, folder, ex.timeout_s,
                     ex.output_kb, probes)
 
 
@@ -198,7 +199,7 @@ def _checked(course: Course, submission: Path, runnable: list[str], staged: dict
     tests: dict = {}
     failures: list[BaseException] = []
     if sandbox is not None:
-        beside = threading.Thread(target=_into, args=(tests, failures, plain_route.check, plain, course.seed, scratch),
+        beside = threading.Thread(target=_into, args=(tests, failures, plain_route.check, plain, scratch),
                                   name="public-tests")
         beside.start()
         try:
@@ -215,7 +216,7 @@ def _checked(course: Course, submission: Path, runnable: list[str], staged: dict
 
         def probe_and_test() -> None:
             try:
-                _into(tests, failures, plain_route.check, plain, course.seed, scratch, probed.add)
+                _into(tests, failures, plain_route.check, plain, scratch, probed.add)
             finally:
                 probed.close()
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 import atexit
 import datetime as dt
 import hashlib
 import importlib.metadata
-import importlib.util
 import os
 import shutil
 import sys
@@ -23,6 +21,7 @@ from grader.i18n import Text, t, verbatim
 from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
 from grader.sandbox.private import private_folder, seal
+from grader.sandbox.probe_plan import probe_specs
 from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.supervisor import WARMING_SHARE, Job, Prestarted, Run, run_jobs
@@ -45,16 +44,7 @@ def private_cache(name: str) -> Path:
 def probe_order(ex: ExerciseConfig) -> list[str]:
     """The exercise's probe names in order, read from the probe module's source: the judge need not import
     what the worker runs (some probe modules import heavy parts of torch)."""
-    spec = importlib.util.find_spec(ex.probes_module)
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    names = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            for d in node.decorator_list:
-                target = d.func if isinstance(d, ast.Call) else d
-                if isinstance(target, ast.Name) and target.id == "probe":
-                    names.append(node.name)
-    return names
+    return [name for name, _ in probe_specs(ex.probes_module)]
 
 
 def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
@@ -69,7 +59,8 @@ def summary_of(ex: ExerciseConfig, run: Run | None) -> dict | None:
         return None
     return {"limit": run.limit, "signal": run.signal, "exit": run.exit, "failure": _said(run.failure),
             "timeout_s": ex.timeout_s, "memory_mb": ex.memory_mb, "output_kb": ex.output_kb, "acks": run.acks,
-            "grader_fault": _said(run.grader_fault), "disk_mb": ex.disk_mb, "files": ex.files}
+            "grader_fault": _said(run.grader_fault), "disk_mb": ex.disk_mb, "files": ex.files,
+            "forbidden": list(run.forbidden)}
 
 
 def _said(said) -> dict | str:
@@ -207,7 +198,7 @@ def prestart(course: Course, sandbox: Sandbox, exercise_ids: list[str] | None = 
     then started for it, as without this. It dies with the calling thread."""
     exercises = [course.exercise(e) for e in exercise_ids or [ex.id for ex in course.exercises]]
     try:
-        return Prestarted(sandbox, course.seed, {ex.id: ex.probes_module for ex in exercises}, course.uids, share)
+        return Prestarted(sandbox, {ex.id: ex.probes_module for ex in exercises}, course.uids, share)
     except Exception:  # noqa: BLE001 - a missed head start costs time, never a grading
         return None
 
@@ -312,8 +303,8 @@ def judged(probed: Probed, judge=None) -> Report:
     return Report(schema_version=SCHEMA_VERSION, submission=probed.submission.name, course=course.name, score=score,
                   max_score=max_score, percent=round(100 * score / max_score, 2) if max_score else 0.0,
                   sandbox=probed.sandbox.describe(), grader_version=grader.__version__,
-                  torch_version=importlib.metadata.version("torch"),
-                  seed=course.seed, started_at=probed.started_at, duration_s=round(time.monotonic() - probed.t0, 3),
+                  torch_version=importlib.metadata.version("torch"), started_at=probed.started_at,
+                  duration_s=round(time.monotonic() - probed.t0, 3),
                   exercises=results)
 
 

@@ -79,7 +79,7 @@ class Exercise:
     probes: bool   # run the probes here (the plain route), or only the public tests (the sandbox probes)
 
 
-def check(exercises: list[Exercise], seed: int, scratch: Path,
+def check(exercises: list[Exercise], scratch: Path,
           on_run: Callable | None = None) -> dict[str, PublicTests]:
     """Run every exercise's probes (where asked; each Run goes to `on_run` as soon as it is final) and public tests;
     the public tests' outcome by exercise id."""
@@ -92,7 +92,7 @@ def check(exercises: list[Exercise], seed: int, scratch: Path,
             if ex.probes:
                 if child is not None:
                     child.stop()
-                child = _probe(ex, seed, children, on_run, more)
+                child = _probe(ex, children, on_run, more)
             if child is None or not child.alive():
                 child = children.fresh(ahead=more)
             results[ex.job["id"]], child = _tests(ex, child)
@@ -103,7 +103,7 @@ def check(exercises: list[Exercise], seed: int, scratch: Path,
     return results
 
 
-def _probe(ex: Exercise, seed: int, children: _Children, on_run: Callable | None, more: bool) -> _Child | None:
+def _probe(ex: Exercise, children: _Children, on_run: Callable | None, more: bool) -> _Child | None:
     """The exercise's probe groups, each in a fresh child (`more`: another exercise's child is to start ahead);
     returns the last group's child when it is still alive."""
     from grader.sandbox.supervisor import Run
@@ -118,13 +118,14 @@ def _probe(ex: Exercise, seed: int, children: _Children, on_run: Callable | None
     while group < groups:
         child = children.fresh(ahead=more)
         ack = Path(job["workdir"]).parent / f".{job['id']}-{group}.acks"   # outside the folder student code writes
-        ended = child.run({"task": "probes", "job": job, "group": group, "seed": seed, "ack": str(ack)},
+        ended = child.run({"task": "probes", "job": job, "group": group, "ack": str(ack)},
                           budget, ex.output_kb << 10)
         budget -= ended.wall_s
         run.wall_s = round(run.wall_s + ended.wall_s, 3)
         run.cpu_s = round(run.cpu_s + ended.event.get("cpu_s", 0.0), 3)
         run.output_bytes += ended.output_bytes
         run.output_tail = (run.output_tail + ended.output_tail)[-OUTPUT_TAIL_BYTES:]
+        run.forbidden = sorted(set(run.forbidden) | _forbidden_seen(ack, job.get("forbidden", [])))
         if ended.event.get("event") != "done":
             run.limit, run.exit, run.signal = ended.limit, ended.exit, ended.signal
             if ended.limit is None and not _started(ack):
@@ -141,6 +142,17 @@ def _probe(ex: Exercise, seed: int, children: _Children, on_run: Callable | None
     if on_run is not None:
         on_run(run)
     return child
+
+
+def _forbidden_seen(ack: Path, forbidden: list[str]) -> set[str]:
+    """The exercise's forbidden APIs the child's hooks wrote in `ack` (one `op <name>` or `call <name>` a line)."""
+    try:
+        lines = ack.read_bytes().split(b"\n")
+    except OSError:
+        return set()
+    names = {line.split(b" ", 1)[1].decode("ascii", "replace") for line in lines
+             if line.startswith((protocol.OP, protocol.CALL))}
+    return names & set(forbidden)
 
 
 def _started(ack: Path) -> bool:
@@ -380,16 +392,53 @@ def _flush() -> None:
 
 
 def _run_probes(task: dict) -> dict:
-    from grader.worker.runner import load_probe_groups, run_probes
+    from grader.worker.runner import load_probe_code, run_probes
 
     job = task["job"]
-    groups = load_probe_groups(job["probes_module"])
-    ack = os.open(task["ack"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | protocol.BINARY, 0o600)
+    group = task["group"]
+    steps = ([protocol.IMPORT_PROBE] if group == 0 else []) + list(job["groups"][group])
+    code = [(module, Path(job["probe_code_dir"], name).read_bytes()) for module, name in job["probe_code"]]
+    log = os.open(task["ack"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | protocol.BINARY, 0o600)
     try:
-        run_probes(job, groups[task["group"]], task["seed"], ack_fd=ack, write_import=task["group"] == 0)
+        run_probes(job, _PlainChannel(job, steps, log), load_probe_code(code), write_import=group == 0)
     finally:
-        os.close(ack)
-    return {"groups": len(groups)}
+        # The hooks keep this descriptor: the public tests run next in this child, and what they call goes nowhere.
+        nothing = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nothing, log)
+        os.close(nothing)
+    return {"groups": len(job["groups"])}
+
+
+class _PlainChannel:
+    """The runner's channel (grader/worker/runner.py's `Channel`) on the plain route, in the child itself: it hands
+    out the steps in order with their seeds and writes each answer's observation files as the sandbox's worker
+    does. What the forbidden-API hooks see goes to `results`, the task's log of the child's progress, as it goes on
+    the worker's result pipe; the parent reads it from there."""
+
+    def __init__(self, job: dict, steps: list[str], log_fd: int):
+        self.results = log_fd
+        self.steps, self.seeds, self.folder = list(steps), job["seeds"], job["obs_dir"]
+
+    def started(self) -> None:
+        os.write(self.results, protocol.STARTED + b"\n")
+
+    def next_step(self) -> tuple[str, str, int] | None:
+        if not self.steps:
+            return None
+        name = self.steps.pop(0)
+        return name, name, int(self.seeds.get(name, 0))
+
+    def answer(self, token: str, observation: tuple[bytes, bytes | None]) -> None:
+        text, tensors = observation
+        if tensors:
+            _write_new(os.path.join(self.folder, token + protocol.TENSOR_SUFFIX), tensors)
+        _write_new(os.path.join(self.folder, token + protocol.JSON_SUFFIX), text)   # last: the probe finished
+
+
+def _write_new(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | protocol.NOFOLLOW | protocol.BINARY, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
 
 
 def _run_tests(task: dict) -> dict:

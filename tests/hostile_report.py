@@ -54,7 +54,7 @@ def hostile_report(last_status: str = "error") -> Report:
     score = sum(e.score for e in exercises)
     max_score = sum(e.max_score for e in exercises)
     return Report(schema_version=SCHEMA_VERSION, submission=SUBMISSION, course="course", score=score,
-                  max_score=max_score, percent=round(100 * score / max_score, 2), seed=1,
+                  max_score=max_score, percent=round(100 * score / max_score, 2),
                   sandbox={"level": "strict", "layers": {}, "note": ""}, grader_version="0.1.0",
                   torch_version="2.13.0", started_at="2026-01-01T00:00:00+00:00", duration_s=1.5,
                   exercises=exercises)

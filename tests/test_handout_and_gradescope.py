@@ -169,12 +169,12 @@ def test_setup_sh_makes_the_hidden_material_root_only(autograder, tmp_path):
     modes = [line for line in setup_sh(autograder).splitlines() if line.startswith("chmod ")]
     assert modes, "setup.sh sets no file modes"
     subprocess.run(["bash", "-ec", "\n".join(modes)], cwd=source, check=True, timeout=60)
-    secret = [source / "course.toml", source / "solutions", source / "grader" / "criteria"]
+    # the probes too: each exercise's child reads its own probe code before it drops to the student's uid
+    secret = [source / "course.toml", source / "solutions", source / "grader" / "criteria", source / "grader" / "probes"]
     for top in secret:
         for path in [top, *top.rglob("*")]:
             assert path.stat().st_mode & 0o077 == 0, f"{path.relative_to(source)} is readable by student code"
-    for path in [source / "grader" / "worker" / "__main__.py", source / "grader" / "probes" / "heads.py",
-                 source / "grader" / "course.py"]:
+    for path in [source / "grader" / "worker" / "__main__.py", source / "grader" / "course.py"]:
         assert path.stat().st_mode & 0o004, f"{path.relative_to(source)} must stay readable for the worker"
     assert not [p for p in source.rglob("*") if p.stat().st_mode & 0o022], "nothing may be writable by others"
 
@@ -309,7 +309,8 @@ def test_without_namespaces_student_code_cannot_read_the_hidden_material(autogra
         shutil.copytree(autograder / "source", root / "source", ignore=shutil.ignore_patterns("__pycache__"))
         modes = [line for line in setup_sh(autograder).splitlines() if line.startswith("chmod ")]
         subprocess.run(["bash", "-ec", "\n".join(modes)], cwd=root / "source", check=True, timeout=60)
-        secret = [root / "source" / p for p in ("solutions/heads/heads.py", "course.toml", "grader/criteria/heads.py")]
+        secret = [root / "source" / p for p in ("solutions/heads/heads.py", "course.toml", "grader/criteria/heads.py",
+                                                "grader/probes/attention.py")]
         public = root / "source" / "exercises" / "heads" / "README.md"
         (root / "submission").mkdir()
         (root / "submission" / "heads.py").write_text(PEEK.format(paths=[str(p) for p in [public, *secret]]))

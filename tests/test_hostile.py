@@ -17,7 +17,9 @@ every grading, whatever the case, this test also checks that:
 - nothing the submission printed or wrote is taken for a verdict.
 
 Cases with `pack = true` never start student code (staging refuses them), so several of them share one
-grading, each in an exercise of its own. Gradings run two at a time (their processes are told apart by the
+grading, each in an exercise of its own. Cases with `twin = true` are forgeries: their file says `FORGE = True`,
+and it is graded again with `FORGE = False`, the same code without the forgery; the two must score the same,
+criterion by criterion (`test_forgery_gains_nothing`). Gradings run two at a time (their processes are told apart by the
 scratch folder in their environment); `exclusive = true` ones run alone. Cases with `basic = true` are
 graded again without root (as `nobody` when the tests run as root) with `--sandbox basic`, to show the
 recorded fallback of a machine where the strict sandbox is unavailable (no fork bomb there: without a pid
@@ -339,9 +341,11 @@ def unprivileged() -> list[str]:
     return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if IS_ROOT else []
 
 
-def grade_cases(cases: list[Case], folder: Path, course, sandbox: str = "strict", without_root: Path | None = None) -> Grading:
+def grade_cases(cases: list[Case], folder: Path, course, sandbox: str = "strict", without_root: Path | None = None,
+                unforged: bool = False) -> Grading:
     """Grade the cases in one submission with two healthy neighbours, and look at everything around it.
-    `without_root`: run the grader unprivileged, with this folder as its cache of reference observations."""
+    `without_root`: run the grader unprivileged, with this folder as its cache of reference observations.
+    `unforged`: the cases' files with their forgery turned off (`FORGE = False`)."""
     exercises = {c.name: c.exercise for c in cases}
     free = [e for e in healthy_exercises(course, set()) if e not in exercises.values()]
     for c in cases:
@@ -357,6 +361,11 @@ def grade_cases(cases: list[Case], folder: Path, course, sandbox: str = "strict"
     for c in cases:
         if (c.folder / c.exercise).is_dir() and c.exercise != "*":
             shutil.copytree(c.folder, submission, dirs_exist_ok=True, ignore=shutil.ignore_patterns("manifest.toml", "__pycache__"))
+        if unforged:
+            for source in (submission / c.exercise).glob("*.py"):
+                text = source.read_text()
+                assert text.count("FORGE = True") == 1, f"{c.name}: a twin case sets FORGE = True once"
+                source.write_text(text.replace("FORGE = True", "FORGE = False"))
         build_special(c, exercises[c.name], submission, course, neighbours)
     for n in neighbours:
         ex = course.exercise(n)
@@ -420,6 +429,9 @@ def grading_key(case: Case) -> str:
     return "packed" if case.manifest.get("pack") else case.name
 
 
+TWIN = ".unforged"   # the grading key of a twin case's file without its forgery
+
+
 @pytest.fixture(scope="module")
 def course():
     return load_course(ROOT)
@@ -429,18 +441,22 @@ def course():
 def gradings(request, tmp_path_factory, course) -> dict[str, Grading]:
     """The gradings the selected tests need, each run once: PARALLEL at a time, then the `exclusive` ones
     alone (a fork bomb fills the process table of the unprivileged user that every grading shares)."""
+    users = ("test_hostile_case", "test_forgery_gains_nothing")
     selected = [item.callspec.params["case"] for item in request.session.items
-                if item.originalname == "test_hostile_case" and hasattr(item, "callspec")]
+                if item.originalname in users and hasattr(item, "callspec")]
     groups = {}
     for case in selected:
         groups[grading_key(case)] = PACKED if case.manifest.get("pack") else [case]
+        if case.manifest.get("twin"):
+            groups[case.name + TWIN] = [case]
     for leftover in markers_on_host(host_places(Path("/nonexistent"), Path("/nonexistent"))):
         os.unlink(leftover)  # from an earlier, interrupted run
     alone = [k for k, g in groups.items() if any(c.manifest.get("exclusive") for c in g)]
     shared = [k for k in groups if k not in alone]
     done: dict[str, Grading] = {}
     with ThreadPoolExecutor(PARALLEL) as pool:
-        futures = {k: pool.submit(grade_cases, groups[k], tmp_path_factory.mktemp(k), course) for k in shared}
+        futures = {k: pool.submit(grade_cases, groups[k], tmp_path_factory.mktemp(k), course,
+                                  unforged=k.endswith(TWIN)) for k in shared}
         done.update({k: f.result() for k, f in futures.items()})
     for k in alone:
         done[k] = grade_cases(groups[k], tmp_path_factory.mktemp(k), course)
@@ -504,6 +520,8 @@ def check_case(g: Grading, case: Case) -> None:
     printed = run.get("output_tail", "") + g.stdout + g.stderr
     for text in m.get("absent_output", []):
         assert text not in printed, f"{text!r} was printed: {printed[-1500:]}"
+    for text in m.get("present_output", []):
+        assert text in run.get("output_tail", ""), f"{text!r} was not printed: {run.get('output_tail', '')[-1500:]}"
     if m.get("written_must_not_exist"):
         written = re.findall(r"WROTE (\S+)", run.get("output_tail", ""))
         assert not [p for p in written if os.path.exists(p)], "files written inside the sandbox exist on the host"
@@ -522,6 +540,23 @@ def test_hostile_case(case, gradings, course):
     except AssertionError as exc:
         pytest.xfail(f"{case.manifest['xfail']} ({str(exc).splitlines()[0][:300]})")
     pytest.fail(f"{case.name} is judged right now: remove its `xfail`")
+
+
+TWINS = [c for c in CASES if c.manifest.get("twin")]
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the strict sandbox needs root (CI runs as root)")
+@pytest.mark.parametrize("case", TWINS, ids=[c.name for c in TWINS])
+def test_forgery_gains_nothing(case, gradings, course):
+    """The forgery (which the case's `present_output` shows ran) earns exactly what the same code earns without it:
+    the same status and points for every criterion."""
+    forged, plain = gradings[grading_key(case)], gradings[case.name + TWIN]
+    check_grading_survived(plain, course)
+    scored = {}
+    for g in (forged, plain):
+        e = g.exercise(g.exercises[case.name])
+        scored[g is forged] = (e["score"], {c["id"]: (c["status"], c["points"]) for c in e["criteria"]})
+    assert scored[True] == scored[False], f"forged {scored[True]} against the same code without the forgery {scored[False]}"
 
 
 # ------------------------------------------------------------------------------------------------ non-root

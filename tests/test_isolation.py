@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -345,3 +346,61 @@ def test_an_observation_fifo_is_refused_without_blocking(tmp_path):
     assert read_capped(tmp_path, "_import.json", 1 << 20) is None
     assert read_capped(tmp_path, "probe.json", 1 << 20) == b"{}"
     assert read_capped(tmp_path, "probe.json", 1) is None      # larger than the cap
+
+
+HUNTER = Path(__file__).parent / "isolation" / "hunter.py"
+SECRET_SEED = 738204519364281   # the course seed of these gradings: 15 digits, which no output meets by chance
+STUDENT_FORMATS = "json,html,md,gradescope,junit"
+
+
+def _hunting_submission(folder: Path) -> Path:
+    """A correct masks file that hunts for other exercises' probe code and for the course seed (tests/isolation/
+    hunter.py), between two correct neighbours."""
+    for exercise, name in (("heads", "heads.py"), ("attention", "attention.py")):
+        (folder / exercise).mkdir(parents=True)
+        shutil.copyfile(ROOT / "solutions" / exercise / name, folder / exercise / name)
+    (folder / "masks").mkdir()
+    hunter = HUNTER.read_text().replace("@DEES@", str(SECRET_SEED)[::-1])
+    (folder / "masks" / "masks.py").write_text((ROOT / "solutions" / "masks" / "masks.py").read_text() + hunter)
+    return folder
+
+
+@pytest.mark.parametrize("level", ["strict", "basic"])
+def test_no_other_exercises_probe_code_nor_the_course_seed_reaches_student_code(tmp_path, level):
+    """Student code finds no other exercise's probe module, loaded or importable, and no copy of the course seed
+    in its memory; in the box, no probe code on disk either. The positive controls: the same search finds the
+    exercise's own probe module loaded, and the running probe's own seed in memory; at the basic level (no box) the
+    file search finds the grader's probe sources, which that level does not hide."""
+    out = tmp_path / "out"
+    done = _grade(_hunting_submission(tmp_path / "alice"), out, "--exercise", "heads", "--exercise", "masks",
+                  "--exercise", "attention", "--sandbox", level, env={"GRADER_SEED": str(SECRET_SEED)})
+    assert done.returncode == 0, done.stderr
+    masks = _exercise(_report(out), "masks")
+    tail = masks["run"]["output_tail"]
+    assert tail.count("HUNTED") == 2, tail                            # both hunts ran to their end
+    assert "OWN grader.probes.masks" in tail, tail                   # the module search works
+    assert re.search(r"PROBE-SEED \d+ FOUND", tail), tail            # the memory search works
+    leaks = [line for line in tail.splitlines() if line.startswith("LEAK")]
+    if level == "strict":
+        assert not leaks, tail
+    else:
+        assert any("files of probe code" in line for line in leaks), tail   # the file search works
+        assert not [line for line in leaks if "seed" in line or "loaded" in line], tail
+    assert masks["score"] == masks["max_score"], masks["message"]
+
+
+def test_no_student_visible_output_names_the_course_seed(tmp_path):
+    """Every file a grading writes for students (report.json, report.html, scorecard.md, Gradescope's results.json,
+    junit.xml) and everything it prints hold no trace of the course seed. Positive control: the same search finds
+    the running probe's seed, which the student's code printed into its output tail."""
+    out = tmp_path / "out"
+    done = _grade(_hunting_submission(tmp_path / "alice"), out, "--exercise", "heads", "--exercise", "masks",
+                  "--exercise", "attention", "--format", STUDENT_FORMATS, env={"GRADER_SEED": str(SECRET_SEED)})
+    assert done.returncode == 0, done.stderr
+    written = {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()}
+    assert {"report.json", "report.html", "scorecard.md", "results.json", "junit.xml"} <= set(written), sorted(written)
+    shown = {**written, "stdout": done.stdout, "stderr": done.stderr}
+    for name, text in shown.items():
+        assert str(SECRET_SEED) not in text, f"{name} shows the course seed"
+    probe_seed = re.search(r"PROBE-SEED (\d+) FOUND", _exercise(_report(out), "masks")["run"]["output_tail"]).group(1)
+    assert probe_seed in written["report.json"] and probe_seed in written["report.html"]

@@ -38,13 +38,14 @@ def submission(folder: Path, heads: str) -> Path:
 
 
 def prestarted(course) -> Prestarted:
-    return Prestarted(choose("strict"), course.seed, {ex.id: ex.probes_module for ex in course.exercises}, course.uids)
+    return Prestarted(choose("strict"), {ex.id: ex.probes_module for ex in course.exercises}, course.uids)
 
 
 def test_a_prestarted_sandbox_serves_one_submission_then_is_gone(course, tmp_path):
     student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
     waiting = prestarted(course)
     assert not any(waiting.scratch.glob("*/*.py")), "nothing of a student's is there before the request"
+    assert not any(waiting.scratch.glob(".probes/*/*")), "nor any probe code"
     for folder in waiting.lease.group.folders if waiting.lease.group else []:   # it warms on the CPU left over
         shares = Path(folder) / "cpu.shares"
         if shares.is_file():
@@ -52,7 +53,7 @@ def test_a_prestarted_sandbox_serves_one_submission_then_is_gone(course, tmp_pat
     probed = probe(course, student, ["heads", "masks"], choose("strict"), waiting)
     try:
         assert waiting.taken and waiting.worker.proc.poll() is not None, "killed once its submission is probed"
-        assert not waiting.serves(probed.jobs, course.seed, choose("strict"))
+        assert not waiting.serves(probed.jobs, choose("strict"))
         with pytest.raises(RuntimeError, match="one submission"):
             waiting.take()
     finally:
@@ -75,7 +76,7 @@ def test_a_prestarted_sandbox_grades_as_a_sandbox_started_for_the_submission(cou
 
 def test_a_prestarted_sandbox_for_other_exercises_is_not_used(course, tmp_path):
     student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
-    waiting = Prestarted(choose("strict"), course.seed, {"masks": course.exercise("masks").probes_module}, course.uids)
+    waiting = Prestarted(choose("strict"), {"masks": course.exercise("masks").probes_module}, course.uids)
     report = judged(probe(course, student, ["heads", "masks"], choose("strict"), waiting))
     assert waiting.worker.proc.poll() is not None
     assert report.percent == 100

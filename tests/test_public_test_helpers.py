@@ -4,7 +4,6 @@ earns no hidden criterion. (The exercises whose public tests compute what the st
 import ast
 import itertools
 
-import pytest
 
 from grader.course import load_course
 from grader.grading import grade

@@ -22,7 +22,7 @@ def test_schema_is_valid_json_schema():
 def test_schema_rejects_unknown_status():
     report = {"schema_version": SCHEMA_VERSION, "submission": "s", "course": "c", "score": 0, "max_score": 1, "percent": 0,
               "sandbox": {"level": "strict", "layers": {}, "note": ""}, "grader_version": "x", "torch_version": "y",
-              "seed": 1, "started_at": "t", "duration_s": 0,
+              "started_at": "t", "duration_s": 0,
               "exercises": [{"id": "e", "title": {"en": "E", "zh": "E"}, "file": "e.py", "score": 0, "max_score": 1,
                              "status": "exploded", "message": {"en": "m", "zh": "m"}, "criteria": [], "run": {}}]}
     errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(report))
@@ -81,7 +81,7 @@ def test_schema_wants_each_message_in_english_and_chinese(said, where):
 
 def test_a_report_holds_each_message_in_both_languages():
     report = hostile_report("grader_error").to_dict()
-    assert report["schema_version"] == SCHEMA_VERSION == "3.0"
+    assert report["schema_version"] == SCHEMA_VERSION == "3.1"
     for exercise in report["exercises"]:
         assert set(exercise["message"]) == {"en", "zh"}
         for criterion in exercise["criteria"]:
@@ -96,3 +96,14 @@ def test_the_judge_and_the_report_know_the_same_statuses():
     from grader.judge.verdicts import STATUSES as JUDGED
 
     assert set(JUDGED) == set(STATUSES)
+
+
+def test_a_report_holds_no_seed():
+    """The course's seed names every hidden input: no report carries it (schema 3.1), and the schema refuses a
+    report that would."""
+    report = hostile_report().to_dict()
+    assert "seed" not in report
+    jsonschema.validate(report, schema())
+    report["seed"] = 20261130
+    errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(report))
+    assert errors and "seed" in errors[0].message

@@ -163,6 +163,9 @@ class RunSummary:
     grader_fault: str = ""      # the grader, not the student, ended the run early
     disk_mb: int = 0
     files: int = 0
+    # the course's forbidden APIs the worker saw the code reach, from the names the hooks wrote as they went (the
+    # decision: grader/worker/forbidden.py); the probes' own records add where each call was made
+    forbidden: list = field(default_factory=list)
 
 
 def oversized(record: dict) -> Text | None:
@@ -311,8 +314,10 @@ class Observations:
         return self
 
     def forbidden_calls(self) -> list[dict]:
-        """Every forbidden call recorded by the import and the probes, each call and place once, in the order
-        first recorded (one pass: a record of many thousand places costs no more than reading it)."""
+        """Every forbidden call recorded by the import and the probes, each call and place once, in the order first
+        recorded (one pass: a record of many thousand places costs no more than reading it), then each one the worker
+        saw that no probe's record names (a record student code emptied, a call in a probe that never finished), with
+        no place."""
         seen: set[tuple[str, str | None]] = set()
         calls: list[dict] = []
         for name in [protocol.IMPORT_PROBE, *self.probe_order]:
@@ -321,6 +326,9 @@ class Observations:
                 if entry not in seen:
                     seen.add(entry)
                     calls.append({"call": entry[0], "where": entry[1]})
+        named = {call for call, _ in seen}
+        by_worker = self.run.forbidden if self.run is not None else []
+        calls += [{"call": str(name), "where": None} for name in dict.fromkeys(map(str, by_worker)) if name not in named]
         return calls
 
     def fully_attempted(self) -> bool:

@@ -45,7 +45,7 @@ def render_table(report: Report, lang: str) -> str:
     status_width = max(display_width(words[e.status]) for e in report.exercises) if report.exercises else 0
     colon = words["colon"]
     lines = [f"{words['submission']}{colon}{terminal_text(report.submission)}    {words['sandbox']}{colon}"
-             f"{report.sandbox['level']}    {words['seed']}{colon}{report.seed}", ""]
+             f"{report.sandbox['level']}", ""]
     for e in report.exercises:
         score = f"{e.score:g}/{e.max_score:g}"
         lines.append(f"  {pad(e.id, id_width)}  {score:>9}  {pad(words[e.status], status_width)}  "

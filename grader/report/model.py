@@ -7,9 +7,10 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-# 3.0: an exercise that earned some of its points but not all is `partial` (in 2.0 it was `failed`, which now means
-# an attempted exercise that earned nothing). 2.0: every message in both languages.
-SCHEMA_VERSION = "3.0"
+# 3.1: no `seed` (the course seed is the course's secret, never shown to a student). 3.0: an exercise that earned
+# some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an attempted exercise that
+# earned nothing). 2.0: every message in both languages.
+SCHEMA_VERSION = "3.1"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 # Fields that change from one run to the next; everything else is the same for the same submission.
@@ -86,7 +87,6 @@ class Report(_ValidUnicode):
     sandbox: dict
     grader_version: str
     torch_version: str
-    seed: int
     started_at: str
     duration_s: float
     exercises: list[ExerciseResult]

@@ -2,8 +2,10 @@
 
 The box (grader/sandbox/box.py) builds a fresh root from this plan: the system folders the interpreter and
 its shared libraries live in, read-only; the packages the worker imports (torch, safetensors, numpy and
-what they require), each bound read-only under one neutral folder; and a copy of the grader's worker and
-probe code (copied, not bound: nothing of the grader's checkout, its criteria or its compiled files goes in).
+what they require), each bound read-only under one neutral folder; and a copy of the grader's worker code
+(copied, not bound: nothing of the grader's checkout, its criteria or its compiled files goes in). No probe
+module is in it: each exercise's child loads its own exercise's probe code, staged outside the box
+(grader/sandbox/probe_plan.py), so no exercise's code can read another exercise's hidden probes.
 Everything else of the host (the course, the class, the gradebook, /home, /srv, /run, other checkouts) is
 simply absent. The plan names host paths; only the box reads it, before it pivots into the new root.
 """
@@ -27,7 +29,7 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 # Top-level system names that are symlinks into /usr on merged-/usr systems, or folders of their own.
 SYSTEM_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 WORKER_PACKAGES = ("torch", "safetensors", "numpy")
-GRADER_CODE = ("__init__.py", "worker", "probes")   # what the worker imports of the grader package
+GRADER_CODE = ("__init__.py", "worker", "probes/__init__.py")   # what the worker imports of the grader package
 
 
 @functools.cache
@@ -92,7 +94,8 @@ def _package_entries() -> list[list[str]]:
 
 
 def _grader_code() -> list[list[str]]:
-    """[source file, path inside LIB] of the grader's worker and probe sources (no compiled files)."""
+    """[source file, path inside LIB] of the grader's worker sources and the empty probes package (no compiled
+    files, no probe module)."""
     package = Path(importlib.util.find_spec("grader").origin).resolve().parent
     files = []
     for name in GRADER_CODE:

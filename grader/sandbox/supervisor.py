@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Callable
 
 from grader.i18n import Text, t
-from grader.sandbox import cgroups, rootfs
+from grader.sandbox import cgroups, probe_plan, rootfs
 from grader.sandbox.levels import Sandbox
 from grader.sandbox.scratch import lend, new_scratch, remove_scratch, take_back
 from grader.sandbox.uids import NoFreeUid
 from grader.sandbox.uids import claim as uid_claim
+from grader.worker.seeds import probe_seeds
 
 STARTUP_SECONDS = 180.0   # importing torch on a loaded machine
 GRACE_SECONDS = 15.0      # beyond an exercise's own timeout, before the worker itself is presumed stuck
@@ -57,18 +58,29 @@ class Job:
     def obs_dir(self) -> Path:
         return self.workdir / "obs"
 
-    def request(self, boxed: bool) -> dict:
-        """What the worker is told of this exercise. In the box it names box paths only: the staged file is
-        reached relative to the supervisor's folder, which the worker holds as a descriptor."""
+    def request(self, boxed: bool, course_seed: int, scratch: Path) -> dict:
+        """What the worker is told of this exercise. In the box it names box paths only: the staged file and the
+        probe code are reached relative to the supervisor's folder, which the worker holds as a descriptor.
+
+        Each probe's seed is derived here: the course's seed never enters the sandbox. The probe code is staged
+        for this exercise alone (`probe_plan.stage_code`), read by the exercise's child before it drops its
+        privileges; the worker itself never loads probe code."""
+        groups = probe_plan.probe_groups(self.probes_module)
+        code_dir = scratch / probe_plan.STAGED / self.id
+        code = probe_plan.stage_code(self.probes_module, code_dir, rootfs.LIB if boxed else None)
         if boxed:
             workdir = f"{rootfs.SUBMISSION}/{self.id}"
             paths = {"student_file": f"{workdir}/{self.student_file.name}", "workdir": workdir,
-                     "obs_dir": f"{workdir}/obs", "staged": f"{self.id}/{self.student_file.name}"}
+                     "staged": f"{self.id}/{self.student_file.name}", "obs_dir": f"{self.id}/obs",
+                     "probe_code_dir": f"{probe_plan.STAGED}/{self.id}"}
         else:
-            paths = {"student_file": str(self.student_file), "workdir": str(self.workdir), "obs_dir": str(self.obs_dir)}
+            paths = {"student_file": str(self.student_file), "workdir": str(self.workdir), "obs_dir": str(self.obs_dir),
+                     "probe_code_dir": str(code_dir)}
         return {"id": self.id, "module_name": self.module_name, "probes_module": self.probes_module,
                 "timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "output_kb": self.output_kb,
-                "forbidden": list(self.forbidden), "disk_mb": self.disk_mb, "files": self.files, **paths}
+                "forbidden": list(self.forbidden), "disk_mb": self.disk_mb, "files": self.files,
+                "groups": groups, "seeds": probe_seeds(course_seed, self.id, [n for g in groups for n in g]),
+                "probe_code": code, **paths}
 
 
 @dataclass
@@ -88,40 +100,43 @@ class Run:
     grader_fault: Text | str = ""  # the grader, not the student, failed: the exercise is graded again later
     extra: dict = field(default_factory=dict)
     acks: dict = field(default_factory=dict)  # probe -> [json sha256, tensors sha256 or None]; None: not trusted
+    forbidden: list = field(default_factory=list)  # the course's forbidden APIs the worker saw the code reach
 
 
 class Prestarted:
     """A sandbox started before its submission is known: its own uid, control group, scratch folder and worker,
-    which imports torch and the probe modules and then waits for its one request (`run_jobs(..., prestarted=)`).
+    which imports torch and what the probe code needs, and then waits for its one request (`run_jobs(...,
+    prestarted=)`).
 
-    Nothing of a student's is in it before that request: the staged files go into its scratch folder afterwards.
+    Nothing of a student's is in it before that request: the staged files go into its scratch folder afterwards,
+    and so does each exercise's probe code (no probe module is in the box before its exercise runs).
     It serves exactly one submission and is then killed, like a sandbox started for its submission. `discard`
     ends one that no submission took. Its process dies with the thread that started it (a parent-death signal),
     so a grading process killed with -9 leaves no sandbox waiting: start it from a thread that outlives its use.
     """
 
-    def __init__(self, sandbox: Sandbox, seed: int, exercises: dict[str, str], uids: tuple[int, int] = DEFAULT_UIDS,
+    def __init__(self, sandbox: Sandbox, exercises: dict[str, str], uids: tuple[int, int] = DEFAULT_UIDS,
                  share: float = WARMING_SHARE):
         """`exercises`: id -> probes module, every exercise a request may name. `share`: its control group's CPU
         weight until its request comes, as a fraction of a grading's (a whole one when its submission is already
-        on its way)."""
-        self.sandbox, self.seed, self.exercises = sandbox, seed, dict(exercises)
+        on its way). It holds no seed: the probes' seeds come with the request."""
+        self.sandbox, self.exercises = sandbox, dict(exercises)
         self.lease = _Lease.take(sandbox, uids)
         self.scratch = new_scratch()
         self.taken = False
         try:
             if self.lease.group:
                 self.lease.group.weigh(share)
-            self.worker = _Worker.start(sandbox, seed, list(self.exercises), list(dict.fromkeys(self.exercises.values())),
+            self.worker = _Worker.start(sandbox, list(self.exercises), list(dict.fromkeys(self.exercises.values())),
                                         self.lease, self.scratch, attempt=1)
         except BaseException:
             self.lease.release()
             remove_scratch(self.scratch)
             raise
 
-    def serves(self, jobs: list[Job], seed: int, sandbox: Sandbox) -> bool:
-        """Whether these jobs can run in it: same seed and level, exercises it has room for, still alive."""
-        return (not self.taken and seed == self.seed and sandbox == self.sandbox
+    def serves(self, jobs: list[Job], sandbox: Sandbox) -> bool:
+        """Whether these jobs can run in it: same level, exercises it has room for, still alive."""
+        return (not self.taken and sandbox == self.sandbox
                 and all(self.exercises.get(j.id) == j.probes_module for j in jobs) and self.worker.proc.poll() is None)
 
     def take(self) -> tuple[_Lease, _Worker]:
@@ -190,7 +205,7 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
     if prestarted is not None:
         if scratch != prestarted.scratch:
             raise ValueError("the jobs of a pre-started sandbox are staged in its own scratch folder")
-        if prestarted.serves(jobs, seed, sandbox):
+        if prestarted.serves(jobs, sandbox):
             lease, worker = prestarted.take()
             try:
                 if lease.group:
@@ -218,9 +233,9 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
         while remaining:
             attempt += 1
             if worker is None:
-                worker = _Worker.start(sandbox, seed, [j.id for j in remaining],
+                worker = _Worker.start(sandbox, [j.id for j in remaining],
                                        list(dict.fromkeys(j.probes_module for j in remaining)), lease, scratch, attempt)
-            finished = worker.follow(remaining, final)
+            finished = worker.follow(remaining, seed, scratch, final)
             worker = None
             progressed = bool(finished)
             runs.update(finished)
@@ -268,15 +283,15 @@ class _Worker:
     children: list[int] = field(default_factory=list)
 
     @classmethod
-    def start(cls, sandbox: Sandbox, seed: int, exercise_ids: list[str], probes_modules: list[str], lease: _Lease,
+    def start(cls, sandbox: Sandbox, exercise_ids: list[str], probes_modules: list[str], lease: _Lease,
               scratch: Path, attempt: int) -> "_Worker":
-        """Start the sandbox and its worker with the first line of its request (seed, jail, probe modules to
-        import); the second line, its exercises, is `request`ed later."""
+        """Start the sandbox and its worker with the first line of its request (the jail, the modules the probe
+        code of `probes_modules` imports); the second line, its exercises, is `request`ed later."""
         boxed = sandbox.level == "strict"
         uid = lease.uid
         scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None
         memory = lease.group.memory_files() if boxed and lease.group else {}
-        setup = {"seed": seed, "jail": sandbox.jail(uid, scratch_fd, memory), "probes_modules": probes_modules}
+        setup = {"jail": sandbox.jail(uid, scratch_fd, memory), "preload": probe_plan.preload(probes_modules)}
         request_fd, request_write = _pipe_with(json.dumps(setup) + "\n")
         plan_fd = None
         if boxed:
@@ -306,10 +321,10 @@ class _Worker:
                 os.close(fd)
         return cls(proc, read_end, request_write, boxed, sandbox.level != "strict", log_path)
 
-    def send_request(self, jobs: list[Job]) -> None:
+    def send_request(self, jobs: list[Job], seed: int, scratch: Path) -> None:
         """The second line of the request: the exercises, in box paths when boxed; then the pipe is closed."""
-        data = (json.dumps({"exercises": [j.request(self.boxed) for j in jobs]}) + "\n").encode("utf-8")
         try:
+            data = (json.dumps({"exercises": [j.request(self.boxed, seed, scratch) for j in jobs]}) + "\n").encode()
             if len(data) >= PIPE_BYTES:
                 raise ValueError(f"a worker request of {len(data)} bytes does not fit in a pipe")
             os.write(self.request, data)
@@ -336,9 +351,9 @@ class _Worker:
                 pass
         self.proc.wait()
 
-    def follow(self, jobs: list[Job], on_done: Callable[[Run], None]) -> dict[str, Run]:
+    def follow(self, jobs: list[Job], seed: int, scratch: Path, on_done: Callable[[Run], None]) -> dict[str, Run]:
         """Send the jobs, follow the worker's reports to its end (or its stopping), then kill the sandbox."""
-        self.send_request(jobs)
+        self.send_request(jobs, seed, scratch)
         by_id = {j.id: j for j in jobs}
         runs: dict[str, Run] = {}
         current: str | None = None
@@ -363,13 +378,13 @@ class _Worker:
                         if event["event"] == "child":
                             self.children.append(event["pid"])
                         elif event["event"] == "acks":
-                            acks[event["id"]] = event["acks"]
+                            acks[event["id"]] = event
                         elif event["event"] == "start":
                             current = event["id"]
                             deadline = time.monotonic() + by_id[current].timeout_s + GRACE_SECONDS
                         elif event["event"] == "done":
                             runs[event["id"]] = _run_from_event(event)
-                            runs[event["id"]].acks = acks.get(event["id"], {})
+                            _trust(runs[event["id"]], acks.get(event["id"]))
                             on_done(runs[event["id"]])   # its observations are all out of the box by now
                             current = None
                             deadline = time.monotonic() + GRACE_SECONDS
@@ -382,8 +397,8 @@ class _Worker:
                         runs[current] = Run(current, limit="time", wall_s=by_id[current].timeout_s + GRACE_SECONDS,
                                             failure=t("stopped after {seconds:g} s of wall time (the worker did not "
                                                       "end it, so the whole sandbox was killed)",
-                                                      seconds=by_id[current].timeout_s),
-                                            acks=acks.get(current, {}))
+                                                      seconds=by_id[current].timeout_s))
+                        _trust(runs[current], acks.get(current))
                     break
         finally:
             self.kill()
@@ -391,9 +406,17 @@ class _Worker:
             code = self.proc.returncode
             runs[current] = Run(current, failure=t("the grading process died while running this exercise (exit "
                                                    "status {code}); its last output: {output}", code=code,
-                                                   output=repr(_log_tail(self.log_path))),
-                                acks=acks.get(current, {}))
+                                                   output=repr(_log_tail(self.log_path))))
+            _trust(runs[current], acks.get(current))
         return runs
+
+
+def _trust(run: Run, event: dict | None) -> None:
+    """What the worker, which never runs student code, said of the exercise's observations: the digests of the files
+    it wrote and the forbidden APIs it saw the code reach."""
+    if event is not None:
+        run.acks = event.get("acks", {})
+        run.forbidden = list(event.get("forbidden", []))
 
 
 def _run_from_event(event: dict) -> Run:

@@ -4,16 +4,40 @@ One worker per submission imports torch once, then forks a child per exercise (a
 probe). Children run the student's code under rlimits; the parent never does. The parent drains each
 child's output, enforces the wall clock, cleans up whatever the child left running, and reports each
 exercise's fate as a JSON line on the control descriptor, which children do not hold.
+
+Theory of operation, observations. In a child, student code shares the address space of the probes, so it can do
+whatever grader code there does. It cannot reach this process, which never runs student code; so here:
+
+- The parent drives each child one step at a time (the import's observation, then each probe of its group): when
+  the child asks, it sends the step's probe, its seed and a fresh random token on the child's step pipe, and reads
+  the answer on the child's result pipe: `result <token> <sizes>` and the observation's bytes
+  (grader/worker/protocol.py). The child asks right before it reads, so no step waits in the pipe while student
+  code runs.
+- An answer counts for the step whose token it carries, once. A token exists only from its step's start, so
+  nothing student code wrote before can claim that step; a second answer with a token spoils its step (neither
+  is trusted); lines that are not the runner's are ignored, so writing on the pipe cannot cost a classmate nor
+  the same code's other probes anything.
+- The parent alone writes the observation files, into a folder no child can write (strict level: the
+  supervisor's, outside the box, reached through a descriptor no child holds; basic level: the exercise's `obs`,
+  root's and never lent), and reports their digests on the control pipe; the judge reads no other file.
+- The forbidden-API hooks write every name they see on the result pipe as it happens (grader/worker/forbidden.py);
+  the parent compares them with the exercise's forbidden list, which it holds, and reports the forbidden ones.
+
+What stays possible, in one address space (README, out of scope): code that impersonates the runner while a
+probe runs (reads that step's token from the runner's frame or its pipe, answers for it, and ends the process
+before the runner answers) decides that one probe's observation. It can write no file, no acknowledgement, no
+other step's observation, and cannot take back a name the hooks wrote.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import importlib
 import json
 import os
-import re
+import secrets
 import signal
 import sys
 import time
@@ -32,8 +56,9 @@ def main() -> int:
     parser.add_argument("--request-fd", type=int, required=True)
     args = parser.parse_args()
     requests = os.fdopen(args.request_fd, encoding="utf-8")
-    # Two lines: the sandbox's own (seed, jail, probe modules), then the submission's exercises. A pre-started
-    # sandbox gets the second only once its submission is known, and waits for it below, warm.
+    # Two lines: the sandbox's own (jail, modules to import), then the submission's exercises. A pre-started sandbox
+    # gets the second only once its submission is known, and waits for it below, warm. Neither holds the course's
+    # seed (each probe's own seed comes with its exercise) nor any probe code (each child loads its exercise's).
     setup = json.loads(requests.readline())
     control = os.fdopen(args.control_fd, "w", buffering=1, encoding="utf-8")
     jail = setup["jail"]
@@ -46,10 +71,15 @@ def main() -> int:
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
 
-    for module in setup["probes_modules"]:
-        # Probe modules' own imports (torch._dynamo, which the first optimizer needs) are paid here, once,
-        # before any exercise's clock starts, instead of in every forked child.
-        importlib.import_module(module)
+    import grader.probes  # noqa: F401 - the package each child's probe code goes into (root's alone at Gradescope)
+    import grader.worker.runner  # noqa: F401 - the children's code
+    for module in setup["preload"]:
+        # What the probe code imports (torch._dynamo, which the first optimizer needs) is paid here, once, before
+        # any exercise's clock starts, instead of in every forked child; the probe modules themselves are not.
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass   # a child that needs it fails on it, as the grader's fault
 
     # Every object so far (torch, the probes) lives as long as the worker: frozen, the collector never walks
     # them in a forked child, where walking writes to each one's header and copies every page it touches.
@@ -59,9 +89,12 @@ def main() -> int:
     requests.close()
     if not line:
         return 0  # a pre-started sandbox that no submission needed
-    request = {**setup, **json.loads(line)}
-    for job in request["exercises"]:
-        importlib.import_module(job["probes_module"])  # imported above, unless the request names another
+    request = json.loads(line)
+    if any("::" in name for job in request["exercises"] for name in job.get("forbidden", [])):
+        # A dispatch mode's first use imports torch._dynamo (torch._compile's decorator), 1 to 4 s: once here, before
+        # any exercise's clock starts, rather than in the child of every exercise whose operators are watched.
+        importlib.import_module("torch._dynamo")
+        gc.freeze()
     for job in request["exercises"]:
         send(control, {"event": "start", "id": job["id"]})
         started = time.monotonic()
@@ -71,15 +104,14 @@ def main() -> int:
         try:
             if jail.get("box"):
                 with ExerciseBox(job, jail) as box:
-                    run_exercise(job, jail, request["seed"], result, tail, control, started)
+                    run_exercise(job, jail, result, tail, control, started)
                     if result["limit"] is None and box.disk_full():
                         result["limit"] = "disk"
-                    box.copy_out()
             else:
                 hand_over(job["workdir"], jail, to_user=True)
-                run_exercise(job, jail, request["seed"], result, tail, control, started)
+                run_exercise(job, jail, result, tail, control, started)
                 hand_over(job["workdir"], jail, to_user=False)
-        except OSError as exc:  # the sandbox itself failed (a mount, a fork, a copy): never the student's fault
+        except OSError as exc:  # the sandbox itself failed (a mount, a fork, a write): never the student's fault
             result["grader_fault"] = result["grader_fault"] or f"the sandbox failed: {exc}"
         result["wall_s"] = round(time.monotonic() - started, 3)
         result["cpu_s"] = round(result["cpu_s"], 3)
@@ -89,17 +121,14 @@ def main() -> int:
     return 0
 
 
-def run_exercise(job: dict, jail: dict, seed: int, result: dict, tail: bytearray, control, started: float) -> None:
+def run_exercise(job: dict, jail: dict, result: dict, tail: bytearray, control, started: float) -> None:
     """Run the exercise's probe groups, a child each, until one ends abnormally; fill `result`."""
-    from grader.worker.runner import load_probe_groups
-
     deadline = started + job["timeout_s"]
-    acks: dict[str, list | None] = {}
-    for index, group in enumerate(load_probe_groups(job["probes_module"])):
-        run = run_child(job, group, seed, jail, deadline, tail, control, first=index == 0)
-        for name, digests in run["acks"].items():
-            acks[name] = None if name in acks else digests  # reported twice: neither report is trusted
-        send(control, {"event": "acks", "id": job["id"], "acks": acks})
+    files = ObservationFiles(job, jail)
+    for index, group in enumerate(job["groups"]):
+        steps = [protocol.IMPORT_PROBE, *group] if index == 0 else list(group)
+        run = run_child(job, steps, jail, deadline, tail, control, files, first=index == 0)
+        send(control, {"event": "acks", "id": job["id"], "acks": files.acks, "forbidden": sorted(files.forbidden)})
         result["output_bytes"] += run["output_bytes"]
         result["max_rss_mb"] = max(result["max_rss_mb"], run["max_rss_mb"])
         result["cpu_s"] += run["cpu_s"]
@@ -113,35 +142,39 @@ def send(control, message: dict) -> None:
     control.write(json.dumps(message) + "\n")
 
 
-def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: float, tail: bytearray, control,
-              first: bool = True) -> dict:
-    """Fork one child for a group of probes, supervise it to its end, and say how it ended."""
-    read_end, write_end = os.pipe()
-    ack_read, ack_write = os.pipe()
+def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: bytearray, control,
+              files: ObservationFiles, first: bool = True) -> dict:
+    """Fork one child for a group of probes, drive it step by step to its end, and say how it ended."""
+    read_end, write_end = os.pipe()        # the child's output
+    step_read, step_write = os.pipe()      # this process -> the child: the steps
+    result_read, result_write = os.pipe()  # the child -> this process: what it answers, what its hooks see
     worker = os.getpid()
     kills = oom_kills(jail)
     try:
         pid = os.fork()
     except OSError:
-        for fd in (read_end, write_end, ack_read, ack_write):
+        for fd in (read_end, write_end, step_read, step_write, result_read, result_write):
             os.close(fd)
         raise
     if pid == 0:  # the child: student code runs from here on
         try:
             os.close(control.fileno())  # the control pipe is the parent's word alone
+            for fd in (read_end, step_write, result_read):
+                os.close(fd)
+            from grader.worker.runner import Channel, load_probe_code, read_probe_code, run_probes
+
+            code = read_probe_code(job, jail)   # root's files: read before the privileges go
             if jail.get("scratch_fd") is not None:
                 os.close(jail["scratch_fd"])  # the supervisor's folder is the worker's alone
-            os.close(read_end)
-            os.close(ack_read)
             os.dup2(write_end, 1)
             os.dup2(write_end, 2)
             os.close(write_end)
             os.setpgid(0, 0)
             child_limits(job, jail)
             drop_privileges(jail, worker)
-            from grader.worker.runner import run_probes
-
-            run_probes(job, group, seed, ack_fd=ack_write, write_import=first)
+            probes_module = load_probe_code(code)
+            del code
+            run_probes(job, Channel(step_read, result_write), probes_module, write_import=first)
             try:  # os._exit skips it, and what the student printed belongs in the output tail
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -157,36 +190,40 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
         os._exit(0)
 
     send(control, {"event": "child", "pid": pid})
-    os.close(write_end)
-    os.close(ack_write)
+    for fd in (write_end, step_read, result_write):
+        os.close(fd)
     os.set_blocking(read_end, False)
-    os.set_blocking(ack_read, False)
-    acks = Acks({*group, protocol.IMPORT_PROBE} if first else set(group))
+    os.set_blocking(result_read, False)
+    results = Results(steps, job["seeds"], set(job.get("forbidden", [])), files)
     limit = None
     output_bytes = 0
     cap = job["output_kb"] * 1024
     status = rusage = None
-    while True:
+    try:
+        while True:
+            output_bytes += drain(read_end, tail)
+            if drain_results(result_read, results):
+                step_write = ask(results, step_write)
+            if output_bytes > cap and limit is None:
+                limit = "output"
+                kill_child(pid, jail)
+            waited, status, rusage = os.wait4(pid, os.WNOHANG)
+            if waited == pid:
+                break
+            if time.monotonic() > deadline and limit is None:
+                limit = "time"
+                kill_child(pid, jail)
+            if limit is None and oom_kills(jail) > kills:   # a process of the exercise passed its memory group's limit
+                limit = "memory"
+                kill_child(pid, jail)
+            wait_readable((read_end, result_read), 0.02)
+        cleanup_strays(pid, jail)  # first, so that no stray keeps writing while the pipes are drained
         output_bytes += drain(read_end, tail)
-        acks.read(ack_read)
-        if output_bytes > cap and limit is None:
-            limit = "output"
-            kill_child(pid, jail)
-        waited, status, rusage = os.wait4(pid, os.WNOHANG)
-        if waited == pid:
-            break
-        if time.monotonic() > deadline and limit is None:
-            limit = "time"
-            kill_child(pid, jail)
-        if limit is None and oom_kills(jail) > kills:   # a process of the exercise passed its memory group's limit
-            limit = "memory"
-            kill_child(pid, jail)
-        wait_readable(read_end, 0.02)
-    cleanup_strays(pid, jail)  # first, so that no stray keeps writing while the pipes are drained
-    output_bytes += drain(read_end, tail)
-    acks.read(ack_read)
-    os.close(read_end)
-    os.close(ack_read)
+        drain_results(result_read, results)
+    finally:
+        for fd in (read_end, result_read, step_write):
+            if fd is not None:
+                os.close(fd)
 
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
@@ -198,55 +235,180 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
             oom_kills(jail) > kills or any(m in tail for m in MEMORY_WORDS)):
         limit = "memory"  # the memory group's limit killed it, or an allocation failed in C (abort) and it said so
     fault = ""
-    if not acks.started and (sig is not None or exit_code not in (0, None)):
+    if not results.started and (sig is not None or exit_code not in (0, None)):
         # Before the runner announced the student's import nothing of the student's had run: the grader's fault.
         fault = (f"the grading process ended ({f'signal {sig}' if sig is not None else f'exit status {exit_code}'}) "
                  "before the student's code was imported")
-    return {"exit": exit_code, "signal": sig, "limit": limit, "output_bytes": output_bytes, "acks": acks.digests,
-            "grader_fault": fault,
+    return {"exit": exit_code, "signal": sig, "limit": limit, "output_bytes": output_bytes, "grader_fault": fault,
             "max_rss_mb": round(rusage.ru_maxrss / 1024, 1),
             "cpu_s": rusage.ru_utime + rusage.ru_stime}
 
 
-class Acks:
-    """The digests of the observation files a child's runner wrote, as it reported them on a pipe of its own.
+def ask(results: Results, step_write: int | None) -> int | None:
+    """Send the child its next step when it asked for one and the last one is answered; close the pipe when it asks
+    and none is left (the child then reads its end). Returns the pipe, or None once closed."""
+    if step_write is None or not results.wants or results.waiting is not None:
+        return step_write
+    line = results.next_request()
+    if line is None:
+        os.close(step_write)
+        return None
+    try:
+        os.write(step_write, line)
+    except BrokenPipeError:
+        pass   # the child is gone: its wait says how
+    return step_write
 
-    The child runs student code, which can write files anywhere in its folder, observations included (a
-    forged `obs/*.json` followed by os._exit(0) would otherwise read as probes that passed). The judge only
-    trusts an observation file whose digest was reported here, once, for a probe of this child's group.
-    """
 
-    MAX_BYTES = 1 << 20
-    LINE = re.compile(rb"^([A-Za-z0-9_.\-]{1,80}) ([0-9a-f]{64}) ([0-9a-f]{64}|-)$")
+def drain_results(fd: int, results: Results, most: int = 16) -> bool:
+    """Feed what is waiting on the result pipe to `results`, at most `most` MiB (a child that never stops writing
+    must not keep the loop from its clock); whether anything came."""
+    came = False
+    for _ in range(most):
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return came
+        if not chunk:
+            return came
+        came = True
+        results.feed(chunk)
+    return came
 
-    def __init__(self, allowed: set[str]):
-        self.allowed = allowed
-        self.buffer = b""
-        self.received = 0
-        self.digests: dict[str, list | None] = {}
-        self.started = False   # the runner announced the student's import (protocol.STARTED)
 
-    def read(self, fd: int) -> None:
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
+class ObservationFiles:
+    """An exercise's observation files, written by this process alone, and their digests (`acks`, which the judge
+    checks every file against) and the forbidden APIs its children's hooks reported (`forbidden`)."""
+
+    def __init__(self, job: dict, jail: dict):
+        self.folder, self.dir_fd = job["obs_dir"], jail.get("scratch_fd")   # relative to the supervisor's at strict
+        self.acks: dict[str, list | None] = {}
+        self.forbidden: set[str] = set()
+
+    def write(self, name: str, text: bytes, tensors: bytes | None) -> None:
+        """`tensors` None: the probe recorded none, or more than the protocol allows (the judge then says so)."""
+        # Opened for each write, never held: a child forked meanwhile inherits no descriptor of this folder.
+        folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self.dir_fd)
+        try:
+            if tensors is not None:
+                _write_new(folder, name + protocol.TENSOR_SUFFIX, tensors)
+            _write_new(folder, name + protocol.JSON_SUFFIX, text)   # last: its presence means the probe finished
+        finally:
+            os.close(folder)
+        self.acks[name] = [hashlib.sha256(text).hexdigest(),
+                           hashlib.sha256(tensors).hexdigest() if tensors is not None else None]
+
+    def spoil(self, name: str) -> None:
+        self.acks[name] = None   # answered twice: neither answer is trusted
+
+
+def _write_new(folder: int, name: str, data: bytes) -> None:
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+class Results:
+    """What one child says on its result pipe, parsed as it comes, and the steps it is asked for.
+
+    Lines are `started`, `next`, `op <name>`, `call <name>` and `result <token> <json bytes> <tensor bytes>`, the last
+    followed by exactly those bytes; any other line is not the runner's and is ignored (see the module's docstring
+    for what an answer must carry to count)."""
+
+    def __init__(self, steps: list[str], seeds: dict[str, int], forbidden: set[str], files: ObservationFiles):
+        self.steps, self.seeds, self.forbidden_names, self.files = list(steps), seeds, forbidden, files
+        self.asked: dict[str, str] = {}    # token -> its step
+        self.answered: set[str] = set()
+        self.waiting: str | None = None    # the token of the step asked for and not answered yet
+        self.buffer = bytearray()
+        # an announced answer whose bytes are still coming: its token, and for its JSON then its tensors, the bytes
+        # still to come and what is kept of them (None: larger than the protocol allows, so dropped as they come)
+        self.body: tuple[str, list[list]] | None = None
+        self.skipping = False              # inside a line too long to be the runner's
+        self.started = False               # the runner announced the student's import (protocol.STARTED)
+        self.wants = False                 # the child asked for a step (protocol.NEXT)
+
+    def next_request(self) -> bytes | None:
+        """The line that starts the next step, with a token of its own; None when no step is left."""
+        self.wants = False
+        if not self.steps:
+            return None
+        name = self.steps.pop(0)
+        token = secrets.token_hex(16)
+        self.asked[token], self.waiting = name, token
+        return f"{token} {name} {self.seeds.get(name, 0)}\n".encode("ascii")
+
+    def feed(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        while buffer:
+            if self.body is not None:
+                if not self._take_body():
+                    return
+                continue
+            end = buffer.find(b"\n")
+            if end < 0:
+                if len(buffer) > protocol.MAX_LINE:
+                    buffer.clear()
+                    self.skipping = True
                 return
-            if not chunk:
-                return
-            self.received += len(chunk)
-            if self.received > self.MAX_BYTES:
-                continue  # a flood is not what the runner writes: keep draining, stop listening
-            *lines, self.buffer = (self.buffer + chunk).split(b"\n")
-            for line in lines:
-                if line == protocol.STARTED:
-                    self.started = True
-                    continue
-                match = self.LINE.match(line)
-                if match and match.group(1).decode() in self.allowed:
-                    name = match.group(1).decode()
-                    digests = [match.group(2).decode(), None if match.group(3) == b"-" else match.group(3).decode()]
-                    self.digests[name] = None if name in self.digests else digests  # twice: trust neither
+            line = bytes(buffer[:end])
+            del buffer[:end + 1]
+            if self.skipping:
+                self.skipping = False   # the rest of a line too long to be the runner's
+            elif len(line) <= protocol.MAX_LINE:
+                self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        if line == protocol.NEXT:
+            self.wants = True
+        elif line == protocol.STARTED:
+            self.started = True
+        elif line.startswith((protocol.OP, protocol.CALL)):
+            name = line.split(b" ", 1)[1].decode("ascii", "replace")
+            if name in self.forbidden_names:
+                self.files.forbidden.add(name)
+        elif line.startswith(protocol.RESULT):
+            parts = line[len(protocol.RESULT):].split(b" ")
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                n_text, n_tensors = int(parts[1]), int(parts[2])
+                keep_text = n_text <= protocol.MAX_JSON_BYTES
+                keep_tensors = keep_text and n_tensors <= protocol.MAX_TENSOR_BYTES
+                self.body = (parts[0].decode("ascii", "replace"),
+                             [[n_text, bytearray() if keep_text else None],
+                              [n_tensors, bytearray() if keep_tensors and n_tensors else None]])
+
+    def _take_body(self) -> bool:
+        """Take what has come of the announced answer; True once all of it has."""
+        token, parts = self.body
+        buffer = self.buffer
+        for part in parts:
+            if part[0]:
+                taken = buffer[:part[0]]
+                del buffer[:len(taken)]
+                part[0] -= len(taken)
+                if part[1] is not None:
+                    part[1] += taken
+                if part[0]:
+                    return False
+        self.body = None
+        (_, text), (_, tensors) = parts
+        self._answer(token, None if text is None else bytes(text), None if tensors is None else bytes(tensors))
+        return True
+
+    def _answer(self, token: str, text: bytes | None, tensors: bytes | None) -> None:
+        """The answer for the step of `token`; `text` None: its JSON is larger than allowed, so it is not written."""
+        name = self.asked.get(token)
+        if name is None:
+            return   # no step was asked for with this token
+        if token in self.answered:
+            self.files.spoil(name)
+            return
+        self.answered.add(token)
+        if token == self.waiting:
+            self.waiting = None
+        if text is not None:
+            self.files.write(name, text, tensors)
 
 
 def drain(fd: int, tail: bytearray) -> int:
@@ -265,10 +427,10 @@ def drain(fd: int, tail: bytearray) -> int:
             del tail[: len(tail) - OUTPUT_TAIL_BYTES]
 
 
-def wait_readable(fd: int, seconds: float) -> None:
+def wait_readable(fds: tuple[int, ...], seconds: float) -> None:
     import select
 
-    select.select([fd], [], [], seconds)
+    select.select(fds, [], [], seconds)
 
 
 def kill_child(pid: int, jail: dict) -> None:

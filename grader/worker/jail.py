@@ -2,11 +2,12 @@
 
 Strict level: the worker runs in the box (grader/sandbox/box.py), root inside its namespaces. Each exercise
 gets a size- and inode-capped tmpfs of its own, bound to its folder under /submission, to /tmp and to
-/dev/shm while it runs (`ExerciseBox`); its observations are copied out to the supervisor's folder, reached
-through a descriptor the box was started with, and the tmpfs goes. Each child gets rlimits and drops to the
-grading's own uid; after each child, everything it left running is killed.
+/dev/shm while it runs (`ExerciseBox`), and goes after it. Observations are not written there: the worker writes
+them itself into the supervisor's folder, reached through a descriptor the box was started with and no child
+holds. Each child gets rlimits and drops to the grading's own uid; after each child, everything it left running
+is killed.
 Basic level run as root: no box, but children still drop to the grading's uid (`hand_over` lends them the
-exercise's folder).
+exercise's folder, all but its observations).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, PR
 SCRATCH = "/.scratch"
 PROT_NONE = 0  # mmap has no name for it
 LINUX = sys.platform.startswith("linux")
+OBSERVATIONS = "obs"        # the exercise folder's observations, written by the worker alone (supervisor.Job)
 
 
 class ExerciseBox:
@@ -58,8 +60,6 @@ class ExerciseBox:
                                (f"{SCRATCH}/shm", "/dev/shm")):
             mount(source, target, None, MS_BIND)
             self.mounts.append(target)
-        os.mkdir(job["obs_dir"], 0o700)
-        os.chown(job["obs_dir"], self.uid, self.gid)
         fd = os.open(job["staged"], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.scratch_fd)
         with os.fdopen(fd, "rb") as src, open(job["student_file"], "xb") as dst:
             dst.write(src.read())
@@ -69,26 +69,6 @@ class ExerciseBox:
         """Whether the code used up the exercise's space or inodes (a write then failed with ENOSPC)."""
         info = os.statvfs(SCRATCH)
         return info.f_bavail * info.f_frsize < 64 << 10 or info.f_favail < 4
-
-    def copy_out(self) -> None:
-        """The observation files, regular ones only and within the protocol's caps, to the supervisor's folder.
-        The judge still trusts only files whose digests the runner reported."""
-        target = os.open(f"{self.job['id']}/obs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self.scratch_fd)
-        try:
-            try:
-                names = sorted(os.listdir(self.job["obs_dir"]))[:256]
-            except OSError:
-                return
-            for name in names:
-                cap = protocol.MAX_TENSOR_BYTES if name.endswith(protocol.TENSOR_SUFFIX) else protocol.MAX_JSON_BYTES
-                data = protocol.read_capped(self.job["obs_dir"], name, cap)
-                if data is None:
-                    continue
-                out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=target)
-                with os.fdopen(out, "wb") as fh:
-                    fh.write(data)
-        finally:
-            os.close(target)
 
     def __exit__(self, *exc) -> None:
         for path in reversed(self.mounts):
@@ -118,14 +98,16 @@ def drop_privileges(jail: dict, worker: int) -> None:
 
 
 def hand_over(folder: str, jail: dict, to_user: bool) -> None:
-    """Basic level as root (no box): give an exercise's folder (and all in it) to the grading's uid before its
-    exercise runs; take it back after, owned by root and writable by nobody else, so that later exercises' code can
-    neither change nor delete its observations (nor earlier code plant files in it). Links are never followed."""
+    """Basic level as root (no box): give an exercise's folder (and all in it but its observations, which the worker
+    alone writes) to the grading's uid before its exercise runs; take it back after, owned by root and writable by
+    nobody else, so that later exercises' code can plant nothing in it. Links are never followed."""
     user = jail.get("user")
     if not user:
         return
     uid, gid = (user["uid"], user["gid"]) if to_user else (0, 0)
     for root, dirs, files in os.walk(folder):
+        if root == folder and OBSERVATIONS in dirs:
+            dirs.remove(OBSERVATIONS)   # the worker's: root's, 0755, never lent
         for path in [root, *(os.path.join(root, n) for n in dirs + files)]:
             try:
                 os.lchown(path, uid, gid)

@@ -10,7 +10,6 @@ import _json
 import dis
 import errno
 import functools
-import hashlib
 import os
 import traceback
 from contextlib import contextmanager
@@ -34,11 +33,8 @@ _dtype_of, _shape_of, _device_of = _TensorBase.dtype.__get__, _TensorBase.shape.
 _requires_grad_of = _TensorBase.requires_grad.__get__
 _to_bytes = numpy.ndarray.tobytes
 _NoTorchFunction, _NoTorchDispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
-_sha256 = hashlib.sha256
 _encode_json = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
 _join, _join_bytes = "".join, b"".join
-_unlink, _open, _write, _close = os.unlink, os.open, os.write, os.close
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | protocol.NOFOLLOW | protocol.BINARY
 _SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                        torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
                        torch.uint8: "U8", torch.bool: "BOOL", torch.complex64: "C64"}
@@ -393,16 +389,12 @@ class ProbeContext:
         self.calls["returned"] += 1
         return result
 
-    def write(self, obs_dir: str, status: str, error: dict | None, forbidden: list[dict],
-              seconds: float) -> tuple[str, str | None]:
-        """Write `<name>.safetensors` then `<name>.json` (the probe's commit marker); return their SHA-256
-        digests (None without tensors), which the worker passes on so that the judge can tell them from
-        files student code wrote. Only the functions bound at the top of this module are called."""
-        tensor_digest = None
-        if self.tensors:
-            data = _safetensors_bytes(self.tensors)
-            tensor_digest = _sha256(data).hexdigest()
-            _write_new(obs_dir + "/" + self.name + protocol.TENSOR_SUFFIX, data)
+    def encoded(self, status: str, error: dict | None, forbidden: list[dict],
+                seconds: float) -> tuple[bytes, bytes | None]:
+        """The probe's observation as the bytes of `<name>.json` and of `<name>.safetensors` (None without tensors),
+        which the runner hands to the worker to write (grader.worker.runner). Only the functions bound at the top
+        of this module are called."""
+        tensors = _safetensors_bytes(self.tensors) if self.tensors else None
         payload = {
             "probe": self.name,
             "status": status,
@@ -414,9 +406,7 @@ class ProbeContext:
             protocol.FORBIDDEN_KEY: forbidden,
             "seconds": round(seconds, 4),
         }
-        text = _join(_encode_json(payload, 0)).encode("ascii")
-        _write_new(obs_dir + "/" + self.name + protocol.JSON_SUFFIX, text)
-        return _sha256(text).hexdigest(), tensor_digest
+        return _join(_encode_json(payload, 0)).encode("ascii"), tensors
 
 
 def _safetensors_bytes(tensors: dict[str, torch.Tensor]) -> bytes:
@@ -433,21 +423,6 @@ def _safetensors_bytes(tensors: dict[str, torch.Tensor]) -> bytes:
     text = _join(_encode_json(header, 0)).encode("ascii")
     text += b" " * (-len(text) % 8)
     return _join_bytes([len(text).to_bytes(8, "little"), text, *chunks])
-
-
-def _write_new(path: str, data: bytes) -> None:
-    """Write a fresh file: whatever student code put at that name (a link, say) is replaced, never followed."""
-    try:
-        _unlink(path)
-    except FileNotFoundError:
-        pass
-    fd = _open(path, _NEW_FILE, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[_write(fd, view):]
-    finally:
-        _close(fd)
 
 
 def _jsonable(value: Any) -> Any:

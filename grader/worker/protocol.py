@@ -16,9 +16,19 @@ RELATIVE_OPEN = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
 JSON_SUFFIX = ".json"
 TENSOR_SUFFIX = ".safetensors"
 IMPORT_PROBE = "_import"
-# What a child's runner writes on its acknowledgement pipe right before it imports the student's file: a child
-# that ends abnormally without it failed in the grader's own code.
-STARTED = b"started"
+
+# The two pipes between the worker and each child it forks (grader/worker/__main__.py says why).
+# Worker -> child, one line to start each step (the import's observation, then each probe), sent when the child asks
+# (so that no step waits in the pipe while student code runs), and the pipe closed when no step is left:
+#   <token> <probe> <seed>
+# Child -> worker, lines, and after a result line exactly the bytes it announces:
+STARTED = b"started"   # written right before the student's import: a child that ends abnormally without it failed
+                       # in the grader's own code
+NEXT = b"next"         # the child asks for its next step
+OP = b"op "            # op <aten operator>: one reached torch's dispatcher (exercises with forbidden operators)
+CALL = b"call "        # call <dotted name>: a forbidden Python-level API was called
+RESULT = b"result "    # result <token> <json bytes> <tensor bytes>: the step's observation follows
+MAX_LINE = 512         # a line longer than this is not the runner's
 
 MAX_JSON_BYTES = 1 << 20          # one probe's JSON
 MAX_TENSOR_BYTES = 64 << 20       # one probe's safetensors file

@@ -1,62 +1,115 @@
-"""Inside a child: import the student's file, run a group of probes, write one observation per probe."""
+"""Inside a child: load the exercise's probe code, import the student's file, and run the steps the worker asks
+for, handing the worker each step's observation (the worker writes the files; grader/worker/__main__.py)."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import importlib.util
+import marshal
 import os
 import random
+import select
 import sys
 import time
 import traceback
+import types
 from itertools import repeat
 from operator import is_
 from types import FunctionType
 
 import torch
 
-from grader.worker import protocol
+from grader.worker import forbidden, protocol
 from grader.worker.forbidden import ForbiddenCalls, ForbiddenOps, Recorder
 from grader.worker.probe import (GraderBug, ProbeContext, describe_exception, is_stub_raise, probes_of,
                                  raised_by_grader)
 
-_write = os.write  # bound before any student import: the acknowledgement never looks os.write up again
+# Bound before any student import: the channel never looks these up again.
+_read, _write, _select, _join = os.read, os.write, select.select, b"".join
+_RESULT, _NEXT, _NL = protocol.RESULT, protocol.NEXT + b"\n", b"\n"
 
 
-def load_probe_groups(probes_module: str) -> list[list[str]]:
-    """Probes split into the groups that share a child: consecutive plain probes, each isolated one alone."""
-    groups: list[list[str]] = []
-    current: list[str] = []
-    for spec in probes_of(importlib.import_module(probes_module)):
-        if spec.isolated:
-            if current:
-                groups.append(current)
-                current = []
-            groups.append([spec.name])
-        else:
-            current.append(spec.name)
-    if current:
-        groups.append(current)
-    return groups
+def read_probe_code(job: dict, jail: dict) -> list[tuple[str, bytes]]:
+    """The compiled code of the exercise's probe module and of the probe modules it imports, as the supervisor
+    staged it for this exercise alone: read in the child before it drops its privileges (the files are root's) and
+    before it lets go of the supervisor's folder (strict level), so that no other exercise's probe code is reachable."""
+    code = []
+    for module, name in job["probe_code"]:
+        fd = os.open(f"{job['probe_code_dir']}/{name}", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=jail.get("scratch_fd"))
+        with os.fdopen(fd, "rb") as fh:
+            code.append((module, fh.read()))
+    return code
 
 
-def probe_seed(course_seed: int, exercise: str, probe: str) -> int:
-    """Each probe's own seed, derived from the course seed: stable, and different for every probe."""
-    digest = hashlib.sha256(f"{course_seed}:{exercise}:{probe}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 62) - 1)
+def load_probe_code(code: list[tuple[str, bytes]]):
+    """Make the staged modules importable under their names, in order (the course model before the probes that
+    import it); return the last one, the exercise's probe module."""
+    import grader.probes
+
+    module = None
+    for name, data in code:
+        compiled = marshal.loads(data)
+        module = types.ModuleType(name)
+        module.__package__ = grader.probes.__name__
+        module.__file__ = compiled.co_filename
+        module.__spec__ = importlib.util.spec_from_loader(name, None, origin=compiled.co_filename)
+        sys.modules[name] = module   # first: dataclasses look their module up while the body runs
+        exec(compiled, module.__dict__)
+        setattr(grader.probes, name.rsplit(".", 1)[1], module)
+    return module
 
 
-def run_probes(job: dict, names: list[str], course_seed: int, ack_fd: int | None = None, write_import: bool = True) -> None:
-    """Import the student's file and run the probes `names`, writing one observation each. Each observation's
-    digests go to `ack_fd`, the worker's proof that the grader, not student code, wrote that file."""
+class Channel:
+    """The child's end of its two pipes to the worker: the steps it is asked to run, the observations it hands back.
+
+    Student code runs in this process and can write on the result pipe too; what it gains by that is said in
+    grader/worker/__main__.py (`Results`): a step's observation counts only with the step's own token, which the
+    worker sends when it asks for that step, so nothing written can claim another step."""
+
+    def __init__(self, steps: int, results: int):
+        self.steps, self.results = steps, results
+        self.pending = b""
+
+    def started(self) -> None:
+        _write(self.results, protocol.STARTED + _NL)
+
+    def next_step(self) -> tuple[str, str, int] | None:
+        """(token, probe, seed) of the step the worker gives next, asked for now; None when no step is left."""
+        if _NL not in self.pending:
+            _write(self.results, _NEXT)
+        while _NL not in self.pending:
+            try:
+                chunk = _read(self.steps, 4096)
+            except BlockingIOError:   # student code made the pipe non-blocking: wait for the line all the same
+                _select([self.steps], [], [])
+                continue
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(_NL, 1)
+        token, name, seed = line.decode("ascii").split(" ")
+        return token, name, int(seed)
+
+    def answer(self, token: str, observation: tuple[bytes, bytes | None]) -> None:
+        text, tensors = observation
+        tensors = tensors or b""
+        data = _join([_RESULT, f"{token} {len(text)} {len(tensors)}".encode("ascii"), _NL, text, tensors])
+        view = memoryview(data)
+        while view:
+            view = view[_write(self.results, view):]
+
+
+def run_probes(job: dict, channel: Channel, probes_module, write_import: bool = True) -> None:
+    """Import the student's file, then run the steps the worker asks for on `channel`, one at a time: the import's
+    observation first when `write_import` (the exercise's first child), then probes of `probes_module`."""
     os.chdir(job["workdir"])
-    specs = {s.name: s for s in probes_of(importlib.import_module(job["probes_module"]))}
+    specs = {s.name: s for s in probes_of(probes_module)}
     student_file = os.path.abspath(job["student_file"])
-    forbidden = Recorder(student_file)
-    operators = [name for name in job.get("forbidden", []) if "::" in name]   # aten::native_layer_norm
-    ForbiddenCalls([name for name in job.get("forbidden", []) if "::" not in name], forbidden).install()
-    guard = Guard(importlib.import_module(job["probes_module"]))
+    recorder = Recorder(student_file)
+    # The forbidden lists are bound here, before the student's import, into names the guard watches; the verdict
+    # is not theirs but the worker's, from the names the hooks write as they go (grader/worker/forbidden.py).
+    forbidden.bind(channel.results, [name for name in job.get("forbidden", []) if "::" in name])
+    ForbiddenCalls([name for name in job.get("forbidden", []) if "::" not in name], recorder).install()
+    guard = Guard(probes_module, forbidden.operator_objects())
     # The guard verifies everything else; its own code is verified here, in this frame, whose code a
     # submission cannot swap while it runs.
     check = guard.check
@@ -68,28 +121,27 @@ def run_probes(job: dict, names: list[str], course_seed: int, ack_fd: int | None
                 return [f"grader.worker.runner.{f.__name__}"]
         return check()
 
-    def watched(call):
-        """Run `call` (student code, or a probe calling it) with the forbidden operators recorded, if any."""
-        if not operators:
-            return call()
-        with ForbiddenOps(operators, forbidden):
-            return call()
-
     started = time.perf_counter()
-    if ack_fd is not None:
-        os.write(ack_fd, protocol.STARTED + b"\n")  # from here on, what goes wrong may be the student's doing
-    student, status, error = watched(lambda: import_student(student_file, job["module_name"]))
+    channel.started()   # from here on, what goes wrong may be the student's doing
+    student, status, error = forbidden.watched(import_student, recorder, student_file, job["module_name"])
     changed = verified_check()
     if changed:
         student, status, error = None, protocol.RAISED, tampering(changed)
+    seconds = time.perf_counter() - started
     if write_import:  # the first child of the exercise records the import; later ones import it again
+        step = channel.next_step()
+        if step is None:
+            return
+        token, name, _ = step
+        if name != protocol.IMPORT_PROBE:
+            raise RuntimeError(f"the worker asked for {name!r} before the import's observation")
         ctx = ProbeContext(protocol.IMPORT_PROBE, 0, job["workdir"], student_file)
-        acknowledge(ack_fd, ctx.name, ctx.write(job["obs_dir"], status, error, forbidden.take(), time.perf_counter() - started))
+        channel.answer(token, ctx.encoded(status, error, recorder.take(), seconds))
     if student is None:
         return
 
-    for name in names:
-        seed = probe_seed(course_seed, job["id"], name)
+    while (step := channel.next_step()) is not None:
+        token, name, seed = step
         ctx = ProbeContext(name, seed, job["workdir"], student_file)
         torch.manual_seed(seed)
         random.seed(seed)
@@ -97,18 +149,13 @@ def run_probes(job: dict, names: list[str], course_seed: int, ack_fd: int | None
         started = time.perf_counter()
         if not guard.lasting:  # a change that could not be put back: no later probe of this process measures
             try:
-                watched(lambda: specs[name].fn(student, ctx))
+                forbidden.watched(specs[name].fn, recorder, student, ctx)
             except BaseException as exc:  # noqa: BLE001 - everything student code throws is an observation
                 status, error = classify(exc, student_file, student)
             changed = verified_check()
         if changed:
             status, error = protocol.RAISED, tampering(changed)
-        acknowledge(ack_fd, name, ctx.write(job["obs_dir"], status, error, forbidden.take(), time.perf_counter() - started))
-
-
-def acknowledge(ack_fd: int | None, name: str, digests: tuple[str, str | None]) -> None:
-    if ack_fd is not None:
-        _write(ack_fd, f"{name} {digests[0]} {digests[1] or '-'}\n".encode())
+        channel.answer(token, ctx.encoded(status, error, recorder.take(), time.perf_counter() - started))
 
 
 def import_student(path: str, module_name: str):
@@ -217,7 +264,8 @@ class Guard:
     # wrapper of the original is accepted there, and nowhere else.
     SELF_WRAPPED = frozenset({"torch.manual_seed"})
 
-    def __init__(self, probes_module):
+    def __init__(self, probes_module, objects: list[tuple[str, dict]] = ()):
+        """`objects`: more namespaces to watch, (label, their dict): names may be changed, never added there."""
         import builtins
         import json
         import json.encoder
@@ -247,12 +295,13 @@ class Guard:
         classes = [("torch.Tensor", torch.Tensor), ("torch.nn.Module", torch.nn.Module),
                    ("torch.nn.Parameter", torch.nn.Parameter), ("json.JSONEncoder", json.JSONEncoder),
                    ("TorchDispatchMode", python_dispatch.TorchDispatchMode), ("ProbeContext", ProbeContext),
-                   ("Guard", Guard), ("Recorder", Recorder), ("ForbiddenOps", ForbiddenOps),
+                   ("Guard", Guard), ("Channel", Channel), ("Recorder", Recorder), ("ForbiddenOps", ForbiddenOps),
                    ("ForbiddenCalls", ForbiddenCalls)]
         # (label, the live namespace, whether a name added to it counts: on a class or an instance it hides
         # what the class below defines)
         spaces = [(label, m.__dict__, False) for label, m in modules] + [(label, c.__dict__, True) for label, c in classes]
         spaces.append(("json._default_encoder", vars(json._default_encoder), True))   # json.dumps calls its encode
+        spaces += [(label, namespace, False) for label, namespace in objects]
         self.spaces = []
         for label, now, additions in spaces:
             saved = {k: _parts(v) for k, v in now.items()}

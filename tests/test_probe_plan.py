@@ -1,0 +1,73 @@
+"""What the supervisor hands the worker of an exercise's probes (grader/sandbox/probe_plan.py, grader/worker/seeds.py):
+its own probe code only, compiled for the box, root-only; each probe's own seed, never the course's."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import stat
+from pathlib import Path
+
+from conftest import ROOT
+from grader.course import load_course
+from grader.grading import job_for
+from grader.sandbox import probe_plan, rootfs
+from grader.worker.probe import probes_of
+from grader.worker.seeds import probe_seed
+
+COURSE = load_course(ROOT)
+
+
+def test_groups_read_from_the_source_match_the_decorators():
+    """The plan reads `@probe` and `@probe(isolated=True)` from the source; importing the module says the same."""
+    import importlib
+
+    for ex in COURSE.exercises:
+        specs = [(s.name, s.isolated) for s in probes_of(importlib.import_module(ex.probes_module))]
+        assert probe_plan.probe_specs(ex.probes_module) == specs, ex.id
+    groups = probe_plan.probe_groups("grader.probes.checkpoint")
+    isolated = [name for name, alone in probe_plan.probe_specs("grader.probes.checkpoint") if alone]
+    assert isolated and all([name] in groups for name in isolated)
+
+
+def test_an_exercise_gets_its_own_probe_code_and_the_course_model_it_imports_nothing_else(tmp_path):
+    staged = probe_plan.stage_code("grader.probes.training", tmp_path / "training", rootfs.LIB)
+    assert [module for module, _ in staged] == ["grader.probes.lm", "grader.probes.training"]
+    assert probe_plan.probe_code_modules("grader.probes.masks") == ["grader.probes.masks"]
+    folder = tmp_path / "training"
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    for _, name in staged:
+        assert stat.S_IMODE(os.stat(folder / name).st_mode) == 0o600
+        code = marshal.loads((folder / name).read_bytes())
+        assert code.co_filename.startswith(rootfs.LIB + "/grader/probes/"), code.co_filename   # no host path
+    assert sorted(p.name for p in folder.iterdir()) == ["lm.code", "training.code"]
+
+
+def test_the_worker_preloads_what_probe_code_imports_but_no_probe_module():
+    modules = probe_plan.preload([ex.probes_module for ex in COURSE.exercises])
+    assert "torch._dynamo" in modules and "torch" in modules
+    assert not [m for m in modules if m.startswith("grader.probes")]
+
+
+def test_the_request_holds_each_probes_seed_and_not_the_course_seed(tmp_path):
+    """What enters the sandbox for an exercise: per-probe seeds, distinct, the same for the same course seed."""
+    ex = COURSE.exercise("attention")
+    student = tmp_path / "attention" / ex.file
+    student.parent.mkdir()
+    student.write_text("")
+    course_seed = 738204519364281
+    request = job_for(ex, student).request(True, course_seed, tmp_path)
+    text = json.dumps(request)
+    assert str(course_seed) not in text
+    seeds = request["seeds"]
+    assert set(seeds) == {name for name, _ in probe_plan.probe_specs(ex.probes_module)}
+    assert len(set(seeds.values())) == len(seeds) and all(0 <= s < 1 << 62 for s in seeds.values())
+    assert seeds == job_for(ex, student).request(True, course_seed, tmp_path)["seeds"]
+    assert seeds != job_for(ex, student).request(True, course_seed + 1, tmp_path)["seeds"]
+    assert not [p for p in Path(tmp_path).rglob("*") if str(p).endswith(".py") and p != student]
+
+
+def test_a_probe_seed_depends_on_the_exercise_and_the_probe():
+    assert probe_seed(1, "masks", "causal") != probe_seed(1, "masks", "padding") != probe_seed(1, "rope", "padding")
+    assert probe_seed(1, "masks", "causal") == probe_seed(1, "masks", "causal")
