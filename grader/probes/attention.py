@@ -230,5 +230,5 @@ def backward(student, ctx):
         ctx.tensor(f"{case}.weights", weights)
         with student_value("backward() from the out and weights scaled_dot_product_attention returned failed"):
             ((out * r_out).sum() + (weights * r_weights).sum()).backward()
-        for name, leaf in zip("qkv", leaves):
+        for name, leaf in zip("qkv", leaves, strict=True):
             ctx.tensor(f"{case}.{name}.grad", leaf.grad)  # None is recorded as its type
