@@ -75,6 +75,27 @@ def dropout(student, ctx):
 
 
 @probe
+def dropout_position(student, ctx):
+    """x[t] is one-hot on channel t of each head, and v_proj = out_proj = identity: output channel 8h + s at query t
+    is then head h's weight of key s. Eval mode gives the weights, train mode (dropout 0.5) the weights as dropout
+    left them, for 32 copies of the sequence: the judge sees where dropout acted."""
+    attn = student.CausalSelfAttention(READ_D_MODEL, READ_HEADS, 0.5).double()
+    ctx.fill_parameters(attn, ["q_proj.weight", "k_proj.weight"], std=1.0)  # scores of order one
+    params = dict(attn.named_parameters())
+    with torch.no_grad():
+        for name in ("v_proj.weight", "out_proj.weight"):
+            if name not in params or list(params[name].shape) != [READ_D_MODEL, READ_D_MODEL]:
+                raise ContractBreach("the module has no parameter `{name}` of shape [16, 16], which the contract names",
+                                     name=name)
+            params[name].copy_(torch.eye(READ_D_MODEL, dtype=torch.float64))
+    one_hot = torch.eye(READ_T, dtype=torch.float64).repeat(1, READ_HEADS)       # [T, C]: channels t and 8 + t
+    x = one_hot.expand(READ_BATCH, READ_T, READ_D_MODEL).clone()
+    with torch.no_grad():
+        ctx.tensor("eval", attn.eval()(x[:1].clone()))
+        ctx.tensor("train", attn.train()(x))
+
+
+@probe
 def bad_heads(student, ctx):
     ctx.outcome("d10_h3", lambda: student.CausalSelfAttention(10, 3))
     ctx.outcome("d12_h5", lambda: student.CausalSelfAttention(12, 5))
@@ -96,27 +117,6 @@ def parameter_count_large(student, ctx):
     # small sizes down with it. The type is recorded because JSON turns a 0-d tensor into a plain number.
     large = student.count_block_parameters(*LARGE_SIZE)
     ctx.record(large=large, large_type=type(large).__name__, large_size=LARGE_SIZE)
-
-
-@probe
-def dropout_position(student, ctx):
-    """x[t] is one-hot on channel t of each head, and v_proj = out_proj = identity: output channel 8h + s at query t
-    is then head h's weight of key s. Eval mode gives the weights, train mode (dropout 0.5) the weights as dropout
-    left them, for 32 copies of the sequence: the judge sees where dropout acted."""
-    attn = student.CausalSelfAttention(READ_D_MODEL, READ_HEADS, 0.5).double()
-    ctx.fill_parameters(attn, ["q_proj.weight", "k_proj.weight"], std=1.0)  # scores of order one
-    params = dict(attn.named_parameters())
-    with torch.no_grad():
-        for name in ("v_proj.weight", "out_proj.weight"):
-            if name not in params or list(params[name].shape) != [READ_D_MODEL, READ_D_MODEL]:
-                raise ContractBreach("the module has no parameter `{name}` of shape [16, 16], which the contract names",
-                                     name=name)
-            params[name].copy_(torch.eye(READ_D_MODEL, dtype=torch.float64))
-    one_hot = torch.eye(READ_T, dtype=torch.float64).repeat(1, READ_HEADS)       # [T, C]: channels t and 8 + t
-    x = one_hot.expand(READ_BATCH, READ_T, READ_D_MODEL).clone()
-    with torch.no_grad():
-        ctx.tensor("eval", attn.eval()(x[:1].clone()))
-        ctx.tensor("train", attn.train()(x))
 
 
 @probe
