@@ -86,7 +86,7 @@ def csv_table(text: str) -> list[dict]:
 
 def test_headers_carry_the_maxima(course, book):
     header = next(csv.reader(io.StringIO(grades_csv(course, book, "key"))))
-    assert header == ["id", "name", "email", "submission", "status", "heads (10)", "masks (14)", "total (24)",
+    assert header == ["id", "name", "email", "submission", "status", "heads (10)", "masks (15)", "total (25)",
                       "percent", "roster", "content_hash"]
 
 
@@ -95,7 +95,7 @@ def test_status_words_say_what_each_submission_is(course, book):
     assert {name: r["status"] for name, r in rows.items()} == {
         "ann": "complete", "bo": "partial", "cy": "partial", "di": "partial", "ed": "empty", "fay": "partial",
         "gus.zip": "unreadable", "hal": "grader error", "ivy": "killed workers"}
-    assert rows["fay"]["heads (10)"] == "10" and rows["fay"]["masks (14)"] == "0" and rows["fay"]["total (24)"] == "10"
+    assert rows["fay"]["heads (10)"] == "10" and rows["fay"]["masks (15)"] == "0" and rows["fay"]["total (25)"] == "10"
     assert rows["ann"]["id"] == "ann" and rows["ann"]["percent"] == "100"   # no roster: the id is the name
 
 
@@ -125,7 +125,7 @@ def test_a_roster_lists_every_student_and_flags_the_rest(course, book):
         "di": "not in roster", "ed": AMBIGUOUS, "fay": "not in roster", "gus.zip": "not in roster",
         "hal": "not in roster", "ivy": "not in roster"}
     assert rows[0]["name"] == "Ann Lee" and rows[0]["email"] == "ann@uni.edu"
-    assert rows[3]["total (24)"] == "0" and all(r["id"] == "" for r in rows[6:])
+    assert rows[3]["total (25)"] == "0" and all(r["id"] == "" for r in rows[6:])
 
 
 def test_two_submissions_of_one_student_both_stay_and_say_so(course, book):
@@ -227,11 +227,11 @@ def test_the_most_failed_criteria_come_with_their_title_and_most_common_message(
 
 def test_each_exercise_has_its_mean_full_marks_and_not_attempted(course, book):
     heads, masks = class_summary(course, book, "key").exercises
-    # over ann, bo, cy, di, fay: heads 10, 8, 6, 8, 10; masks 14, 12, 14, 14, 0 (fay left it)
+    # over ann, bo, cy, di, fay: heads 10, 8, 6, 8, 10; masks 15, 13, 15, 15, 0 (fay left it)
     assert (heads.mean_points, heads.full_marks, heads.not_attempted) == (8.4, 2, 0)
-    assert (masks.mean_points, masks.full_marks, masks.not_attempted) == (10.8, 3, 1)
+    assert (masks.mean_points, masks.full_marks, masks.not_attempted) == (11.6, 3, 1)
     row = page_of(course, book, "zh").all("tr", **{"data-exercise": "masks"})[0]
-    assert course.exercise("masks").title_zh in row["text"] and "10.8 / 14" in row["text"]
+    assert course.exercise("masks").title_zh in row["text"] and "11.6 / 15" in row["text"]
 
 
 def test_the_page_speaks_the_language_asked_and_needs_no_network(course, book):
@@ -277,10 +277,10 @@ def test_excel_gets_a_bom_and_the_csv_module_reads_it_back(batch):
     assert excel[3:] == (out / "grades.csv").read_bytes(), "the same grades, with or without --excel"
     assert "共 4 份提交：本次评分 0 份，4 份已在成绩册中" in again.stdout   # the batch ran with --lang zh
     rows = csv_table(excel.decode("utf-8-sig"))
-    assert [(r["id"], r["name"], r["submission"], r["status"], r["total (24)"], r["roster"]) for r in rows] == [
-        ("2024001", "Sam Ple", "sample", "partial", "20", "email"),
+    assert [(r["id"], r["name"], r["submission"], r["status"], r["total (25)"], r["roster"]) for r in rows] == [
+        ("2024001", "Sam Ple", "sample", "partial", "21", "email"),
         ("2024002", "张三", "", "missing", "0", ""),
-        ("2024003", "Sol Ution", "2024003", "complete", "24", "id"),
+        ("2024003", "Sol Ution", "2024003", "complete", "25", "id"),
         ("", "", "bad.zip", "unreadable", "0", "not in roster"),
         ("", "", "empty", "empty", "0", "not in roster")]
 

@@ -207,12 +207,12 @@ def test_parameters_changed_by_a_failed_step_are_found_from_the_snapshots(course
     assert message is not None and "1 parameters changed (head.weight)" in message, message
 
 
-def test_the_eval_loss_is_computed_from_the_recorded_logits(course, reference_dirs, tmp_path):
+def test_the_eval_loss_is_computed_from_the_recorded_trained_parameters(course, reference_dirs, tmp_path):
     ref = observations(course, "training", reference_dirs["training"])
     assert judge(training.test_overfit_fixed_batch, ref, ref) is None
 
     def edit(tensors):
-        tensors["logits"].zero_()   # uniform predictions over V = 4 tokens: loss log 4
+        tensors["trained.head.weight"].zero_()   # the judge's own model then predicts uniformly over V = 4: loss log 4
 
     stale = {"final_loss": 1e-5, "prediction": [[1, 0, 1, 0]]}
     forged = forged_copy(reference_dirs, tmp_path, "training", "overfit_fixed_batch", stale, edit)

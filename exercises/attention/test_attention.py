@@ -44,7 +44,8 @@ def test_weights_sum_to_one_over_keys():
     q, k, v = qkv()
     _, weights = attention.scaled_dot_product_attention(q, k, v)
     sums = weights.sum(dim=-1)
-    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-6), f"rows should sum to 1 (atol 1e-6), got {sums[0, 0]}"
+    # atol 1e-5: a float32 sum of 6 probabilities, as the grader allows
+    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5), f"rows should sum to 1 (atol 1e-5), got {sums[0, 0]}"
 
 
 def test_scores_are_scaled_by_sqrt_d():
@@ -55,7 +56,8 @@ def test_scores_are_scaled_by_sqrt_d():
     v = torch.eye(2)
     _, weights = attention.scaled_dot_product_attention(q, k, v)
     expected = 1.0 / (1.0 + math.exp(-2.0))
-    assert abs(weights[0, 0].item() - expected) < 1e-6, f"expected {expected:.6f} (atol 1e-6), got {weights[0, 0].item():.6f}"
+    got = weights[0, 0].item()
+    assert abs(got - expected) < 1e-5, f"expected {expected:.6f} (atol 1e-5), got {got:.6f}"
 
 
 def test_masked_weights_are_exactly_zero():
@@ -64,9 +66,9 @@ def test_masked_weights_are_exactly_zero():
     out, weights = attention.scaled_dot_product_attention(q, k, v, mask)
     assert torch.all(weights[..., ~mask] == 0), "weights at masked positions must be exactly 0"
     sums = weights.sum(dim=-1)
-    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-6), "the allowed weights of each query must sum to 1"
-    # query 0 may only see key 0: all its weight is there, so its output is v's row 0 (atol 1e-6)
-    assert torch.allclose(out[..., 0, :], v[..., 0, :], atol=1e-6), "with a causal mask, query 0's output must be v[0]"
+    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5), "the allowed weights of each query must sum to 1"
+    # query 0 may only see key 0: all its weight is there, so its output is v's row 0 (atol 1e-5)
+    assert torch.allclose(out[..., 0, :], v[..., 0, :], atol=1e-5), "with a causal mask, query 0's output must be v[0]"
 
 
 def test_future_keys_do_not_change_past_outputs():

@@ -35,8 +35,9 @@ def test_population_variance_by_hand():
     y = norm.LayerNorm(4).double()(x)
     s = math.sqrt(1.25 + 1e-5)
     expected = torch.tensor([[-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s]], dtype=torch.float64)
-    # tolerance: 1e-9 absolute, float64
-    torch.testing.assert_close(y, expected, rtol=0, atol=1e-9,
+    # tolerance: 1e-5 absolute and relative: a LayerNorm may compute in float32 inside (allowed), which rounds
+    # these values by about 1e-7; the unbiased variance would change them by 13%
+    torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5,
                                msg=lambda m: f"normalised [1, 2, 3, 4] is wrong (population variance?):\n{m}")
 
 
@@ -47,8 +48,8 @@ def test_eps_inside_the_square_root():
     y = norm.LayerNorm(2, eps=1e-5).double()(x)
     v = 1e-3 / math.sqrt(1e-6 + 1e-5)
     expected = torch.tensor([[-v, v]], dtype=torch.float64)
-    # tolerance: 1e-9 absolute, float64
-    torch.testing.assert_close(y, expected, rtol=0, atol=1e-9,
+    # tolerance: 1e-3 absolute and relative; eps outside the root would give 0.990 instead of 0.3015
+    torch.testing.assert_close(y, expected, rtol=1e-3, atol=1e-3,
                                msg=lambda m: f"eps must be added to the variance inside the square root:\n{m}")
 
 
@@ -69,8 +70,8 @@ def test_matches_torch_layer_norm_with_affine():
         w, b = torch.randn(10, dtype=torch.float64), torch.randn(10, dtype=torch.float64)
         ours.weight.copy_(w); ours.bias.copy_(b)
         ref.weight.copy_(w); ref.bias.copy_(b)
-    # tolerance: 1e-6 absolute, float64
-    torch.testing.assert_close(ours(x), ref(x), rtol=0, atol=1e-6,
+    # tolerance: 1e-5 absolute and relative; float32 inside (allowed) rounds outputs of size ~5 by about 1e-6
+    torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5,
                                msg=lambda m: f"LayerNorm differs from torch.nn.LayerNorm:\n{m}")
 
 

@@ -20,6 +20,10 @@ BROADCAST_TOLERANCE = 1e-6           # the same code on the same numbers; only t
 DIAGNOSE_TOLERANCE = 1e-4            # close enough to a known wrong formula to name it as the likely mistake
 ZERO_GRADIENT = 1e-12                # float64: a quantity that cannot influence the loss gets no gradient
 CAUSAL_SHAPE = [2, 2, 6, 8]          # the causality probe's q, k, v: [B, H, T, D], so out is [B, H, T, Dv] with Dv = D
+# Gradients against the reference's, float64 inputs: a function may compute in float32 inside (legal, e.g. a softmax
+# in float32 cast back), which rounds weights and their backward by ~6e-8 relative; summed over 7 keys with q, k, v
+# of size ~3 that is ~1e-6. A softmax backward that drops the -w·sum(w·g) term errs by ~0.1.
+GRADIENT_ATOL, GRADIENT_RTOL = 1e-5, 1e-4
 
 AXES = ("batch", "head", "query", "key")
 # How a location names each axis; "axis" stands for leading axes the names do not cover.
@@ -486,6 +490,80 @@ def test_gradients_finite(obs, ref, verdict):
                            grad=float(leak[b, h, j])))
     verdict.ok(t("q, k and v receive finite gradients; fully masked queries and keys masked for every query receive "
                  "none"))
+
+
+@criterion("masked_weights_zero_large_scores", kind="values", requires=("masked_weights_zero",),
+           title={"en": "Masked weights stay exactly 0 when the scores are large (spread ~1e5)",
+                  "zh": "分数很大（量级约 1e5）时，被屏蔽的权重仍恰好为 0"},
+           hint={"en": "Fill the masked scores with float('-inf') (masked_fill(~mask, float('-inf'))) before the "
+                       "softmax. Adding or filling a finite number such as -1e4 only hides keys whose scores are "
+                       "within 1e4 of the others; exp(-inf) is 0 at any scale.",
+                 "zh": "在 softmax 之前把被屏蔽的分数填为 float('-inf')（masked_fill(~mask, float('-inf'))）。加上或填入 -1e4 "
+                       "这样的有限数，只能屏蔽那些分数与其他 key 相差不到 1e4 的 key；而 exp(-inf) 在任何量级下都是 0。"})
+def test_masked_weights_zero_large_scores(obs, ref, verdict):
+    p = obs.probe("large_scores")
+    mask, weights = ref.probe("large_scores").tensor("mask"), p.tensor("weights").double()
+    verdict.note(attention_map=attention_map(weights, ref.probe("large_scores").tensor("weights")))
+    setting = t("with q and k of size ~316 (scores of spread ~1e5) and a [4, 4, 5, 7] mask")
+    if list(weights.shape) != list(mask.shape):
+        verdict.fail(t("{setting} the weights have shape {shape}; expected [4, 4, 5, 7]", setting=setting,
+                       shape=list(weights.shape)))
+    bad = ~torch.isfinite(weights)
+    if bad.any():
+        verdict.fail(t("{setting} {count} weights are NaN or inf, the first at {location}: exp of a large score "
+                       "overflows unless the row's largest score is subtracted first (softmax does that)",
+                       setting=setting, count=int(bad.sum()), location=_at(_first(bad))))
+    leaked = (weights != 0) & ~mask
+    if leaked.any():
+        i = _first(leaked)
+        verdict.fail(t("{setting} {leaked} of {masked} masked positions have a non-zero weight, e.g. {weight:.4g} at "
+                       "{location}: a finite fill (such as -1e4) is outweighed by scores this large; fill with -inf",
+                       setting=setting, leaked=int(leaked.sum()), masked=int((~mask).sum()), weight=float(weights[i]),
+                       location=_at(i)))
+    error = (weights.sum(-1) - 1).abs()
+    if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
+        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
+        verdict.fail(t("{setting} the weights of {location} sum to {total:.6g} over the keys; expected 1",
+                       setting=setting, location=_at(i, AXES[:3]), total=float(weights[i].sum())))
+    verdict.ok(t("with scores of spread ~1e5 all {masked} masked weights are exactly 0 and every row sums to 1",
+                 masked=int((~mask).sum())))
+
+
+@criterion("gradients_match_reference", kind="gradient", requires=("values_match_reference", "masked_weights_zero"),
+           title={"en": "Backward: the gradients of q, k and v equal the reference's, with and without a mask",
+                  "zh": "反向传播：q、k、v 的梯度与参考实现一致（有 mask 和无 mask）"},
+           hint={"en": "Let autograd differentiate the forward. A hand-written softmax backward must be "
+                       "grad_scores = w * (g - (g * w).sum(-1, keepdim=True)); dropping the second term, or a backward "
+                       "that does not match its forward, gives finite but wrong gradients.",
+                 "zh": "让自动微分对前向求导。手写 softmax 的反向必须是 grad_scores = w * (g - (g * w).sum(-1, keepdim=True))；"
+                       "漏掉第二项，或反向与前向不对应，都会得到有限但错误的梯度。"})
+def test_gradients_match_reference(obs, ref, verdict):
+    got, want = obs.probe("backward"), ref.probe("backward")
+    worst = {}
+    for case, setting in (("unmasked", t("without a mask")), ("masked", t("with a [2, 3, 5, 7] mask"))):
+        for part in ("out", "weights"):
+            problem = difference(got.tensor(f"{case}.{part}"), want.tensor(f"{case}.{part}"), atol=VALUE_ATOL,
+                                 rtol=VALUE_RTOL)
+            if problem:
+                verdict.fail(t("{setting} (float64 q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the forward's "
+                               "{part} already differs from the reference, so its gradients cannot match: {problem}",
+                               setting=setting, part=part, problem=problem))
+        for name in ("q", "k", "v"):
+            key = f"{case}.{name}.grad"
+            if key in got.not_tensors:
+                verdict.fail(t("{setting}, {name} received no gradient: it is not on the path from the inputs to out "
+                               "and weights", setting=setting, name=name))
+            grad, expected = got.tensor(key), want.tensor(key)
+            problem = difference(grad, expected, atol=GRADIENT_ATOL, rtol=GRADIENT_RTOL)
+            if problem:
+                verdict.fail(t("{setting}, {name}.grad differs from the reference gradient: {problem}; the forward "
+                               "matches, so the backward is not the derivative of the forward (a hand-written "
+                               "backward?)", setting=setting, name=name, problem=problem))
+            if list(grad.shape) == list(expected.shape):
+                worst[f"{case}.{name}"] = float((grad.double() - expected.double()).abs().max())
+    verdict.note(largest_gradient_difference=worst)
+    verdict.ok(t("with and without a mask, the gradients of q, k and v equal the reference's within {atol:g} + "
+                 "{rtol:g}·|expected|", atol=GRADIENT_ATOL, rtol=GRADIENT_RTOL))
 
 
 test_no_forbidden_api = forbidden_api_criterion()

@@ -4,7 +4,7 @@ import re
 
 import torch
 
-from grader.i18n import Text, join, t
+from grader.i18n import Text, join, t, verbatim
 from grader.judge.compare import describe_outcome, difference, raised
 from grader.judge.criterion import criterion
 
@@ -264,6 +264,41 @@ def test_resume_bitwise(obs, verdict):
     problem = difference(fresh.tensor("resumed." + n), first.tensor("straight." + n), atol=EXACT)
     verdict.fail(t("{summary}, although weights, optimizer and RNG state were restored; first: `{name}`, {problem}",
                    summary=summary, name=n, problem=problem))
+
+
+@criterion("rng_restored_on_every_load", kind="resume",
+           title={"en": "load_checkpoint restores the RNG state with or without an optimizer",
+                  "zh": "无论是否传入优化器，load_checkpoint 都恢复随机数状态"},
+           hint={"en": "Call torch.set_rng_state(state['rng_state']) on every path of load_checkpoint, not inside "
+                       "the `if optimizer is not None:` branch: resuming for evaluation or with a new optimizer still "
+                       "needs the generator where it was saved.",
+                 "zh": "在 load_checkpoint 的每条路径上都调用 torch.set_rng_state(state['rng_state'])，不要只放在 "
+                       "`if optimizer is not None:` 分支里：只为评估而加载、或换一个新优化器续训，也需要随机数生成器回到保存时的状态。"})
+def test_rng_restored_on_every_load(obs, verdict):
+    p = obs.probe("rng_every_load")
+    saved = p.tensor("rng_at_save")
+    calls = {"model_only": "load_checkpoint(path, model)", "with_optimizer": "load_checkpoint(path, model, optimizer)",
+             "with_expect": "load_checkpoint(path, model, expect=...)"}
+    restored = []
+    for case, call in calls.items():
+        outcome = p.value(case)
+        if raised(outcome):
+            verdict.fail(t("{call} on a checkpoint that save_checkpoint wrote {outcome}", call=call,
+                           outcome=describe_outcome(outcome)))
+        before, after = p.tensor(f"{case}.rng_before"), p.tensor(f"{case}.rng_after")
+        verdict.check(not torch.equal(before, saved),
+                      t("the RNG state before {call} already equals the saved one (internal: the grader moves it away "
+                        "first)", call=call))
+        if not torch.equal(after, saved):
+            # built apart: Babel misses a t(...) nested in another call's arguments
+            untouched = t(" (the call left the generator untouched)") if torch.equal(after, before) else verbatim("")
+            comma, none = t(", "), t("none")
+            earlier = join([verbatim(calls[c]) for c in restored], comma) if restored else none
+            verdict.fail(t("after {call} the torch RNG state is not the one saved in the checkpoint{untouched}; "
+                           "restored on: {restored}", call=call, untouched=untouched, restored=earlier))
+        restored.append(case)
+    verdict.ok(t("load_checkpoint restored the saved RNG state on all three paths: model only, with an optimizer, with "
+                 "expect"))
 
 
 # --- generate -------------------------------------------------------------------------------------

@@ -17,6 +17,10 @@ DROPOUT_P = 0.5           # the dropout probe's rate: kept elements are scaled b
 NON_FINITE_CAUSE = t("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * -inf "
                      "gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
 OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the eval value; weight dropout mixes values
+# A weight that dropout kept is exactly 2 x its eval value (a power of two; float32 inside rounds both passes alike);
+# dropout on the scores before the softmax renormalises the row and moves the kept weights by ~10 %.
+KEPT_WEIGHT_TOLERANCE = 1e-6
+READ_SHAPE = [8, 16]      # the dropout-position probe: 8 positions, 2 heads of 8 channels (probes/decoder_block.py)
 
 
 @criterion("output_shape", kind="shape",
@@ -287,3 +291,69 @@ def _off(got, want):
     if isinstance(got, bool) or not isinstance(got, (int, float)):
         return t("a non-number")
     return got - want if isinstance(got, int) else t("{off:g}, and it is a float, not an int", off=got - want)
+
+
+@criterion("dropout_after_softmax", kind="values",
+           requires=("dropout_in_training", "values_match_reference", "projections_bias_free"),
+           title={"en": "Dropout zeroes attention weights after the softmax and scales the rest by 1/(1-p)",
+                  "zh": "dropout 在 softmax 之后把部分注意力权重置零，其余乘以 1/(1-p)"},
+           hint={"en": "Apply dropout to the weights the softmax returned: "
+                       "weights = self.attn_dropout(scores.softmax(dim=-1)). Dropout on the scores before the softmax "
+                       "only shifts them: the softmax renormalises and no weight is dropped.",
+                 "zh": "对 softmax 输出的权重做 dropout：weights = self.attn_dropout(scores.softmax(dim=-1))。在 softmax 之前对分数做 "
+                       "dropout 只是改变分数：softmax 会重新归一化，没有任何权重被丢弃。"})
+def test_dropout_after_softmax(obs, verdict):
+    p = obs.probe("dropout_position")
+    evaluated, trained = p.tensor("eval").double(), p.tensor("train").double()
+    if list(evaluated.shape) != [1, *READ_SHAPE] or list(trained.shape[1:]) != READ_SHAPE:
+        verdict.fail(t("CausalSelfAttention(16, 2) on x of shape [B, 8, 16] returned shapes {eval_shape} (eval) and "
+                       "{train_shape} (train); expected [B, 8, 16]", eval_shape=list(evaluated.shape),
+                       train_shape=list(trained.shape)))
+    verdict.check(bool(torch.isfinite(evaluated).all()), t("with dropout=0.5 the eval-mode output is not finite, so "
+                                                           "where dropout acts cannot be seen: {cause}",
+                                                           cause=NON_FINITE_CAUSE))
+    # every output entry is one attention weight (v and out_proj are the identity on one-hot inputs; the required
+    # criteria make sure the forward has the contract's structure): per entry, train mode must give 0 or twice the
+    # eval value; entries whose weight is 0 anyway (future keys) say nothing
+    rows = evaluated[0].reshape(-1)
+    kept = trained.reshape(trained.shape[0], -1)                         # [B, entries]
+    dropped = kept.abs() <= KEPT_WEIGHT_TOLERANCE * rows.abs()
+    scaled = (kept - 2 * rows).abs() <= KEPT_WEIGHT_TOLERANCE * 2 * rows.abs()
+    neither = ~(dropped | scaled)
+    live = rows != 0
+    dropped, scaled, entries = dropped & live, scaled & live, int(live.sum()) * kept.shape[0]
+    verdict.note(entries=entries, dropped=int(dropped.sum()), kept=int(scaled.sum()), neither=int(neither.sum()))
+    if neither.any():
+        b, i = (int(j) for j in torch.nonzero(neither)[0])
+        verdict.fail(t("with dropout=0.5 in train mode, {count} of {entries} attention weights are neither 0 nor 2 x "
+                       "their eval value (e.g. {got:.6g} where the eval weight is {want:.6g}): dropout acts before the "
+                       "softmax (on the scores), not on the weights it returns", count=int(neither.sum()),
+                       entries=entries, got=float(kept[b, i]), want=float(rows[i])))
+    verdict.check(bool(dropped.any()) and bool(scaled.any()),
+                  t("with dropout=0.5 in train mode, {dropped} of {entries} attention weights were dropped and {kept} "
+                    "kept; dropout should drop about half of them", dropped=int(dropped.sum()),
+                    entries=entries, kept=int(scaled.sum())))
+    verdict.ok(t("with dropout=0.5 in train mode every attention weight is 0 ({dropped} of {entries}) or exactly "
+                 "2 x its eval value: dropout acts on the weights after the softmax", dropped=int(dropped.sum()),
+                 entries=entries))
+
+
+@criterion("parameter_count_above_2_53", kind="param_count", requires=("parameter_count_large",),
+           title={"en": "count_block_parameters is exact above 2^53, where floats skip integers",
+                  "zh": "count_block_parameters 在 2^53 以上仍然精确（浮点数在那里跳过整数）"},
+           hint={"en": "Keep every step in Python ints: d * d, not d ** 2.0, float() or / (even when the result is "
+                       "turned back into an int at the end, float64 holds only every second integer above 2^53, every "
+                       "32nd near 2^58).",
+                 "zh": "每一步都用 Python 整数：写 d * d，不要 d ** 2.0、float() 或 /（即使最后再转回 int 也不行：在 2^53 以上，"
+                       "float64 只能表示每隔一个的整数，在 2^58 附近每 32 个才有一个）。"})
+def test_parameter_count_above_2_53(obs, ref, verdict):
+    got, want = obs.probe("parameter_count_huge"), ref.probe("parameter_count_huge")
+    g, w = got.value("huge"), want.value("huge")
+    d, h, f = want.value("huge_size")
+    verdict.note(counts=[{"part": f"count_block_parameters{(d, h, f)}", "expected": w, "observed": g}])
+    kind = got.value("huge_type")
+    verdict.check(kind == "int" and g == w,
+                  t("count_block_parameters({d}, {h}, {f}) returned {got} ({kind}); the block has {want} parameters "
+                    "(off by {off}): above 2^53 = 9007199254740992 a float64 cannot hold every integer, so some step "
+                    "was computed in floats", d=d, h=h, f=f, got=repr(g), kind=kind, want=w, off=_off(g, w)))
+    verdict.ok(t("count_block_parameters({d}, {h}, {f}) = {want:,}, exact above 2^53", d=d, h=h, f=f, want=w))

@@ -2,7 +2,7 @@
 
 import torch
 
-from grader.i18n import Text, t
+from grader.i18n import Text, t, verbatim
 from grader.judge.common import forbidden_api_criterion
 from grader.judge.compare import describe_outcome, difference, raised
 from grader.judge.criterion import criterion
@@ -223,6 +223,39 @@ def test_rejects_out_of_range_ids(obs, verdict):
             verdict.fail(t("with vocab_size=13, ids [[2, 3, 4], [5, {bad}, 6]] (bad id at [1, 1]) {outcome}; expected "
                            "IndexError", **said))
     verdict.ok(t("ids -1, -13, 13 and 18 raise IndexError with vocab_size=13; the boundary ids 0 and 12 are looked up"))
+
+
+@criterion("padding_outputs_are_the_row", kind="values", requires=("values_are_rows",),
+           title={"en": "At padding positions the output is the padding row itself, whatever it holds",
+                  "zh": "padding 位置的输出就是 padding 行本身，无论它存着什么"},
+           hint={"en": "padding_idx changes the gradient, not the lookup: the output is weight[ids] everywhere. Stop "
+                       "the gradient at padding positions (out.detach() there) instead of zeroing the output; a "
+                       "padding row that holds values (loaded, or set by hand) must come out as it is.",
+                 "zh": "padding_idx 改变的是梯度，而不是查表：所有位置的输出都是 weight[ids]。应在 padding 位置截断梯度（在那里用 "
+                       "out.detach()），而不是把输出置零；存有数值的 padding 行（加载得到或手动设置）必须原样输出。"})
+def test_padding_outputs_are_the_row(obs, ref, verdict):
+    got, want = obs.probe("padding_lookup"), ref.probe("padding_lookup")
+    ids, table, out = want.tensor("ids"), want.tensor("weight"), got.tensor("out")
+    if list(out.shape) != [*ids.shape, DIM]:
+        verdict.fail(t("with padding_idx=9 and ids of shape {shape} the output has shape {got}; expected {want}",
+                       shape=list(ids.shape), got=list(out.shape), want=[*ids.shape, DIM]))
+    padded = ids == PADDED
+    rows = table[ids]
+    wrong = (out.double() != rows.double()).any(dim=-1)
+    verdict.note(padding_positions=int(padded.sum()), wrong_positions=int(wrong.sum()))
+    if bool((wrong & padded).any()):
+        position = tuple(int(i) for i in torch.nonzero(wrong & padded)[0])
+        # built apart: Babel misses a t(...) nested in another call's arguments
+        zeroed = t(": the output is zeroed at padding positions") if bool((out[padded] == 0).all()) else verbatim("")
+        verdict.fail(t("row 9 (padding_idx) holds {row}, yet out[{pos}] (ids[{pos}] = 9) is {got}{zeroed}; the lookup "
+                       "must return weight[ids] at padding positions too ({count} of {total} padding positions differ)",
+                       row=_fmt(table[PADDED]), pos=", ".join(str(i) for i in position), got=_fmt(out[position]),
+                       zeroed=zeroed, count=int((wrong & padded).sum()), total=int(padded.sum())))
+    if bool(wrong.any()):
+        verdict.fail(t("with padding_idx=9 and a padding row that holds values: {problem}",
+                       problem=_first_wrong_row(out, rows, ids, table)))
+    verdict.ok(t("with padding_idx=9 and a padding row that holds values, all {count} padding positions return that "
+                 "row exactly, like every other id", count=int(padded.sum())))
 
 
 test_no_forbidden_api = forbidden_api_criterion()

@@ -17,17 +17,23 @@ from grader.judge.observations import recorded_breach
 
 EXERCISE = "layer_norm"
 
-EXACT_F64 = 1e-10           # float64: correct formulas (var_mean, manual mean of squares, rsqrt) agree to ~1e-15
+EXACT_F64 = 1e-10           # float64 arithmetic of the probe's own or the student's own adds: rounding only
+# A float64 input may be normalised in float32 inside the student's LayerNorm (x.float() ... .type_as(x) is legal and
+# common), so float64 values are judged at float32 rounding too: FLOAT32_ATOL and FLOAT32_RTOL below.
 FLOAT32_ATOL = 1e-5         # float32 against the float64 reference: correct formulas land within ~3e-6 on
 FLOAT32_RTOL = 1e-5         #   outputs of size ~5 (a few float32 ulps); every formula bug we know errs by > 1e-3
 SAME_TOKEN = 1e-12          # float64: a token's output must not move at all when another token changes
-ZERO_MEAN = 1e-9            # float64: a normalised row (weight 1, bias 0) has mean 0 up to rounding
+ZERO_MEAN = 1e-5            # a normalised row (weight 1, bias 0) has mean 0 up to rounding: float32 inside rounds 8
+                            #   outputs of size <= 3 by <= 2e-7 each; a forgotten mean leaves |mean(x)|/std ~ 0.25
 POPULATION_TOLERANCE = 1e-4 # rows of variance 1..9 at D = 4: N vs N - 1 changes outputs by ~15%, while eps
                             #   placement (judged by its own criterion) moves them by < 1e-5; 1e-4 tells these apart
-EPS_TOLERANCE = 1e-6        # float64, rows of variance 1e-6: eps inside vs outside the root (or a hard-coded eps)
-                            #   differ by a factor ~3; eps kept as a float32 tensor (rounded by 2.5e-8) still passes
+EPS_TOLERANCE = 1e-3        # rows of variance 1e-6 around offsets of size ~2: eps inside vs outside the root (or a
+                            #   hard-coded eps) differ by a factor ~3. float32 inside rounds the offsets by 1.2e-7,
+                            #   1.2e-4 of these rows' 1e-3 spread: outputs of ~0.3 move by up to ~7e-5
 DIAGNOSE = 1e-8             # float64: an alternative formula "matches" the output when it agrees this closely
-FD_TOLERANCE = 1e-6         # relative: a detached mean or variance is off by > 1e-2
+FD_TOLERANCE = 1e-2         # relative, central differences of the student's forward (steps in probes/layer_norm.py):
+                            #   float32 inside (legal) leaves <= 2.3e-4 (20 seeds measured), the reference ~2e-4 of
+                            #   truncation; a detached mean is off by 2.4 (240 %), a detached variance by 13 (1300 %)
 SUBLAYER_EFFECT = 1e-3         # a block with a linear sublayer (weights ~0.3) moves its output by O(1) away from x
 EPS_AGREEMENT = 1e-9        # relative to var + eps: float64 estimates of one eps from each element agree to ~1e-13;
                             #   float32 inside scatters them by ~1e-7 or more
@@ -277,17 +283,13 @@ def test_matches_reference(obs, ref, verdict):
     x, w, b = inputs.tensor("x64"), inputs.tensor("w64"), inputs.tensor("b64")
     out = got.tensor("out64")
     want = F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
-    problem = difference(out, want, atol=EXACT_F64, rtol=EXACT_F64)
+    problem = difference(out, want, atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL)  # float32 inside is legal
     if problem:
-        cause = diagnose(out, x, w, b)
+        cause = diagnose(out, x, w, b, tolerance=FLOAT32_ATOL)
         eps = eps_used(out, x, w, b) if cause is None else None
         if eps is not None and abs(eps - 1e-5) > 1e-3 * 1e-5:
             cause = t(" Your output is a LayerNorm with eps = {eps:.3g}: the default is eps=1e-5 (__init__(self, dim, "
                       "eps=1e-5)), stored and used as given.", eps=eps)
-        elif cause is None and difference(out, want, atol=1e-5, rtol=1e-5) is None:
-            cause = t(" The difference is at float32 rounding level: part of your float64 computation runs in float32 "
-                      "(a weight or bias that is not an nn.Parameter stays float32 under .double(); so does "
-                      "torch.tensor(eps)).")
         verdict.fail(t("in float64 on x of shape [3, 5, 10] with random weight and bias, the output differs from "
                        "torch.nn.LayerNorm: {problem}.{cause}", problem=problem, cause=cause or verbatim("")))
     x32, w32, b32 = inputs.tensor("x32"), inputs.tensor("w32"), inputs.tensor("b32")
@@ -300,8 +302,8 @@ def test_matches_reference(obs, ref, verdict):
         verdict.fail(t("in float32 on x of shape [2, 7, 12] with random weight and bias, the output differs from "
                        "torch.nn.LayerNorm (computed in float64): {problem}.{cause}", problem=problem,
                        cause=diagnose(out32, x32, w32, b32, tolerance=FLOAT32_ATOL) or verbatim("")))
-    verdict.ok(t("with random weight and bias: float64 within {exact:g} of torch.nn.LayerNorm, float32 within "
-                 "{atol:g} + {rtol:g}·|expected|", exact=EXACT_F64, atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL))
+    verdict.ok(t("with random weight and bias, in float64 and in float32: within {atol:g} + {rtol:g}·|expected| of "
+                 "torch.nn.LayerNorm", atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL))
 
 
 @criterion("gradients_flow", kind="gradient",
@@ -318,8 +320,9 @@ def test_gradients_flow(obs, ref, verdict):
                            "grad, it is not used in forward, or the computation left autograd", name=name, seen=seen))
         grad = got.tensor(key)
         verdict.check(bool(torch.isfinite(grad).all()), t("the gradient of {name} contains NaN or inf", name=name))
-    checks, step, g = [], inputs.value("fd_step"), inputs.tensor("g").double()
+    checks, steps, g = [], inputs.value("fd_steps"), inputs.tensor("g").double()
     for key, name in (("x", "x"), ("w", "weight"), ("b", "bias")):
+        step = steps[key]
         direction = inputs.tensor(f"dir_{key}").double()
         grad = got.tensor({"x": "x_grad", "w": "weight_grad", "b": "bias_grad"}[key]).double()
         verdict.check(list(grad.shape) == list(direction.shape),

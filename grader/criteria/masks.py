@@ -12,7 +12,8 @@ SUM_TOLERANCE = 1e-5       # float32 sums of at most 7 probabilities
 VALUE_TOLERANCE = 1e-6     # float32 softmax of the same scores; only the order of operations may differ
 LEAK_TOLERANCE = 1e-12     # float64: a masked score that changes the result by more than rounding is a leak
 ZERO_GRADIENT = 1e-12      # float64: a masked score cannot influence the output, so its gradient is 0
-GRAD_TOLERANCE = 1e-10     # float64 gradients of the same function
+GRAD_TOLERANCE = 1e-5      # float64 scores, but a softmax computed in float32 inside (legal) rounds the gradient's
+                           #   terms (size <= 3) by ~1e-7; a softmax backward without its -p*sum(p*g) term errs by ~0.1
 
 
 # --- reading what a call returned -------------------------------------------------------------------
@@ -324,6 +325,42 @@ def test_masked_softmax_normalised(obs, ref, verdict):
                            problem=problem))
     verdict.ok(t("masked entries are exactly 0 and every row equals the softmax over its allowed entries, with masks "
                  "[2, 3, 5, 7], [5, 7] and [2, 1, 1, 7]"))
+
+
+@criterion("masked_softmax_large_scores", kind="values", requires=("masked_softmax_normalised",),
+           title={"en": "masked_softmax: masked entries stay exactly 0 when the scores are large (spread ~1e5)",
+                  "zh": "masked_softmax：分数很大（量级约 1e5）时，被屏蔽处仍恰好为 0"},
+           hint={"en": "Fill with float('-inf') before the softmax: a finite fill or an added -1e4 only hides entries "
+                       "whose scores are within 1e4 of the others, while exp(-inf) is 0 at any scale.",
+                 "zh": "在 softmax 之前填充 float('-inf')：有限的填充值或加上的 -1e4 只能屏蔽分数与其他项相差不到 1e4 的项，"
+                       "而 exp(-inf) 在任何量级下都是 0。"})
+def test_masked_softmax_large_scores(obs, ref, verdict):
+    p = obs.probe("softmax_large")
+    call = "masked_softmax(scores [4, 4, 5, 7] of spread ~1e5, mask [4, 4, 5, 7])"
+    info = _returned_tensor(verdict, p, "large", call)
+    mask = ref.probe("softmax_large").tensor("mask")
+    if info["shape"] != list(mask.shape):
+        verdict.fail(t("{call} has shape {shape}; expected [4, 4, 5, 7], the shape of the scores", call=call,
+                       shape=info["shape"]))
+    got = p.tensor("large").double()
+    bad = ~torch.isfinite(got)
+    if bad.any():
+        verdict.fail(t("{call}: {count} NaN or inf values, the first at index {index}: exp of a large score overflows "
+                       "unless the largest score of the line is subtracted first (softmax does that)", call=call,
+                       count=int(bad.sum()), index=_first(bad)))
+    leaked = (got != 0) & ~mask
+    if leaked.any():
+        i = _first(leaked)
+        verdict.fail(t("{call}: {count} masked entries are not 0, e.g. {value:.4g} at index {index}: a finite fill "
+                       "(such as -1e4) is outweighed by scores this large; fill with -inf", call=call,
+                       count=int(leaked.sum()), value=float(got[i]), index=i))
+    error = (got.sum(-1) - 1).abs()
+    if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
+        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
+        verdict.fail(t("{call}: the row at index {index} sums to {total:.6g}; expected 1 (tolerance {tolerance:g})",
+                       call=call, index=i, total=float(got[i].sum()), tolerance=SUM_TOLERANCE))
+    verdict.ok(t("with scores of spread ~1e5 all {count} masked entries are exactly 0 and every row sums to 1",
+                 count=int((~mask).sum())))
 
 
 @criterion("masked_softmax_fully_masked", kind="values",

@@ -166,6 +166,79 @@ def test_weight_decay_split(obs, verdict):
                  "carry 0"))
 
 
+# How the messages name the optimizer probe's model (grader/probes/training.py, `unfamiliar_model`)
+UNFAMILIAR_MODEL = t("a course model with norms of its own classes (1-D scale and shift, a 0-d gain) and feed-forwards "
+                     "of raw parameters (w_up, b_up, w_down, b_down)")
+
+
+@criterion("optimizer_coverage_any_model", kind="optimizer",
+           title={"en": "Every trainable parameter exactly once on a model built from other classes",
+                  "zh": "在由其他类构成的模型上，每个可训练参数也恰好出现一次"},
+           hint={"en": "Collect the parameters from model.parameters() (or named_parameters()), whatever modules "
+                       "hold them: a loop over nn.Linear, nn.Embedding and nn.LayerNorm modules misses a norm class of "
+                       "the model's own and parameters registered directly on a module.",
+                 "zh": "从 model.parameters()（或 named_parameters()）收集参数，不论它们属于哪个模块：只遍历 nn.Linear、"
+                       "nn.Embedding 和 nn.LayerNorm 会漏掉模型自定义的归一化类，以及直接注册在模块上的参数。"})
+def test_optimizer_coverage_any_model(obs, verdict):
+    p = obs.probe("optimizer_any_model")
+    params, frozen, opt = p.value("parameters"), p.value("frozen"), p.value("optimizer")
+    counts = Counter(n for g in opt["groups"] for n in g["params"])
+    trainable = [n for n, info in params.items() if info["trainable"]]
+    verdict.note(held_per_group=[len(g["params"]) for g in opt["groups"]], frozen=frozen)
+    model = UNFAMILIAR_MODEL
+    missing = [n for n in trainable if counts[n] == 0]
+    verdict.check(not missing, t("on {model}, {missing} of {total} trainable parameters are in no group: {names}",
+                                 model=model, missing=len(missing), total=len(trainable), names=_names(missing)))
+    repeated = [t("{name} ({count} times)", name=n, count=counts[n]) for n in params if counts[n] > 1]
+    verdict.check(not repeated, t("on {model}, held more than once: {names}", model=model, names=_names(repeated)))
+    handed = [n for n in frozen if counts[n] > 0]
+    verdict.check(not handed, t("on {model}, frozen (requires_grad=False) but handed to the optimizer: {names}",
+                                model=model, names=_names(handed)))
+    foreign = sorted({n for n in counts if n.startswith("<")})
+    verdict.check(not foreign, t("on {model}, the groups also hold {names}", model=model,
+                                 names=_names([_foreign(n) for n in foreign])))
+    verdict.ok(t("on {model}: all {trainable} trainable parameters held once, none of the {frozen} frozen ones",
+                 model=model, trainable=len(trainable), frozen=len(frozen)))
+
+
+@criterion("weight_decay_split_any_model", kind="optimizer",
+           title={"en": "Weight decay by dimension (dim >= 2) on a model built from other classes",
+                  "zh": "在由其他类构成的模型上，也按维度（dim >= 2）决定权重衰减"},
+           hint={"en": "Decide by p.dim() alone: dim() >= 2 decays, anything else (biases, norm gains and shifts of "
+                       "any class, 0-d scalars) does not. A test of the module's type (isinstance(m, nn.Linear)) or of "
+                       "the name ('bias' in name) misses matrices and vectors that other classes hold.",
+                 "zh": "只按 p.dim() 判断：dim() >= 2 的做衰减，其余（偏置、任何归一化类的增益和偏移、零维标量）都不做。"
+                       "按模块类型（isinstance(m, nn.Linear)）或名字（'bias' in name）判断，会漏掉其他类持有的矩阵和向量。"})
+def test_weight_decay_split_any_model(obs, verdict):
+    p = obs.probe("optimizer_any_model")
+    params, opt, asked = p.value("parameters"), p.value("optimizer"), p.value("asked")
+    model = UNFAMILIAR_MODEL
+    verdict.note(groups=[{"weight_decay": g["weight_decay"], "params": len(g["params"])} for g in opt["groups"]])
+    matrices, vectors = [], []
+    for g in opt["groups"]:
+        for n in g["params"]:
+            info = params.get(n)
+            if info is None or not info["trainable"]:
+                continue  # foreign or frozen entries are optimizer_coverage_any_model's business
+            want = asked["weight_decay"] if info["dim"] >= 2 else 0.0
+            if not _same(g["weight_decay"], want):
+                (matrices if info["dim"] >= 2 else vectors).append((n, g["weight_decay"]))
+    if vectors:
+        verdict.fail(t("on {model}, {count} parameters with dim < 2 sit in a group with weight_decay {got} (expected "
+                       "0): {names}", model=model, count=len(vectors), got=repr(vectors[0][1]),
+                       names=_names([n for n, _ in vectors])))
+    if matrices:
+        verdict.fail(t("on {model}, {count} parameters with dim >= 2 sit in a group with weight_decay {got} (expected "
+                       "{want:g}, the weight_decay argument): {names}", model=model, count=len(matrices),
+                       got=repr(matrices[0][1]), want=asked["weight_decay"], names=_names([n for n, _ in matrices])))
+    held = {n for g in opt["groups"] for n in g["params"]}
+    kinds = {params[n]["dim"] >= 2 for n in held if n in params and params[n]["trainable"]}
+    verdict.check(kinds == {True, False}, t("on {model}, the groups do not hold both matrices and vectors, so the "
+                                            "split cannot be checked", model=model))
+    verdict.ok(t("on {model}: matrices carry weight_decay {want:g}, every vector and scalar carries 0", model=model,
+                 want=asked["weight_decay"]))
+
+
 @criterion("train_step_returns_loss", kind="values",
            title={"en": "train_step returns the loss before the update, as a Python float",
                   "zh": "train_step 以 Python float 返回更新前的损失"},
@@ -386,10 +459,10 @@ def test_fit_protocol(obs, verdict):
                        "and the optimizer built over the model's own parameters.",
                  "zh": "损失降不下去时先检查管线，而不是加步数：每步清零梯度、对损失张量反向传播（不要用 .item() 重建的张量）、"
                        "调用 optimizer.step()、AdamW 使用传入的 lr 且无权重衰减、优化器建立在模型自己的参数上。"})
-def test_overfit_fixed_batch(obs, verdict):
+def test_overfit_fixed_batch(obs, ref, verdict):
     p = obs.probe("overfit_fixed_batch")
-    y = p.value("y")
-    final, _, prediction = evaluation(p.tensor("logits"), y)
+    y = ref.probe("overfit_fixed_batch").value("y")
+    final, _, prediction = evaluation(trained_logits(verdict, p, ref.probe("overfit_fixed_batch")), y)
     setting = t("x={x}, y={y}, {steps} steps at lr {lr:g}", x=p.value("x"), y=y, steps=p.value("steps"), lr=p.value("lr"))
     verdict.note(initial_loss=p.value("initial_loss"), final_loss=final, prediction=prediction, expected=y,
                  returned_losses=_every_tenth(p.value("losses")))
@@ -414,10 +487,10 @@ def test_overfit_fixed_batch(obs, verdict):
                        "not overfit: check zero_grad, backward on the real loss tensor, the lr and the optimizer step.",
                  "zh": "两条相同输入、不同目标无法同时拟合：最优是各占一半概率，这些位置的损失为 log 2。损失明显高于该值，"
                        "与固定批次无法过拟合是同一类管线问题：检查 zero_grad、对真正的损失张量反向传播、学习率和 optimizer.step()。"})
-def test_contradictory_labels(obs, verdict):
-    p = obs.probe("contradictory_labels")
-    x, y = p.value("x"), p.value("y")
-    final, per_position_loss, _ = evaluation(p.tensor("logits"), y)
+def test_contradictory_labels(obs, ref, verdict):
+    p, trusted = obs.probe("contradictory_labels"), ref.probe("contradictory_labels")
+    x, y = trusted.value("x"), trusted.value("y")
+    final, per_position_loss, _ = evaluation(trained_logits(verdict, p, trusted), y)
     verdict.note(curve_steps=_every_tenth_step(p.value("losses")), threshold=_optimum(x, y)[0] + CONTRADICTORY_MARGIN)
     best, contested = _optimum(x, y)
     setting = t("two identical rows {row} with targets {first} and {second} (contested at positions {contested}), "
@@ -444,9 +517,29 @@ def test_contradictory_labels(obs, verdict):
 
 # --- helpers ------------------------------------------------------------------------------------------
 
+def trained_logits(verdict, p, trusted) -> torch.Tensor:
+    """The eval-mode logits for the fixed batch of a fresh course model of the grader's own (grader/probes/lm.py),
+    loaded with the parameters the model handed to fit_fixed_batch holds after the call: computed here, where no code
+    of the student's runs. The configuration, the batch and the parameter names come from the reference run."""
+    from grader.probes.lm import Config, TransformerLM   # the trusted course model, as the probes build it
+
+    with torch.random.fork_rng(devices=[]):   # building it draws initial weights: leave the judge's generator alone
+        model = TransformerLM(Config(**trusted.value("config"))).double().eval()
+    own = dict(model.named_parameters())
+    with torch.no_grad():
+        for name in trusted.value("parameters"):
+            value = p.tensor(f"trained.{name}")
+            if list(value.shape) != list(own[name].shape):
+                verdict.fail(t("after fit_fixed_batch the model's parameter {name} has shape {got}; expected {want}: "
+                               "train the model's own parameters in place", name=name, got=list(value.shape),
+                               want=list(own[name].shape)))
+            own[name].copy_(value.double())
+        return model(torch.tensor(trusted.value("x"), dtype=torch.long))["logits"]
+
+
 def evaluation(logits: torch.Tensor, y: list[list[int]]) -> tuple[float, list[list[float]], list[list[int]]]:
     """The eval-mode mean cross-entropy (float64), the loss at each position and the argmax predictions, from the
-    logits the trained model gave for the batch; a loss of NaN when the logits do not fit the targets."""
+    logits of the trained parameters (`trained_logits`); a loss of NaN when the logits do not fit the targets."""
     targets = torch.tensor(y, dtype=torch.long)
     if list(logits.shape[:-1]) != list(targets.shape) or logits.dim() != 3:
         return math.nan, [], []

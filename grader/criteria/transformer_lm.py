@@ -24,6 +24,17 @@ CONTRADICTORY_BELOW = 1e-3  # below the optimum is impossible for a deterministi
 CONTRADICTORY_MARGIN = 0.05  # above the optimum: the reference ends 8.0e-05..3.7e-03 above it (100 seeds, 120 steps),
                              # a model that does not learn stays ~1.1 above; never demand lower than log 2
 
+# The contract's initialisation: weights N(0, 0.02), biases 0 (norms keep their own). Judged per weight matrix on a
+# fresh model whose smallest matrix holds n >= 512 numbers (probes/transformer_lm.py): the sample std of n normal
+# draws is off by 1/sqrt(2n) <= 3.1 % (one SD), its mean by 0.02/sqrt(n) <= 8.8e-4. 25 % is 8 SD and 0.005 is
+# 5.7 SD: a correct init fails on fewer than 1 seed in 10^7 (tests/test_initialisation_statistics.py runs 300).
+# PyTorch's default init is 3.6x (Linear) to 50x (Embedding) the contract's std; N(0, 0.02) truncated at 2 std is 0.88x.
+INIT_STD = 0.02
+INIT_STD_RTOL = 0.25
+INIT_MEAN_ATOL = 0.005
+INIT_MIN_NUMEL = 512
+NORM_PATHS = ("ln_attention", "ln_feedforward", "final_norm")
+
 NO_REMARK = verbatim("")  # a diagnosis that found no particular cause adds nothing to the sentence
 # What the probes call their cases, in words (the worker has no catalog); a label that is code is shown as it is.
 CASE_LABELS = {
@@ -435,6 +446,66 @@ def test_registration(obs, ref, verdict):
                                        "(off by {off:,})", count=count, expected=expected, off=count - expected))
     verdict.ok(t("{n_layers} distinct blocks in an nn.ModuleList; {count:,} parameters, as the reference",
                  n_layers=n, count=count))
+
+
+def initialisation_problems(tensors: dict[str, torch.Tensor]) -> tuple[list[dict], list[dict]]:
+    """(what was measured, what breaks the contract's init) for the parameters of a fresh model, by path. Norm
+    parameters are not judged; a matrix (dim >= 2) must look like N(0, 0.02); any other parameter (a bias) is 0."""
+    measured, wrong = [], []
+    for path, value in tensors.items():
+        if any(f".{norm}." in f".{path}" for norm in NORM_PATHS):
+            continue
+        value = value.double()
+        if value.dim() >= 2:
+            std, mean = float(value.std(unbiased=False)), float(value.mean())
+            entry = {"parameter": path, "numel": value.numel(), "std": std, "mean": mean}
+            measured.append(entry)
+            if value.numel() < INIT_MIN_NUMEL:
+                continue   # too few numbers for the statistics: the other matrices of its module are judged
+            if not (abs(std / INIT_STD - 1) <= INIT_STD_RTOL and abs(mean) <= INIT_MEAN_ATOL):  # NaN fails too
+                wrong.append(entry)
+        else:
+            largest = float(value.abs().max()) if value.numel() else 0.0
+            entry = {"parameter": path, "numel": value.numel(), "largest": largest}
+            measured.append(entry)
+            if not largest == 0.0:
+                wrong.append(entry)
+    return measured, wrong
+
+
+@criterion("initialisation", kind="values",
+           title={"en": "A new model starts from the contract's init: weights N(0, 0.02), biases 0",
+                  "zh": "新建的模型使用约定的初始化：权重服从 N(0, 0.02)，偏置为 0"},
+           hint={"en": "Keep the given self.apply(self._init_weights) at the end of TransformerLM.__init__ (after "
+                       "every module exists): nn.Linear and nn.Embedding weights from N(0, 0.02), Linear biases zero. "
+                       "PyTorch's defaults (uniform ±1/sqrt(fan_in) for Linear, N(0, 1) for Embedding) are much "
+                       "larger.",
+                 "zh": "保留 TransformerLM.__init__ 末尾给定的 self.apply(self._init_weights)（在所有模块建好之后）：nn.Linear 和 "
+                       "nn.Embedding 的权重取自 N(0, 0.02)，Linear 的偏置为 0。PyTorch 的默认初始化（Linear 为 ±1/sqrt(fan_in) "
+                       "的均匀分布，Embedding 为 N(0, 1)）要大得多。"})
+def test_initialisation(obs, verdict):
+    p = obs.probe("initialisation")
+    names = p.value("parameters")
+    measured, wrong = initialisation_problems({name: p.tensor(f"init.{name}") for name in names})
+    verdict.note(parameters=measured)
+    matrices = [m for m in measured if "std" in m and m["numel"] >= INIT_MIN_NUMEL]
+    verdict.check(bool(matrices), t("the new model holds no weight matrix of the modules the contract names to judge"))
+    if wrong:
+        first = wrong[0]
+        if "std" in first:
+            verdict.fail(t("in a new model, {name} ({numel} numbers) has std {std:.4g} and mean {mean:.3g}; the "
+                           "contract initialises weights from N(0, 0.02) (std within {rtol:.0%} of 0.02, |mean| <= "
+                           "{mean_tol:g}); {count} of {total} judged parameters are off", name=first["parameter"],
+                           numel=first["numel"],
+                           std=first["std"], mean=first["mean"], rtol=INIT_STD_RTOL, mean_tol=INIT_MEAN_ATOL,
+                           count=len(wrong), total=len(measured)))
+        verdict.fail(t("in a new model, the bias {name} is not zero (largest |value| {largest:.3g}); the contract "
+                       "initialises biases to 0; {count} of {total} judged parameters are off", name=first["parameter"],
+                       largest=first["largest"], count=len(wrong), total=len(measured)))
+    stds = [m["std"] for m in matrices]
+    verdict.ok(t("all {matrices} weight matrices of a new model have std {low:.4f}..{high:.4f} and mean near 0 (N(0, "
+                 "0.02)), and its {biases} biases are 0", matrices=len(matrices), low=min(stds), high=max(stds),
+                 biases=sum("largest" in m for m in measured)))
 
 
 @criterion("rejects_too_long", kind="errors",

@@ -203,3 +203,44 @@ def gradients(student, ctx):
         ((out * r_out).sum() + (weights * r_weights).sum()).backward()
     for name, x in (("q", q), ("k", k), ("v", v)):
         ctx.tensor(f"{name}.grad", x.grad)  # None is recorded as its type: the judge tells "no gradient" from it
+
+
+# Scores far from unit scale: q and k of size ~LARGE_SCALE give scores q·k/sqrt(D) of spread ~LARGE_SCALE^2 = 1e5,
+# where a mask made by adding or filling a finite -1e4 leaves the masked keys in the softmax.
+LARGE_SCALE = 316.0
+LARGE_B, LARGE_H = 4, 4
+
+
+@probe
+def large_scores(student, ctx):
+    """float32 scores of spread ~1e5 under a random mask that keeps a key in every row."""
+    q = ctx.randn(LARGE_B, LARGE_H, TQ, D) * LARGE_SCALE
+    k = ctx.randn(LARGE_B, LARGE_H, TK, D) * LARGE_SCALE
+    v = ctx.randn(LARGE_B, LARGE_H, TK, DV)
+    mask = rows_with_a_key(ctx, LARGE_B, LARGE_H, TQ, TK)
+    for name, tensor in (("q", q), ("k", k), ("v", v), ("mask", mask)):
+        ctx.tensor(name, tensor)
+    out, weights = attend(student, q, k, v, mask)
+    ctx.tensor("out", out)
+    ctx.tensor("weights", weights)
+
+
+@probe
+def backward(student, ctx):
+    """float64 backward through out and weights, without a mask and with one that keeps a key in every row: the
+    judge compares each gradient with the reference's (the same inputs and upstream gradients)."""
+    for case in ("unmasked", "masked"):
+        q, k, v = ctx.randn(B, H, TQ, D, dtype=torch.float64), ctx.randn(B, H, TK, D, dtype=torch.float64), \
+            ctx.randn(B, H, TK, DV, dtype=torch.float64)
+        mask = rows_with_a_key(ctx, B, H, TQ, TK) if case == "masked" else None
+        r_out = ctx.randn(B, H, TQ, DV, dtype=torch.float64)
+        r_weights = ctx.randn(B, H, TQ, TK, dtype=torch.float64)
+        leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+        args = leaves if mask is None else [*leaves, mask.clone()]
+        out, weights = unpack(student.scaled_dot_product_attention(*args))
+        ctx.tensor(f"{case}.out", out)
+        ctx.tensor(f"{case}.weights", weights)
+        with student_value("backward() from the out and weights scaled_dot_product_attention returned failed"):
+            ((out * r_out).sum() + (weights * r_weights).sum()).backward()
+        for name, leaf in zip("qkv", leaves, strict=True):
+            ctx.tensor(f"{case}.{name}.grad", leaf.grad)  # None is recorded as its type

@@ -322,6 +322,33 @@ def resume_fresh_process(student, ctx):
         ctx.tensor("resumed." + name, p)
 
 
+RNG_LOAD_PATHS = ("model_only", "with_optimizer", "with_expect")
+
+
+@probe
+def rng_every_load(student, ctx):
+    """load_checkpoint restores the torch RNG state whichever arguments it is given: the model alone, the model and
+    an optimizer, the model and a matching `expect`. Before each load the generator is moved elsewhere."""
+    model = build()
+    opt = adamw(model)
+    path = os.path.join(folder(ctx, "ckpt_rng"), "model.pt")
+    ctx.tensor("rng_at_save", torch.get_rng_state())
+    student.save_checkpoint(path, model, opt, 5, **EXPECT_META)
+    target = build()          # one model and optimizer for the three loads: each load replaces what they hold
+    optimizer = adamw(target)
+    for index, case in enumerate(RNG_LOAD_PATHS):
+        torch.manual_seed(ctx.seed + 1 + index)   # another state for every load, and not the saved one
+        torch.rand(100)
+        ctx.tensor(f"{case}.rng_before", torch.get_rng_state())
+        if case == "model_only":
+            ctx.outcome(case, lambda: student.load_checkpoint(path, target))
+        elif case == "with_optimizer":
+            ctx.outcome(case, lambda: student.load_checkpoint(path, target, optimizer))
+        else:
+            ctx.outcome(case, lambda: student.load_checkpoint(path, target, expect=dict(EXPECT_META)))
+        ctx.tensor(f"{case}.rng_after", torch.get_rng_state())
+
+
 # --- generate -------------------------------------------------------------------------------------
 class ScriptedLM(nn.Module):
     """A stand-in for the course model: at every position t it puts PREFERRED_MARGIN on the token `rule` picks for

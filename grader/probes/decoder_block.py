@@ -2,12 +2,17 @@
 
 import torch
 
-from grader.worker.probe import probe, student_tensor, student_value, tensor_facts
+from grader.worker.probe import ContractBreach, probe, student_tensor, student_value, tensor_facts
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 40
 PROJECTIONS = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"]
 SMALL_SIZES = [(8, 2, 16), (16, 4, 40), (24, 3, 7), (64, 8, 256), (10, 5, 1)]
 LARGE_SIZE = (65536, 64, 262144)
+# A count above 2^53 (about 2.2e17), where float64 no longer holds every integer: d odd, d_ff = 4d + 1, one head.
+HUGE_SIZE = (134217731, 1, 536870925)
+# The dropout-position probe reads the attention weights from the output: CausalSelfAttention(16, 2) has 8 channels
+# per head, so 8 positions whose inputs are one-hot in every head, and value and output projections set to identity.
+READ_D_MODEL, READ_HEADS, READ_T, READ_BATCH = 16, 2, 8, 32
 
 
 def seeded_attention(student, ctx, dropout=0.0, dtype=torch.float32):
@@ -79,6 +84,27 @@ def dropout(student, ctx):
 
 
 @probe
+def dropout_position(student, ctx):
+    """x[t] is one-hot on channel t of each head, and v_proj = out_proj = identity: output channel 8h + s at query t
+    is then head h's weight of key s. Eval mode gives the weights, train mode (dropout 0.5) the weights as dropout
+    left them, for 32 copies of the sequence: the judge sees where dropout acted."""
+    attn = student.CausalSelfAttention(READ_D_MODEL, READ_HEADS, 0.5).double()
+    ctx.fill_parameters(attn, ["q_proj.weight", "k_proj.weight"], std=1.0)  # scores of order one
+    params = dict(attn.named_parameters())
+    with torch.no_grad():
+        for name in ("v_proj.weight", "out_proj.weight"):
+            if name not in params or list(params[name].shape) != [READ_D_MODEL, READ_D_MODEL]:
+                raise ContractBreach("the module has no parameter `{name}` of shape [16, 16], which the contract names",
+                                     name=name)
+            params[name].copy_(torch.eye(READ_D_MODEL, dtype=torch.float64))
+    one_hot = torch.eye(READ_T, dtype=torch.float64).repeat(1, READ_HEADS)       # [T, C]: channels t and 8 + t
+    x = one_hot.expand(READ_BATCH, READ_T, READ_D_MODEL).clone()
+    with torch.no_grad():
+        ctx.tensor("eval", attn.eval()(x[:1].clone()))
+        ctx.tensor("train", attn.train()(x))
+
+
+@probe
 def bad_heads(student, ctx):
     ctx.outcome("d10_h3", lambda: student.CausalSelfAttention(10, 3))
     ctx.outcome("d12_h5", lambda: student.CausalSelfAttention(12, 5))
@@ -100,3 +126,10 @@ def parameter_count_large(student, ctx):
     # small sizes down with it. The type is recorded because JSON turns a 0-d tensor into a plain number.
     large = student.count_block_parameters(*LARGE_SIZE)
     ctx.record(large=large, large_type=type(large).__name__, large_size=LARGE_SIZE)
+
+
+@probe
+def parameter_count_huge(student, ctx):
+    # Python ints are exact at any size; a count computed in floats is not above 2^53
+    huge = student.count_block_parameters(*HUGE_SIZE)
+    ctx.record(huge=huge, huge_type=type(huge).__name__, huge_size=HUGE_SIZE)

@@ -97,3 +97,15 @@ def bad_ids(student, ctx):
     # The bad id sits in the middle of a 2-D batch, not first, so checking ids[0] alone is not enough.
     for key, bad in (("too_large", VOCAB), ("far_too_large", VOCAB + 5), ("minus_one", -1), ("minus_vocab", -VOCAB)):
         ctx.outcome(key, lambda bad=bad: emb(torch.tensor([[2, 3, 4], [5, bad, 6]])))
+
+
+@probe
+def padding_lookup(student, ctx):
+    # A padding row that holds values (a table loaded from a checkpoint, or trained before padding_idx was set):
+    # the lookup is still weight[ids], the padding row included; only its gradient is held at zero.
+    emb = student.TokenEmbedding(VOCAB, DIM, padding_idx=PADDED)
+    seed_weight(ctx, emb)                 # every row, the padding row too, gets seeded non-zero values
+    ids = seeded_ids(ctx, (3, 5), padding_idx=PADDED)
+    ctx.tensor("ids", ids)
+    ctx.tensor("weight", emb.weight)      # the student's table as the call found it
+    ctx.tensor("out", emb(ids))

@@ -10,7 +10,10 @@ import torch.nn as nn
 from grader.worker.probe import ContractBreach, probe, student_tensor, student_value
 
 F64 = torch.float64
-FD_STEP = 1e-5  # float64 central differences: truncation ~1e-10, rounding ~1e-11 on these sums
+# Central-difference steps of the gradient probe, per input. The output is linear in weight and bias: exact at any
+# step, so a large one keeps float32 rounding inside the student's forward (legal) far below it. In x the
+# truncation error grows as step^2 while float32 rounding shrinks as 1/step: 5e-3 keeps both near 2e-4 relative.
+FD_STEPS = {"x": 5e-3, "w": 0.1, "b": 0.1}
 
 
 def unit_rows(ctx, rows: int, dim: int) -> torch.Tensor:
@@ -180,7 +183,7 @@ def gradients(student, ctx):
         ctx.tensor(key, value)
     for key, value in directions.items():
         ctx.tensor(f"dir_{key}", value)
-    ctx.record(fd_step=FD_STEP)
+    ctx.record(fd_steps=FD_STEPS)
     ln = student.LayerNorm(6).double()
     set_affine(ln, w, b)
     leaf = x.clone().requires_grad_(True)
@@ -196,7 +199,7 @@ def gradients(student, ctx):
     # the student's own forward, nudged along one random direction per input: the judge takes central differences
     for key in ("x", "w", "b"):
         for sign, label in ((1, "plus"), (-1, "minus")):
-            step = {k: (sign * FD_STEP * directions[k] if k == key else 0) for k in directions}
+            step = {k: (sign * FD_STEPS[k] * directions[k] if k == key else 0) for k in directions}
             set_affine(ln, w + step["w"], b + step["b"])
             with torch.no_grad():
                 ctx.tensor(f"out_{key}_{label}", ln(x + step["x"]))

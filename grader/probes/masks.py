@@ -165,3 +165,13 @@ def softmax_dim(student, ctx):
         ctx.tensor(f"{name}.mask", mask.expand(2, 5, 4, 3).clone())
         attempt(ctx, name, lambda d=dim, m=mask: student.masked_softmax(scores.clone(), m.clone(), dim=d))
     ctx.record(cases={name: {"dim": dim, "mask": list(mask.shape)} for name, (dim, mask) in cases.items()})
+
+
+@probe
+def softmax_large(student, ctx):
+    # float32 scores of spread ~1e5: a mask made by adding or filling a finite -1e4 leaves masked entries in the softmax
+    scores = ctx.randn(4, 4, 5, 7) * 1e5
+    mask = mask_with_some_true(ctx, (4, 4, 5, 7))
+    ctx.tensor("scores", scores)
+    ctx.tensor("mask", mask)
+    attempt(ctx, "large", lambda: student.masked_softmax(scores.clone(), mask.clone()))

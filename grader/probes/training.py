@@ -11,6 +11,7 @@ import copy
 import torch
 import torch._dynamo  # noqa: F401 - the first optimizer imports it: paid once in the worker, not per child
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from grader.probes.lm import Config, TransformerLM
@@ -243,6 +244,71 @@ def optimizer_shared(student, ctx):
     ctx.record(parameters=table, optimizer=describe_optimizer(opt, names))
 
 
+class OwnRMSNorm(nn.Module):
+    """A norm class of the model's own, not nn.LayerNorm: 1-D `scale` and `shift`, neither named weight or bias."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(d))
+        self.shift = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.scale + self.shift
+
+
+class OwnScaleNorm(nn.Module):
+    """ScaleNorm: one 0-d gain for the whole vector, another parameter with dim < 2."""
+
+    def __init__(self):
+        super().__init__()
+        self.g = nn.Parameter(torch.tensor(1.0))
+
+    def forward(self, x):
+        return self.g * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+
+
+class RawFeedForward(nn.Module):
+    """A feed-forward of raw parameters that no nn.Linear holds: matrices w_up, w_down and vectors b_up, b_down."""
+
+    def __init__(self, d: int, f: int):
+        super().__init__()
+        self.w_up, self.b_up = nn.Parameter(0.02 * torch.randn(f, d)), nn.Parameter(torch.zeros(f))
+        self.w_down, self.b_down = nn.Parameter(0.02 * torch.randn(d, f)), nn.Parameter(torch.zeros(d))
+
+    def forward(self, x):
+        return F.linear(F.gelu(F.linear(x, self.w_up, self.b_up)), self.w_down, self.b_down)
+
+
+# frozen in the unfamiliar model: a matrix and a vector that only a name or module test would single out
+UNFAMILIAR_FROZEN = ("position_embedding.weight", "blocks.1.ln_feedforward.shift")
+
+
+def unfamiliar_model() -> TransformerLM:
+    """The course model (exercise 9's forward contract) built from other parts: norms of its own classes and
+    feed-forwards of raw parameters, so that 1-D parameters are not all named `bias` or held by nn.LayerNorm, and
+    matrices are not all held by nn.Linear or nn.Embedding."""
+    lm = TransformerLM(Config(**SMALL))
+    d, f = SMALL["d_model"], SMALL["d_ff"]
+    for block in lm.blocks:
+        block.ln_attention, block.ln_feedforward = OwnRMSNorm(d), OwnRMSNorm(d)
+        block.feedforward = RawFeedForward(d, f)
+    lm.final_norm = OwnScaleNorm()
+    lm = lm.double()
+    named = dict(lm.named_parameters())
+    for name in UNFAMILIAR_FROZEN:
+        named[name].requires_grad_(False)
+    return lm
+
+
+@probe
+def optimizer_any_model(student, ctx):
+    lm = unfamiliar_model()
+    table, names = parameter_table(lm), parameter_names(lm)  # taken before student code can touch requires_grad
+    opt = student.make_optimizer(lm, lr=OPT_LR, weight_decay=OPT_WEIGHT_DECAY, betas=OPT_BETAS)
+    ctx.record(asked={"lr": OPT_LR, "weight_decay": OPT_WEIGHT_DECAY, "betas": list(OPT_BETAS)},
+               frozen=list(UNFAMILIAR_FROZEN), parameters=table, optimizer=describe_optimizer(opt, names))
+
+
 # --- train_step ---------------------------------------------------------------------------------------
 
 @probe
@@ -355,11 +421,15 @@ def _fit(student, ctx, xs, ys):
     lm = fixed_batch_model()
     x, y = torch.tensor(xs, dtype=torch.long), torch.tensor(ys, dtype=torch.long)
     start = initial_loss(lm, x, y)
+    # The parameter tensors of the model handed in, held before the call. What they hold after it is all that is
+    # recorded: the judge loads them into a model of its own and measures the loss and the predictions there, so
+    # nothing the student's code does to this model's forward, its modules or this process reaches the verdict.
+    held = list(lm.named_parameters())
     losses = describe_losses(student.fit_fixed_batch(lm, x, y, steps=FIT_STEPS, lr=FIT_LR))  # drains a generator too
-    lm.eval()
-    with torch.no_grad():
-        ctx.tensor("logits", lm(x)["logits"])  # the judge computes the eval loss and the predictions from them
-    ctx.record(x=xs, y=ys, steps=FIT_STEPS, lr=FIT_LR, initial_loss=start, losses=losses)
+    for name, param in held:
+        ctx.tensor(f"trained.{name}", param)
+    ctx.record(x=xs, y=ys, steps=FIT_STEPS, lr=FIT_LR, initial_loss=start, losses=losses, config=FIXED,
+               parameters=[name for name, _ in held])
 
 
 @probe

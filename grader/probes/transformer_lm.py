@@ -192,6 +192,26 @@ def reference_values(student, ctx):
         ctx.tensor("logits", field(model(tokens), "logits"))
 
 
+# Large enough that every weight matrix holds >= 512 numbers (the judge's statistics need them), small enough
+# that PyTorch's default initialisation (std >= 1/sqrt(3 * 64) = 0.072 here) is far from the contract's 0.02.
+INIT_CONFIG = dict(vocab_size=32, block_size=16, d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0)
+
+
+@probe
+def initialisation(student, ctx):
+    """A freshly built model as the student's __init__ left it: every parameter of the modules the contract names,
+    under its path. The judge checks the weight matrices against N(0, 0.02) and the biases against 0."""
+    model = build(student, **INIT_CONFIG)
+    with torch.no_grad():  # a forward first: the untouched stub is not attempted, whatever its given __init__ does
+        field(model(ctx.randint(0, INIT_CONFIG["vocab_size"], (1, 4))), "logits")
+    recorded = []
+    for path, module in contract_modules(model):
+        for name, p in module.named_parameters():
+            recorded.append(f"{path}.{name}")
+            ctx.tensor(f"init.{path}.{name}", p)
+    ctx.record(parameters=recorded, config=INIT_CONFIG)
+
+
 def parameter_of_shape(model, path, shape):
     """The parameter of the module the contract names `path` that has `shape` (a table or the head's weight),
     whatever the module calls it."""
