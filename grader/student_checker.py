@@ -31,7 +31,10 @@ REFERENCES_DIR = "references"
 # Modules cut to the visible criteria, and what never leaves the instructor's side.
 REGENERATED = ("criteria", "probes")
 INSTRUCTOR_ONLY = ("batch.py", "classroom.py", "gradebook.py", "gradescope.py", "handout.py", "selftest.py",
-                   "mutation.py", "unidiff.py", "student_checker.py")
+                   "mutation.py", "unidiff.py", "student_checker.py", "grades.py", "lms.py", "policy.py",
+                   "similarity.py")
+# The grader's dependencies only those modules use: a student's install goes without them.
+INSTRUCTOR_DEPENDENCIES = ("copydetect", "canvasapi")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 
@@ -223,7 +226,8 @@ def checker_pyproject(course: Course) -> str:
         "[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
         "[project]", 'name = "course-checker"', f"version = {_toml_value(grader.__version__)}",
         f"requires-python = {_toml_value(main['requires-python'])}",
-        f"dependencies = {_toml_value(main['dependencies'])}", "",
+        f"dependencies = {_toml_value([d for d in main['dependencies'] if not d.startswith(INSTRUCTOR_DEPENDENCIES)])}",
+        "",
         "[project.scripts]", 'grader = "grader.cli:main"', "",
         "[tool.setuptools.packages.find]", 'include = ["grader*"]', "",
         "[tool.setuptools.package-data]", 'grader = ["report/*.json", "criteria/judge.ini"]', ""])
