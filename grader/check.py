@@ -1,6 +1,10 @@
 """`grader check`: what a student runs before submitting. The public tests, then the criteria the
 instructor marked visible, explained; the rest are counted, not shown. No root needed.
 
+The public tests always run in a plain child process (grader/plain.py), beside the visible criteria's probes,
+which run in the strict sandbox where it can be had and in plain children everywhere else (macOS, Windows, a
+student's own account, containers): the same observations, judged the same way, give the same verdicts.
+
 It runs from the root of a student repository (the handout's layout: `exercises/` beside `checker/`) and says
 which folder it checked; it refuses to check the course's own stubs, which would only say "not started".
 """
@@ -10,13 +14,27 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
+import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.course import Course
 from grader.i18n import Text, join, t, verbatim
+from grader.plain import OUTCOMES, PublicTests
+from grader.render.labels import STATUS_MARK
+from grader.render.safe_text import markdown_text, terminal_text
+from grader.sandbox.scratch import remove_scratch
+from grader.sandbox.staging import Staged, stage
+
+if TYPE_CHECKING:
+    from grader.report.model import Report
+    from grader.sandbox.levels import Sandbox
+
+# Set to 1: the plain route even where the strict sandbox could be had (grader/plain.py)
+PLAIN_SWITCH = "GRADER_CHECK_PLAIN"
 
 class CheckRefused(Exception):
     """`grader check` would check the wrong folder; `said` tells the student which folder to use."""
@@ -41,27 +59,6 @@ def submission_folder(course: Course, given: Path | None, cwd: Path) -> Path:
     return folder
 
 
-def public_tests(course: Course, exercise_id: str, submission: Path) -> tuple[bool, Text | None]:
-    """The course's public tests (not a copy the student may have edited) run on the student's file, in a
-    folder of their own; (all passed, pytest's closing line, None when the exercise has no public test)."""
-    ex = course.exercise(exercise_id)
-    tests = sorted((course.root / "exercises" / ex.id).glob("test_*.py"))
-    student = submission / ex.id / ex.file
-    if not tests:
-        return True, None
-    if not student.is_file():
-        return False, t("{file} is missing", file=verbatim(f"{ex.id}/{ex.file}"))
-    with tempfile.TemporaryDirectory(prefix="grader-check-") as tmp:
-        for test in tests:
-            shutil.copyfile(test, Path(tmp) / test.name)
-        shutil.copyfile(student, Path(tmp) / ex.file)
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp],
-                              capture_output=True, text=True, cwd=tmp, timeout=900)
-    lines = [line for line in done.stdout.strip().splitlines() if line.strip()]
-    summary = lines[-1].strip("= ") if lines else done.stderr.strip()[-200:]
-    return done.returncode == 0, pytest_counts(re.sub(r"\s+in [\d.]+s.*$", "", summary))
-
-
 # pytest's closing line counts outcomes ("1 failed, 7 passed"); each count said in the student's language
 PYTEST_COUNTS = {
     "passed": lambda n: t("{n} passed", n=n), "failed": lambda n: t("{n} failed", n=n),
@@ -73,6 +70,12 @@ PYTEST_COUNTS = {
 _PYTEST_COUNT = re.compile(r"(\d+) (\w+)")
 
 
+def counts_text(counts: dict[str, int]) -> Text:
+    """pytest's outcome counts said as its closing line says them ("4 failed, 4 passed"), in every language."""
+    parts = [f"{counts[o]} {o if o != 'error' or counts[o] == 1 else 'errors'}" for o in OUTCOMES if counts.get(o)]
+    return pytest_counts(", ".join(parts)) if parts else t("no public test")
+
+
 def pytest_counts(summary: str) -> Text:
     """pytest's summary ("1 failed, 7 passed") in words of every language; anything else (an error pytest
     printed) as pytest wrote it."""
@@ -80,64 +83,194 @@ def pytest_counts(summary: str) -> Text:
     counts = [_PYTEST_COUNT.fullmatch(part) for part in parts]
     if not parts or not all(m and m.group(2) in PYTEST_COUNTS for m in counts):
         return verbatim(summary)
-    return join((PYTEST_COUNTS[m.group(2)](int(m.group(1))) for m in counts), t(", "))
+    return join((PYTEST_COUNTS[m.group(2)](int(m.group(1))) for m in counts if m), t(", "))
 
 
-def untouched(course: Course, exercise_id: str, submission: Path) -> bool:
-    """The exercise's file is missing or still the course's stub, byte for byte."""
-    ex = course.exercise(exercise_id)
-    student = submission / ex.id / ex.file
-    return not student.is_file() or student.read_bytes() == course.stub(ex).read_bytes()
+def check_sandbox() -> Sandbox | None:
+    """The sandbox the visible criteria's probes run in, or None for the plain route (grader/plain.py): on every
+    system but Linux, where the strict sandbox cannot be had (it needs root and namespaces: a student's own
+    account, a container), and where PLAIN_SWITCH asks for it. The basic level is never chosen here: at that level
+    the student's code reads what the student can read anyway, and the public tests, which run it with no sandbox
+    at all, are part of the same check."""
+    if os.environ.get(PLAIN_SWITCH, "") not in ("", "0") or not sys.platform.startswith("linux"):
+        return None
+    from grader.sandbox.levels import choose, strict_missing
+
+    return None if strict_missing() else choose("strict")
+
+
+@dataclass
+class Checked:
+    """What `grader check` found: each exercise as staged, the visible criteria's report of those that ran (None
+    when none could), and their public tests' outcome."""
+
+    staged: dict[str, Staged]
+    report: Report | None
+    tests: dict[str, PublicTests]
+
+
+def check(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox | None) -> Checked:
+    """Stage the exercises and run what can run: the public tests in plain children, the probes in `sandbox` or,
+    when it is None, in plain children too."""
+    scratch = Path(tempfile.mkdtemp(prefix="grader-check-"))
+    try:
+        staged = {e: stage(submission, e, course.exercise(e).file, course.stub(course.exercise(e)), scratch / e)
+                  for e in exercise_ids}
+        runnable = [e for e in exercise_ids if staged[e].path is not None]
+        plain = [_plain_exercise(course, e, staged[e], scratch, probes=sandbox is None) for e in runnable]
+        report, tests = _checked(course, submission, runnable, staged, scratch, sandbox, plain)
+    finally:
+        remove_scratch(scratch)
+    return Checked(staged, report, tests)
 
 
 def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: str) -> int:
-    from grader.grading import grade
-    from grader.render.labels import LABELS, STATUS_MARK
-    from grader.render.safe_text import markdown_text, terminal_text
-    from grader.sandbox.levels import choose, strict_missing
+    from grader.render.labels import LABELS
 
     words = LABELS[lang]
     print(terminal_text(t("Checking {folder} ({n} exercises): public tests and visible criteria.",
-                          folder=verbatim(submission), n=len(exercise_ids)).render(lang)))
-    started = [e for e in exercise_ids if not untouched(course, e, submission)]
-    report = grade(course, submission, started, choose("basic" if strict_missing() else "strict")) if started else None
+                          folder=verbatim(submission), n=len(exercise_ids)).render(lang)), flush=True)
+    checked = check(course, submission, exercise_ids, check_sandbox())
+    staged, report, tests = checked.staged, checked.report, checked.tests
+    started = [e for e in exercise_ids if staged[e].status != "not_attempted"]
     results = {r.id: r for r in (report.exercises if report else [])}
-    ok = not (set(exercise_ids) - set(started))
     rows: list[tuple[str, str, str]] = []   # the Markdown scorecard: exercise, criterion, result
+    ok = True
     for exercise_id in exercise_ids:
         ex = course.exercise(exercise_id)
-        if exercise_id not in results:   # one line, not every criterion saying the same
-            said = t("not started ({file} is the unchanged stub)", file=verbatim(f"{ex.id}/{ex.file}")).render(lang)
-            print(f"· {ex.id}  {said}")
+        st = staged[exercise_id]
+        if exercise_id not in started:   # one line, not every criterion saying the same
+            said = t("not started ({why})", why=st.message).render(lang)
+            print(f"· {ex.id}  {terminal_text(said)}")
             rows.append((ex.id, "", f"{STATUS_MARK['not_attempted']} {markdown_text(said)}"))
             continue
-        ex_result = results[exercise_id]
-        passed, summary = public_tests(course, ex.id, submission)
-        ok &= passed
-        said = (summary or t("no public test file")).render(lang)
-        print(f"{'✔' if passed else '✘'} {ex.id}  {words['public_tests']}{words['colon']}{terminal_text(said)}")
-        rows.append((ex.id, words["public_tests"], f"{STATUS_MARK['passed' if passed else 'failed']} {markdown_text(said)}"))
-        shown = [c for c in ex_result.criteria if ex.is_visible(c.id, c.kind)]
-        if shown:
-            count = t("{passed} / {total} passed", passed=sum(c.status == "passed" for c in shown), total=len(shown))
-            print(f"    {words['visible_criteria']}{words['colon']}{count.render(lang)}")
-        for c in shown:
-            good = c.status == "passed"
-            ok &= good
-            print(f"      {'✔' if good else '✘'} {terminal_text(c.title[lang])}"
-                  + ("" if good else f" — {terminal_text(c.message[lang])}"))
-            if not good:
-                print(f"          {words['hint']}{words['colon']}{terminal_text(c.hint[lang])}")
-            rows.append((ex.id, markdown_text(c.title[lang]),
-                         STATUS_MARK["passed"] if good else f"{STATUS_MARK[c.status]} {markdown_text(c.message[lang])}"))
-        hidden = len(ex_result.criteria) - len(shown) + ex.hidden_criteria
-        if hidden:
-            print("    " + t("{n} more criteria are judged when you submit.", n=hidden).render(lang))
-    closing = (t("All public tests and visible criteria pass.") if ok else t("Something above needs work.")).render(lang)
+        if st.path is None:   # a link, a notebook with a magic, text that is not UTF-8: nothing of it runs
+            ok = False
+            said = st.message.render(lang) if st.message else ""
+            print(f"✘ {ex.id}  {terminal_text(said)}")
+            rows.append((ex.id, "", f"{STATUS_MARK['error']} {markdown_text(said)}"))
+            continue
+        ok &= _show_public_tests(ex.id, tests[exercise_id], words, lang, rows)
+        ok &= _show_visible(ex, results[exercise_id], words, lang, rows)
+    total = len(exercise_ids)
+    closing = (t("0 of {total} exercises started: nothing to check yet.", total=total) if not started else
+               t("{started} of {total} exercises started: their public tests and visible criteria pass.",
+                 started=len(started), total=total) if ok else
+               t("{started} of {total} exercises started: something above needs work.", started=len(started),
+                 total=total)).render(lang)
     print()
     print(closing)
     write_step_summary(scorecard_markdown(rows, words, closing))
     return 0 if ok else 1
+
+
+def _plain_exercise(course: Course, exercise_id: str, staged: Staged, scratch: Path, probes: bool):
+    """The exercise for the plain route: its job, and a folder holding the course's public tests (not a copy the
+    student may have edited) next to the student's file as staged."""
+    from grader.grading import job_for
+    from grader.plain import TESTS_INI, Exercise
+
+    ex = course.exercise(exercise_id)
+    assert staged.path is not None, "only a staged exercise runs"
+    folder = scratch / "public" / ex.id
+    folder.mkdir(parents=True)
+    for test in sorted((course.root / "exercises" / ex.id).glob("test_*.py")):
+        shutil.copyfile(test, folder / test.name)
+    shutil.copyfile(staged.path, folder / ex.file)
+    (folder / TESTS_INI).write_text("[pytest]\n", encoding="utf-8")
+    return Exercise(job_for(ex, staged.path).request(boxed=False), ex.module_name, folder, ex.timeout_s,
+                    ex.output_kb, probes)
+
+
+def _checked(course: Course, submission: Path, runnable: list[str], staged: dict[str, Staged], scratch: Path,
+             sandbox: Sandbox | None, plain: list) -> tuple[Report | None, dict]:
+    """The visible criteria's report and the public tests' outcome of the exercises that can run. In the sandbox,
+    the probes run there while the public tests run beside them; on the plain route both run in plain children,
+    and the judge takes each exercise as its probes end."""
+    import datetime as dt
+    import time
+
+    from grader import plain as plain_route
+    from grader.grading import Probed, grade, judged, reference_folders
+
+    if not runnable:
+        return None, {}
+    tests: dict = {}
+    failures: list[BaseException] = []
+    if sandbox is not None:
+        beside = threading.Thread(target=_into, args=(tests, failures, plain_route.check, plain, course.seed, scratch),
+                                  name="public-tests")
+        beside.start()
+        try:
+            report = grade(course, submission, runnable, sandbox)
+        finally:
+            beside.join()
+    else:
+        from grader.sandbox.levels import choose
+
+        exercises = [course.exercise(e) for e in runnable]
+        probed = Probed(course, submission, exercises, choose("none"), reference_folders(course, exercises), scratch,
+                        {e: staged[e] for e in runnable},
+                        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), time.monotonic())
+
+        def probe_and_test() -> None:
+            try:
+                _into(tests, failures, plain_route.check, plain, course.seed, scratch, probed.add)
+            finally:
+                probed.close()
+
+        beside = threading.Thread(target=probe_and_test, name="plain-route")
+        beside.start()
+        try:
+            report = judged(probed)
+        finally:
+            beside.join()
+    if failures:
+        raise failures[0]
+    return report, tests
+
+
+def _into(tests: dict, failures: list, fn, *args) -> None:
+    try:
+        tests.update(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - re-raised in the checking thread
+        failures.append(exc)
+
+
+def _show_public_tests(exercise_id: str, tests, words: dict[str, str], lang: str, rows: list) -> bool:
+    """The public tests' line (and one line for each that failed, with pytest's reason); whether they passed."""
+    said = (tests.problem or counts_text(tests.counts)).render(lang)
+    mark = "✔" if tests.passed else "✘"
+    print(f"{mark} {exercise_id}  {words['public_tests']}{words['colon']}{terminal_text(said)}")
+    rows.append((exercise_id, words["public_tests"],
+                 f"{STATUS_MARK['passed' if tests.passed else 'failed']} {markdown_text(said)}"))
+    for name, reason in tests.failures:
+        print(f"      ✘ {terminal_text(name)} — {terminal_text(reason)}")
+        rows.append((exercise_id, f"{words['public_tests']}{words['colon']}{markdown_text(name)}",
+                     f"{STATUS_MARK['failed']} {markdown_text(reason)}"))
+    return tests.passed
+
+
+def _show_visible(ex, result, words: dict[str, str], lang: str, rows: list) -> bool:
+    """The visible criteria of one exercise, explained where they did not pass; whether all passed."""
+    ok = True
+    shown = [c for c in result.criteria if ex.is_visible(c.id, c.kind)]
+    if shown:
+        count = t("{passed} / {total} passed", passed=sum(c.status == "passed" for c in shown), total=len(shown))
+        print(f"    {words['visible_criteria']}{words['colon']}{count.render(lang)}")
+    for c in shown:
+        good = c.status == "passed"
+        ok &= good
+        print(f"      {'✔' if good else '✘'} {terminal_text(c.title[lang])}"
+              + ("" if good else f" — {terminal_text(c.message[lang])}"))
+        if not good:
+            print(f"          {words['hint']}{words['colon']}{terminal_text(c.hint[lang])}")
+        rows.append((ex.id, markdown_text(c.title[lang]),
+                     STATUS_MARK["passed"] if good else f"{STATUS_MARK[c.status]} {markdown_text(c.message[lang])}"))
+    hidden = len(result.criteria) - len(shown) + ex.hidden_criteria
+    if hidden:
+        print("    " + t("{n} more criteria are judged when you submit.", n=hidden).render(lang))
+    return ok
 
 
 def scorecard_markdown(rows: list[tuple[str, str, str]], words: dict[str, str], closing: str) -> str:

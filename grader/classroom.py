@@ -49,6 +49,8 @@ from pathlib import Path
 from grader.course import Course
 from grader.gradebook import GRADER_ERROR, Gradebook, content_hash, grader_key, said
 from grader.i18n import Text, rendered, t, verbatim
+from grader.notebooks import MAX_NOTEBOOK_BYTES, is_submitted_notebook
+from grader.notebooks import SUFFIX as NOTEBOOK_SUFFIX
 from grader.policy import FROM_PUSH, FROM_SEEN, Policy, Submitted, student_dates
 from grader.roster import Student, match
 from grader.reporting import write_atomic
@@ -337,7 +339,9 @@ def commit_to_grade(github: GitHub, org: str, repo: dict, record: dict, deadline
 
 
 def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Course, target: Path) -> None:
-    """Commit `sha`'s exercise files rebuilt under `target` as `<exercise-id>/<file>`, nothing else of it. What
+    """Commit `sha`'s exercise files rebuilt under `target` as `<exercise-id>/<file>`, and the notebooks that may
+    hold an exercise (`<exercise-id>/<exercise-id>.ipynb`, a top-level `exercises/<name>.ipynb`: see
+    grader/notebooks.py), nothing else of it. What
     staging refuses keeps what it refuses it for: a link is a link to nowhere (refused by its name); a file over
     MAX_FILE_BYTES is a file of its size holding nothing (never downloaded; refused by its size); a folder or a
     submodule where the file belongs is a folder (not a regular file); a file where the exercise's folder belongs
@@ -350,6 +354,10 @@ def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Cou
     if top is None or top["type"] != "tree":
         return
     folders = github.tree(owner, repo, top["sha"])
+    ids = {ex.id for ex in course.exercises}
+    for name, entry in folders.items():
+        if is_submitted_notebook(ids, name):   # one notebook whose cells are tagged with exercise ids
+            _place(github, owner, repo, entry, target / name, MAX_NOTEBOOK_BYTES)
     for ex in course.exercises:
         folder, path = folders.get(ex.id), target / ex.id
         if folder is None:
@@ -360,17 +368,21 @@ def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Cou
             path.touch()
         else:
             path.mkdir()
-            _place(github, owner, repo, github.tree(owner, repo, folder["sha"]).get(ex.file), path / ex.file)
+            files = github.tree(owner, repo, folder["sha"])
+            _place(github, owner, repo, files.get(ex.file), path / ex.file)
+            notebook = f"{ex.id}{NOTEBOOK_SUFFIX}"
+            _place(github, owner, repo, files.get(notebook), path / notebook, MAX_NOTEBOOK_BYTES)
 
 
-def _place(github: GitHub, owner: str, repo: str, entry: dict | None, path: Path) -> None:
+def _place(github: GitHub, owner: str, repo: str, entry: dict | None, path: Path,
+           cap: int = MAX_FILE_BYTES) -> None:
     if entry is None:
         return
     if entry["mode"] == LINK_MODE:
         os.symlink("/nonexistent", path)
     elif entry["type"] != "blob":
         path.mkdir()
-    elif entry["size"] > MAX_FILE_BYTES:
+    elif entry["size"] > cap:
         with open(path, "wb") as fh:
             fh.truncate(entry["size"])
     else:

@@ -52,11 +52,31 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+def student_edition() -> bool:
+    """Whether this is the checker a handout ships (`grader handout` leaves out the instructor's modules, this
+    one's writer among them): its `grader` offers `check` alone, the one command that works there. The file is
+    looked for beside this one, not imported: an editable install of the whole grader would answer for it."""
+    return not (Path(__file__).resolve().parent / "handout.py").is_file()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grader", description="Grade Transformer course submissions.")
-    parser.add_argument("--course", type=Path, default=None, help="folder holding course.toml (default: this checkout)")
+    student = student_edition()
+    described = "Check your exercises before you submit them." if student else "Grade Transformer course submissions."
+    parser = argparse.ArgumentParser(prog="grader", description=described)
+    if not student:
+        parser.add_argument("--course", type=Path, default=None,
+                            help="folder holding course.toml (default: this checkout)")
     # The metavar keeps the hidden command out of the usage line; leaving it without help keeps it out of the list.
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = sub.add_parser("check", help="for students: public tests and the visible criteria, no root needed")
+    check.add_argument("exercise", nargs="?", default=None, help="one exercise (default: every exercise)")
+    check.add_argument("--submission", type=Path, default=None,
+                       help="folder laid out like exercises/ (default: ./exercises, the root of a student repository)")
+    check.add_argument("--lang", choices=("en", "zh"), default="en")
+    check.set_defaults(handler=command_check)
+    if student_edition():
+        return parser
 
     grade = sub.add_parser("grade", help="grade one submission and write report.json, report.html, scorecard.md")
     grade.add_argument("submission", nargs="?", type=Path, default=None,
@@ -142,13 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
     handout = sub.add_parser("handout", help="write the student repository: exercises, public tests, a CI workflow")
     handout.add_argument("out", type=Path)
     handout.set_defaults(handler=command_handout)
-
-    check = sub.add_parser("check", help="for students: public tests and the visible criteria, no root needed")
-    check.add_argument("exercise", nargs="?", default=None, help="one exercise (default: every exercise)")
-    check.add_argument("--submission", type=Path, default=None,
-                       help="folder laid out like exercises/ (default: ./exercises, the root of a student repository)")
-    check.add_argument("--lang", choices=("en", "zh"), default="en")
-    check.set_defaults(handler=command_check)
 
     classroom = sub.add_parser("classroom", help="hidden grading of a GitHub Classroom assignment, posted back")
     classroom_sub = classroom.add_subparsers(dest="classroom_command", required=True, metavar="ACTION")
@@ -814,7 +827,7 @@ def command_gradescope_run(args) -> int:
 def command_check(args) -> int:
     from grader.check import CheckRefused, run_check, submission_folder
 
-    course = load_course(args.course)
+    course = load_course(getattr(args, "course", None))
     try:
         submission = submission_folder(course, args.submission, Path.cwd())
     except CheckRefused as exc:

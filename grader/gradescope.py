@@ -31,28 +31,17 @@ cd "$(dirname "$0")"
 export DEBIAN_FRONTEND=noninteractive
 
 # The grader needs Python 3.11+ with venv, installed system-wide: student code runs as another uid, which
-# must be able to read the interpreter.
-find_python() {
-    local name path
-    for name in python3.13 python3.12 python3.11 /usr/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.11; do
-        path="$(command -v "$name" 2>/dev/null)" || continue
-        if "$path" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 11)' 2>/dev/null; then
-            echo "$path"
-            return 0
-        fi
-    done
-    return 1
-}
-
+# must be able to read the interpreter. scripts/setup.sh chooses it (a system one before any on PATH, such as the
+# image's pyenv Python under root's home folder).
 apt-get update -qq
 apt-get install -y -qq util-linux >/dev/null   # unshare, for the strict sandbox where namespaces are allowed
-python="$(find_python)" || {
+python="$(bash scripts/setup.sh --print-python 2>/dev/null)" || {
     apt-get install -y -qq python3.11 python3.11-venv >/dev/null || true
-    python="$(find_python)"
+    python="$(bash scripts/setup.sh --print-python)"
 } || {
-    echo "setup.sh: no Python 3.11 or newer with venv, and apt-get could not install python3.11 and" \\
-         "python3.11-venv (third-party archives such as deadsnakes are not reachable here): use a Gradescope" \\
-         "base image that has Python 3.11+" >&2
+    echo "setup.sh: no Python 3.11 or newer with venv that other users can read, and apt-get could not install" \\
+         "python3.11 and python3.11-venv (third-party archives such as deadsnakes are not reachable here): use a" \\
+         "Gradescope base image that has Python 3.11+" >&2
     exit 1
 }
 echo "setup.sh: grading with $python ($("$python" --version))"
@@ -196,4 +185,20 @@ def run_in_gradescope(course: Course, root: Path, lang: str = "en") -> Path:
 
     write_atomic(results / "results.json", render_gradescope(report, lang, visibility_of, notes))
     os.chmod(results, 0o755)
+    for line in instructor_lines(report.sandbox, lang):
+        print(line)
     return results / "results.json"
+
+
+def instructor_lines(sandbox: dict, lang: str = "en") -> list[str]:
+    """What the instructor should know of the sandbox a submission was graded in: its level, why it is not
+    stricter, and the layers it lacked. For the autograder's stdout only, which results.json keeps hidden from
+    students (`stdout_visibility`): it says what student code could reach, so the students' output names the level
+    alone."""
+    lines = [t("Sandbox: {level}", level=verbatim(sandbox["level"])).render(lang)]
+    if sandbox.get("note"):   # the sandbox's own words (grader.sandbox.levels): English
+        lines.append(t("Sandbox note: {note}", note=verbatim(sandbox["note"])).render(lang))
+    missing = [name for name, present in sandbox.get("layers", {}).items() if not present]
+    if missing:
+        lines.append(t("Sandbox layers missing here: {layers}", layers=verbatim(", ".join(missing))).render(lang))
+    return lines

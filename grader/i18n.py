@@ -25,7 +25,7 @@ LANGS = ("en", "zh")
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 # Calls whose first argument is a template in a catalog: `t` everywhere, and the contract breaches a probe
 # raises in the worker (which has no catalog: the judge translates what it recorded).
-KEYWORDS = {"t": None, "ContractBreach": None, "WrongReturn": None, "student_value": None}
+KEYWORDS = {"t": None, "ContractBreach": None, "WrongReturn": None, "student_value": None, "student_tensor": None}
 
 
 class Text:

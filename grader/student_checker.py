@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import inspect
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -33,9 +34,10 @@ REGENERATED = ("criteria", "probes")
 INSTRUCTOR_ONLY = ("batch.py", "classroom.py", "gradebook.py", "gradescope.py", "handout.py", "selftest.py",
                    "mutation.py", "unidiff.py", "student_checker.py", "grades.py", "lms.py", "policy.py",
                    "similarity.py")
-# The grader's dependencies only those modules use: a student's install goes without them.
-INSTRUCTOR_DEPENDENCIES = ("copydetect", "canvasapi")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+# Requirements of the grader the checker never imports (grading a class on a cluster, similar submissions, the
+# Canvas push): not installed for students
+INSTRUCTOR_REQUIREMENTS = ("distributed", "copydetect", "canvasapi")
 
 
 class CheckerError(Exception):
@@ -221,13 +223,13 @@ def checker_course_toml(course: Course, visible: dict[str, dict[str, object]]) -
 
 def checker_pyproject(course: Course) -> str:
     main = tomllib.loads((course.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    needed = [r for r in main["dependencies"] if re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] not in INSTRUCTOR_REQUIREMENTS]
     return "\n".join([
         "# The checker students install with `pip install -e ./checker` (editable: it reads its course.toml).",
         "[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
         "[project]", 'name = "course-checker"', f"version = {_toml_value(grader.__version__)}",
         f"requires-python = {_toml_value(main['requires-python'])}",
-        f"dependencies = {_toml_value([d for d in main['dependencies'] if not d.startswith(INSTRUCTOR_DEPENDENCIES)])}",
-        "",
+        f"dependencies = {_toml_value(needed)}", "",
         "[project.scripts]", 'grader = "grader.cli:main"', "",
         "[tool.setuptools.packages.find]", 'include = ["grader*"]', "",
         "[tool.setuptools.package-data]", 'grader = ["report/*.json", "criteria/judge.ini"]', ""])

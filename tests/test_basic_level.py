@@ -20,11 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from grader.course import load_course
+from grader.selftest import mutant_text
+
 from conftest import ROOT, course_copy
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the grading uids of the basic level need root")
 
 SOLUTION = ROOT / "solutions" / "heads" / "heads.py"
+COURSE = load_course(ROOT)
 MUTANT = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
 UIDS = (61000, 61999)   # course.toml's [sandbox] uids
 
@@ -111,14 +115,14 @@ def _heads(report: dict) -> dict:
 def test_basic_batch_code_reads_neither_the_cache_nor_a_concurrent_classmate(shared_base):
     """`grader batch --sandbox basic --jobs 2`: Mallory's code, graded while Carol's is, reads nothing of the
     reference cache nor of Carol's scratch, and scores exactly what the mutant it falls back on scores."""
-    course = course_copy(shared_base / "course", ["heads"], timeout_s=60)
+    course = course_copy(shared_base / "course", ["heads"])
     cache, control = shared_base / "cache", shared_base / "readable.txt"
     control.write_text("anyone may read this")
     os.chmod(control, 0o644)
     room = shared_base / "private" / "class"   # the class folder itself is the instructor's alone
     attack = (ATTACK.replace("@CACHE@", repr(str(cache))).replace("@CONTROL@", repr(str(control)))
               .replace("@FIRST@", str(UIDS[0])).replace("@LAST@", str(UIDS[1])))
-    for name, source in (("a-carol", SLOW_SOLUTION), ("b-mallory", attack + (MUTANT / "heads.py").read_text() + STEAL)):
+    for name, source in (("a-carol", SLOW_SOLUTION), ("b-mallory", attack + mutant_text(COURSE, "heads", MUTANT) + STEAL)):
         (room / name / "heads").mkdir(parents=True)
         (room / name / "heads" / "heads.py").write_text(source)
     os.chmod(shared_base / "private", 0o700)

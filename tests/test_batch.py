@@ -24,6 +24,8 @@ from grader.warm import GradingTimeout, WarmGraderDied
 
 EXERCISES = ["decoder_block", "heads"]   # light exercises: the behaviour under test is the batch's, not theirs
 GRADER_FAULT = "grader_error"            # an exercise the grader itself failed on
+# decoder_block, where the hostile code loops: ~60 times what its healthy probes need in CPU time (0.1 s)
+HANG_TIMEOUT_S = 6
 HOSTILE = {
     "loops": "while True:\n    pass\n",
     "exits": "import sys\nsys.exit(0)\n",
@@ -33,7 +35,7 @@ HOSTILE = {
 
 @pytest.fixture(scope="module")
 def course_dir(tmp_path_factory):
-    return course_copy(tmp_path_factory.mktemp("course"), EXERCISES, timeout_s=5)
+    return course_copy(tmp_path_factory.mktemp("course"), EXERCISES, timeout_s={"decoder_block": HANG_TIMEOUT_S})
 
 
 @pytest.fixture(scope="module")

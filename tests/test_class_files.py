@@ -26,7 +26,7 @@ EXERCISES = ["heads", "masks"]   # light exercises the sample gets part of: comp
 
 @pytest.fixture(scope="module")
 def course_dir(tmp_path_factory):
-    return course_copy(tmp_path_factory.mktemp("course"), EXERCISES, timeout_s=20)
+    return course_copy(tmp_path_factory.mktemp("course"), EXERCISES)
 
 
 @pytest.fixture(scope="module")

@@ -183,7 +183,7 @@ def serve(fake: FakeGitHub):
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    return load_course(course_copy(tmp_path_factory.mktemp("course"), ["heads"], timeout_s=10))
+    return load_course(course_copy(tmp_path_factory.mktemp("course"), ["heads"]))
 
 
 @pytest.fixture
@@ -425,7 +425,7 @@ def test_a_late_policy_grades_up_to_each_cutoff_and_takes_the_penalty_by_push_ti
     from grader.roster import Student
 
     fake, client = github
-    folder = course_copy(tmp_path / "course", ["heads"], timeout_s=10)
+    folder = course_copy(tmp_path / "course", ["heads"])
     with open(folder / "course.toml", "a", encoding="utf-8") as fh:
         fh.write(LATE_POLICY)
     course = load_course(folder)

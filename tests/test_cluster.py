@@ -24,7 +24,7 @@ SUBMISSIONS = 12
 
 @pytest.fixture(scope="module")
 def course_dir(tmp_path_factory):
-    return course_copy(tmp_path_factory.mktemp("course"), EXERCISES, timeout_s=5)
+    return course_copy(tmp_path_factory.mktemp("course"), EXERCISES)
 
 
 @pytest.fixture(scope="module")

@@ -136,3 +136,30 @@ def test_grade_lang_zh_writes_gradescope_and_junit_in_chinese(make_submission, g
     card = (graded.out / "scorecard.md").read_text()
     assert card.startswith("### 评分报告：") and "❌ 未通过" in card and "embedding\\.py" in card
     assert "评分项" in graded.stdout and "总分" in graded.stdout
+
+
+WEAK_SPOTS = ("weaker than strict (/root/.pyenv/versions/3.12.4/bin/python3.12 is not readable by other users): "
+              "student code runs as a uid of its own and can read what every user can read (keep hidden files "
+              "root-only), and reach the network")
+
+
+def test_gradescope_shows_students_the_sandbox_level_and_tells_the_instructor_its_weak_spots():
+    """results.json's top-level output is what students read; the autograder's stdout (hidden from them by
+    `stdout_visibility`) is the instructor's, and holds why the level is not stricter and what it lacks."""
+    from dataclasses import replace
+
+    from grader.gradescope import instructor_lines
+    from grader.render.exports import render_gradescope
+
+    sandbox = {"level": "basic", "layers": {"process": True, "network_namespace": False, "pid_namespace": False},
+               "note": WEAK_SPOTS}
+    report = replace(zh_report(), sandbox=sandbox)
+    results = json.loads(render_gradescope(report, "en"))
+    assert results["output"].splitlines()[-1] == "Sandbox: basic"
+    shown = json.dumps(results)
+    assert not any(word in shown for word in ("weaker", "pyenv", "readable", "network")), results["output"]
+    assert results["stdout_visibility"] == "hidden"
+    told = instructor_lines(sandbox)
+    assert told[0] == "Sandbox: basic" and WEAK_SPOTS in told[1]
+    assert told[2] == "Sandbox layers missing here: network_namespace, pid_namespace"
+    assert instructor_lines(sandbox, "zh")[0] == "沙箱：basic"

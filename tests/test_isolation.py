@@ -319,7 +319,7 @@ while True:
 
 def test_fork_bombs_in_a_batch_cost_a_concurrent_correct_submission_nothing(tmp_path):
     """`grader batch --jobs 2`: two fork bombs graded beside (and concurrently with) a correct submission."""
-    course = course_copy(tmp_path / "course", ["heads"], timeout_s=6)
+    course = course_copy(tmp_path / "course", ["heads"], timeout_s={"heads": 8})   # the bombs are stopped by it
     room = tmp_path / "class"
     for name, source in (("alice", FORK_BOMB), ("bob", FORK_BOMB), ("carol", SOLUTION_HEADS.read_text())):
         (room / name / "heads").mkdir(parents=True)

@@ -70,7 +70,7 @@ MUTANT = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
 @pytest.fixture(scope="module")
 def corrected(tmp_path_factory):
     folder = tmp_path_factory.mktemp("overrides")
-    course = course_copy(folder / "course", ["heads"], timeout_s=20)
+    course = course_copy(folder / "course", ["heads"])
     room = folder / "class"
     for name, text in (("ann", (ROOT / "solutions" / "heads" / "heads.py").read_text()),
                        ("bo", mutant_text(load_course(ROOT), "heads", MUTANT))):

@@ -42,7 +42,7 @@ RATE = Policy(DUE, 10.0, "day", 30.0, DUE + dt.timedelta(days=7))
 
 
 def policy_course(folder: Path, exercises: list[str], text: str = POLICY_TOML) -> Path:
-    course_copy(folder, exercises, timeout_s=20)
+    course_copy(folder, exercises)
     with open(folder / "course.toml", "a", encoding="utf-8") as fh:
         fh.write(text)
     return folder
@@ -125,7 +125,7 @@ def test_the_policy_is_read_and_checked(tmp_path):
 
 def test_changing_the_policy_grades_nothing_again(tmp_path):
     """The grader key leaves [policy] out: a penalty is applied to grades, it changes no grading."""
-    plain = load_course(course_copy(tmp_path / "plain", ["heads"], timeout_s=20))
+    plain = load_course(course_copy(tmp_path / "plain", ["heads"]))
     with_policy = load_course(policy_course(tmp_path / "policy", ["heads"]))
     other = load_course(policy_course(tmp_path / "other", ["heads"], POLICY_TOML.replace("= 10", "= 25")))
     assert grader_key(plain) == grader_key(with_policy) == grader_key(other)

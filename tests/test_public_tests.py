@@ -20,7 +20,10 @@ def run_public_tests(tmp_path, exercise_id: str, source) -> subprocess.Completed
     for test in (ROOT / "exercises" / exercise_id).glob("test_*.py"):
         shutil.copyfile(test, folder / test.name)
     shutil.copyfile(source, folder / ex.file)
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
+    # an ini file of the folder's own: neither a pytest.ini nor a conftest.py of a folder above it applies
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(folder / "pytest.ini"),
+                           "--rootdir", str(folder), str(folder)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
 
 

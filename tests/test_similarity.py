@@ -90,7 +90,7 @@ def test_the_child_gives_the_same_pairs_every_time_and_a_limit_that_ends_it():
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
     folder = tmp_path_factory.mktemp("similar")
-    course = course_copy(folder / "course", ["rope"], timeout_s=20)
+    course = course_copy(folder / "course", ["rope"])
     room = folder / "class"
     for name, code in (("ann", SOLUTION), ("ben", RENAMED), ("cat", INDEPENDENT["rotation_matrix"]),
                        ("dan", INDEPENDENT["complex_halves"])):

@@ -106,7 +106,7 @@ def slurm(tmp_path_factory):
 @pytest.fixture(scope="module")
 def course_dir(tmp_path_factory):
     """One light exercise, and the jobs' settings in course.toml, as an instructor would write them."""
-    folder = course_copy(tmp_path_factory.mktemp("course"), ["heads"], timeout_s=5)
+    folder = course_copy(tmp_path_factory.mktemp("course"), ["heads"])
     with open(folder / "course.toml", "a", encoding="utf-8") as fh:
         fh.write('\n[cluster.slurm]\nwalltime = "00:15:00"\nmemory = "2GB"\n')
     return folder

@@ -15,7 +15,7 @@ LIMIT_S = 120
 
 @pytest.fixture(scope="module")
 def course_dir(tmp_path_factory):
-    return course_copy(tmp_path_factory.mktemp("course"), ["heads"], timeout_s=5)
+    return course_copy(tmp_path_factory.mktemp("course"), ["heads"])
 
 
 def submission(folder, source: str):

@@ -6,7 +6,7 @@ import torch
 
 from grader.i18n import Text, join, t, verbatim
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import difference, prefix_leaks
+from grader.judge.compare import difference, position_changes, prefix_leaks
 from grader.judge.criterion import criterion
 from grader.judge.evidence import attention_map
 from grader.judge.observations import recorded_breach
@@ -15,6 +15,7 @@ EXERCISE = "attention"
 VALUE_ATOL, VALUE_RTOL = 1e-5, 1e-4  # float32 on both sides; only the order of floating-point operations may differ
 SUM_TOLERANCE = 1e-5                 # float32 sum of at most 7 probabilities
 CAUSAL_TOLERANCE = 1e-10             # float64: anything above rounding noise is information from the future
+READS_THE_PAST = 1e-6                # float64: a query that may read position 0 moves by ~0.1 when position 0 changes
 BROADCAST_TOLERANCE = 1e-6           # the same code on the same numbers; only the mask's shape differs
 DIAGNOSE_TOLERANCE = 1e-4            # close enough to a known wrong formula to name it as the likely mistake
 ZERO_GRADIENT = 1e-12                # float64: a quantity that cannot influence the loss gets no gradient
@@ -237,7 +238,9 @@ def test_masked_weights_zero(obs, ref, verdict):
     if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
         total = float(weights[i].sum())
-        why = (t("Zeroing after the softmax does this: the masked keys still took their share of the probability.")
+        why = (t("Every weight of that row is 0: nothing is attended, there is no softmax over the allowed keys.")
+               if total == 0 else
+               t("Zeroing after the softmax does this: the masked keys still took their share of the probability.")
                if float((weights.sum(-1) - 1).max()) <= SUM_TOLERANCE else
                t("A sum above 1 means the softmax normalised over another axis than the keys (dim=-1)."))
         verdict.fail(t("the masked positions are 0, but the weights of {location} sum to {total:.6g} over its {allowed} "
@@ -283,8 +286,20 @@ def test_causality(obs, verdict):
         verdict.fail(t("with a causal mask, changing q, k and v after position {position} reached the output at "
                        "positions 0..{position}: it {change} (expected no change at all); {leaking} of {prefixes} "
                        "prefixes leak", position=position, change=change, leaking=len(bad), prefixes=len(leaks)))
+    first = p.tensor("changed_first")
+    if list(first.shape) != CAUSAL_SHAPE:
+        verdict.fail(t("after changing q, k and v at position 0 the output has shape {shape}; expected {want}",
+                       shape=list(first.shape), want=CAUSAL_SHAPE))
+    reach = position_changes(base, first, axis=-2)
+    verdict.note(change_from_position_0=reach)
+    unmoved = [position for position in range(1, len(reach)) if not reach[position] > READS_THE_PAST]  # NaN too
+    if unmoved:
+        verdict.fail(t("with a causal mask, changing q, k and v at position 0 left the output at positions {positions} "
+                       "unchanged (largest change there {change:.3g}): those queries do not read the keys they may "
+                       "read, so that the future does not reach them proves nothing", positions=unmoved,
+                       change=max(reach[position] for position in unmoved)))
     verdict.ok(t("changing every future suffix of q, k and v left every earlier output unchanged (max change "
-                 "{change:.1e})", change=max(leaks)))
+                 "{change:.1e}), and changing position 0 reached every later query", change=max(leaks)))
 
 
 @criterion("mask_broadcasting", kind="shape", requires=("masked_weights_zero",),
@@ -331,6 +346,12 @@ def test_mask_broadcasting(obs, verdict):
 def test_fully_masked_row_zero(obs, ref, verdict):
     p = obs.probe("fully_masked")
     mask, out, weights = p.tensor("mask"), p.tensor("out"), p.tensor("weights")
+    v = ref.probe("fully_masked").tensor("v")        # the input, as the reference run drew it
+    want_out = list(mask.shape[:-1]) + [v.shape[-1]]
+    if list(weights.shape) != list(mask.shape) or list(out.shape) != want_out:
+        verdict.fail(t("with a [2, 2, 5, 6] mask the function returned out {out} and weights {weights}; expected out "
+                       "{want_out} and weights {want_weights}", out=list(out.shape), weights=list(weights.shape),
+                       want_out=want_out, want_weights=list(mask.shape)))
     verdict.note(attention_map=attention_map(weights, ref.probe("fully_masked").tensor("weights")))
     empty = ~mask.any(-1)                             # [B, H, Tq]: queries that may read nothing
     rows = [tuple(int(x) for x in i) for i in torch.nonzero(empty)]
@@ -356,8 +377,33 @@ def test_fully_masked_row_zero(obs, ref, verdict):
         if bool((out[i] != 0).any()):
             verdict.fail(t("{location} may attend to no key, yet its output is {row}; expected all zeros",
                            location=_at(i, AXES[:3]), row=_row(out, i)))
-    verdict.ok(t("the {count} fully masked queries get all-zero weights and output, and nothing is NaN",
+    _check_rows_with_keys(verdict, weights.double(), out.double(), v.double(), mask, ~empty)
+    verdict.ok(t("the {count} fully masked queries get all-zero weights and output, nothing is NaN, and the other "
+                 "queries still attend (weights summing to 1 over their allowed keys, out = weights @ v)",
                  count=len(rows)))
+
+
+def _check_rows_with_keys(verdict, weights, out, v, mask, has_keys) -> None:
+    """The positive control of `fully_masked_row_zero`: the queries that have allowed keys really attend, so that
+    zeros on the fully masked ones are the function's doing, not a function that gives zeros everywhere."""
+    sums = weights.sum(-1)                                  # [B, H, Tq]
+    off = (sums - 1).abs() * has_keys
+    if not float(off.max()) <= SUM_TOLERANCE:  # NaN fails too
+        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(torch.nan_to_num(off, nan=math.inf)), off.shape))
+        verdict.fail(t("the fully masked queries get zeros, but the queries with allowed keys are not attended "
+                       "right: the weights of {location}, which has {allowed} allowed keys, sum to {total:.6g}; "
+                       "expected 1 (zeros for the fully masked queries count only where the others get a softmax)",
+                       location=_at(i, AXES[:3]), allowed=int(mask[i].sum()), total=float(sums[i])))
+    leaked = (weights != 0) & ~mask & has_keys.unsqueeze(-1)
+    if leaked.any():
+        i = _first(leaked)
+        verdict.fail(t("the fully masked queries get zeros, but {location}, a query with allowed keys, puts weight "
+                       "{weight:.4g} on a masked key; expected exactly 0", location=_at(i), weight=float(weights[i])))
+    problem = difference(out * has_keys.unsqueeze(-1), (weights @ v) * has_keys.unsqueeze(-1), atol=VALUE_ATOL,
+                         rtol=VALUE_RTOL)
+    if problem:
+        verdict.fail(t("the fully masked queries get zeros, but for the queries with allowed keys out is not "
+                       "weights @ v: {problem}", problem=problem))
 
 
 def _non_finite_cause(weights, mask) -> Text:

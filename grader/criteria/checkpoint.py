@@ -21,7 +21,12 @@ def _short(outcome: dict) -> Text | str:
     if not raised(outcome):
         return describe_outcome(outcome)
     message = re.sub(r"\x1b\[[0-9;]*m", "", outcome["raised"]["message"]).strip()
-    first = re.split(r"(?<=[.:])\s", message, maxsplit=1)[0][:160]
+    # the first sentence, whole: "failed reading zip archive: failed finding central directory" is one sentence,
+    # and cutting it at its colon would leave the message hanging on it
+    first = re.split(r"(?<=\.)\s", message, maxsplit=1)[0]
+    first = (first if len(first) <= 160 else first[:159] + "…").rstrip(" :")
+    if not first:
+        return t("raised {error}", error=raised(outcome))
     return t("raised {error}: {message}", error=raised(outcome), message=first)
 
 
@@ -126,6 +131,10 @@ def test_load_refuses_pickled_code(obs, verdict):
         verdict.fail(t("load_checkpoint on the checkpoint exactly as save_checkpoint wrote it {outcome}: a loader that "
                        "refuses every file also refuses the planted one, which proves nothing; the clean file must load",
                        outcome=describe_outcome(clean)))
+    if not p.value("clean_restored"):
+        verdict.fail(t("load_checkpoint on the checkpoint exactly as save_checkpoint wrote it returned, but the model "
+                       "does not hold the saved weights afterwards: a loader that loads nothing runs no stored code "
+                       "either, which proves nothing"))
     if raised(outcome):
         verdict.ok(t("a copy of the checkpoint carrying a pickled function call was loaded without running it "
                      "(load_checkpoint raised {error}), and the clean checkpoint loads", error=raised(outcome)))

@@ -5,11 +5,12 @@ import math
 import torch
 
 from grader.i18n import t, verbatim
-from grader.judge.compare import describe_outcome, difference, prefix_leaks, raised
+from grader.judge.compare import describe_outcome, difference, position_changes, prefix_leaks, raised
 from grader.judge.criterion import criterion
 
 EXERCISE = "decoder_block"
 CAUSAL_TOLERANCE = 1e-10  # float64: anything above rounding noise is information from the future
+READS_THE_PAST = 1e-6     # float64: a position that attends to position 0 moves by ~1e-2 or more when it changes
 VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-point operations may differ
 CAUSAL_SHAPE = [2, 8, 16] # the causality probe's x, [B, T, C]: the output keeps that shape
 DROPOUT_P = 0.5           # the dropout probe's rate: kept elements are scaled by 1 / (1 - p) = 2, exactly
@@ -60,8 +61,20 @@ def test_causality(obs, verdict):
         verdict.fail(t("changing the inputs after position {position} changed the output at positions 0..{position} "
                        "{change} (expected no change at all); {leaking} of {prefixes} prefixes leak",
                        position=first, change=change, leaking=len(bad), prefixes=len(leaks)))
+    first = p.tensor("changed_first")
+    if list(first.shape) != CAUSAL_SHAPE:
+        verdict.fail(t("after changing the input at position 0 the output has shape {shape}; expected {want}",
+                       shape=list(first.shape), want=CAUSAL_SHAPE))
+    reach = position_changes(base, first, axis=1)
+    verdict.note(change_from_position_0=reach)
+    unmoved = [position for position in range(1, len(reach)) if not reach[position] > READS_THE_PAST]  # NaN too
+    if unmoved:
+        verdict.fail(t("changing the input at position 0 left the output at positions {positions} unchanged (largest "
+                       "change there {change:.3g}): those positions do not attend to the earlier ones, so that the "
+                       "future does not reach them proves nothing", positions=unmoved,
+                       change=max(reach[position] for position in unmoved)))
     verdict.ok(t("perturbing every future suffix (positions 1..7) left every earlier output unchanged (max change "
-                 "{change:.1e})", change=max(leaks)))
+                 "{change:.1e}), and changing position 0 reached every later position", change=max(leaks)))
 
 
 @criterion("values_match_reference", kind="values", requires=("output_shape",),
@@ -126,9 +139,17 @@ def _gradient_summary(p, key):
                  "zh": "对注意力权重使用 nn.Dropout（或 F.dropout(training=self.training)），这样 model.eval() 会关闭它。"})
 def test_eval_deterministic(obs, verdict):
     p = obs.probe("dropout")
-    problem = difference(p.tensor("eval_second"), p.tensor("eval_first"), atol=0.0)
+    first, second, other = p.tensor("eval_first"), p.tensor("eval_second"), p.tensor("eval_other")
+    for output in (first, second):
+        verdict.check(bool(torch.isfinite(output).all()),
+                      t("with dropout=0.5 the eval-mode output holds NaN or inf, so whether two calls agree cannot be "
+                        "judged: {cause}", cause=NON_FINITE_CAUSE))
+    problem = difference(second, first, atol=0.0)
     verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same input differ: {problem}",
                                      problem=problem))
+    verdict.check(difference(other, first, atol=0.0) is not None,
+                  t("in eval mode another input gives exactly the same output: the output does not depend on the input, "
+                    "and a constant is deterministic by construction"))
     verdict.ok(t("with dropout=0.5, two eval-mode calls on the same input give identical outputs"))
 
 
@@ -175,6 +196,8 @@ def test_dropout_on_attention_weights(obs, verdict):
 def test_projections_bias_free(obs, verdict):
     shapes = obs.probe("forward").value("parameter_shapes")
     verdict.note(parameter_shapes=shapes)
+    # (no positive control needed here: the probe fills q_proj, k_proj, v_proj and out_proj by name, so a module
+    # without them never reaches this criterion: it is the student's breach of the contract)
     vectors = [f"{name} {shape}" for name, shape in shapes.items() if len(shape) < 2]
     verdict.check(not vectors, t("CausalSelfAttention(16, 4) registers {count} bias-like parameters ({vectors}); the "
                                  "contract's Q/K/V/O projections are nn.Linear(..., bias=False)",

@@ -138,7 +138,13 @@ def test_padding_row_zero_at_init(obs, verdict):
                                "padding row were always 0", **said))
             verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} ({nonzero} of "
                            "{entries} entries non-zero); expected all zeros", **said))
-    verdict.ok(t("with padding_idx=0 and padding_idx=9 the padding row is all zeros right after construction"))
+        others = torch.cat([weight[:pad], weight[pad + 1:]])
+        if not bool((others != 0).any()):
+            verdict.fail(t("with padding_idx={pad} every row of weight right after construction is zero, not only row "
+                           "{pad}: the table is not initialised (random values, e.g. torch.randn), so a zero padding "
+                           "row shows nothing", pad=pad))
+    verdict.ok(t("with padding_idx=0 and padding_idx=9 the padding row is all zeros right after construction, and the "
+                 "other rows are not"))
 
 
 @criterion("gradient_reaches_rows", kind="gradient", requires=("values_are_rows",),

@@ -130,10 +130,12 @@ def test_round_trip(obs, ref, verdict):
         x = inputs.tensor(f"x_{i}")
         call = t("merge_heads(split_heads(x, {heads})) for x of shape {shape}", heads=H, shape=[B, T, C])
         _check_same(verdict, _output(got, verdict, f"x_{i}", call, prefix="back_"), x, call, "x", "t, c")
+        _check_between(verdict, got, f"x_{i}", t("split_heads(x, {heads})", heads=H), [B, H, T, C // H])
     for i, (B, H, T, D) in enumerate(MERGE_CASES):
         y = inputs.tensor(f"y_{i}")
         call = t("split_heads(merge_heads(y), {heads}) for y of shape {shape}", heads=H, shape=[B, H, T, D])
         _check_same(verdict, _output(got, verdict, f"y_{i}", call, prefix="back_"), y, call, "y", "h, t, d")
+        _check_between(verdict, got, f"y_{i}", t("merge_heads(y)"), [B, T, H * D])
     verdict.ok(t("merge_heads(split_heads(x, H)) == x and split_heads(merge_heads(y), H) == y bitwise, for H != T "
                  "and H == T"))
 
@@ -204,6 +206,16 @@ def _output(p, verdict, key, call: Text, prefix="out_"):
     if f"{prefix}{key}" in p.not_tensors:
         verdict.fail(t("{call} returned a {kind}, not a tensor", call=call, kind=p.not_tensors[f"{prefix}{key}"]))
     return p.tensor(f"{prefix}{key}")
+
+
+def _check_between(verdict, p, key, call: Text, want: list[int]) -> None:
+    """The positive control of the round trip: what the first function gave in between has the shape it must have,
+    so that two functions which leave their input as it is (and so undo each other) do not pass for inverses."""
+    between = p.value(f"{key}_between")
+    if between != want:
+        verdict.fail(t("the round trip gives back its input, but in between {call} returned {shape}; expected {want}: "
+                       "functions that change nothing undo each other too, so the round trip proves nothing",
+                       call=call, shape=between if between is not None else t("no tensor"), want=want))
 
 
 def _check_same(verdict, got, want, call: Text, name, axes):

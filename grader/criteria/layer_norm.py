@@ -13,6 +13,7 @@ from grader.i18n import Text, t, verbatim
 from grader.judge.common import forbidden_api_criterion
 from grader.judge.compare import describe_outcome, difference, raised
 from grader.judge.criterion import criterion
+from grader.judge.observations import recorded_breach
 
 EXERCISE = "layer_norm"
 
@@ -27,6 +28,9 @@ EPS_TOLERANCE = 1e-6        # float64, rows of variance 1e-6: eps inside vs outs
                             #   differ by a factor ~3; eps kept as a float32 tensor (rounded by 2.5e-8) still passes
 DIAGNOSE = 1e-8             # float64: an alternative formula "matches" the output when it agrees this closely
 FD_TOLERANCE = 1e-6         # relative: a detached mean or variance is off by > 1e-2
+SUBLAYER_EFFECT = 1e-3         # a block with a linear sublayer (weights ~0.3) moves its output by O(1) away from x
+EPS_AGREEMENT = 1e-9        # relative to var + eps: float64 estimates of one eps from each element agree to ~1e-13;
+                            #   float32 inside scatters them by ~1e-7 or more
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5, *, unbiased=False, eps_outside=False, dim=-1):
@@ -62,6 +66,30 @@ def alternatives(x, w, b, eps):
         (t("swaps weight and bias, x_hat * bias + weight"), affine_fix,
          x_hat * b.double() + w.double() if w is not None else None),
     ]
+
+
+def eps_used(got, x, w=None, b=None) -> float | None:
+    """The eps a float64 output was computed with, when one eps explains every element: each element gives
+    sqrt(var + eps) = (x - mean) / x_hat with x_hat = (out - bias) / weight, so eps = ratio**2 - var. None when the
+    estimates disagree (another formula, or float32 inside) or the output is not finite."""
+    x, got = x.double(), got.double()
+    if list(got.shape) != list(x.shape) or not bool(torch.isfinite(got).all()):
+        return None
+    x_hat = got
+    if b is not None:
+        x_hat = x_hat - b.double()
+    if w is not None:
+        x_hat = x_hat / w.double()
+    centred = x - x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    usable = (x_hat.abs() > 0.5) & (centred.abs() > 0.5 * var.sqrt())   # away from 0: a well-conditioned ratio
+    if int(usable.sum()) < 4:
+        return None
+    estimates = ((centred / x_hat) ** 2 - var)[usable]
+    eps = float(estimates.median())
+    if not float(estimates.max() - estimates.min()) <= EPS_AGREEMENT * (float(var.max()) + abs(eps)):
+        return None
+    return eps
 
 
 def diagnose(got, x, w=None, b=None, eps=1e-5, tolerance=DIAGNOSE) -> Text | None:
@@ -214,6 +242,11 @@ def test_eps_inside_sqrt(obs, ref, verdict):
         problem = difference(out[:4], accepted[0][:4], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
         outside = any(difference(out, layer_norm(x, eps_outside=True, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
                       for u in (False, True))
+        eps = eps_used(out[:4], x[:4])
+        if not outside and eps is not None and abs(eps - 1e-5) > 1e-3 * 1e-5:
+            verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) your outputs match a LayerNorm with eps = "
+                           "{eps:.3g}: the default is eps=1e-5 (__init__(self, dim, eps=1e-5)), stored and used as "
+                           "given", eps=eps))
         if outside:
             verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) your outputs reach {got:.4g} where eps inside "
                            "the root gives {want:.4g}: your code adds eps outside the square root, "
@@ -247,7 +280,11 @@ def test_matches_reference(obs, ref, verdict):
     problem = difference(out, want, atol=EXACT_F64, rtol=EXACT_F64)
     if problem:
         cause = diagnose(out, x, w, b)
-        if cause is None and difference(out, want, atol=1e-5, rtol=1e-5) is None:
+        eps = eps_used(out, x, w, b) if cause is None else None
+        if eps is not None and abs(eps - 1e-5) > 1e-3 * 1e-5:
+            cause = t(" Your output is a LayerNorm with eps = {eps:.3g}: the default is eps=1e-5 (__init__(self, dim, "
+                      "eps=1e-5)), stored and used as given.", eps=eps)
+        elif cause is None and difference(out, want, atol=1e-5, rtol=1e-5) is None:
             cause = t(" The difference is at float32 rounding level: part of your float64 computation runs in float32 "
                       "(a weight or bias that is not an nn.Parameter stays float32 under .double(); so does "
                       "torch.tensor(eps)).")
@@ -343,7 +380,14 @@ def test_prenorm_identity(obs, ref, verdict):
             post = t(" The output equals norm(x): the block normalises after the residual addition (post-norm).")
         verdict.fail(t("with a sublayer that returns zeros the output should be x exactly: {problem}.{post}",
                        problem=problem, post=post))
-    verdict.ok(t("with a sublayer that returns zeros, the output equals x bit for bit"))
+    # the positive control: with a sublayer that does something, the block is no longer the identity
+    structure, drawn = obs.probe("prenorm_structure"), ref.probe("prenorm_structure")
+    x_other, out_other = drawn.tensor("x"), structure.tensor("out")
+    if difference(out_other, x_other, atol=SUBLAYER_EFFECT) is None:
+        verdict.fail(t("with a sublayer that returns zeros the output is x, but with a linear sublayer it is x as "
+                       "well: the block never adds what its sublayer returns, so being the identity shows nothing"))
+    verdict.ok(t("with a sublayer that returns zeros, the output equals x bit for bit (and a linear sublayer changes "
+                 "it)"))
 
 
 @criterion("prenorm_structure", kind="values",
@@ -360,28 +404,34 @@ def test_prenorm_structure(obs, ref, verdict):
     calls = got.value("calls")
     verdict.check(calls == 1, t("forward called the sublayer {calls} times; expected exactly once", calls=calls))
     x = inputs.tensor("x")
-    received, own = got.tensor("received").double(), got.tensor("own_norm").double()
     W, c = inputs.tensor("sub_weight"), inputs.tensor("sub_bias")
-    if difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN):
-        if difference(received, x, atol=SAME_TOKEN) is None:
-            post = verbatim("")
-            if difference(got.tensor("out"), layer_norm(x + x @ W.T + c, inputs.tensor("norm_weight"), inputs.tensor("norm_bias")),
-                          atol=1e-4) is None:
-                post = t(" The output is norm(x + sublayer(x)): that is post-norm; the course uses pre-norm.")
-            verdict.fail(t("the sublayer received x itself, not norm(x): normalise first, then call the sublayer.{post}",
-                           post=post))
-        verdict.fail(t("the sublayer did not receive block.norm(x): {problem}",
-                       problem=difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)))
-    out = got.tensor("out")
-    want = x + received @ W.T + c
-    problem = difference(out, want, atol=EXACT_F64, rtol=EXACT_F64)
+    w, b = inputs.tensor("norm_weight"), inputs.tensor("norm_bias")
+    # The output is judged with the grader's own LayerNorm in place of block.norm: the expectation is computed here
+    # from the inputs alone, never from what the student's norm returned.
+    out = got.tensor("out_grader_norm")
+    normed = layer_norm(x, w, b)
+    sublayer = normed @ W.T + c
+    problem = difference(out, x + sublayer, atol=EXACT_F64, rtol=EXACT_F64)
     if problem:
         hint = verbatim("")
-        if difference(out, received @ W.T + c, atol=1e-6) is None:
+        if difference(out, sublayer, atol=1e-6) is None:
             hint = t(" The output equals sublayer(norm(x)) alone: the residual x is not added.")
-        elif difference(out, own + received @ W.T + c, atol=1e-6) is None:
+        elif difference(out, normed + sublayer, atol=1e-6) is None:
             hint = t(" The output is norm(x) + sublayer(norm(x)): add the raw x, not its normalised version.")
-        verdict.fail(t("the output is not x + sublayer(norm(x)): {problem}.{hint}", problem=problem, hint=hint))
+        elif difference(out, layer_norm(x + x @ W.T + c, w, b), atol=1e-6) is None:
+            hint = t(" The output is norm(x + sublayer(x)): that is post-norm; the course uses pre-norm.")
+        verdict.fail(t("with block.norm replaced by a LayerNorm of the grader's, the output is not x + "
+                       "sublayer(norm(x)): {problem}.{hint}", problem=problem, hint=hint))
+    # What the sublayer received in the block as written, against the student's own norm called directly.
+    received, own = got.tensor("received").double(), got.tensor("own_norm").double()
+    if not bool(torch.isfinite(own).all()):
+        verdict.fail(t("block.norm(x) holds NaN or inf for a finite x of shape [2, 5, 8] (rows of spread ~2), so "
+                       "what the sublayer receives cannot be judged; LayerNorm must be finite here"))
+    problem = difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)
+    if problem:
+        if difference(received, x, atol=SAME_TOKEN) is None:
+            verdict.fail(t("the sublayer received x itself, not norm(x): normalise first, then call the sublayer."))
+        verdict.fail(t("the sublayer did not receive block.norm(x): {problem}", problem=problem))
     verdict.ok(t("block.norm is your LayerNorm, the sublayer is registered, called once on norm(x), and the output is "
                  "x + sublayer(norm(x))"))
 
@@ -391,14 +441,34 @@ def test_prenorm_structure(obs, ref, verdict):
            hint={"en": "Write return x + self.sublayer(self.norm(x)), not x += ... or x.add_(...); in LayerNorm, x - mean instead of x.sub_(mean).",
                  "zh": "写 return x + self.sublayer(self.norm(x))，不要写 x += ... 或 x.add_(...)；LayerNorm 中写 x - mean，不要 x.sub_(mean)。"})
 def test_input_not_modified(obs, ref, verdict):
-    change = _largest_change(obs.probe("reference").tensor("x64_after_call"), ref.probe("reference").tensor("x64"))
+    got, inputs = obs.probe("reference"), ref.probe("reference")
+    x = inputs.tensor("x64")
+    change = _largest_change(got.tensor("x64_after_call"), x)
     verdict.check(change == 0.0, t("LayerNorm's forward changed its input tensor by up to {change}: an in-place "
                                    "operation (sub_, div_, -=, /=) rewrote the caller's x", change=change))
-    change = _largest_change(obs.probe("prenorm_inplace").tensor("x_after_call"), ref.probe("prenorm_inplace").tensor("x"))
+    # the positive control: an untouched input counts only for a forward that normalises it (the reference's
+    # output, or one a known formula mistake explains, which other criteria judge), never for one returning x as it is
+    out, w, b = got.tensor("out64"), inputs.tensor("w64"), inputs.tensor("b64")
+    normalised = (difference(out, F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5), atol=1e-5, rtol=1e-5) is None
+                  or diagnose(out, x, w, b) is not None)
+    if not normalised:
+        verdict.fail(t("LayerNorm's forward leaves its input unchanged, but what it returns is no layer normalisation "
+                       "of it ({problem}), so an untouched input shows nothing", problem=difference(
+                           out, F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5), atol=1e-5, rtol=1e-5)))
+    block, drawn = obs.probe("prenorm_inplace"), ref.probe("prenorm_inplace")
+    x = drawn.tensor("x")
+    change = _largest_change(block.tensor("x_after_call"), x)
     verdict.check(change == 0.0, t("PreNormResidual's forward changed the caller's x by up to {change}: the residual is "
                                    "modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) instead",
                                    change=change))
-    verdict.ok(t("after LayerNorm and PreNormResidual, the caller's x is unchanged"))
+    W, c = drawn.tensor("sub_weight"), drawn.tensor("sub_bias")
+    residual, post_norm = x + layer_norm(x) @ W.T + c, layer_norm(x + x @ W.T + c)
+    out = block.tensor("out_grader_norm")
+    if difference(out, residual, atol=1e-6, rtol=1e-6) and difference(out, post_norm, atol=1e-6, rtol=1e-6):
+        verdict.fail(t("PreNormResidual's forward leaves x unchanged, but with the grader's LayerNorm as block.norm it "
+                       "returns neither x + sublayer(norm(x)) nor norm(x + sublayer(x)) ({problem}), so an untouched "
+                       "input shows nothing", problem=difference(out, residual, atol=1e-6, rtol=1e-6)))
+    verdict.ok(t("after LayerNorm and PreNormResidual, which both compute their result, the caller's x is unchanged"))
 
 
 @criterion("residual_gradient", kind="gradient",
@@ -408,6 +478,8 @@ def test_input_not_modified(obs, ref, verdict):
 def test_residual_gradient(obs, ref, verdict):
     got = obs.probe("residual_gradient")
     outcome = got.value("zero_sublayer")
+    if raised(outcome) and outcome["raised"].get("breach"):
+        verdict.fail(t("with a sublayer that returns zeros, {breach}", breach=recorded_breach(outcome["raised"])))
     if raised(outcome):
         verdict.fail(t("backward through PreNormResidual (input requires grad) {outcome}{where}",
                        outcome=describe_outcome(outcome), where=raised_where(outcome)))
@@ -418,6 +490,8 @@ def test_residual_gradient(obs, ref, verdict):
     if problem:
         verdict.fail(t("with a zero sublayer x.grad should equal the upstream gradient exactly: {problem}", problem=problem))
     outcome = got.value("linear_sublayer")
+    if raised(outcome) and outcome["raised"].get("breach"):
+        verdict.fail(t("with a linear sublayer, {breach}", breach=recorded_breach(outcome["raised"])))
     if raised(outcome):
         verdict.fail(t("backward through PreNormResidual with a linear sublayer {outcome}{where}",
                        outcome=describe_outcome(outcome), where=raised_where(outcome)))

@@ -264,6 +264,12 @@ def test_combined_no_leak(obs, ref, verdict):
         verdict.fail(t("{count} weights on future or padding keys are not 0, e.g. {weight:.4g} at {location}: "
                        "{what}.{culprit}", count=int(leaked.sum()), weight=float(probs[b, h, i, j]),
                        location=_at((b, h, i, j), names), what=what, culprit=culprit))
+    sums = probs.double().sum(-1)                              # over the keys: a softmax sums to 1 on every row
+    if not float((sums - 1).abs().max()) <= SUM_TOLERANCE:      # NaN fails too (every query sees itself)
+        i = tuple(int(x) for x in torch.unravel_index(torch.argmax((sums - 1).abs()), sums.shape))
+        verdict.fail(t("the weights of {location} sum to {total:.6g} over its visible keys; expected 1: masked_softmax "
+                       "must normalise what the mask allows, or zeros on the masked keys show nothing",
+                       location=_at(i, names[:3]), total=float(sums[i])))
     missing = (probs == 0) & allowed
     if missing.any():
         b, h, i, j = _first(missing)
@@ -340,6 +346,14 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
                            "dim={dim} with every entry masked, and a softmax over only -inf is 0/0 = NaN", call=call,
                            count=int(bad.sum()), index=_first(bad), dim=dim))
         empty = ~mask.any(dim, keepdim=True)
+        # the positive control: the lines that do have allowed entries are a softmax (sum 1, masked entries 0), so
+        # that zeros on the fully masked lines are the function's doing and not zeros everywhere
+        sums = got.double().sum(dim, keepdim=True)
+        off = ((sums - 1).abs() * ~empty).amax()
+        if not float(off) <= SUM_TOLERANCE:
+            verdict.fail(t("{call}: the lines along dim={dim} that have allowed entries sum to as far as {off:.3g} from "
+                           "1; zeros on the fully masked lines count only where the others are a softmax", call=call,
+                           dim=dim, off=float(off)))
         nonzero = (got != 0) & empty
         if nonzero.any():
             i = _first(nonzero)

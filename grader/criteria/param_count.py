@@ -15,7 +15,7 @@ import torch
 
 from grader.i18n import Text, join, t, verbatim
 from grader.judge.criterion import criterion
-from grader.judge.verdicts import GraderFault, StudentRaised
+from grader.judge.verdicts import Blocked, GraderFault, StudentRaised
 
 EXERCISE = "param_count"
 PARTS = ("token_embedding", "position_embedding", "blocks", "final_norm", "head")
@@ -222,6 +222,17 @@ def count_of(outcome: dict):
     return outcome["returned"]["value"] if "returned" in outcome else None
 
 
+def reads_no_size(verdict, call: str, outcomes: list[dict], configs: list[dict]) -> None:
+    """The positive control of the criteria about what a count is (consistent, an int, the same for any config
+    object): the count must come from the sizes. One number for 40 different configs (0 from a placeholder) is
+    consistent, an int and the same for any object by construction, and proves none of it."""
+    values = {repr(count_of(o)) for o in outcomes if "returned" in o}
+    if len(values) == 1 and len(outcomes) > 1:
+        verdict.fail(t("{call} returns {value} for each of {count} different configs: it reads none of the sizes, so "
+                       "what this criterion checks of the count shows nothing", call=call, value=values.pop(),
+                       count=len(configs)))
+
+
 @criterion("total_matches_model", kind="param_count",
            title={"en": "count_parameters equals the built model's parameter count on 40 configurations",
                   "zh": "count_parameters 在 40 个配置上与实际构建的模型参数量完全一致"},
@@ -317,15 +328,16 @@ def test_large_sizes_exact(obs, ref, verdict):
                        "its values so the two can never disagree.",
                  "zh": "返回恰好含 token_embedding、position_embedding、blocks（全部 n_layers 个块的合计）、final_norm、"
                        "head 五个键的 dict；count_parameters 直接对它的值求和，两者就不会不一致。"})
-def test_breakdown_keys_and_sum(obs, verdict):
-    p = obs.probe("sums")
+def test_breakdown_keys_and_sum(obs, ref, verdict):
+    p, want = obs.probe("sums"), ref.probe("sums")
     configs, breakdowns, totals = p.value("configs"), p.value("breakdowns"), p.value("totals")
     for name, outcomes in (("parameter_breakdown", breakdowns), ("count_parameters", totals)):
         raised = [o for o in outcomes if "raised" in o]
         if raised:
             i = outcomes.index(raised[0])
             student_raised(f"{name}({describe_config(configs[i])})", raised[0], len(raised), len(configs))
-    for c, parts, total in zip(configs, breakdowns, totals):
+    reads_no_size(verdict, "count_parameters", totals, configs)
+    for i, (c, parts, total) in enumerate(zip(configs, breakdowns, totals)):
         parts = parts["returned"]
         call = f"parameter_breakdown({describe_config(c)})"
         if "items" not in parts:
@@ -349,16 +361,36 @@ def test_breakdown_keys_and_sum(obs, verdict):
             verdict.fail(t("count_parameters({config}) returned {got}; expected a number", config=describe_config(c),
                            got=show(total["returned"])))
         if sum(values.values()) != g:
-            verdict.fail(t("for {config} the parts of parameter_breakdown sum to {parts:_}, but count_parameters returns "
-                           "{got} (off by {off}); the total must be the sum of the parts", config=describe_config(c),
-                           parts=sum(values.values()), got=show(total["returned"]),
-                           off=off_by(g, sum(values.values()))),
-                         parts=values)
+            verdict.fail(_sum_disagrees(c, values, total["returned"], want, i), parts=values)
     verdict.ok(t("on {count} configs the dict has exactly the five keys and its values sum to count_parameters",
                  count=len(configs)))
 
 
-@criterion("breakdown_parts_exact", kind="param_count", requires=("breakdown_keys_and_sum",),
+def _sum_disagrees(config: dict, values: dict, returned: dict, want, index: int) -> Text:
+    """Why the parts of a breakdown do not sum to count_parameters, named by which side the built model agrees with
+    (the reference run drew the same configs): a wrong part with a right total, a wrong total with right parts, or
+    both wrong."""
+    model_total = count_of(want.value("totals")[index])
+    model_parts = {k: v.get("value") for k, v in want.value("breakdowns")[index]["returned"]["items"].items()}
+    total, parts = returned["value"], sum(values.values())
+    said = {"config": describe_config(config), "parts": parts, "got": show(returned), "off": off_by(total, parts)}
+    if total == model_total:
+        wrong = [k for k in PARTS if values[k] != model_parts[k]]
+        return t("for {config} count_parameters returns {got}, the model's count, but the parts of parameter_breakdown "
+                 "sum to {parts:_} (off by {off}): '{part}' is {value}, where the model's {part} holds {want:_}"
+                 "{more}", part=wrong[0], value=show({"type": type(values[wrong[0]]).__name__,
+                                                         "value": values[wrong[0]]}),
+                 want=model_parts[wrong[0]], more=t(" ({count} parts are off)", count=len(wrong)) if len(wrong) > 1
+                 else verbatim(""), **said)
+    if parts == model_total:
+        return t("for {config} the parts of parameter_breakdown sum to {parts:_}, the model's count, but "
+                 "count_parameters returns {got} (off by {off}): compute the total as the sum of the parts", **said)
+    return t("for {config} the parts of parameter_breakdown sum to {parts:_}, but count_parameters returns {got} (off "
+             "by {off}); the total must be the sum of the parts, and neither is the model's {model:_}",
+             model=model_total, **said)
+
+
+@criterion("breakdown_parts_exact", kind="param_count",
            title={"en": "Each part of parameter_breakdown equals that part of the built model",
                   "zh": "parameter_breakdown 的每一项都等于模型对应部分的参数量"},
            hint={"en": "token_embedding = V·d; position_embedding = C·d (block_size rows); blocks = N·(4·d² + 2·d·f "
@@ -382,8 +414,10 @@ def test_breakdown_parts_exact(obs, ref, verdict):
         values = []
         for c, outcome in zip(configs, outcomes):
             item = outcome["returned"].get("items", {}).get(part)
-            if item is None:
-                verdict.fail(t("parameter_breakdown({config}) has no key '{key}'", config=describe_config(c), key=part))
+            if item is None:   # the keys are breakdown_keys_and_sum's to judge: without them no part can be
+                raise Blocked(t("not judged: parameter_breakdown({config}) has no key '{key}', so its parts cannot be "
+                                "compared with the model's (breakdown_keys_and_sum names the keys)",
+                                config=describe_config(c), key=part))
             values.append(item["value"])
         wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w[part]]
         if not wrong:
@@ -432,6 +466,7 @@ def test_breakdown_parts_exact(obs, ref, verdict):
                        "参数量是整数，只有 Python int 在任何规模下都精确。"})
 def test_returns_python_ints(obs, verdict):
     counts, breakdowns = obs.probe("counts"), obs.probe("breakdowns")
+    reads_no_size(verdict, "count_parameters", counts.value("counts"), counts.value("configs"))
     checked = 0
     for probe, configs_key, outcomes_key, name in (
             (counts, "configs", "counts", "count_parameters"), (counts, "large_configs", "large", "count_parameters"),
@@ -474,6 +509,8 @@ def test_accepts_any_config_object(obs, verdict):
     if "raised" in base:
         student_raised(f"count_parameters(SimpleNamespace({describe_config(c)[7:-1]}))", base, 1, 1)
     want = base["returned"]["value"]
+    counts = obs.probe("counts")
+    reads_no_size(verdict, "count_parameters", counts.value("counts"), counts.value("configs"))
     labels = {"with_extra_fields": t("a SimpleNamespace with extra attributes {fields}", fields=p.value("extra_fields")),
               "slots": t("an object with __slots__ (no __dict__) holding only the six attributes"),
               "getattr_only": t("an object whose attributes are computed by __getattr__ (no __dict__ entries)")}

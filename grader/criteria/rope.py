@@ -141,7 +141,7 @@ def test_output_shape_dtype(obs, verdict):
 def test_norm_preserved(obs, ref, verdict):
     x = ref.probe("norms").tensor("x")
     out = obs.probe("norms").tensor("out")
-    label = t("x of shape [2, 16, 12]")
+    label = t("32 vectors of 12 channels")
     check_shape(verdict, out, x, label)
     check_finite(verdict, out, label)
     before, after = x.norm(dim=-1), out.double().norm(dim=-1)

@@ -331,6 +331,9 @@ def test_nonfinite_loss_guard(obs, verdict):
         verdict.fail(t("train_step on a batch with a finite loss {outcome}: a guard that raises whatever the loss is "
                        "proves nothing; raise FloatingPointError only when torch.isfinite(loss) is False",
                        outcome=describe_outcome(finite)))
+    if not p.value("finite_steps"):
+        verdict.fail(t("train_step on a batch with a finite loss returned without calling optimizer.step(): a step "
+                       "that never updates has no update to guard, so refusing the non-finite losses proves nothing"))
     verdict.ok(t("FloatingPointError for a NaN and for a +inf loss, before backward(), with no step and no parameter "
                  "changed; a finite loss trains"))
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.i18n import join, t, verbatim
-from grader.judge.compare import describe_outcome, difference, prefix_leaks, raised
+from grader.judge.compare import describe_outcome, difference, position_changes, prefix_leaks, raised
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import CriterionFailed
 
@@ -14,6 +14,7 @@ EXERCISE = "transformer_lm"
 IGNORE_INDEX = -100
 CAUSAL_TOLERANCE = 1e-10   # float64 model: anything above rounding noise is information from the future
 CAUSAL_SHAPE = [2, 10, 13] # the causality probe's logits: tokens [B, T] = [2, 10], V = 13
+READS_THE_PAST = 1e-6      # float64: a position attending to position 0 moves its logits by ~1e-2 when that token changes
 LOSS_TOLERANCE = 1e-5      # float32 logits of order one: correct reductions (mean, sum / count, log_softmax + gather)
                            # agree to ~1e-6; every bug this catches moves the loss by more than 1e-3
 VALUE_TOLERANCE = 1e-5     # float32, same weights: only the order of floating-point operations may differ
@@ -302,8 +303,21 @@ def test_causality(obs, verdict):
         verdict.fail(t("changing the tokens after position {position} changed the logits at positions 0..{position} "
                        "{change} (expected no change at all); {leaking} of {prefixes} prefixes leak",
                        position=first, change=change, leaking=len(bad), prefixes=len(leaks)))
+    first = p.tensor("changed_first")
+    if list(first.shape) != CAUSAL_SHAPE:
+        verdict.fail(t("after changing the token at position 0 the logits have shape {shape}; expected {want}",
+                       shape=list(first.shape), want=CAUSAL_SHAPE))
+    reach = position_changes(base, first, axis=1)
+    verdict.note(change_from_position_0=reach)
+    unmoved = [position for position in range(1, len(reach)) if not reach[position] > READS_THE_PAST]  # NaN too
+    if unmoved:
+        verdict.fail(t("changing the token at position 0 left the logits at positions {positions} unchanged (largest "
+                       "change there {change:.3g}): those positions read nothing before them (are the blocks run on "
+                       "the hidden state?), so that the future does not reach them proves nothing", positions=unmoved,
+                       change=max(reach[position] for position in unmoved)))
     verdict.ok(t("replacing every future suffix (after positions 0..{last}) left all earlier logits unchanged "
-                 "(max change {change:.1e}), float64, eval mode with dropout=0.3", last=len(leaks) - 1, change=max(leaks)))
+                 "(max change {change:.1e}), float64, eval mode with dropout=0.3; changing position 0 reached every "
+                 "later position", last=len(leaks) - 1, change=max(leaks)))
 
 
 @criterion("eval_deterministic", kind="determinism",
@@ -312,9 +326,17 @@ def test_causality(obs, verdict):
                  "zh": "只通过 self.embedding_dropout（nn.Dropout）或 F.dropout(..., training=self.training) 做 dropout，这样 model.eval() 会关闭它。eval() 只作用于已注册的子模块：放在普通 Python 列表里的块仍处于训练模式。"})
 def test_eval_deterministic(obs, verdict):
     p = obs.probe("determinism")
-    problem = difference(p.tensor("second"), p.tensor("first"), atol=0.0)
+    first, second, other = p.tensor("first"), p.tensor("second"), p.tensor("other")
+    for logits in (first, second):
+        verdict.check(bool(torch.isfinite(logits).all()),
+                      t("with dropout=0.5 in eval mode the logits hold NaN or inf for valid tokens, so whether two calls "
+                        "agree cannot be judged"))
+    problem = difference(second, first, atol=0.0)
     verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same tokens differ: {problem}",
                                      problem=problem))
+    verdict.check(difference(other, first, atol=0.0) is not None,
+                  t("in eval mode other tokens give exactly the same logits: the logits do not depend on the tokens, "
+                    "and a constant is deterministic by construction"))
     verdict.ok(t("with dropout=0.5, two eval-mode calls on the same tokens give bitwise identical logits"))
 
 

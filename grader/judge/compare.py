@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from grader.i18n import Text, t, verbatim
@@ -12,24 +14,40 @@ def shape_of(t: torch.Tensor) -> list[int]:
 
 
 def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float = 0.0) -> Text | None:
-    """None when `got` matches `want` within atol + rtol*|want|; otherwise a sentence saying where it does not."""
+    """None when `got` matches `want` everywhere; otherwise a sentence saying where it does not.
+
+    A value matches when both are finite and within atol + rtol*|want|, or when both are the same infinity. NaN
+    matches nothing, on either side: two NaN outputs are not "the same", and an expectation holding NaN (one
+    computed from a broken output) cannot be met, so neither can pass for a match."""
     if list(got.shape) != list(want.shape):
         return t("shape {got}, expected {want}", got=list(got.shape), want=list(want.shape))
     if got.numel() == 0:
         return None
     g, w = got.double(), want.double()
-    bad_nan = torch.isnan(g) & ~torch.isnan(w)
-    if bad_nan.any():
-        index = tuple(int(i) for i in torch.nonzero(bad_nan)[0])
+    nan_got = torch.isnan(g)
+    if nan_got.any():
+        index = tuple(int(i) for i in torch.nonzero(nan_got)[0])
+        if bool(torch.isnan(w[index])):
+            return t("NaN at index {index}, where the expected value is NaN too: NaN matches nothing ({count} NaN "
+                     "values in all)", index=index, count=int(nan_got.sum()))
         return t("NaN at index {index} where {want:.6g} was expected ({count} NaN values in all)", index=index,
-                 want=float(w[index]), count=int(bad_nan.sum()))
-    excess = (g - w).abs() - (atol + rtol * w.abs())
-    excess = torch.nan_to_num(excess, nan=0.0, posinf=float("inf"))
+                 want=float(w[index]), count=int(nan_got.sum()))
+    nan_want = torch.isnan(w)
+    if nan_want.any():
+        index = tuple(int(i) for i in torch.nonzero(nan_want)[0])
+        return t("the expected value at index {index} is NaN, which nothing matches (got {got:.6g})", index=index,
+                 got=float(g[index]))
+    finite = torch.isfinite(g) & torch.isfinite(w)
+    # |g - w| is computed on finite values only (inf - inf is NaN); an infinity matches only the same infinity
+    gap = torch.where(finite, g, 0.0) - torch.where(finite, w, 0.0)
+    allowed = atol + rtol * torch.where(finite, w, 0.0).abs()
+    excess = torch.where(finite, gap.abs() - allowed, torch.where(g == w, -1.0, math.inf))
     if excess.max() <= 0:
         return None
     flat = int(torch.argmax(excess))
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), g.shape))
-    said = dict(diff=float((g - w).abs()[index]), index=index, got=float(g[index]), want=float(w[index]), atol=atol)
+    said = dict(diff=float((g[index] - w[index]).abs()), index=index, got=float(g[index]), want=float(w[index]),
+                atol=atol)
     if rtol:
         return t("largest difference {diff:.3g} at index {index}: got {got:.6g}, expected {want:.6g} (tolerance "
                  "{atol:g} + {rtol:g}·|expected|)", rtol=rtol, **said)
@@ -48,6 +66,15 @@ def prefix_leaks(base: torch.Tensor, perturbed: list[torch.Tensor], axis: int) -
     return leaks
 
 
+def position_changes(base: torch.Tensor, changed: torch.Tensor, axis: int) -> list[float]:
+    """Change k: the largest change, in float64, of the values at position k along `axis` between `base` and
+    `changed` (the output once some input was changed). Same shapes required. NaN where either holds NaN, so that
+    no `change > threshold` passes on it: the positive control of a causality check (a later position must move
+    when an earlier input it reads changes)."""
+    delta = (changed.double() - base.double()).abs().movedim(axis, 0)
+    return [float(row.max()) if row.numel() else 0.0 for row in delta]
+
+
 def raised(outcome: dict) -> str | None:
     """The exception type an `outcome` recorded, or None when the call returned."""
     return outcome["raised"]["type"] if "raised" in outcome else None
@@ -56,5 +83,9 @@ def raised(outcome: dict) -> str | None:
 def describe_outcome(outcome: dict) -> Text:
     if "raised" in outcome:
         r = outcome["raised"]
+        if r.get("breach"):   # the probe found what the code gave unusable: said as the probe worded it
+            from grader.judge.observations import recorded_breach
+
+            return t("gave what breaks the contract: {breach}", breach=recorded_breach(r))
         return t("raised {error}", error=verbatim(f"{r['type']}: {r['message']}"[:290]))
     return t("returned a {kind} without raising", kind=outcome.get("returned", "value"))

@@ -18,10 +18,10 @@ import torch
 from safetensors.torch import load as load_safetensors
 
 from grader.i18n import Text, known_template, placeholders, rendered, t, verbatim
-from grader.judge.verdicts import Crashed, CriterionFailed, GraderFault, NotAttempted, StudentRaised, TimedOut
+from grader.judge.verdicts import (Crashed, CriterionFailed, GraderFault, ImportFailed, NotAttempted, StudentRaised,
+                                   TimedOut)
 from grader.worker import protocol
-from grader.worker.protocol import read_capped
-from grader.worker.jail import FILE_SIZE_LIMIT
+from grader.worker.protocol import FILE_SIZE_LIMIT, read_capped
 
 
 @dataclass
@@ -128,6 +128,24 @@ def _recorded_param(value) -> Text:
     return Text(value) if known_template(value) and not placeholders(value) else verbatim(value)
 
 
+def import_hint(error: dict, filename: str) -> Text:
+    """How to make a file import, from what its import raised: the hint every criterion of an exercise whose file
+    does not import shows instead of its own (which is about the algorithm, not about the file)."""
+    kind = error.get("type")
+    if error.get("tampered"):
+        return t("Leave Python's built-ins, torch and the grader as they are: nothing your file replaces at import "
+                 "counts, so nothing of {file} can be judged until it replaces nothing.", file=filename)
+    if kind in ("SyntaxError", "IndentationError", "TabError"):
+        return t("Python cannot read {file}: fix the line the error names (python -m py_compile {file} shows it), "
+                 "then every criterion of this exercise is judged.", file=filename)
+    if kind in ("ModuleNotFoundError", "ImportError"):
+        return t("{file} may import only torch, math and the standard library: it is graded on its own, without your "
+                 "other files or packages the course does not install.", file=filename)
+    return t("Code at the top level of {file} runs when it is imported, and it raised: keep the top level to imports "
+             "and definitions (no tests, training runs or input() there), then every criterion of this exercise is "
+             "judged.", file=filename)
+
+
 class Observations:
     """All observations of one exercise of one submission (or of the reference solution)."""
 
@@ -151,7 +169,12 @@ class Observations:
         if imported is None:
             raise self._missing(protocol.IMPORT_PROBE)
         if imported["status"] != protocol.OK:
-            raise self._error_verdict(imported, t("importing {file}", file=self.filename))
+            verdict = self._error_verdict(imported, t("importing {file}", file=self.filename))
+            if type(verdict) is StudentRaised:   # the file's own error: said once, with how to make it import
+                failed = ImportFailed(verdict.message, **verdict.evidence)
+                failed.hint = import_hint(imported.get("error") or {}, self.filename)
+                raise failed
+            raise verdict
         raw = self._raw(name)
         if raw is None:
             raise self._missing(name)

@@ -10,7 +10,7 @@ from grader.i18n import Text, t, verbatim
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.jsonable import jsonable
 from grader.judge.observations import Observations
-from grader.judge.verdicts import Blocked, GraderFault, NotAttempted, Verdict
+from grader.judge.verdicts import Blocked, GraderFault, ImportFailed, NotAttempted, Verdict
 
 VERDICT_KEY = pytest.StashKey[VerdictRecorder]()
 
@@ -22,6 +22,8 @@ class JudgePlugin:
         self.statuses: dict[tuple[str, str], str] = {}
         self.messages: dict[tuple[str, str], Text] = {}   # what each criterion said: a blocked one repeats it
         self.blocked_by: dict[tuple[str, str], str] = {}  # a blocked criterion -> the unpassed one at the chain's root
+        # exercise -> the criterion that reported its file's import error, and the hint it gave
+        self.import_reported: dict[str, tuple[str, Text | None]] = {}
 
     @pytest.fixture
     def obs(self, request) -> Observations:
@@ -35,6 +37,8 @@ class JudgePlugin:
     def verdict(self, request) -> VerdictRecorder:
         meta = request.function.criterion
         exercise = request.module.EXERCISE
+        if exercise in self.import_reported:
+            raise self._blocked_on_import(exercise)
         unmet = [r for r in meta.requires if self.statuses.get((exercise, r)) != "passed"]
         if unmet:
             if self.statuses.get((exercise, unmet[0])) == "not_attempted":
@@ -50,6 +54,14 @@ class JudgePlugin:
         recorder = VerdictRecorder()
         request.node.stash[VERDICT_KEY] = recorder
         return recorder
+
+    def _blocked_on_import(self, exercise: str) -> Blocked:
+        """What every criterion after the first says of a file that does not import: the error is said once."""
+        first, hint = self.import_reported[exercise]
+        blocked = Blocked(t("not judged: the file does not import (the error is reported under `{first}`)",
+                            first=first))
+        blocked.hint = hint
+        return blocked
 
     def pytest_json_runtest_metadata(self, item, call):
         """Attach the criterion's outcome to pytest-json-report's record of the test."""
@@ -69,8 +81,13 @@ class JudgePlugin:
                 "no point is taken for it; please report it"), recorder.evidence
         elif exc is None:
             status, message, evidence = "passed", recorder.message, recorder.evidence
+        elif isinstance(exc, ImportFailed) and item.module.EXERCISE in self.import_reported:
+            exc = self._blocked_on_import(item.module.EXERCISE)   # said once, by the exercise's first criterion
+            status, message, evidence = exc.status, exc.message, {}
         elif isinstance(exc, Verdict):
             status, message, evidence = exc.status, exc.message, {**recorder.evidence, **exc.evidence}
+            if isinstance(exc, ImportFailed):
+                self.import_reported[item.module.EXERCISE] = (meta.id, exc.hint)
         else:
             frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
             status = "grader_error"
@@ -79,4 +96,7 @@ class JudgePlugin:
             evidence = {"grader_traceback": "".join(frames)[-1500:]}
         self.statuses[(item.module.EXERCISE, meta.id)] = status
         self.messages[(item.module.EXERCISE, meta.id)] = message
-        return {"criterion": meta.id, "status": status, "message": message.texts(), "evidence": jsonable(evidence)}
+        said = {"criterion": meta.id, "status": status, "message": message.texts(), "evidence": jsonable(evidence)}
+        if isinstance(exc, Verdict) and exc.hint is not None:
+            said["hint"] = exc.hint.texts()
+        return said

@@ -27,6 +27,7 @@ class Outcome:
     status: str
     message: dict[str, str]   # language -> sentence
     evidence: dict
+    hint: dict[str, str] | None = None   # language -> sentence, in place of the criterion's own hint
 
 
 def criteria_of(exercise_id: str) -> list[CriterionMeta]:
@@ -64,5 +65,5 @@ def judge(exercise_ids: list[str], observations: dict[str, Observations],
                 said = t("the grader could not run this criterion; this is a grader fault: please report it")
                 results[ex].append(Outcome(meta, "grader_error", said.texts(), {}))
             else:
-                results[ex].append(Outcome(meta, got["status"], got["message"], got["evidence"]))
+                results[ex].append(Outcome(meta, got["status"], got["message"], got["evidence"], got.get("hint")))
     return results

@@ -9,6 +9,9 @@ STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", 
 
 class Verdict(Exception):
     status = "failed"
+    # what the report shows as the hint instead of the criterion's own, when the cause is not the criterion's subject
+    # (a file that does not import is told how to make it import, not how to write the algorithm)
+    hint: Text | None = None
 
     def __init__(self, message: Text, **evidence):
         self.message = as_text(message)
@@ -34,6 +37,11 @@ class StudentRaised(Verdict):
     """The student's code raised where the contract asks it to return."""
 
     status = "error"
+
+
+class ImportFailed(StudentRaised):
+    """The student's file did not import: said once per exercise (by its first criterion), with a hint about
+    importing; every other criterion of the exercise is `blocked` on it."""
 
 
 class NotAttempted(Verdict):

@@ -6,7 +6,7 @@ can say not only *that* a result is wrong but *which* wrong formula it matches.
 
 import torch
 
-from grader.worker.probe import ContractBreach, describe_exception, probe
+from grader.worker.probe import ContractBreach, describe_exception, is_stub_raise, probe, student_tensor, student_value
 
 # Tq != Tk everywhere a softmax axis could be confused, and Dv != D so that reading the values with the
 # keys (or scaling by the value width) changes a shape or a number.
@@ -68,9 +68,9 @@ def shapes(student, ctx):
         entry = {"q": list(qs), "k": list(ks), "v": list(vs), "mask": None if ms is None else list(ms)}
         try:
             out, weights = attend(student, q, k, v, mask)
-        except NotImplementedError:
-            raise
         except Exception as exc:  # noqa: BLE001 - recorded per case, judged by the criterion
+            if is_stub_raise(exc, ctx.student_file):
+                raise
             entry["raised"] = describe_exception(exc, ctx.student_file)
         else:
             entry.update(out=list(out.shape), weights=list(weights.shape))
@@ -115,9 +115,11 @@ def masked(student, ctx):
 
 @probe
 def causality(student, ctx):
-    """float64, a causal [B, H, T, T] mask; change the queries, keys and values after position t.
+    """float64, a causal [B, H, T, T] mask; change the queries, keys and values after position t, and (the
+    positive control) at position 0 alone, which every later query may read.
 
-    Only the outputs are recorded: the judge measures what reached the earlier positions."""
+    Only the outputs are recorded: the judge measures what reached the earlier positions, and what reached
+    the later ones."""
     q, k, v = (ctx.randn(B, 2, CAUSAL_T, 8, dtype=torch.float64) for _ in range(3))
     mask = torch.ones(CAUSAL_T, CAUSAL_T, dtype=torch.bool).tril().expand(B, 2, CAUSAL_T, CAUSAL_T).clone()
     ctx.tensor("base", attend(student, q, k, v, mask)[0])
@@ -128,6 +130,12 @@ def causality(student, ctx):
             x[..., position + 1:, :] = ctx.randn(B, 2, CAUSAL_T - position - 1, 8, dtype=torch.float64) * 3
             changed.append(x)
         ctx.tensor(f"changed_after_{position}", attend(student, *changed, mask)[0])
+    first = []
+    for x in (q, k, v):
+        x = x.clone()
+        x[..., 0, :] = ctx.randn(B, 2, 8, dtype=torch.float64) * 3
+        first.append(x)
+    ctx.tensor("changed_first", attend(student, *first, mask)[0])
 
 
 @probe
@@ -173,6 +181,7 @@ def fully_masked_layout(ctx, dtype):
 def fully_masked(student, ctx):
     q, k, v, mask = fully_masked_layout(ctx, torch.float32)
     ctx.tensor("mask", mask)
+    ctx.tensor("v", v)
     out, weights = attend(student, q, k, v, mask)
     ctx.tensor("out", out)
     ctx.tensor("weights", weights)
@@ -186,8 +195,10 @@ def gradients(student, ctx):
     q, k, v = (x.clone().requires_grad_(True) for x in (q, k, v))
     out, weights = unpack(student.scaled_dot_product_attention(q, k, v, mask.clone()))
     ctx.tensor("weights", weights)  # the forward's weights: where a non-finite gradient comes from
+    student_tensor("your out", out, depends_on="q, k, v")
     r_out = ctx.randn(*out.shape, dtype=torch.float64)
     r_weights = ctx.randn(*weights.shape, dtype=torch.float64)
-    ((out * r_out).sum() + (weights * r_weights).sum()).backward()
+    with student_value("backward through your out and weights failed"):
+        ((out * r_out).sum() + (weights * r_weights).sum()).backward()
     for name, x in (("q", q), ("k", k), ("v", v)):
         ctx.tensor(f"{name}.grad", x.grad)  # None is recorded as its type: the judge tells "no gradient" from it

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 
 from grader.probes.lm import Config, TransformerLM
-from grader.worker.probe import probe
+from grader.worker.probe import probe, student_value
 
 # The first torch.optim optimizer imports torch._dynamo: imported here, the worker pays it once, before any
 # exercise's clock starts, not once per forked child.
@@ -128,7 +128,7 @@ def reload(student, ctx):
         ctx.tensor("logits_saved", model.eval()(tokens)["logits"])
         ctx.tensor("logits_before_load", fresh.eval()(tokens)["logits"])
     info = student.load_checkpoint(path, fresh)
-    with torch.no_grad():
+    with torch.no_grad(), student_value("the model load_checkpoint restored cannot run"):
         ctx.tensor("logits_loaded", fresh.eval()(tokens)["logits"])
     ctx.record(info=describe_info(info), expected_step=SAVED_STEP, expected_meta=SAVED_META)
 
@@ -159,7 +159,8 @@ def pickled_code(student, ctx):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - a file that is not weights-only: read it in this sandbox to plant the canary
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        with student_value("the file save_checkpoint wrote at `path` cannot be read back with torch.load"):
+            state = torch.load(path, map_location="cpu", weights_only=False)
     if isinstance(state, dict):
         state["zz_canary"] = Canary()
     elif isinstance(state, list):
@@ -175,8 +176,12 @@ def pickled_code(student, ctx):
     # the positive control: the same loader on the checkpoint as saved, with nothing planted, must load
     clean = build()
     ctx.outcome("load_clean", lambda: student.load_checkpoint(path, clean, adamw(clean)))
-    # Whether the canary ran is an event in this process: only the probe can see it.
-    ctx.record(planted=True, canary_ran=bool(CANARY_RUNS))
+    # Whether the canary ran is an event in this process: only the probe can see it. Whether the clean load put the
+    # saved weights into `clean` is a fact about two models of the grader's (a loader that loads nothing refuses
+    # nothing either).
+    saved, restored = model.state_dict(), clean.state_dict()
+    same = saved.keys() == restored.keys() and all(torch.equal(saved[k], restored[k]) for k in saved)
+    ctx.record(planted=True, canary_ran=bool(CANARY_RUNS), clean_restored=same)
 
 
 @probe
@@ -242,14 +247,14 @@ def atomic_save(student, ctx):
     student.save_checkpoint(path, model, opt, 2, run="second")  # replaces an existing checkpoint
     ctx.record(after_second=listing(base))
     # Digests stand for the file's bytes (a checkpoint is too large to record): the judge compares them.
-    with open(path, "rb") as fh:
+    with student_value("save_checkpoint wrote no file at `path`"), open(path, "rb") as fh:
         ctx.record(digest_before_failed_save=hashlib.sha256(fh.read()).hexdigest())
 
     broken = FailsMidSave(Config(**MODEL))
     broken.load_state_dict(model.state_dict())
     broken_opt = FailsMidSaveAdamW(broken.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     ctx.outcome("failed_save", lambda: student.save_checkpoint(path, broken, broken_opt, 3, run="third"))
-    with open(path, "rb") as fh:
+    with student_value("after a save that failed halfway there is no file at `path` any more"), open(path, "rb") as fh:
         ctx.record(digest_after_failed_save=hashlib.sha256(fh.read()).hexdigest())
     ctx.record(after_failed=listing(base))
     info = ctx.outcome("load_after_failure", lambda: student.load_checkpoint(path, build()))
@@ -301,15 +306,18 @@ def resume_fresh_process(student, ctx):
     ctx.tensor("rng_before_load", torch.get_rng_state())
     info = student.load_checkpoint(os.path.join(base, "half.pt"), model, opt)
     ctx.tensor("rng_after_load", torch.get_rng_state())
-    moments = optimizer_moments(model, opt)
+    with student_value("the optimizer state load_checkpoint restored cannot be read"):
+        moments = optimizer_moments(model, opt)
+        entries = len(opt.state_dict()["state"])
     for key, value in moments.items():
         ctx.tensor(key + "_after_load", value)
     # How many entries the loaded optimizer holds is a fact about the object; its moments are recorded above.
-    ctx.record(optimizer_state_entries=len(opt.state_dict()["state"]), info=describe_info(info))
+    ctx.record(optimizer_state_entries=entries, info=describe_info(info))
     for name, p in model.named_parameters():
         ctx.tensor("loaded." + name, p)
-    for _ in range(RESUME_STEPS // 2):
-        train_step(model, opt, x, y)
+    with student_value("training on after load_checkpoint failed (the restored model or optimizer state is broken)"):
+        for _ in range(RESUME_STEPS // 2):
+            train_step(model, opt, x, y)
     for name, p in model.named_parameters():
         ctx.tensor("resumed." + name, p)
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from grader.worker.probe import probe
+from grader.worker.probe import probe, student_tensor, student_value
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 40
 PROJECTIONS = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"]
@@ -39,14 +39,19 @@ def causality(student, ctx):
             changed = x.clone()
             changed[:, t + 1:] = ctx.randn(2, x.shape[1] - t - 1, D_MODEL, dtype=torch.float64) * 3
             ctx.tensor(f"changed_after_{t}", attn(changed))
+        # the positive control: position 0 alone changed, which every later position may read
+        changed = x.clone()
+        changed[:, 0] = ctx.randn(2, D_MODEL, dtype=torch.float64) * 3
+        ctx.tensor("changed_first", attn(changed))
 
 
 @probe
 def gradients(student, ctx):
     attn = seeded_attention(student, ctx).train()
     x = ctx.randn(2, 6, D_MODEL).requires_grad_(True)
-    out = attn(x)
-    (out * ctx.randn(*out.shape)).sum().backward()
+    out = student_tensor("your output", attn(x), like=("x", x), depends_on="x")
+    with student_value("backward through your output failed"):
+        (out * ctx.randn(*out.shape)).sum().backward()
     names = []
     for name, p in attn.named_parameters():
         names.append(name)
@@ -64,9 +69,13 @@ def dropout(student, ctx):
         first, second = attn(x), attn(x)
         attn.train()
         trained = attn(x)
+        # the positive control of determinism: another input gives another output (a constant is deterministic too)
+        attn.eval()
+        other = attn(ctx.randn(2, 6, D_MODEL))
     ctx.tensor("eval_first", first)
     ctx.tensor("eval_second", second)
     ctx.tensor("train", trained)
+    ctx.tensor("eval_other", other)
 
 
 @probe

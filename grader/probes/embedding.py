@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from grader.worker.probe import probe
+from grader.worker.probe import probe, student_tensor
 
 VOCAB, DIM = 13, 6                       # V != dim, so a table stored as [dim, V] shows in its shape
 ID_SHAPES = [(7,), (3, 5), (2, 3, 4)]    # 1-D, 2-D and 3-D ids: the output appends dim to any shape
@@ -24,8 +24,9 @@ def seeded_ids(ctx, shape, padding_idx=None):
 def seed_weight(ctx, module, keep_row=None):
     """Overwrite the student's table with seeded values (every implementation then looks up the same numbers);
     `keep_row` keeps the student's own padding row, whatever it holds."""
+    weight = student_tensor("the weight of your TokenEmbedding", getattr(module, "weight", None), shape=[VOCAB, DIM])
     with torch.no_grad():
-        new = ctx.randn(VOCAB, DIM, dtype=module.weight.dtype)
+        new = ctx.randn(VOCAB, DIM, dtype=weight.dtype)
         if keep_row is not None:
             new[keep_row] = module.weight[keep_row]
         module.weight.copy_(new)
@@ -78,8 +79,10 @@ def gradient(student, ctx):
         ctx.tensor(f"ids_{key}", ids)
         ctx.tensor(f"upstream_{key}", upstream)
         out = emb(ids)
-        ctx.outcome(f"backward_{key}", lambda: (out * upstream).sum().backward())
-        ctx.tensor(f"grad_{key}", emb.weight.grad)  # None is recorded as its type
+        weight = getattr(emb, "weight", None)
+        ctx.outcome(f"backward_{key}", lambda: (student_tensor("your output", out, shape=list(upstream.shape),
+                                                              depends_on="weight") * upstream).sum().backward())
+        ctx.tensor(f"grad_{key}", getattr(weight, "grad", None))  # None is recorded as its type
 
 
 @probe

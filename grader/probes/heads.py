@@ -1,5 +1,7 @@
 """Probes of exercise `heads` (heads.py): split_heads and merge_heads."""
 
+import torch
+
 from grader.worker.probe import probe
 
 # (B, T, C, H). H != T, then H == T twice (so a reshape without the transpose keeps the right shape),
@@ -33,18 +35,28 @@ def merge(student, ctx):
     ctx.tensor("out_strided", ctx.outcome("call_strided", lambda: student.merge_heads(y.clone().transpose(2, 3))))
 
 
+def through(ctx, key, first, second):
+    """second(first()), the shape of what `first` gave in between recorded as `<key>_between` (the positive control of
+    the round trip: functions that change nothing also undo each other)."""
+    def call():
+        between = first()
+        ctx.record(**{f"{key}_between": list(between.shape) if isinstance(between, torch.Tensor) else None})
+        return second(between)
+    return call
+
+
 @probe
 def round_trip(student, ctx):
     for i, (B, T, C, H) in enumerate(SPLIT_CASES):
         x = ctx.randn(B, T, C)
         ctx.tensor(f"x_{i}", x)
-        ctx.tensor(f"back_x_{i}", ctx.outcome(f"call_x_{i}",
-                                          lambda: student.merge_heads(student.split_heads(x.clone(), H))))
+        ctx.tensor(f"back_x_{i}", ctx.outcome(f"call_x_{i}", through(
+            ctx, f"x_{i}", lambda: student.split_heads(x.clone(), H), student.merge_heads)))
     for i, (B, H, T, D) in enumerate(MERGE_CASES):
         y = ctx.randn(B, H, T, D)
         ctx.tensor(f"y_{i}", y)
-        ctx.tensor(f"back_y_{i}", ctx.outcome(f"call_y_{i}",
-                                          lambda: student.split_heads(student.merge_heads(y.clone()), H)))
+        ctx.tensor(f"back_y_{i}", ctx.outcome(f"call_y_{i}", through(
+            ctx, f"y_{i}", lambda: student.merge_heads(y.clone()), lambda between: student.split_heads(between, H))))
 
 
 @probe

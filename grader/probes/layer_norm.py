@@ -7,7 +7,7 @@ submission, so the judge reads the inputs from the reference run and never trust
 import torch
 import torch.nn as nn
 
-from grader.worker.probe import probe
+from grader.worker.probe import ContractBreach, probe, student_tensor, student_value
 
 F64 = torch.float64
 FD_STEP = 1e-5  # float64 central differences: truncation ~1e-10, rounding ~1e-11 on these sums
@@ -23,8 +23,27 @@ def unit_rows(ctx, rows: int, dim: int) -> torch.Tensor:
 def set_affine(module, weight: torch.Tensor, bias: torch.Tensor) -> None:
     """Overwrite weight and bias with the judge's values (the student's tensors keep their own dtype)."""
     with torch.no_grad():
-        module.weight.copy_(weight)
-        module.bias.copy_(bias)
+        for name, value in (("weight", weight), ("bias", bias)):
+            if not hasattr(module, name):
+                raise ContractBreach("your LayerNorm has no attribute `{name}`, which the contract names", name=name)
+            student_tensor("the weight or bias of your LayerNorm", getattr(module, name), shape=list(value.shape))
+            getattr(module, name).copy_(value)
+
+
+class GraderNorm(nn.Module):
+    """The grader's own LayerNorm (population variance, eps 1e-5 inside the root, the judge's weight and bias),
+    put in place of a block's `norm`: the block's output is then judged against x + sublayer(norm(x)) computed in
+    the judge alone, whatever the student's LayerNorm gives."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
+        super().__init__()
+        self.register_buffer("weight", weight.clone())
+        self.register_buffer("bias", bias.clone())
+
+    def forward(self, h):
+        mean = h.mean(dim=-1, keepdim=True)
+        var = ((h - mean) ** 2).mean(dim=-1, keepdim=True)
+        return (h - mean) / torch.sqrt(var + 1e-5) * self.weight + self.bias
 
 
 class ZeroSublayer(nn.Module):
@@ -167,7 +186,9 @@ def gradients(student, ctx):
     leaf = x.clone().requires_grad_(True)
     out = ln(leaf)
     ctx.tensor("out", out)
-    (out * g).sum().backward()
+    student_tensor("your output", out, like=("x", x), depends_on="x, weight, bias")
+    with student_value("backward through your output failed"):
+        (out * g).sum().backward()
     ctx.tensor("x_grad", leaf.grad)
     ctx.tensor("weight_grad", getattr(ln.weight, "grad", None))
     ctx.tensor("bias_grad", getattr(ln.bias, "grad", None))
@@ -215,15 +236,29 @@ def prenorm_structure(student, ctx):
     ctx.record(calls=len(sub.seen))
     if sub.seen:
         ctx.tensor("received", sub.seen[0])
+    # the same block with the grader's own norm in place of block.norm: the judge computes what it must give from
+    # the inputs alone, so that no expectation rests on what the student's LayerNorm returned
+    if isinstance(block, nn.Module) and norm is not None:
+        block.norm = GraderNorm(w, b)
+        with torch.no_grad():
+            ctx.tensor("out_grader_norm", block(x.clone()))
 
 
 @probe
 def prenorm_inplace(student, ctx):
     x = ctx.randn(2, 5, 8, dtype=F64) * 2 + 1
     given = ctx.hand_over("x", x)
-    block = student.PreNormResidual(8, linear_sublayer(ctx, 8, F64)).double()
+    sub = linear_sublayer(ctx, 8, F64)
+    ctx.tensor("sub_weight", sub.linear.weight)
+    ctx.tensor("sub_bias", sub.linear.bias)
+    block = student.PreNormResidual(8, sub).double()
     block(given)                                     # with autograd on, as in training
     ctx.record_input_after("x", given)               # the judge compares it with the x it drew
+    # the positive control: with the grader's norm in place of block.norm, what the block returns for a fresh copy
+    # of x, so that an untouched input counts only for a block that computes x + sublayer(norm(x))
+    if isinstance(block, nn.Module) and getattr(block, "norm", None) is not None:
+        block.norm = GraderNorm(torch.ones(8, dtype=F64), torch.zeros(8, dtype=F64))
+        ctx.tensor("out_grader_norm", block(ctx.hand_over("x_again", x)))
 
 
 @probe
@@ -235,7 +270,8 @@ def residual_gradient(student, ctx):
     leaf = x.clone().requires_grad_(True)
 
     def backward_through_zero_sublayer():
-        (block(leaf) * g).sum().backward()
+        out = student_tensor("your block's output", block(leaf), like=("x", x), depends_on="x")
+        (out * g).sum().backward()
 
     ctx.outcome("zero_sublayer", backward_through_zero_sublayer)
     ctx.tensor("x_grad", leaf.grad)
@@ -248,7 +284,8 @@ def residual_gradient(student, ctx):
     leaf2 = x2.clone().requires_grad_(True)
 
     def backward_through_linear_sublayer():
-        (block2(leaf2) * g2).sum().backward()
+        out = student_tensor("your block's output", block2(leaf2), like=("x", x2), depends_on="x")
+        (out * g2).sum().backward()
 
     ctx.outcome("linear_sublayer", backward_through_linear_sublayer)
     # looked up on the norm and on the sublayer themselves: registration is judged by prenorm_structure

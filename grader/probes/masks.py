@@ -6,7 +6,7 @@ behind another; one probe (`no_leak`) then chains the student's own four functio
 
 import torch
 
-from grader.worker.probe import probe
+from grader.worker.probe import probe, student_tensor, student_value
 
 PAD = 0
 CAUSAL_SIZES = (1, 4, 7)
@@ -136,8 +136,11 @@ def gradients(student, ctx):
     scores, mask, _, _ = with_empty_lines(ctx, torch.float64)
     ctx.tensor("mask", mask)
     scores = scores.clone().requires_grad_(True)
-    p = student.masked_softmax(scores, mask.clone())
-    (p * ctx.randn(*p.shape, dtype=torch.float64)).sum().backward()
+    p = student_tensor("your masked_softmax", student.masked_softmax(scores, mask.clone()), like=("scores", scores),
+                       depends_on="scores")
+    upstream = ctx.randn(*p.shape, dtype=torch.float64)
+    with student_value("backward through your masked_softmax failed"):
+        (p * upstream).sum().backward()
     ctx.tensor("grad", scores.grad)  # None is recorded as its type
 
 

@@ -6,7 +6,7 @@ submission, so the judge reads the inputs from the reference run and never trust
 
 import torch
 
-from grader.worker.probe import probe
+from grader.worker.probe import probe, student_tensor, student_value
 
 F64 = torch.float64
 FD_STEP = 1e-3  # central differences: exact for a map linear in x, rounding ~1e-13 on these sums
@@ -71,7 +71,8 @@ def positions(student, ctx):
     ctx.tensor("full", student.apply_rope(x.clone()))
     ctx.tensor("part", student.apply_rope(x[..., 4:9, :].clone(), positions=torch.arange(4, 9)))
     ctx.tensor("last", student.apply_rope(x[..., 11:12, :].clone(), positions=torch.tensor([11])))
-    ctx.tensor("long_far_rows", student.apply_rope(long.clone())[far_positions])
+    whole = student_tensor("your output", student.apply_rope(long.clone()), like=("x", long))
+    ctx.tensor("long_far_rows", whole[far_positions])
     ctx.tensor("far", student.apply_rope(long[far_positions].clone(), positions=far_positions.clone()))
 
 
@@ -93,7 +94,8 @@ def leading_dims(student, ctx):
         ctx.tensor(f"out_{key}", student.apply_rope(x.clone()))
         rows = x.reshape(-1, *x.shape[-2:])
         # the same [T, D] matrices one at a time: a batched call must rotate each of them on its own
-        ctx.tensor(f"slices_{key}", torch.stack([student.apply_rope(r.clone()) for r in rows]).reshape(x.shape))
+        slices = [student_tensor("your output", student.apply_rope(r.clone()), like=("x", r)) for r in rows]
+        ctx.tensor(f"slices_{key}", torch.stack(slices).reshape(x.shape))
     ctx.tensor("out_td", student.apply_rope(x_td.clone()))
 
 
@@ -107,7 +109,9 @@ def gradients(student, ctx):
     leaf = x.clone().requires_grad_(True)
     out = student.apply_rope(leaf)
     ctx.tensor("out", out)
-    (out * g).sum().backward()
+    student_tensor("your output", out, like=("x", x), depends_on="x")
+    with student_value("backward through your output failed"):
+        (out * g).sum().backward()
     ctx.tensor("x_grad", leaf.grad)
     # the student's own function, nudged along one random direction: the judge takes central differences
     with torch.no_grad():

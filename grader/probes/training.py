@@ -119,7 +119,11 @@ def describe_optimizer(opt, names: dict[int, str]) -> dict:
             groups.append({"params": [], "lr": None, "weight_decay": None, "betas": None, "not_a_dict": type(group).__name__})
             continue
         params = []
-        for p in list(group.get("params", [])):
+        try:
+            held = list(group.get("params", []))
+        except TypeError:   # not a sequence at all: what it is, is recorded as the one entry
+            held = [group.get("params")]
+        for p in held:
             if id(p) in names:
                 params.append(names[id(p)])
             elif isinstance(p, torch.Tensor):
@@ -312,11 +316,12 @@ def nonfinite_loss(student, ctx):
         ctx.record(**{label: {"outcome": outcome, "steps": len(steps),
                               "backwards": len(watched.grads_at_backward), "forwards": len(watched.grads_at_forward),
                               "adam_state": len(opt.state)}})
-    # the positive control: the same call on a finite loss must train, not raise
+    # the positive control: the same call on a finite loss must train (step the optimizer), not raise
     lm = small_model()
     x, y = random_batch(ctx)
     opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, weight_decay=0.0)
-    ctx.record(finite=call_expecting_raise(ctx, lambda: student.train_step(lm, opt, x, y)))
+    steps = watch_steps(opt, lm)
+    ctx.record(finite=call_expecting_raise(ctx, lambda: student.train_step(lm, opt, x, y)), finite_steps=len(steps))
 
 
 # --- fit_fixed_batch ----------------------------------------------------------------------------------

@@ -58,7 +58,12 @@ def contract_modules(model):
                ("position_embedding", part(model, "position_embedding"))]
     for i, block in enumerate(part(model, "blocks")):
         modules += [(f"blocks.{i}.{name}", part(block, name)) for name in BLOCK_PARTS]
-    return modules + [("final_norm", part(model, "final_norm")), ("head", part(model, "head"))]
+    modules += [("final_norm", part(model, "final_norm")), ("head", part(model, "head"))]
+    for path, module in modules:
+        if not isinstance(module, torch.nn.Module):
+            raise ContractBreach("model.{path} is a {kind}, not the nn.Module the contract makes it", path=path,
+                                 kind=type(module).__name__)
+    return modules
 
 
 def fill_all_parameters(model, ctx):
@@ -250,6 +255,10 @@ def causality(student, ctx):
             shift = ctx.randint(1, V, (2, T - t - 1))  # a different token at every future position
             changed[:, t + 1:] = (tokens[:, t + 1:] + shift) % V
             ctx.tensor(f"changed_after_{t}", field(model(changed), "logits"))
+        # the positive control: the token at position 0 alone changed, which every later position may read
+        changed = tokens.clone()
+        changed[:, 0] = (tokens[:, 0] + ctx.randint(1, V, (2,))) % V
+        ctx.tensor("changed_first", field(model(changed), "logits"))
 
 
 @probe
@@ -259,6 +268,9 @@ def determinism(student, ctx):
     with torch.no_grad():
         ctx.tensor("first", field(model(tokens), "logits"))
         ctx.tensor("second", field(model(tokens), "logits"))
+        # the positive control of determinism: other tokens give other logits (a constant is deterministic too)
+        other = (tokens + ctx.randint(1, BASE["vocab_size"], tokens.shape)) % BASE["vocab_size"]
+        ctx.tensor("other", field(model(other), "logits"))
 
 
 @probe

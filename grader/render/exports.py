@@ -21,7 +21,8 @@ def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[
                       notes: Sequence[Text] = ()) -> str:
     """Gradescope's results.json in `lang`: score, execution_time (a number), one test per criterion, each shown
     as `visibility_of(exercise id, criterion id, kind)` says (default: visible). The top-level output counts the
-    points not shown yet without naming their criteria, names the sandbox level, and adds `notes`."""
+    points not shown yet without naming their criteria, names the sandbox level (nothing of its weaknesses), and
+    adds `notes`."""
     words = LABELS[lang]
     tests = []
     for i, ex in enumerate(report.exercises, start=1):
@@ -64,12 +65,13 @@ def _gradescope_summary(report: Report, tests: list[dict], lang: str) -> list[st
     else:
         score = t("Score: {score:g} / {max_score:g} ({percent:g}%).", score=report.final_score,
                   max_score=report.max_score, percent=report.final_percent)
-    note = report.sandbox.get("note")   # the sandbox's own description, for the instructor: English
+    # The level only: why it is not stricter, and what student code could reach there, is for the instructor
+    # (the autograder's stdout, which results.json keeps hidden from students: see grader.gradescope).
     words = LABELS[lang]
     late = (report.grade or {}).get("late")   # its penalty is a share of the maximum: no hidden points given away
     lateness = [f"{words['lateness']}{words['colon']}{gradescope_text(late['message'][lang])}"] if late else []
     return [score.render(lang), *lateness, *_gradescope_exercises(report, tests, lang),
-            f"{words['sandbox']}{words['colon']}{report.sandbox['level']}" + (f" ({note})" if note else "")]
+            f"{words['sandbox']}{words['colon']}{report.sandbox['level']}"]
 
 
 def _gradescope_exercises(report: Report, tests: list[dict], lang: str) -> list[str]:

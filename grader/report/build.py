@@ -18,7 +18,8 @@ def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict) -> E
         max_points = ex.points.get(outcome.meta.id, 0.0)
         points = max_points if outcome.status == "passed" else 0.0
         criteria.append(CriterionResult(
-            id=outcome.meta.id, kind=outcome.meta.kind, title=outcome.meta.title, hint=outcome.meta.hint,
+            id=outcome.meta.id, kind=outcome.meta.kind, title=outcome.meta.title,
+            hint=outcome.hint or outcome.meta.hint,
             points=points, max_points=max_points, status=outcome.status, message=outcome.message,
             evidence=outcome.evidence))
     score = round(sum(c.points for c in criteria), 4)

@@ -53,12 +53,13 @@ class Sandbox:
                     "--", *_run_module("grader.sandbox.box"), "--plan-fd", str(plan_fd), "--", *worker]
         return [*_DIE_WITH_PARENT, *_run_module("grader.worker"), *worker]
 
-    def jail(self, uid: int | None, scratch_fd: int | None) -> dict:
-        """What the worker applies: the user children become, the process limit, how strays are killed."""
+    def jail(self, uid: int | None, scratch_fd: int | None, memory_group: dict[str, int] | None = None) -> dict:
+        """What the worker applies: the user children become, the process limit, how strays are killed, and (strict,
+        with control groups) the descriptors of the memory group its children join (cgroups.memory_files)."""
         user = {"uid": uid, "gid": uid} if uid is not None else None
         if self.level == "strict":
             return {"level": "strict", "box": True, "user": user, "kill_all": True, "nproc": NPROC,
-                    "scratch_fd": scratch_fd}
+                    "scratch_fd": scratch_fd, "memory_group": memory_group or None}
         if self.level == "basic" and user:
             return {"level": "basic", "user": user, "kill_all": False, "nproc": NPROC}
         nproc = None if os.geteuid() == 0 else _process_count(os.getuid()) + NPROC
@@ -86,13 +87,19 @@ def choose(requested: str) -> Sandbox:
         from grader.sandbox import cgroups
 
         layers = dict(process=True, rlimits=True, own_uid=True, network_namespace=True, pid_namespace=True,
-                      ipc_namespace=True, allow_listed_root=True, capped_scratch=True, cpu_share=cgroups.available())
-        note = "" if layers["cpu_share"] else "no control groups here: concurrent gradings share the CPU by process"
+                      ipc_namespace=True, allow_listed_root=True, capped_scratch=True, cpu_share=cgroups.available(),
+                      memory_group=cgroups.caps_memory())
+        note = ("" if layers["memory_group"] else
+                "no memory control group here: memory is capped per process (what it maps), not for all the "
+                "exercise's processes together" if layers["cpu_share"] else
+                "no control groups here: concurrent gradings share the CPU by process, and memory is capped per "
+                "process (what it maps)")
         return Sandbox("strict", layers, note)
     if requested == "basic":
         root = os.geteuid() == 0
         layers = dict(process=True, rlimits=True, own_uid=root, network_namespace=False, pid_namespace=False,
-                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False, cpu_share=False)
+                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False, cpu_share=False,
+                      memory_group=False)
         why = strict_missing()
         if root:
             note = (f"weaker than strict ({why}): student code runs as a uid of its own and can read what every "
@@ -100,11 +107,13 @@ def choose(requested: str) -> Sandbox:
                 "basic chosen explicitly: student code runs as a uid of its own, with no namespaces"
         else:
             note = (f"weaker than strict ({why}): student code runs as the grading user, can read what that user "
-                    "can read, and reach the network") if why else "basic chosen explicitly: no other user, no namespaces"
+                    "can read, and reach the network") if why else \
+                "basic chosen explicitly: no other user, no namespaces"
         return Sandbox("basic", layers, note)
     if requested == "none":
         layers = dict(process=True, rlimits=False, own_uid=False, network_namespace=False, pid_namespace=False,
-                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False, cpu_share=False)
+                      ipc_namespace=False, allow_listed_root=False, capped_scratch=False, cpu_share=False,
+                      memory_group=False)
         return Sandbox("none", layers, "no isolation beyond a separate process: for trusted code only")
     raise ValueError(f"unknown sandbox level {requested!r}; choose one of {', '.join(LEVELS)}")
 

@@ -12,7 +12,6 @@ before that uid can serve another grading. A concurrent classmate's uid reaches 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -32,6 +31,8 @@ _held: dict[Path, int] = {}
 
 def new_scratch() -> Path:
     """A fresh private folder under the temporary folder, locked until `remove_scratch`; stale ones go first."""
+    import fcntl   # POSIX only: importing this module must work anywhere (`grader check` on Windows)
+
     sweep(Path(tempfile.gettempdir()))
     folder = Path(tempfile.mkdtemp(prefix=PREFIX))
     fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -96,6 +97,8 @@ def _abandoned(folder: Path, mtime: float) -> bool:
         return time.time() - mtime > UNLOCKED_GRACE_S
     except OSError:
         return False
+    import fcntl
+
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True

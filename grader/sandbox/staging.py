@@ -2,7 +2,8 @@
 
 Only the exercise's contract file is copied (no conftest.py, sitecustomize.py, .pth or torch.py can come
 along). A link in any component below the submission, oversized files and text that is not UTF-8 are
-refused with a message instead of copied.
+refused with a message instead of copied. Where that file is missing or still the stub, a notebook holding the
+exercise's code (grader/notebooks.py) is staged as that file instead.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from grader.i18n import Text, t, verbatim
 from grader.nolinks import ABSENT, LINK, NOT_REGULAR, read_without_links
+from grader.worker.protocol import BINARY, NOFOLLOW
 
 MAX_SOURCE_BYTES = 1 << 20
 
@@ -38,7 +40,8 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
     if found.not_folder:
         return Staged(None, "error", t("{path} is not a folder", path=found.not_folder))
     if found.kind == ABSENT:
-        return Staged(None, "not_attempted", t("{file} is not in the submission", file=shown))
+        return (_from_notebook(submission, exercise_id, filename, stub, workdir)
+                or Staged(None, "not_attempted", t("{file} is not in the submission", file=shown)))
     if found.kind == NOT_REGULAR:
         return Staged(None, "error", t("{file} is not a regular file", file=shown))
     if found.size > MAX_SOURCE_BYTES:
@@ -54,17 +57,43 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
         return Staged(None, "error", t("{file} is not UTF-8 text (byte 0x{byte:02x} at offset {offset}); save it as UTF-8",
                                        file=shown, byte=data[exc.start], offset=exc.start))
     if stub.is_file() and _same_code(data, stub.read_bytes()):
-        return Staged(None, "not_attempted", t("{file} is the unchanged stub", file=shown))
+        return (_from_notebook(submission, exercise_id, filename, stub, workdir)
+                or Staged(None, "not_attempted", t("{file} is the unchanged stub", file=shown)))
+    return _write(data, workdir, filename)
+
+
+def _write(data: bytes, workdir: Path, filename: str) -> Staged:
     # The grader's own until the worker hands the folder to the grading's uid: at the basic level the scratch is
     # on the host, and a classmate's code must not read it (the modes are set whatever the umask).
     workdir.mkdir(parents=True, exist_ok=True)
     os.chmod(workdir, 0o700)
     target = workdir / filename
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW | BINARY, 0o600)
     with os.fdopen(fd, "wb") as fh:
-        os.fchmod(fd, 0o600)
+        if hasattr(os, "fchmod"):   # not on Windows, whose modes say nothing of other users
+            os.fchmod(fd, 0o600)
         fh.write(data)
     return Staged(target)
+
+
+def _from_notebook(submission: Path, exercise_id: str, filename: str, stub: Path, workdir: Path) -> Staged | None:
+    """The exercise's code from a notebook of the submission, staged as its file; None when no notebook has it."""
+    from grader.notebooks import notebook_code
+
+    found = notebook_code(submission, exercise_id)
+    if found is None:
+        return None
+    if found.problem is not None:
+        return Staged(None, "error", found.problem)
+    data = found.code or b""
+    if not data.strip():
+        return Staged(None, "not_attempted", t("{file} holds no code for `{id}`", file=found.source, id=exercise_id))
+    if len(data) > MAX_SOURCE_BYTES:
+        return Staged(None, "error", t("the code cells of {file} are {size:,} bytes; a source file may be at most "
+                                       "{most:,}", file=found.source, size=len(data), most=MAX_SOURCE_BYTES))
+    if stub.is_file() and _same_code(data, stub.read_bytes()):
+        return Staged(None, "not_attempted", t("{file} holds the unchanged stub", file=found.source))
+    return _write(data, workdir, filename)
 
 
 def _same_code(a: bytes, b: bytes) -> bool:

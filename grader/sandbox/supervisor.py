@@ -275,7 +275,8 @@ class _Worker:
         boxed = sandbox.level == "strict"
         uid = lease.uid
         scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None
-        setup = {"seed": seed, "jail": sandbox.jail(uid, scratch_fd), "probes_modules": probes_modules}
+        memory = lease.group.memory_files() if boxed and lease.group else {}
+        setup = {"seed": seed, "jail": sandbox.jail(uid, scratch_fd, memory), "probes_modules": probes_modules}
         request_fd, request_write = _pipe_with(json.dumps(setup) + "\n")
         plan_fd = None
         if boxed:
@@ -290,7 +291,7 @@ class _Worker:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch),
                "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
                "PYTHONDONTWRITEBYTECODE": "1"}
-        passed = [fd for fd in (write_end, request_fd, plan_fd, scratch_fd) if fd is not None]
+        passed = [fd for fd in (write_end, request_fd, plan_fd, scratch_fd, *memory.values()) if fd is not None]
         try:
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(sandbox.command(write_end, request_fd, plan_fd), stdin=subprocess.DEVNULL,

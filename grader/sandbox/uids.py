@@ -7,9 +7,7 @@ when the holder exits, however it exits; uids that name an account on this machi
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pwd
 import signal
 from dataclasses import dataclass
 
@@ -63,6 +61,8 @@ def sweep(first: int, last: int) -> None:
 
 def _lock(folder: str, uid: int) -> int | None:
     """The uid's lock file, held by this process from now on; None when another process holds it."""
+    import fcntl   # POSIX only: importing this module must work anywhere (`grader check` on Windows)
+
     fd = os.open(os.path.join(folder, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -117,6 +117,8 @@ def _lock_folder() -> str:
 
 
 def _is_account(uid: int) -> bool:
+    import pwd
+
     try:
         pwd.getpwuid(uid)
         return True

@@ -20,7 +20,7 @@ import time
 
 from grader.worker import protocol
 from grader.worker.jail import (ExerciseBox, become_subreaper, child_limits, cleanup_strays, drop_privileges,
-                               hand_over)
+                               hand_over, oom_kills)
 
 OUTPUT_TAIL_BYTES = 4096
 MEMORY_WORDS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"can't allocate memory")
@@ -119,6 +119,7 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
     read_end, write_end = os.pipe()
     ack_read, ack_write = os.pipe()
     worker = os.getpid()
+    kills = oom_kills(jail)
     try:
         pid = os.fork()
     except OSError:
@@ -177,6 +178,9 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
         if time.monotonic() > deadline and limit is None:
             limit = "time"
             kill_child(pid, jail)
+        if limit is None and oom_kills(jail) > kills:   # a process of the exercise passed its memory group's limit
+            limit = "memory"
+            kill_child(pid, jail)
         wait_readable(read_end, 0.02)
     cleanup_strays(pid, jail)  # first, so that no stray keeps writing while the pipes are drained
     output_bytes += drain(read_end, tail)
@@ -190,8 +194,9 @@ def run_child(job: dict, group: list[str], seed: int, jail: dict, deadline: floa
         limit = "cpu"
     if limit is None and sig == signal.SIGXFSZ:
         limit = "file_size"
-    if limit is None and (sig is not None or exit_code not in (0, None)) and any(m in tail for m in MEMORY_WORDS):
-        limit = "memory"  # an allocation failed in C (abort) or the kernel killed it, and it said so
+    if limit is None and (sig is not None or exit_code not in (0, None)) and (
+            oom_kills(jail) > kills or any(m in tail for m in MEMORY_WORDS)):
+        limit = "memory"  # the memory group's limit killed it, or an allocation failed in C (abort) and it said so
     fault = ""
     if not acks.started and (sig is not None or exit_code not in (0, None)):
         # Before the runner announced the student's import nothing of the student's had run: the grader's fault.

@@ -12,18 +12,21 @@ exercise's folder).
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import resource
 import signal
 import stat
+import sys
 import time
 
 from grader.worker import protocol
 from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, PR_SET_CHILD_SUBREAPER,
                                     PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, mount, prctl, umount)
 
-FILE_SIZE_LIMIT = 96 << 20  # observations are capped at 64 MiB a probe; nothing a probe writes needs more
 SCRATCH = "/.scratch"
+PROT_NONE = 0  # mmap has no name for it
+LINUX = sys.platform.startswith("linux")
 
 
 class ExerciseBox:
@@ -41,7 +44,7 @@ class ExerciseBox:
         self.scratch_fd = jail["scratch_fd"]
         self.mounts: list[str] = []
 
-    def __enter__(self) -> "ExerciseBox":
+    def __enter__(self) -> ExerciseBox:
         job = self.job
         mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV,
               f"size={job['disk_mb']}m,nr_inodes={job['files']},mode=0711")
@@ -134,18 +137,90 @@ def hand_over(folder: str, jail: dict, to_user: bool) -> None:
 
 
 def child_limits(job: dict, jail: dict) -> None:
-    """rlimits for a child about to run student code: memory, CPU time, file size, no core dumps, processes."""
+    """Limits for a child about to run student code (still root): memory, CPU time, file size, no core dumps,
+    processes.
+
+    Memory (`memory_mb`) counts what the child adds to the worker it is forked from, never what it inherits:
+    torch's libraries, and the address space the CUDA build reserves at import (over 3 GB, nearly none of it
+    touched), are the worker's. Where the grading has a memory group (strict, with control groups) the child
+    joins it under the exercise's limit, which caps what all its processes use together (cgroups.py). In every
+    case the child's own address space and its private writable memory (RLIMIT_AS, RLIMIT_DATA) may each grow
+    by `memory_mb` past what it maps at fork: an allocation beyond fails where it is made (MemoryError), and
+    the address-space cap also covers shared mappings, which the data cap does not count.
+    """
     if jail.get("level") == "none":
         return
     memory = job["memory_mb"] << 20
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    group = jail.get("memory_group")
+    if group:
+        try:
+            os.write(group["limit"], str(memory).encode())   # the group holds no process now
+            os.write(group["procs"], b"0")   # this process, and so all it starts
+        finally:
+            for fd in group.values():   # the worker's alone: no student code holds them
+                os.close(fd)
+    # Linux only: elsewhere (a student's Mac running `grader check`) the kernel does not hold mappings to these
+    # limits, and the bisection in `mapped` would find nothing to measure.
+    caps = zip((resource.RLIMIT_AS, resource.RLIMIT_DATA), mapped(), strict=True) if LINUX else ()
+    for limit, used in caps:
+        hard = resource.getrlimit(limit)[1]
+        cap = used + memory if hard == resource.RLIM_INFINITY else min(used + memory, hard)
+        resource.setrlimit(limit, (cap, cap))
     cpu = int(job["timeout_s"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (protocol.FILE_SIZE_LIMIT, protocol.FILE_SIZE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     nproc = jail.get("nproc")
     if nproc:
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def mapped() -> tuple[int, int]:
+    """What this process maps now, in bytes: its address space and its private writable memory, as the kernel
+    counts them against RLIMIT_AS and RLIMIT_DATA (VmSize and VmData)."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            fields = dict(line.split(b":", 1) for line in fh.read().splitlines() if b":" in line)
+        return int(fields[b"VmSize"].split()[0]) << 10, int(fields[b"VmData"].split()[0]) << 10
+    except (OSError, KeyError, ValueError):   # the box has no /proc: ask the kernel itself
+        return (_counted(resource.RLIMIT_AS, PROT_NONE),
+                _counted(resource.RLIMIT_DATA, mmap.PROT_READ | mmap.PROT_WRITE))
+
+
+def _counted(limit: int, prot: int) -> int:
+    """What the kernel counts against `limit` now, without /proc: a new private page of `prot` may be mapped
+    exactly while the count plus that page stays within the limit, so the least limit that allows it, found by
+    bisection, is the count plus one page. The limit is as it was afterwards."""
+    page = mmap.PAGESIZE
+    soft, hard = resource.getrlimit(limit)
+    low, high = 0, 1 << 35   # in pages: nothing maps 128 TiB
+    if hard != resource.RLIM_INFINITY:
+        high = min(high, hard // page)
+    try:
+        while high - low > 1:   # the page fits under a limit of `high` pages and not under `low`
+            middle = (low + high) // 2
+            resource.setrlimit(limit, (middle * page, hard))
+            try:
+                mmap.mmap(-1, page, flags=mmap.MAP_PRIVATE, prot=prot).close()
+                high = middle
+            except (OSError, MemoryError):
+                low = middle
+    finally:
+        resource.setrlimit(limit, (soft, hard))
+    return (high - 1) * page
+
+
+def oom_kills(jail: dict) -> int:
+    """How many processes the kernel has killed in the grading's memory group for passing its limit (0 without
+    one). The worker reads it before a child and while it runs: a kill there ends the exercise for memory."""
+    group = jail.get("memory_group")
+    if not group:
+        return 0
+    for line in os.pread(group["events"], 4096, 0).splitlines():
+        key, _, value = line.partition(b" ")
+        if key == b"oom_kill":
+            return int(value)
+    return 0
 
 
 def become_subreaper() -> None:

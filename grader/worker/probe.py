@@ -7,6 +7,7 @@ student's functions, and records what came back. It never decides whether that w
 from __future__ import annotations
 
 import _json
+import dis
 import errno
 import functools
 import hashlib
@@ -30,13 +31,14 @@ _as_subclass, _detach, _cpu, _contiguous, _clone = (_TensorBase.as_subclass, _Te
                                                     _TensorBase.contiguous, _TensorBase.clone)
 _reshape, _view, _to_numpy, _tolist = _TensorBase.reshape, _TensorBase.view, _TensorBase.numpy, _TensorBase.tolist
 _dtype_of, _shape_of = _TensorBase.dtype.__get__, _TensorBase.shape.__get__
+_requires_grad_of = _TensorBase.requires_grad.__get__
 _to_bytes = numpy.ndarray.tobytes
 _NoTorchFunction, _NoTorchDispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
 _sha256 = hashlib.sha256
 _encode_json = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
 _join, _join_bytes = "".join, b"".join
 _unlink, _open, _write, _close = os.unlink, os.open, os.write, os.close
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | protocol.NOFOLLOW | protocol.BINARY
 _SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                        torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
                        torch.uint8: "U8", torch.bool: "BOOL", torch.complex64: "C64"}
@@ -78,10 +80,34 @@ def plain_tensor(value: torch.Tensor) -> torch.Tensor:
 
 def raised_in(exc: BaseException, student_file: str | None) -> bool:
     """Whether the innermost frame of the exception's traceback is in the student's file."""
+    last = _innermost(exc)
+    return (last is not None and student_file is not None
+            and os.path.abspath(last.tb_frame.f_code.co_filename) == student_file)
+
+
+_RAISE = dis.opmap["RAISE_VARARGS"]
+
+
+def _innermost(exc: BaseException):
     tb, last = exc.__traceback__, None
     while tb is not None:
         last, tb = tb, tb.tb_next
-    return last is not None and student_file is not None and os.path.abspath(last.tb_frame.f_code.co_filename) == student_file
+    return last
+
+
+def is_stub_raise(exc: BaseException, student_file: str | None) -> bool:
+    """Whether `exc` is the stub's marker: a NotImplementedError that a `raise` statement of the student's file
+    raised (the untouched stub's `raise NotImplementedError(...)`, or one the student left in a part not written
+    yet). A NotImplementedError that torch raised on the student's own line (`bool_mask & float_scores`: an operator
+    with no kernel for those dtypes) is an implemented function failing, not a stub: its innermost frame is the
+    student's line too, but stopped at a call or an operator, not at a raise."""
+    if not isinstance(exc, NotImplementedError) or not raised_in(exc, student_file):
+        return False
+    last = _innermost(exc)
+    try:
+        return last.tb_frame.f_code.co_code[last.tb_lasti] == _RAISE
+    except (IndexError, TypeError):  # an offset Python could not give: not provably the stub's raise
+        return False
 
 
 class ContractBreach(Exception):
@@ -124,6 +150,37 @@ def student_value(what: str):
         raise ContractBreach("{what}: {error}", what=what, error=f"{type(exc).__name__}: {exc}") from exc
 
 
+def student_tensor(what: str, value: Any, /, *, like: tuple[str, torch.Tensor] | None = None,
+                   shape: tuple[int, ...] | list[int] | None = None, dtype: torch.dtype | None = None,
+                   depends_on: str | None = None) -> torch.Tensor:
+    """`value`, which the student's code returned, checked before the probe computes with it: a tensor, of the shape
+    of `like` (a name and the tensor it will meet) or of `shape`, of `dtype`, and, when the probe will differentiate
+    through it, requiring grad (`depends_on` names the inputs it must depend on). Anything else is a `ContractBreach`
+    that names the value (`what`, a catalog sentence such as "your output"), so what the probe would have raised
+    computing with it (a broadcasting error, "element 0 of tensors does not require grad") is never taken for the
+    grader's own failure. Only the tensor's own C-level attributes are read."""
+    if not isinstance(value, torch.Tensor):
+        raise ContractBreach("{what} is a {kind}, not a tensor", what=what, kind=type(value).__name__)
+    with _NoTorchFunction():
+        got = list(_shape_of(value))
+        if like is not None:
+            other, tensor = like
+            want = list(_shape_of(tensor))
+            if got != want:
+                raise ContractBreach("{what} has shape {shape} and cannot be compared with {other} of shape {want}",
+                                     what=what, shape=got, other=other, want=want)
+        if shape is not None and got != list(shape):
+            raise ContractBreach("{what} has shape {shape}; expected {want}", what=what, shape=got, want=list(shape))
+        if dtype is not None and _dtype_of(value) != dtype:
+            raise ContractBreach("{what} has dtype {dtype}; expected {want}", what=what,
+                                 dtype=str(_dtype_of(value)).replace("torch.", ""),
+                                 want=str(dtype).replace("torch.", ""))
+        if depends_on is not None and not _requires_grad_of(value):
+            raise ContractBreach("{what} does not depend on {inputs}: no gradient can flow", what=what,
+                                 inputs=depends_on)
+    return value
+
+
 class GraderBug(Exception):
     """What grader code that student code calls back (a forward hook) raised: the grader's fault, even though
     student frames surround it."""
@@ -146,12 +203,19 @@ def grader_callback(fn: Callable) -> Callable:
 def raised_by_grader(exc: BaseException, student_file: str | None, student_module: Any = None) -> bool:
     """Whether a probe's exception is the grader's own fault: a `GraderBug`, or one with no frame of its traceback
     in the student's file (so no student call was running) that is not a breach of the contract the probe found in
-    what the student gave (a `ContractBreach`, or a name the probe read from the student's module that is not there)."""
+    what the student gave (a `ContractBreach`, a name the probe read from the student's module or from an object of
+    one of its classes that is not there, or a call of the student's that Python refused)."""
     if isinstance(exc, GraderBug):
         return True
     if isinstance(exc, ContractBreach):
         return False
-    if isinstance(exc, AttributeError) and student_module is not None and getattr(exc, "obj", None) is student_module:
+    if isinstance(exc, AttributeError) and student_module is not None and _of_the_student(getattr(exc, "obj", None),
+                                                                                         student_module):
+        return False
+    if isinstance(exc, (AttributeError, NotImplementedError)) and student_module is not None \
+            and _of_the_student(_innermost_self(exc), student_module):
+        # torch raised it for an object of the student's: nn.Module.__getattr__ for an attribute the contract names
+        # that the student's module lacks, nn.Module's default forward for a module without one
         return False
     if isinstance(exc, TypeError) and student_module is not None and _called_with_the_wrong_signature(exc, student_module):
         return False
@@ -161,6 +225,28 @@ def raised_by_grader(exc: BaseException, student_file: str | None, student_modul
             return False
         tb = tb.tb_next
     return True
+
+
+def _innermost_self(exc: BaseException) -> Any:
+    """The `self` of the innermost frame of the exception's traceback (None when that frame has none)."""
+    last = _innermost(exc)
+    try:
+        return last.tb_frame.f_locals.get("self") if last is not None else None
+    except Exception:  # noqa: BLE001 - a frame's locals can only be read, but be safe
+        return None
+
+
+def _of_the_student(obj: Any, student_module: Any) -> bool:
+    """Whether `obj` is the student's module or an object of a class the student's module defines (a `LayerNorm`
+    that is no nn.Module has no `.double()`: the probe asked the contract of it, and it is the student's)."""
+    if obj is None:
+        return False
+    if obj is student_module:
+        return True
+    try:
+        return type(obj).__module__ == student_module.__name__
+    except Exception:  # noqa: BLE001 - a hostile class may break even this
+        return False
 
 
 def _called_with_the_wrong_signature(exc: TypeError, student_module: Any) -> bool:
@@ -193,6 +279,10 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
                 frames.append(f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}: {frame.line or ''}".strip())
         if frames:
             where = frames[-1]
+        elif isinstance(exc, SyntaxError) and student_file and exc.filename \
+                and os.path.abspath(exc.filename) == student_file:
+            # a file Python cannot compile has no frame of its own: the error names the line instead
+            where = f"{os.path.basename(student_file)}:{exc.lineno}: {(exc.text or '').strip()}".strip()
     except BaseException:  # noqa: BLE001
         pass
     info = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
@@ -276,13 +366,13 @@ class ProbeContext:
     def outcome(self, name: str, call: Callable[[], Any], *, not_implemented_is_an_answer: bool = False) -> Any:
         """Call `call`, record whether it returned or what it raised, and return its value (None if it raised).
 
-        A NotImplementedError raised in the student's own file is the stub's marker, not an answer: it ends
-        the probe as not attempted, unless the contract asks for that error here (`not_implemented_is_an_answer`).
+        A NotImplementedError that a `raise` of the student's own file raised is the stub's marker, not an answer: it
+        ends the probe as not attempted, unless the contract asks for that error here (`not_implemented_is_an_answer`).
         """
         try:
             result = call()
         except NotImplementedError as exc:
-            if not not_implemented_is_an_answer and raised_in(exc, self.student_file):
+            if not not_implemented_is_an_answer and is_stub_raise(exc, self.student_file):
                 raise
             self.values[name] = {"raised": describe_exception(exc, self.student_file)}
             self.calls["raised"] += 1

@@ -4,6 +4,13 @@ import os
 import re
 import stat
 
+# Open flags POSIX has and Windows lacks (0 there), and the one Windows needs so that a descriptor reads and
+# writes bytes as they are (no line-ending translation); whether files can be opened relative to a folder's
+# descriptor (not on Windows, where `grader check` runs the plain route on the student's own files).
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+BINARY = getattr(os, "O_BINARY", 0)
+RELATIVE_OPEN = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+
 # One probe's observation is `<probe>.json` (written last: its presence means the probe finished)
 # and, when it recorded tensors, `<probe>.safetensors`.
 JSON_SUFFIX = ".json"
@@ -15,6 +22,7 @@ STARTED = b"started"
 
 MAX_JSON_BYTES = 1 << 20          # one probe's JSON
 MAX_TENSOR_BYTES = 64 << 20       # one probe's safetensors file
+FILE_SIZE_LIMIT = 96 << 20        # any file student code writes (RLIMIT_FSIZE); no probe needs more
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 
 # Probe status values written by the worker.
@@ -32,17 +40,25 @@ def read_capped(directory: str | os.PathLike, name: str, cap: int) -> bytes | No
     if not NAME_PATTERN.match(name):
         return None
     try:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        fd = _open_for_reading(directory, name)
     except OSError:
         return None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    except OSError:
-        return None
-    finally:
-        os.close(dir_fd)
     with os.fdopen(fd, "rb") as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
             return None
         return fh.read(cap + 1)
+
+
+def _open_for_reading(directory: str | os.PathLike, name: str) -> int:
+    """`name` in `directory`, neither of them a link, opened for reading (a FIFO without blocking)."""
+    if not RELATIVE_OPEN:   # checked, then opened by path: no descriptor-relative open on this system
+        path = os.path.join(directory, name)
+        if os.path.islink(directory) or os.path.islink(path):
+            raise OSError(f"{path} is a link")
+        return os.open(path, os.O_RDONLY | BINARY)
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -18,7 +18,8 @@ import torch
 
 from grader.worker import protocol
 from grader.worker.forbidden import ForbiddenCalls, ForbiddenOps, Recorder
-from grader.worker.probe import GraderBug, ProbeContext, describe_exception, probes_of, raised_by_grader, raised_in
+from grader.worker.probe import (GraderBug, ProbeContext, describe_exception, is_stub_raise, probes_of,
+                                 raised_by_grader)
 
 _write = os.write  # bound before any student import: the acknowledgement never looks os.write up again
 
@@ -125,10 +126,11 @@ def import_student(path: str, module_name: str):
 
 
 def classify(exc: BaseException, student_file: str, student=None) -> tuple[str, dict]:
-    """`not_implemented` only when the student's own file raised NotImplementedError (an untouched stub);
-    `grader_fault` when a probe (given the imported `student`) raised on its own, with no student call running."""
+    """`not_implemented` only when a `raise NotImplementedError` of the student's own file raised it (an untouched
+    stub; not torch raising NotImplementedError on a student's line); `grader_fault` when a probe (given the imported
+    `student`) raised on its own, with no student call running."""
     error = describe_exception(exc, student_file)
-    if isinstance(exc, NotImplementedError) and raised_in(exc, student_file):
+    if is_stub_raise(exc, student_file):
         return protocol.NOT_IMPLEMENTED, error
     if student is not None and raised_by_grader(exc, student_file, student):
         error["grader_where"] = grader_frame(exc)
