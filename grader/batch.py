@@ -24,6 +24,7 @@ from pathlib import Path
 
 from grader.i18n import Text, t, verbatim
 from grader.course import Course
+from grader.policy import Submitted
 from grader.gradebook import (GRADER_ERROR, UNREADABLE, Gradebook, class_summary, content_hash, grader_key,
                               grades_csv)
 from grader.outcome import failure_rows, now, outcome_of
@@ -217,11 +218,15 @@ EXCEL_BOM = "\ufeff"
 def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
               lang: str, progress: BatchProgress | None = None, cluster: str | None = None,
               cluster_options: dict | None = None, roster: list[Student] | None = None,
-              excel: bool = False) -> dict:
+              excel: bool = False, formats: tuple[str, ...] = (), submitted_at: dict[str, str] | None = None,
+              arrivals: dict[str, Submitted] | None = None) -> dict:
     """Grade every entry of `submissions` not yet in the gradebook: on warm processes here (`cluster` None), or
     on Dask (`cluster`: "local", a scheduler's address, or a dask-jobqueue kind such as "slurm"). grades.csv
-    names the students of `roster` when given, and starts with a byte order mark when `excel`. `out` is made
-    owner-only: it holds every student's code (unpacked) and report."""
+    names the students of `roster` when given, and starts with a byte order mark when `excel`; `formats` adds
+    learning management systems' files (LMS_FILES). When each submission was handed in comes from the roster's
+    submitted_at column, `submitted_at` (a --submitted-at file: a submission's or a student's name -> its time)
+    and `arrivals` (submission -> Submitted, as the classroom sync knows them). `out` is made owner-only: it holds
+    every student's code (unpacked) and report."""
     if cluster is not None:
         from grader.cluster import refuse_basic
 
@@ -233,9 +238,114 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
         shutil.rmtree(out / "unpacked", ignore_errors=True)
         outcome = _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress or BatchProgress(),
                                cluster, cluster_options or {})
-        outcome["rendered"] = render_students(course, out, lang)
-        _write_class_files(course, out, lang, roster, excel)
+        outcome["unplaced_times"] = _record_times(course, out, outcome.pop("names"), roster, submitted_at or {},
+                                                  arrivals or {})
+        outcome["similarity"] = compare_class(course, out)
+        outcome.update(publish(course, out, lang, roster, excel, formats))
         return outcome
+
+
+# What --format adds to the class files, by name.
+LMS_FILES = {"canvas": "canvas.csv", "moodle": "moodle.csv"}
+SIMILARITY_FILE = "similarity.csv"
+
+
+def _record_times(course: Course, out: Path, names: list[str], roster: list[Student] | None,
+                  submitted_at: dict[str, str], arrivals: dict[str, Submitted]) -> list[str]:
+    """Store in the gradebook when each submission was handed in, as the instructor says (the roster's submitted_at
+    column, then a --submitted-at file, which wins, in this run and over the runs after it) or as GitHub says
+    (`arrivals`); a time without a zone is in the due date's. Returns the --submitted-at names that fit no
+    submission."""
+    from grader.policy import FROM_FILE, FROM_ROSTER, load_policy, parse_moment
+    from grader.roster import match
+
+    policy = load_policy(course)
+    zone = policy.due.tzinfo if policy and policy.due else None
+    times: dict[str, Submitted | None] = dict(arrivals)
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        recorded = book.submitted()
+    finally:
+        book.close()
+    owner = {name: match(name, roster)[0] for name in names} if roster else {}
+    for name, student in owner.items():
+        from_file = name in recorded and recorded[name].how == FROM_FILE
+        if student is not None and student.column("submitted_at") and not from_file:
+            times[name] = Submitted(parse_moment(student.column("submitted_at"), zone), FROM_ROSTER)
+    unplaced = []
+    for key, when in submitted_at.items():
+        folded = key.strip().casefold()
+        fits = [n for n in names if n.casefold() in (folded, folded + ".zip")] or \
+               [n for n, student in owner.items() if student is not None and student.id.casefold() == folded]
+        if not fits:
+            unplaced.append(key)
+        for name in fits:
+            times[name] = Submitted(parse_moment(when, zone), FROM_FILE)
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        book.set_submitted(times)
+    finally:
+        book.close()
+    return unplaced
+
+
+def compare_class(course: Course, out: Path) -> Text | None:
+    """Compare the code of every submission with a verdict (grader.similarity) and store the pairs found alike; the
+    reason when the comparison could not be made (the class page then has no pairs, and says why)."""
+    from grader.gradebook import graded_lines
+    from grader.similarity import Submission, SimilarityFailed, compare_in_child
+
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        key = grader_key(course)
+        sources = book.sources()
+        judged = [line.submission for line in graded_lines(course, book, key)
+                  if line.grade is not None and line.submission is not None]
+        submissions = [Submission(s["submission"], s["content_hash"], sources[s["submission"]][1])
+                       for s in judged if s["submission"] in sources
+                       and sources[s["submission"]][0] == s["content_hash"]]
+        try:
+            pairs = compare_in_child(course, submissions) if len(submissions) > 1 else []
+        except SimilarityFailed as exc:
+            book.store_similar([])
+            book.set_settings({"similarity_failed": exc.said.texts()})
+            return exc.said
+        book.store_similar(pairs)
+        book.set_settings({"similarity_failed": None})
+        return None
+    finally:
+        book.close()
+
+
+def publish(course: Course, out: Path, lang: str, roster: list[Student] | None, excel: bool,
+            formats: tuple[str, ...]) -> dict:
+    """Everything `out` shows, from the gradebook alone: each student's report with its grade (overrides, lateness)
+    in `lang`, grades.csv, the --format files, similarity.csv and class.html; the settings they were written with
+    are kept, so that a command changing one grade (grader override) writes them again the same way."""
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        book.set_settings({"lang": lang, "excel": excel, "formats": list(formats),
+                           "roster": [s.record() for s in roster] if roster is not None else None})
+    finally:
+        book.close()
+    rendered, regraded = write_student_pages(course, out, lang, roster)
+    summary = _write_class_files(course, out, lang, roster, excel, formats)
+    return {"rendered": rendered, "regraded": regraded,
+            "stale": [line for line in summary.overrides if line.graded is None]}
+
+
+def stored_settings(out: Path) -> dict:
+    """What the last `grader batch` into `out` wrote its class files with: lang, excel, formats, roster."""
+    from grader.roster import Student
+
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        roster = book.setting("roster")
+        return {"lang": book.setting("lang", "en"), "excel": book.setting("excel", False),
+                "formats": tuple(book.setting("formats", [])),
+                "roster": [Student.from_record(r) for r in roster] if roster is not None else None}
+    finally:
+        book.close()
 
 
 # In a student's report folder: the language its report.html and scorecard.md were written in.
@@ -243,28 +353,43 @@ RENDERED_LANG = ".lang"
 RERENDERED = ("html", "md")   # what a student's folder holds besides report.json, the record they are made from
 
 
-def render_students(course: Course, out: Path, lang: str) -> int:
-    """Write again, in `lang`, every student's report.html and scorecard.md the gradebook holds in another language
-    (or in one not recorded: a gradebook of an older grader), from the student's report.json: a batch resumed with
-    another --lang grades nothing and still speaks it everywhere. Returns how many students' reports were written."""
+def render_students(course: Course, out: Path, lang: str, roster: list[Student] | None = None) -> int:
+    """write_student_pages: how many students' pages were written again (for their language or their grade)."""
+    return sum(write_student_pages(course, out, lang, roster))
+
+
+def write_student_pages(course: Course, out: Path, lang: str, roster: list[Student] | None = None
+                        ) -> tuple[int, int]:
+    """Bring every student's report.json, report.html and scorecard.md the gradebook holds up to date, with no
+    grading: the report's `grade` (overrides, lateness: grader.grades) as the gradebook now says, and the pages in
+    `lang` (one in another language, or in one not recorded, is written again from the student's report.json).
+    Returns (how many were written again for their language only, how many for their grade)."""
+    from grader.gradebook import graded_lines
     from grader.report.build import stored_report
     from grader.reporting import FORMATS
 
     book = Gradebook(out / "gradebook.sqlite")
     try:
-        names = [s["submission"] for s in book.submissions(grader_key(course)) if s["report_dir"]]
+        grades = {line.name: line.grade for line in graded_lines(course, book, grader_key(course), roster)
+                  if line.submission is not None and line.submission["report_dir"]}
     finally:
         book.close()
-    written = 0
-    for name in names:
+    relang = regraded = 0
+    for name, grade in grades.items():
         folder = out / "students" / name
         try:
-            if (folder / RENDERED_LANG).read_text(encoding="utf-8").strip() == lang:
-                continue
+            same_lang = (folder / RENDERED_LANG).read_text(encoding="utf-8").strip() == lang
         except OSError:
-            pass
+            same_lang = False
         try:
-            report = stored_report(json.loads((folder / "report.json").read_text(encoding="utf-8")))
+            data = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+            wanted = grade.record() if grade is not None and grade.adjusted else None
+            if same_lang and data.get("grade") == wanted:
+                continue
+            report = stored_report(data)
+            report.grade = wanted
+            if data.get("grade") != wanted:
+                write_atomic(folder / "report.json", report.to_json() + "\n")
             pages = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in RERENDERED}
             for file_name, text in pages.items():
                 write_atomic(folder / file_name, text)
@@ -273,8 +398,11 @@ def render_students(course: Course, out: Path, lang: str) -> int:
         except Exception:  # noqa: BLE001
             continue
         _mark_rendered(folder, lang)
-        written += 1
-    return written
+        if data.get("grade") != wanted:
+            regraded += 1
+        else:
+            relang += 1
+    return relang, regraded
 
 
 def _mark_rendered(folder: Path, lang: str) -> None:
@@ -286,18 +414,48 @@ def _mark_rendered(folder: Path, lang: str) -> None:
             (folder / RENDERED_LANG).unlink(missing_ok=True)
 
 
-def _write_class_files(course: Course, out: Path, lang: str, roster: list[Student] | None, excel: bool) -> None:
-    """grades.csv and class.html, from the whole gradebook (submissions graded by earlier runs included)."""
+def _write_class_files(course: Course, out: Path, lang: str, roster: list[Student] | None, excel: bool,
+                       formats: tuple[str, ...] = ()):
+    """grades.csv, the --format files, similarity.csv and class.html, from the whole gradebook (submissions graded
+    by earlier runs included)."""
+    from grader.lms import canvas_csv, moodle_csv
     from grader.render.templated import render_class
 
+    bom = EXCEL_BOM if excel else ""
     book = Gradebook(out / "gradebook.sqlite")
     try:
         key = grader_key(course)
-        write_atomic(out / "grades.csv", (EXCEL_BOM if excel else "") + grades_csv(course, book, key, roster))
-        write_atomic(out / "class.html", render_class(class_summary(course, book, key, roster), course,
-                                                      course.root / "templates", lang))
+        write_atomic(out / "grades.csv", bom + grades_csv(course, book, key, roster, lang))
+        exports = {"canvas": lambda: canvas_csv(course, book, roster), "moodle": lambda: moodle_csv(course, book,
+                                                                                                   roster, lang)}
+        for fmt in formats:
+            write_atomic(out / LMS_FILES[fmt], bom + exports[fmt]())
+        summary = class_summary(course, book, key, roster)
+        write_atomic(out / SIMILARITY_FILE, bom + similarity_csv(summary))
+        write_atomic(out / "class.html", render_class(summary, course, course.root / "templates", lang))
+        return summary
     finally:
         book.close()
+
+
+def similarity_csv(summary) -> str:
+    """The pairs of near-identical code class.html shows: exercise, the two submissions (and their students), the
+    similarity (the lesser share) and each one's share of code the other holds."""
+    import csv
+    import io
+
+    from grader.render.safe_text import csv_cell
+
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["exercise", "first", "first_student", "second", "second_student", "similarity", "first_share",
+                     "second_share"])
+    for pair in summary.similar:
+        writer.writerow([csv_cell(cell) for cell in (pair.exercise, pair.first.submission, pair.first.student,
+                                                     pair.second.submission, pair.second.student,
+                                                     f"{pair.similarity:g}", f"{pair.first_share:g}",
+                                                     f"{pair.second_share:g}")])
+    return text.getvalue()
 
 
 def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
@@ -308,6 +466,8 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     todo, skipped = [], 0
     for e in entries:
         chash = content_hash(course, e.folder) if e.folder else e.fingerprint or e.status
+        if e.folder is not None:   # what each submission is compared with the others on
+            book.store_sources(e.name, chash, exercise_sources(course, e.folder))
         if not regrade and book.is_graded(e.name, chash, key):
             skipped += 1
         else:
@@ -337,7 +497,23 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
         finally:
             engine.close()
     book.close()
-    return {"total": len(entries), "graded": len(todo), "skipped": skipped}
+    return {"total": len(entries), "graded": len(todo), "skipped": skipped, "names": [e.name for e in entries]}
+
+
+def exercise_sources(course: Course, folder: Path) -> dict[str, str]:
+    """Each exercise file of a submission as text (read as content_hash reads it: no link followed, capped)."""
+    from grader.nolinks import REGULAR, read_without_links
+    from grader.sandbox.staging import MAX_SOURCE_BYTES
+
+    found = {}
+    for ex in course.exercises:
+        try:
+            lookup = read_without_links(folder, (ex.id, ex.file), MAX_SOURCE_BYTES)
+        except OSError:
+            continue
+        if lookup.kind == REGULAR and lookup.size <= MAX_SOURCE_BYTES:   # a larger one is refused, never graded
+            found[ex.id] = lookup.data.decode("utf-8", errors="replace")
+    return found
 
 
 def _engine(course: Course, jobs: int, sandbox: str, lang: str, cluster: str | None, cluster_options: dict):

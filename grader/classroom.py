@@ -19,6 +19,11 @@ Theory of operation. One run:
 4. grades them all with `grader batch` (its regrade on: each is a new commit) and posts each scorecard back to
    its commit: a status carrying the score and a comment holding the scorecard.
 
+With course.toml's `[policy]` (grader.policy) the deadline is each student's own: the commit graded is the one the
+branch held at the student's cutoff (moved by an extension from `--roster`), or the newest one without a cutoff,
+and its lateness is by when it reached GitHub (`submitted_time`), which goes into the gradebook before the grading:
+the batch then writes the penalty into the scorecard it posts.
+
 Each repository goes on its own and gets its row (`Row`). One that GitHub or the grader failed (its listing, a
 download, a grading that ended `grader_error`, a post) is posted and recorded nothing, so the next run tries it
 again; the others are graded and posted. The REST calls use the standard library; the API's base URL is
@@ -46,6 +51,8 @@ from grader.gradebook import GRADER_ERROR, Gradebook, content_hash, grader_key, 
 from grader.i18n import Text, rendered, t, verbatim
 from grader.notebooks import MAX_NOTEBOOK_BYTES, is_submitted_notebook
 from grader.notebooks import SUFFIX as NOTEBOOK_SUFFIX
+from grader.policy import FROM_PUSH, FROM_SEEN, Policy, Submitted, student_dates
+from grader.roster import Student, match
 from grader.reporting import write_atomic
 from grader.sandbox.private import private_folder
 from grader.sandbox.staging import MAX_SOURCE_BYTES
@@ -275,6 +282,17 @@ class Timeline:
         first = next((e for e in self.entries if e[1] == sha), None)
         return Arrival(parse_time(first[0]), first[2]) if first else None
 
+    def submitted(self, sha: str) -> Submitted | None:
+        """When `sha` was handed in, for a lateness: the time of its push when GitHub recorded it; when only a sync
+        saw it, the moment before, at which the branch held something else (it arrived after that: a time that
+        never makes it later than it was); None when nothing before it is known."""
+        index = next((i for i, e in enumerate(self.entries) if e[1] == sha), None)
+        if index is None:
+            return None
+        if self.entries[index][2] == PUSHED:
+            return Submitted(parse_time(self.entries[index][0]), FROM_PUSH)
+        return Submitted(parse_time(self.entries[index - 1][0]), FROM_SEEN) if index > 0 else None
+
 
 def load_state(path: Path) -> dict:
     """classroom.json: {"version": 2, "repositories": {name: {"posted": sha or None, "timeline": entries}}}.
@@ -296,6 +314,12 @@ def arrival(out: Path, repository: str, sha: str) -> Arrival | None:
     or before). None when no sync saw it. What a lateness policy reads."""
     record = load_state(out / STATE_FILE)["repositories"].get(repository)
     return Timeline(record["timeline"]).arrival(sha) if record else None
+
+
+def submitted_time(out: Path, repository: str, sha: str) -> Submitted | None:
+    """When commit `sha` was handed in to `repository`, as the syncs into `out` know it (Timeline.submitted)."""
+    record = load_state(out / STATE_FILE)["repositories"].get(repository)
+    return Timeline(record["timeline"]).submitted(sha) if record else None
 
 
 def commit_to_grade(github: GitHub, org: str, repo: dict, record: dict, deadline: dt.datetime | None,
@@ -387,8 +411,9 @@ def scorecard_comment(report_dir: Path, sha: str, lang: str = "en") -> tuple[str
         return ("error", t("could not be graded; your instructor has been told").render(lang),
                 t("Commit {sha} could not be graded.", sha=sha).render(lang))
     report = json.loads(report_file.read_text(encoding="utf-8"))
-    description = t("score {score:g}/{max_score:g} ({percent:g}%)", score=report["score"],
-                    max_score=report["max_score"], percent=report["percent"])
+    grade = report.get("grade") or {}   # the final grade, after the late penalty and the instructor's overrides
+    description = t("score {score:g}/{max_score:g} ({percent:g}%)", score=grade.get("final", report["score"]),
+                    max_score=report["max_score"], percent=grade.get("percent", report["percent"]))
     scorecard = (report_dir / "scorecard.md").read_text(encoding="utf-8")
     heading = t("Hidden criteria, commit {sha}: {description}", sha=sha, description=description)
     return "success", description.render(lang), f"{heading.render(lang)}\n\n{scorecard}"
@@ -396,11 +421,13 @@ def scorecard_comment(report_dir: Path, sha: str, lang: str = "en") -> tuple[str
 
 def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade_batch: Callable[..., dict],
          deadline: dt.datetime | None = None, lang: str = "en",
-         clock: Callable[[], dt.datetime] = utc_now) -> list[Row]:
+         clock: Callable[[], dt.datetime] = utc_now, policy: Policy | None = None,
+         roster: list[Student] | None = None) -> list[Row]:
     """Grade every student repository whose commit to grade is not the one already posted, and post back; a row
     for each repository that had something to do, by name. `grade_batch(submissions, out)` grades every student
     folder of `submissions` into `out` (grader batch, with its regrade on: each of them is a new commit).
-    Statuses, comments and rows are written in `lang`; `clock` says what time it is."""
+    Statuses, comments and rows are written in `lang`; `clock` says what time it is. A `policy` with a due date
+    sets each student's deadline instead of `deadline`: their cutoff, moved by their extension in `roster`."""
     private_folder(out)   # every student's files and reports: at the basic level, no classmate's code may read it
     state_file = out / STATE_FILE
     state = load_state(state_file)
@@ -414,14 +441,19 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
         repository = repo["name"]
         student = repository[len(prefix) + 1:]
         record = state["repositories"].setdefault(repository, {"posted": None, "timeline": []})
+        own_deadline = deadline
+        if policy is not None and policy.due is not None:
+            found = match(student, roster)[0] if roster else None
+            dates = student_dates(policy, found.column("extension") if found else "")
+            own_deadline = dates.cutoff if dates else None   # no cutoff: late work counts, the newest commit
         try:
-            sha = commit_to_grade(github, org, repo, record, deadline, clock())
+            sha = commit_to_grade(github, org, repo, record, own_deadline, clock())
         except UNEXPECTED as exc:
             retry(student, repository, None, LISTING, t("could not read the repository's branch: {error}; tried "
                                                         "again by the next run", error=verbatim(exc)))
             continue
         if sha is None:
-            none = t("no commit reached the branch by the deadline") if deadline else t("no commit yet")
+            none = t("no commit reached the branch by the deadline") if own_deadline else t("no commit yet")
             rows.append(Row(student, repository, None, NOTHING, none.render(lang)))
         elif record["posted"] != sha:
             todo.append((student, repository, sha))
@@ -444,6 +476,12 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
     verdicts: dict[str, tuple[str, str, str]] = {}   # student -> (status, content hash, message)
     if ready:
         try:
+            book = Gradebook(out / "gradebook.sqlite")   # each commit's arrival, for the batch's late penalty
+            try:
+                book.set_submitted({student: submitted_time(out, repository, sha)
+                                    for student, repository, sha, _ in ready})
+            finally:
+                book.close()
             grade_batch(fetched, out)
             book = Gradebook(out / "gradebook.sqlite")
             try:

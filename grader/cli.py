@@ -117,7 +117,47 @@ def build_parser() -> argparse.ArgumentParser:
                             "course.toml's [cluster.<kind>] and --cluster-option). Default: warm processes here, no Dask")
     batch.add_argument("--cluster-option", action="append", default=[], metavar="KEY=VALUE", type=cluster_option,
                        help="a dask-jobqueue setting, e.g. queue=gpu or walltime=01:00:00 (repeatable)")
+    batch.add_argument("--format", default=(), type=lms_formats_argument, dest="formats", metavar="canvas,moodle",
+                       help="also write the grades as a learning management system imports them: canvas.csv "
+                            "(Canvas's gradebook import; the roster needs canvas_id, sis_user_id or sis_login_id) "
+                            "and/or moodle.csv (Moodle's grade import); both need --roster")
+    batch.add_argument("--submitted-at", type=Path, default=None, metavar="CSV",
+                       help="when each submission was handed in, for course.toml's [policy]: a CSV with the columns "
+                            "submission (or id, a roster's student) and submitted_at (ISO 8601). A roster's "
+                            "submitted_at column does the same; a file's modification time is never used")
     batch.set_defaults(handler=command_batch)
+
+    override = sub.add_parser("override", help="correct a grade by hand, with a comment; kept across regrades")
+    override.add_argument("gradebook", type=Path, help="the folder grader batch wrote (or its gradebook.sqlite)")
+    override.add_argument("student", nargs="?", default=None,
+                          help="the submission's name in the gradebook, or a roster student's id")
+    override.add_argument("target", nargs="?", default="", metavar="EXERCISE[/CRITERION]",
+                          help="what the points are for: a criterion, a whole exercise, or (left out) the whole grade")
+    override.add_argument("--points", type=points_argument, default=None, metavar="N",
+                          help="the points it earns now (0 to its maximum)")
+    override.add_argument("--comment", default=None, metavar="TEXT", help="why (shown in the student's report)")
+    override.add_argument("--author", default=None, help="who corrects it (default: this account's user name)")
+    override.add_argument("--list", action="store_true", help="list every override, and those no longer applied")
+    override.add_argument("--remove", action="store_true", help="remove the override of STUDENT [TARGET]")
+    override.add_argument("--lang", choices=("en", "zh"), default=None,
+                          help="language of the messages (default: the gradebook's, as grader batch last wrote it)")
+    override.set_defaults(handler=command_override)
+
+    lms = sub.add_parser("lms", help="send the gradebook's grades to a learning management system")
+    lms_sub = lms.add_subparsers(dest="lms_command", required=True, metavar="SYSTEM")
+    canvas = lms_sub.add_parser("canvas", help="one PUT per student: the final grade and the scorecard as a comment")
+    canvas.add_argument("gradebook", type=Path, help="the folder grader batch wrote (or its gradebook.sqlite)")
+    canvas.add_argument("--course", dest="canvas_course", required=True, metavar="ID", help="Canvas's course id")
+    canvas.add_argument("--assignment", required=True, metavar="ID", help="Canvas's assignment id")
+    canvas.add_argument("--url", default=os.environ.get("CANVAS_URL"),
+                        help="the Canvas instance, e.g. https://canvas.uni.edu (default: $CANVAS_URL); the token "
+                             "comes from $CANVAS_TOKEN")
+    canvas.add_argument("--roster", type=Path, default=None, metavar="CSV",
+                        help="the roster (default: the one grader batch last used)")
+    canvas.add_argument("--dry-run", action="store_true", help="print what would be sent; send nothing")
+    canvas.add_argument("--force", action="store_true", help="send again what was sent before unchanged")
+    canvas.add_argument("--lang", choices=("en", "zh"), default=None)
+    canvas.set_defaults(handler=command_lms_canvas)
 
     handout = sub.add_parser("handout", help="write the student repository: exercises, public tests, a CI workflow")
     handout.add_argument("out", type=Path)
@@ -134,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)), help="submissions graded at once")
     sync.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
     sync.add_argument("--lang", choices=("en", "zh"), default="en")
+    sync.add_argument("--roster", type=Path, default=None, metavar="CSV",
+                      help="the class list, its id the GitHub user name: names the students and gives each their "
+                           "extension (course.toml's [policy])")
     sync.set_defaults(handler=command_classroom_sync)
 
     bundle = sub.add_parser("gradescope", help="build a Gradescope autograder bundle (setup.sh, run_autograder)")
@@ -176,6 +219,27 @@ def formats_argument(text: str) -> tuple[str, ...]:
     if unknown or not chosen:
         raise argparse.ArgumentTypeError(f"unknown format {', '.join(unknown) or '(none)'}; choose from {', '.join(FORMATS)}")
     return chosen
+
+
+def lms_formats_argument(text: str) -> tuple[str, ...]:
+    from grader.batch import LMS_FILES
+
+    chosen = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
+    unknown = [f for f in chosen if f not in LMS_FILES]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"unknown format {', '.join(unknown) or '(none)'}; choose from "
+                                         f"{', '.join(LMS_FILES)}")
+    return chosen
+
+
+def points_argument(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of points (0 or more)")
+    return value
 
 
 def percent_argument(text: str) -> float:
@@ -377,16 +441,25 @@ def command_batch(args) -> int:
         raise UsageError(f"the strict sandbox is unavailable: {strict_missing()}; pass --sandbox basic to grade "
                          "with weaker isolation")
     guard_basic_level(course, args.sandbox, args.lang, args.submissions)
+    from grader.i18n import t
+    from grader.policy import PolicyError, load_policy, read_submission_times
+
     try:
         roster = read_roster(args.roster) if args.roster else None
-    except RosterError as exc:
-        raise UsageError(str(exc)) from None
+        load_policy(course)
+        times = read_submission_times(args.submitted_at) if args.submitted_at else {}
+    except (RosterError, PolicyError) as exc:
+        raise UsageError(exc.said.render(args.lang)) from None
+    if args.formats and roster is None:
+        raise UsageError(t("--format {formats} needs --roster: the roster says who each student is to the system",
+                           formats=",".join(args.formats)).render(args.lang))
+    check_lms_roster(roster, args.formats, args.lang)
     interactive = sys.stderr.isatty()
     progress = BatchProgress(on_change=lambda *event: show_progress(progress, interactive, args.lang, *event))
     try:
         outcome = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
                             args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
-                            args.excel)
+                            args.excel, args.formats, times)
     except (BatchBusy, ClusterError) as exc:
         raise UsageError(str(exc)) from None
     if interactive:
@@ -399,7 +472,39 @@ def command_batch(args) -> int:
     if outcome["rendered"]:   # reports of earlier runs, in another language
         print(t("{count} students' reports written again in this language, from their report.json (no grading)",
                 count=outcome["rendered"]).render(args.lang))
+    report_after_publishing(outcome, args.lang)
     return EXIT_OK
+
+
+def check_lms_roster(roster, formats: tuple[str, ...], lang: str) -> None:
+    """What --format canvas needs of the roster, found out before any grading."""
+    from grader.lms import CANVAS_IDENTIFIERS
+    from grader.i18n import t
+
+    if "canvas" in formats and roster is not None and not any(s.column(c) for s in roster for c in CANVAS_IDENTIFIERS):
+        raise UsageError(t("Canvas finds a student by ID, SIS User ID or SIS Login ID: the roster needs a column "
+                           "canvas_id, sis_user_id or sis_login_id (a grade is never placed by a name)").render(lang))
+
+
+def report_after_publishing(outcome: dict, lang: str) -> None:
+    """What a batch (or an override) adds to its summary: reports written again for their grade, submission times
+    that fit no submission, overrides no longer applied, a similarity comparison that did not finish."""
+    from grader.i18n import t
+    from grader.render.safe_text import terminal_text
+
+    if outcome.get("regraded"):
+        print(t("{count} students' reports written again for their grade (overrides, lateness), with no grading",
+                count=outcome["regraded"]).render(lang))
+    for name in outcome.get("unplaced_times", []):
+        print("grader: " + terminal_text(t("warning: --submitted-at names {name}, which fits no submission",
+                                           name=name).render(lang)), file=sys.stderr)
+    for line in outcome.get("stale", []):
+        print("grader: " + terminal_text(t("warning: override {target} of {student} is not applied: {said}",
+                                           target=line.target or "*", student=line.student,
+                                           said=line.said[lang]).render(lang)), file=sys.stderr)
+    if outcome.get("similarity") is not None:
+        print("grader: " + terminal_text(t("warning: similar code was not compared: {why}",
+                                           why=outcome["similarity"]).render(lang)), file=sys.stderr)
 
 
 def guard_basic_level(course, sandbox: str, lang: str, class_folder: Path | None) -> None:
@@ -479,7 +584,19 @@ def command_classroom_sync(args) -> int:
     if args.sandbox == "strict" and strict_missing():
         raise UsageError(f"the strict sandbox is unavailable: {strict_missing()}; pass --sandbox basic")
     guard_basic_level(course, args.sandbox, args.lang, None)   # the fetched files stay in --out, owner-only
+    from grader.i18n import t
+    from grader.policy import PolicyError, load_policy
+    from grader.roster import RosterError, read_roster
+
     deadline = classroom_settings(course).get("deadline")
+    try:
+        policy = load_policy(course)
+        roster = read_roster(args.roster) if args.roster else None
+    except (PolicyError, RosterError) as exc:
+        raise UsageError(exc.said.render(args.lang)) from None
+    if deadline is not None and policy is not None and policy.due is not None:
+        raise UsageError(t("course.toml sets the deadline twice: [policy] due (with its late penalty and cutoff) "
+                           "replaces [classroom] deadline; remove one").render(args.lang))
     try:
         deadline = parse_time(str(deadline)) if deadline is not None else None
     except ValueError:
@@ -488,10 +605,11 @@ def command_classroom_sync(args) -> int:
     out = args.out.absolute()
 
     def grade_batch(submissions, gradebook):
-        return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang)
+        return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang, roster=roster)
 
     try:
-        rows = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch, deadline, args.lang)
+        rows = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch, deadline, args.lang,
+                    policy=policy, roster=roster)
     except GitHubError as exc:   # the organisation's repositories could not be listed: nothing is known
         raise UsageError(f"GitHub: {exc}") from None
     for row in rows:
@@ -503,6 +621,189 @@ def command_classroom_sync(args) -> int:
     retried = sum(r.status == RETRY for r in rows)
     print(f"{posted} scorecards posted, {retried} repositories to try again; gradebook in {out}")
     return EXIT_INCOMPLETE if retried else EXIT_OK
+
+
+def gradebook_folder(path: Path, lang: str) -> Path:
+    """The folder `grader batch` wrote, given it or its gradebook.sqlite."""
+    from grader.i18n import t
+
+    folder = path.parent if path.name == "gradebook.sqlite" else path
+    if not (folder / "gradebook.sqlite").is_file():
+        raise UsageError(t("{path} holds no gradebook.sqlite: name the folder grader batch --out wrote",
+                           path=str(path)).render(lang))
+    return folder.absolute()
+
+
+def command_override(args) -> int:
+    """`grader override`: set, remove or list the instructor's overrides, then write the student's report and the
+    class files again (no grading)."""
+    from grader.batch import BatchBusy, batch_lock, publish, stored_settings
+    from grader.i18n import t
+    from grader.policy import PolicyError
+    from grader.render.safe_text import terminal_text
+
+    course = load_course(args.course)
+    probe_lang = args.lang or "en"
+    out = gradebook_folder(args.gradebook, probe_lang)
+    settings = stored_settings(out)
+    lang = args.lang or settings["lang"]
+    if args.list:
+        if args.student or args.points is not None or args.comment or args.remove:
+            raise UsageError(t("--list takes the gradebook alone").render(lang))
+        return list_overrides(course, out, settings, lang)
+    if not args.student:
+        raise UsageError(t("name the student: grader override GRADEBOOK STUDENT [EXERCISE[/CRITERION]] --points N "
+                           "--comment TEXT").render(lang))
+    if args.remove and (args.points is not None or args.comment):
+        raise UsageError(t("--remove takes no --points or --comment").render(lang))
+    if not args.remove and (args.points is None or not (args.comment or "").strip()):
+        raise UsageError(t("an override needs --points N and --comment TEXT (the comment is shown to the student)")
+                         .render(lang))
+    exercise, _, criterion = args.target.partition("/")
+    try:
+        with batch_lock(out):   # no batch writes the gradebook or its pages meanwhile
+            name = change_override(course, out, settings, args, exercise, criterion, lang)
+            outcome = publish(course, out, settings["lang"], settings["roster"], settings["excel"],
+                              settings["formats"])
+    except (BatchBusy, PolicyError) as exc:
+        raise UsageError(str(exc)) from None
+    said = (t("override of {target} for {student} removed", target=args.target or t("the whole grade"), student=name)
+            if args.remove else
+            t("override stored: {target} of {student} earns {points:g}", target=args.target or t("the whole grade"),
+              student=name, points=args.points))
+    print(terminal_text(said.render(lang)))
+    print(terminal_text(t("{count} students' reports and the class files written again (no grading)",
+                          count=outcome["rendered"] + outcome["regraded"]).render(lang)))
+    return EXIT_OK
+
+
+def change_override(course, out: Path, settings: dict, args, exercise: str, criterion: str, lang: str) -> str:
+    """Store or remove the override the arguments say; the submission's name it is keyed by."""
+    from grader.gradebook import Gradebook, graded_lines, grader_key
+    from grader.grades import Override, author, now
+    from grader.i18n import t
+
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        lines = graded_lines(course, book, grader_key(course), settings["roster"])
+        name = resolve_student(args.student, lines, lang)
+        if args.remove:
+            if not book.remove_override(name, exercise, criterion):
+                raise UsageError(t("{student} has no override of {target}", student=name,
+                                   target=args.target or t("the whole grade")).render(lang))
+            return name
+        line = next(line for line in lines if line.name == name)
+        if line.grade is None:
+            raise UsageError(t("{student} has no verdict to correct: {reason}", student=name,
+                               reason=(line.reason or {}).get(lang, "")).render(lang))
+        most = target_maximum(course, exercise, criterion, lang)
+        if args.points > most:
+            raise UsageError(t("{points:g} points is more than {target} is worth ({most:g})", points=args.points,
+                               target=args.target or t("the whole grade"), most=most).render(lang))
+        book.set_override(Override(name, exercise, criterion, args.points, args.comment.strip(),
+                                   args.author or author(), now()))
+        return name
+    finally:
+        book.close()
+
+
+def resolve_student(given: str, lines, lang: str) -> str:
+    """The gradebook's submission a STUDENT argument names: a submission's name, else a roster student's id (who
+    must have one submission)."""
+    from grader.i18n import t
+
+    names = [line.name for line in lines if line.submission is not None]
+    if given in names:
+        return given
+    theirs = [line.name for line in lines if line.student is not None and line.submission is not None
+              and line.student.id.casefold() == given.casefold()]
+    if len(theirs) == 1:
+        return theirs[0]
+    if theirs:
+        raise UsageError(t("{student} has {count} submissions ({names}): name one", student=given, count=len(theirs),
+                           names=", ".join(theirs)).render(lang))
+    if any(line.student is not None and line.student.id.casefold() == given.casefold() for line in lines):
+        raise UsageError(t("{student} has no submission to correct", student=given).render(lang))
+    raise UsageError(t("the gradebook holds no submission or roster student {student}", student=given).render(lang))
+
+
+def target_maximum(course, exercise: str, criterion: str, lang: str) -> float:
+    """What an override's target is worth, once it is known to be one of the course's."""
+    from grader.i18n import t
+
+    if not exercise:
+        return sum(ex.max_points for ex in course.exercises)
+    known = {ex.id: ex for ex in course.exercises}
+    if exercise not in known:
+        raise UsageError(t("the course has no exercise {exercise}; it has {known}", exercise=exercise,
+                           known=", ".join(known)).render(lang))
+    ex = known[exercise]
+    if not criterion:
+        return ex.max_points
+    if criterion not in ex.points:
+        raise UsageError(t("exercise {exercise} has no criterion {criterion}; it has {known}", exercise=exercise,
+                           criterion=criterion, known=", ".join(ex.points)).render(lang))
+    return ex.points[criterion]
+
+
+def list_overrides(course, out: Path, settings: dict, lang: str) -> int:
+    """One line per override: student, target, the points it gives and the grader gave, comment, author, time; one
+    the grading no longer holds a target for says it is not applied."""
+    from grader.gradebook import Gradebook, class_summary, grader_key
+    from grader.i18n import t
+    from grader.render.safe_text import terminal_text
+
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        lines = class_summary(course, book, grader_key(course), settings["roster"]).overrides
+    finally:
+        book.close()
+    for o in lines:
+        target = o.target or t("the whole grade").render(lang)
+        if o.graded is not None:
+            said = t("{student} {target}: {points:g} (graded {graded:g}) · {comment} · {author}, {at}",
+                     student=o.student, target=target, points=o.points, graded=o.graded, comment=o.comment,
+                     author=o.author, at=o.at)
+        else:
+            said = t("{student} {target}: {points:g}, NOT APPLIED: {why} · {comment} · {author}, {at}",
+                     student=o.student, target=target, points=o.points, why=o.said[lang], comment=o.comment,
+                     author=o.author, at=o.at)
+        print(terminal_text(said.render(lang)))
+    print(t("{count} overrides", count=len(lines)).render(lang))
+    return EXIT_OK
+
+
+def command_lms_canvas(args) -> int:
+    """`grader lms canvas`: each roster student's final grade and scorecard to a Canvas assignment."""
+    from grader.batch import stored_settings
+    from grader.i18n import t
+    from grader.lms import FAILED, TOKEN_VARIABLE, LmsError, canvas_push, said_of
+    from grader.render.safe_text import terminal_text
+    from grader.roster import RosterError, read_roster
+
+    course = load_course(args.course)
+    out = gradebook_folder(args.gradebook, args.lang or "en")
+    settings = stored_settings(out)
+    lang = args.lang or settings["lang"]
+    try:
+        roster = read_roster(args.roster) if args.roster else settings["roster"]
+    except RosterError as exc:
+        raise UsageError(exc.said.render(lang)) from None
+
+    def show(sent) -> None:
+        print(terminal_text(said_of(sent).render(lang)), flush=True)
+
+    try:
+        sent = canvas_push(course, out, roster, args.canvas_course, args.assignment, args.url,
+                           os.environ.get(TOKEN_VARIABLE), args.dry_run, args.force, show, lang)
+    except LmsError as exc:
+        raise UsageError(exc.said.render(lang)) from None
+    counts = {status: sum(s.status == status for s in sent) for status in {s.status for s in sent}}
+    print(t("{students} students: {sent} sent, {unchanged} unchanged, {skipped} not sent, {failed} failed",
+            students=len(sent), sent=counts.get("sent", 0) + counts.get("dry run", 0),
+            unchanged=counts.get("unchanged", 0), skipped=counts.get("skipped", 0),
+            failed=counts.get(FAILED, 0)).render(lang))
+    return EXIT_INCOMPLETE if counts.get(FAILED) else EXIT_OK
 
 
 def command_gradescope(args) -> int:

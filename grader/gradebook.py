@@ -13,15 +13,20 @@ import hashlib
 import io
 import json
 import sqlite3
+import tomllib
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grader
+from markupsafe import Markup
+
 from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.render.safe_text import csv_cell
+from grader.grades import Grade, Override, grade_of
+from grader.policy import Submitted, lateness, student_dates
 from grader.roster import Student, match
 
 SCHEMA = """
@@ -36,6 +41,35 @@ CREATE TABLE IF NOT EXISTS results (
     exercise TEXT NOT NULL, criterion TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL,
     points REAL NOT NULL, max_points REAL NOT NULL, message TEXT NOT NULL,
     PRIMARY KEY (submission, grader_key, exercise, criterion)
+);
+-- The instructor's corrections, applied after grading (grader.grades): no grader key, so that they outlive every
+-- regrade and re-judging. exercise '' corrects the whole grade, criterion '' the whole exercise.
+CREATE TABLE IF NOT EXISTS overrides (
+    student TEXT NOT NULL, exercise TEXT NOT NULL, criterion TEXT NOT NULL, points REAL NOT NULL,
+    comment TEXT NOT NULL, author TEXT NOT NULL, at TEXT NOT NULL,
+    PRIMARY KEY (student, exercise, criterion)
+);
+-- When each submission was handed in, and how that is known (grader.policy's FROM_* words).
+CREATE TABLE IF NOT EXISTS submitted (
+    submission TEXT PRIMARY KEY, at TEXT NOT NULL, how TEXT NOT NULL
+);
+-- The exercise files each submission was graded on, for comparing submissions with one another.
+CREATE TABLE IF NOT EXISTS sources (
+    submission TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL, code TEXT NOT NULL,
+    PRIMARY KEY (submission, exercise)
+);
+-- Pairs of near-identical exercise files (grader.similarity): replaced whole by every comparison.
+CREATE TABLE IF NOT EXISTS similar (
+    exercise TEXT NOT NULL, first TEXT NOT NULL, second TEXT NOT NULL, similarity REAL NOT NULL,
+    first_share REAL NOT NULL, second_share REAL NOT NULL, first_html TEXT NOT NULL, second_html TEXT NOT NULL,
+    PRIMARY KEY (exercise, first, second)
+);
+-- What the last `grader batch` wrote its class files with (roster, language...), so that a command changing one
+-- grade writes them again the same way; and what was last sent to a learning management system.
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sent (
+    target TEXT NOT NULL, submission TEXT NOT NULL, digest TEXT NOT NULL, at TEXT NOT NULL,
+    PRIMARY KEY (target, submission)
 );
 """
 
@@ -52,8 +86,13 @@ NOT_IN_ROSTER = "not in roster"
 
 
 def grader_key(course: Course) -> str:
-    digest = hashlib.sha256((course.root / COURSE_FILE).read_bytes()).hexdigest()[:10]
-    return f"{grader.__version__}+{digest}"
+    """The grader version and a digest of what course.toml sets, its [policy] table left out: deadlines and late
+    penalties are applied to grades after grading, so setting or changing them grades nothing again. The digest is
+    of the settings (canonical JSON), not of the text: a comment or a blank line changes no grading either."""
+    settings = tomllib.loads((course.root / COURSE_FILE).read_text(encoding="utf-8"))
+    settings.pop("policy", None)
+    canonical = json.dumps(settings, sort_keys=True, ensure_ascii=False, default=str)
+    return f"{grader.__version__}+{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
 
 
 def content_hash(course: Course, submission: Path) -> str:
@@ -138,6 +177,89 @@ class Gradebook:
         self.db.row_factory = sqlite3.Row
         return self.db.execute("SELECT * FROM results WHERE grader_key=? ORDER BY submission, rowid", (key,)).fetchall()
 
+    # --- the instructor's overrides ------------------------------------------------------------------------------
+
+    def set_override(self, override: Override) -> None:
+        with self._transaction():
+            self.db.execute("INSERT OR REPLACE INTO overrides VALUES (?,?,?,?,?,?,?)",
+                            (override.student, override.exercise, override.criterion, override.points,
+                             override.comment, override.author, override.at))
+
+    def remove_override(self, student: str, exercise: str, criterion: str) -> bool:
+        with self._transaction():
+            gone = self.db.execute("DELETE FROM overrides WHERE student=? AND exercise=? AND criterion=?",
+                                   (student, exercise, criterion))
+        return gone.rowcount > 0
+
+    def overrides(self) -> list[Override]:
+        """Every override, by student, then in the order grader.grades applies them."""
+        self.db.row_factory = sqlite3.Row
+        rows = self.db.execute("SELECT * FROM overrides ORDER BY student, exercise = '', criterion = '', exercise, "
+                               "criterion").fetchall()
+        return [Override(r["student"], r["exercise"], r["criterion"], r["points"], r["comment"], r["author"], r["at"])
+                for r in rows]
+
+    # --- when each submission was handed in ----------------------------------------------------------------------
+
+    def set_submitted(self, times: dict[str, Submitted | None]) -> None:
+        """Record when each submission was handed in; None forgets what was recorded (the time is not known)."""
+        with self._transaction():
+            self.db.executemany("DELETE FROM submitted WHERE submission=?",
+                                [(name,) for name, s in times.items() if s is None])
+            self.db.executemany("INSERT OR REPLACE INTO submitted VALUES (?,?,?)",
+                                [(name, s.at.isoformat(), s.how) for name, s in times.items() if s is not None])
+
+    def submitted(self) -> dict[str, Submitted]:
+        from grader.policy import parse_moment
+
+        return {name: Submitted(parse_moment(at), how)
+                for name, at, how in self.db.execute("SELECT submission, at, how FROM submitted").fetchall()}
+
+    # --- the files each submission was graded on, and the pairs found alike ---------------------------------------
+
+    def store_sources(self, submission: str, chash: str, files: dict[str, str]) -> None:
+        with self._transaction():
+            self.db.execute("DELETE FROM sources WHERE submission=?", (submission,))
+            self.db.executemany("INSERT INTO sources VALUES (?,?,?,?)",
+                                [(submission, ex, chash, code) for ex, code in files.items()])
+
+    def sources(self) -> dict[str, tuple[str, dict[str, str]]]:
+        """submission -> (the content hash its files were stored with, exercise id -> code)."""
+        found: dict[str, tuple[str, dict[str, str]]] = {}
+        for name, ex, chash, code in self.db.execute("SELECT submission, exercise, content_hash, code FROM sources "
+                                                     "ORDER BY submission, exercise"):
+            found.setdefault(name, (chash, {}))[1][ex] = code
+        return found
+
+    def store_similar(self, pairs: list[dict]) -> None:
+        with self._transaction():
+            self.db.execute("DELETE FROM similar")
+            self.db.executemany("INSERT INTO similar VALUES (?,?,?,?,?,?,?,?)",
+                                [(p["exercise"], p["first"], p["second"], p["similarity"], p["first_share"],
+                                  p["second_share"], p["first_html"], p["second_html"]) for p in pairs])
+
+    def similar(self) -> list[sqlite3.Row]:
+        self.db.row_factory = sqlite3.Row
+        return self.db.execute("SELECT * FROM similar ORDER BY exercise, similarity DESC, first, second").fetchall()
+
+    # --- settings, and what was sent where -----------------------------------------------------------------------
+
+    def setting(self, key: str, default=None):
+        row = self.db.execute("SELECT value FROM settings WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def set_settings(self, values: dict) -> None:
+        with self._transaction():
+            self.db.executemany("INSERT OR REPLACE INTO settings VALUES (?,?)",
+                                [(k, json.dumps(v, ensure_ascii=False)) for k, v in values.items()])
+
+    def sent(self, target: str) -> dict[str, str]:
+        return dict(self.db.execute("SELECT submission, digest FROM sent WHERE target=?", (target,)).fetchall())
+
+    def mark_sent(self, target: str, submission: str, digest: str, at: str) -> None:
+        with self._transaction():
+            self.db.execute("INSERT OR REPLACE INTO sent VALUES (?,?,?,?)", (target, submission, digest, at))
+
 
 # What a submission's row says it is, in grades.csv and class.html: the gradebook's status and its rows decide.
 COMPLETE, PARTIAL, EMPTY, MISSING = "complete", "partial", "empty", "missing"
@@ -167,41 +289,96 @@ def _results_by_submission(book: Gradebook, key: str) -> dict[str, list[sqlite3.
     return rows
 
 
-def _exercise_points(course: Course, rows: list[sqlite3.Row]) -> list[float]:
-    points = {ex.id: 0.0 for ex in course.exercises}
-    for r in rows:
-        if r["exercise"] in points:
-            points[r["exercise"]] += r["points"]
-    return [points[ex.id] for ex in course.exercises]
+@dataclass
+class GradedLine:
+    """One line of the class files: a roster's student and/or a submission, its standing, and its grade (None when
+    there is no verdict on the student's work)."""
+
+    student: Student | None
+    how: str                        # how the submission was matched to the roster (grades.csv's roster column)
+    submission: sqlite3.Row | None  # None for a roster's student with no submission
+    rows: list[sqlite3.Row]
+    standing: str
+    grade: Grade | None
+
+    @property
+    def name(self) -> str:
+        return self.submission["submission"] if self.submission is not None else ""
+
+    @property
+    def reason(self) -> dict[str, str] | None:
+        return reason(self.standing, self.submission["message"] if self.submission is not None else None)
 
 
-def grades_csv(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None) -> str:
-    """One line per submission, ready for a learning management system's import: the student, the status word,
-    each exercise's points and the total, the maxima in the headers. With no roster the id is the submission's
-    name; with one, its students come first in its order (matched as grader.roster says; those with no
-    submission as `missing`, no points), then the submissions it does not name, flagged in the `roster` column."""
+def graded_lines(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None
+                 ) -> list[GradedLine]:
+    """Every line of the class files in their order (see with_roster), each graded as grader.grades says: the
+    criteria's points, the overrides, and under course.toml's [policy] the lateness of the time the gradebook holds
+    for the submission, by the student's extension."""
+    from grader.policy import load_policy
+
+    policy = load_policy(course)
     results = _results_by_submission(book, key)
+    overrides: dict[str, list[Override]] = {}
+    for o in book.overrides():
+        overrides.setdefault(o.student, []).append(o)
+    submitted = book.submitted() if policy is not None and policy.due is not None else {}
+    lines = []
+    for student, how, s in with_roster(book.submissions(key), roster):
+        if s is None:
+            lines.append(GradedLine(student, how, None, [], MISSING, None))
+            continue
+        rows = results.get(s["submission"], [])
+        kind = standing(s["status"], s["score"], s["max_score"], [r["status"] for r in rows])
+        if kind in NOT_JUDGED:
+            lines.append(GradedLine(student, how, s, rows, kind, None))
+            continue
+        late = None
+        if policy is not None and policy.due is not None:
+            dates = student_dates(policy, student.column("extension") if student else "")
+            late = lateness(policy, dates, submitted.get(s["submission"])) if dates else None
+        grade = grade_of(course, rows, overrides.get(s["submission"], []), late)
+        kind = COMPLETE if grade.max_score > 0 and grade.raw >= grade.max_score else PARTIAL
+        lines.append(GradedLine(student, how, s, rows, kind, grade))
+    return lines
+
+
+# grades.csv's `late` column: what the submission's time makes of it under course.toml's [policy].
+LATE_WORDS = {"on_time": "on time", "late": "late", "too_late": "after the cutoff", "unknown": "time unknown"}
+
+
+def grades_csv(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None,
+               lang: str = "en") -> str:
+    """One line per submission, ready for a learning management system's import: the student, the status word,
+    each exercise's points with the instructor's overrides, `raw` (their sum), the late `penalty`, `total` (the
+    final grade) and its percent, the maxima in the headers; `late` and `submitted_at` under a late policy. Where
+    there is no grade (no verdict on the student's work, or no submission) every grade cell is blank, never 0, and
+    `reason` says why (in `lang`). With no roster the id is the submission's name; with one, its students come
+    first in its order (matched as grader.roster says), then the submissions it does not name, flagged in the
+    `roster` column."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     course_max = sum(ex.max_points for ex in course.exercises)
     writer.writerow(["id", "name", "email", "submission", "status",
-                     *[f"{ex.id} ({ex.max_points:g})" for ex in course.exercises], f"total ({course_max:g})",
-                     "percent", "roster", "content_hash"])
-
-    def line(student: Student | None, how: str, s: sqlite3.Row | None) -> list[str]:
+                     *[f"{ex.id} ({ex.max_points:g})" for ex in course.exercises], f"raw ({course_max:g})",
+                     "penalty", f"total ({course_max:g})", "percent", "late", "submitted_at", "reason", "roster",
+                     "content_hash"])
+    for line in graded_lines(course, book, key, roster):
+        student, s, grade = line.student, line.submission, line.grade
         who = ([student.id, student.name, student.email] if student
-               else ["" if roster else s["submission"], "", ""])
-        if s is None:
-            graded = [MISSING, *["0"] * len(course.exercises), "0", "0", how, ""]
-            return [csv_cell(cell) for cell in (*who, "", *graded)]
-        rows = results.get(s["submission"], [])
-        word = STANDING_WORDS[standing(s["status"], s["score"], s["max_score"], [r["status"] for r in rows])]
-        return [csv_cell(cell) for cell in (*who, s["submission"], word,
-                                            *[f"{p:g}" for p in _exercise_points(course, rows)],
-                                            f"{s['score']:g}", f"{s['percent']:g}", how, s["content_hash"])]
-
-    for student, how, s in with_roster(book.submissions(key), roster):
-        writer.writerow(line(student, how, s))
+               else ["" if roster else line.name, "", ""])
+        late = grade.lateness if grade else None
+        if grade is None:
+            points = ["" for _ in course.exercises] + ["", "", "", ""]
+        else:
+            points = [*[f"{grade.exercise_points[ex.id]:g}" for ex in course.exercises], f"{grade.raw:g}",
+                      f"{grade.penalty:g}", f"{grade.final:g}", f"{grade.percent:g}"]
+        why = line.reason
+        cells = (*who, line.name, STANDING_WORDS[line.standing], *points,
+                 LATE_WORDS[late.state] if late else "",
+                 late.submitted.at.isoformat(timespec="seconds") if late and late.submitted else "",
+                 why[lang] if why else "", line.how, s["content_hash"] if s is not None else "")
+        writer.writerow([csv_cell(cell) for cell in cells])
     return out.getvalue()
 
 
@@ -244,6 +421,7 @@ class ExerciseCell:
     max_points: float
     state: str                    # one of CELL_STATES
     link: str | None              # the exercise's section of the student's report.html
+    overridden: bool = False      # the instructor's override set its points, or one of its criteria's
 
 
 @dataclass
@@ -251,8 +429,11 @@ class Flag:
     """Something to look at beside a student's grade, shown in their row of class.html; it changes no point. Its
     words are class.html's label named after its kind; `others` are the students it concerns, each linked."""
 
-    kind: str                                 # "identical": the same files, byte for byte, as `others`
-    others: list[tuple[str, str]]             # (the name shown, its row's anchor in class.html)
+    kind: str                                 # "identical": the same files, byte for byte, as `others`;
+                                              # "similar": near-identical code in one exercise (grader.similarity);
+                                              # "overridden": the instructor changed the grade
+    others: list[tuple[str, str]]             # (the name shown, its anchor in class.html: their row, the pair's
+                                              # section, the override's line)
 
 
 @dataclass
@@ -272,6 +453,7 @@ class StudentLine:
     reason: dict[str, str] | None = None   # why there is no verdict on the student's work (a NOT_JUDGED standing)
     flags: list[Flag] = field(default_factory=list)
     anchor: str = ""              # the id of the student's row in class.html
+    grade: Grade | None = None    # graded, overrides, penalty, final (None without a verdict); score is its final
 
     @property
     def exercise_points(self) -> list[float]:
@@ -345,6 +527,43 @@ class ClassSummary:
     rates: list[CriterionRate]        # every criterion, in course order
     has_roster: bool = False          # a roster names the students
     needs_help: list[StudentLine] = field(default_factory=list)   # below full marks, lowest first
+    overrides: list[OverrideLine] = field(default_factory=list)   # every override, by student
+    similar: list[SimilarPair] = field(default_factory=list)      # near-identical code, by exercise
+    late_policy: bool = False         # course.toml's [policy] sets a due date: the total cells say raw, penalty
+    similarity_failed: dict[str, str] | None = None   # why similar code was not compared, when it was not
+
+
+@dataclass
+class OverrideLine:
+    """One of the instructor's overrides as class.html lists it."""
+
+    student: str                  # the name shown
+    row: str | None               # the student's row in class.html (None: no such submission in the gradebook now)
+    link: str | None              # what it corrects in the student's report.html
+    target: str                   # "exercise/criterion", "exercise", or "" for the whole grade
+    points: float
+    graded: float | None          # the points the grader gave (None: not applied)
+    comment: str
+    author: str
+    at: str
+    anchor: str
+    said: dict[str, str]          # what it did, or why it was not applied
+
+
+@dataclass
+class SimilarPair:
+    """Two submissions whose code for one exercise is near-identical (grader.similarity), side by side."""
+
+    exercise: str
+    title: dict[str, str]
+    first: StudentLine
+    second: StudentLine
+    similarity: float             # the lesser of the two shares: how much of each is the other's
+    first_share: float
+    second_share: float
+    first_html: Markup            # the file, escaped, the shared code marked
+    second_html: Markup
+    anchor: str
 
 
 MOST_FAILED = 10   # criteria the class report names as failed most: enough to plan a lesson around
@@ -368,11 +587,13 @@ def reason(standing_: str, stored_message: str | None) -> dict[str, str] | None:
     return None
 
 
-def _cells(course: Course, rows: list[sqlite3.Row], report_link: str | None) -> list[ExerciseCell]:
+def _cells(course: Course, rows: list[sqlite3.Row], report_link: str | None,
+           grade: Grade | None = None) -> list[ExerciseCell]:
     cells = []
     for ex in course.exercises:
         own = [r for r in rows if r["exercise"] == ex.id]
-        points = sum(r["points"] for r in own)
+        points = grade.exercise_points[ex.id] if grade else sum(r["points"] for r in own)
+        overridden = grade is not None and any(a.applied and a.override.exercise == ex.id for a in grade.overrides)
         if all(r["status"] == "not_attempted" for r in own):
             state = "not_attempted"
         elif points >= ex.max_points > 0:
@@ -380,7 +601,7 @@ def _cells(course: Course, rows: list[sqlite3.Row], report_link: str | None) -> 
         else:
             state = "partial" if points > 0 else "failed"
         cells.append(ExerciseCell(ex.id, points, ex.max_points, state,
-                                  f"{report_link}#{ex.id}" if report_link else None))
+                                  f"{report_link}#{ex.id}" if report_link else None, overridden))
     return cells
 
 
@@ -407,24 +628,29 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     with no submission."""
     from grader.judge.session import criteria_of
 
+    from grader.policy import load_policy
+
     results = _results_by_submission(book, key)
     course_max = sum(ex.max_points for ex in course.exercises)
     students = []
-    for student, how, s in with_roster(book.submissions(key), roster):
+    for graded in graded_lines(course, book, key, roster):
+        student, how, s, grade = graded.student, graded.how, graded.submission, graded.grade
         who = f"{student.name} ({student.id})" if student and student.name else student.id if student else ""
         if s is None:
             students.append(StudentLine("", who, how, MISSING, 0.0, course_max, 0.0, _cells(course, [], None), None,
-                                        reason=reason(MISSING, None), anchor=_anchor("\0" + (student.id if student
-                                                                                             else ""))))
+                                        reason=graded.reason, anchor=_anchor("\0" + (student.id if student
+                                                                                       else ""))))
             continue
-        rows = results.get(s["submission"], [])
         link = f"students/{urllib.parse.quote(s['submission'])}/report.html" if s["report_dir"] else None
-        kind = standing(s["status"], s["score"], s["max_score"], [r["status"] for r in rows])
+        score, percent = (grade.final, grade.percent) if grade else (s["score"], s["percent"])
         students.append(StudentLine(
-            s["submission"], who, how, kind, s["score"], s["max_score"], s["percent"], _cells(course, rows, link),
-            link, s["content_hash"], reason(kind, s["message"]), anchor=_anchor(s["submission"])))
+            s["submission"], who, how, graded.standing, score, s["max_score"], percent,
+            _cells(course, graded.rows, link, grade), link, s["content_hash"], graded.reason,
+            anchor=_anchor(s["submission"]), grade=grade))
     counted = [line for line in students if line.standing not in NOT_JUDGED]
     _flag_identical(counted)
+    similar = _similar_pairs(course, book, counted)
+    overrides = _override_lines(book, students)
     left_out = {kind: n for kind in NOT_JUDGED if (n := sum(line.standing == kind for line in students))}
     percents = sorted(line.percent for line in counted)
     histogram = [0] * 10
@@ -467,6 +693,61 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     # lowest first; at the same total, whoever has more not started, then the class's order
     needs_help = sorted((line for line in students if line.standing in NEEDS_HELP),
                         key=lambda line: (line.percent, -len(line.not_started), order[id(line)]))
+    policy = load_policy(course)
     return ClassSummary(sum(line.submission != "" for line in students), n, left_out,
                         round(sum(percents) / n, 2) if n else 0.0, round(median, 2), histogram, students, exercises,
-                        most_failed, rates, roster is not None, needs_help)
+                        most_failed, rates, roster is not None, needs_help, overrides, similar,
+                        policy is not None and policy.due is not None, book.setting("similarity_failed"))
+
+
+def _similar_pairs(course: Course, book: Gradebook, counted: list[StudentLine]) -> list[SimilarPair]:
+    """The gradebook's pairs of near-identical code between submissions with a verdict, each flagged on both rows."""
+    by_name = {line.submission: line for line in counted}
+    pairs = []
+    for r in book.similar():
+        first, second = by_name.get(r["first"]), by_name.get(r["second"])
+        if first is None or second is None or r["exercise"] not in {ex.id for ex in course.exercises}:
+            continue   # a submission that has no verdict now, or an exercise the course no longer has
+        ex = course.exercise(r["exercise"])
+        anchor = f"similar-{ex.id}-{_anchor(r['first'] + chr(0) + r['second'])[8:]}"
+        pairs.append(SimilarPair(ex.id, {"en": ex.title_en, "zh": ex.title_zh}, first, second, r["similarity"],
+                                 r["first_share"], r["second_share"], Markup(r["first_html"]),
+                                 Markup(r["second_html"]), anchor))
+        for line, other in ((first, second), (second, first)):
+            flag = next((f for f in line.flags if f.kind == "similar"), None)
+            if flag is None:
+                flag = Flag("similar", [])
+                line.flags.append(flag)
+            flag.others.append((f"{other.shown} · {ex.id}", anchor))
+    return pairs
+
+
+def _override_lines(book: Gradebook, students: list[StudentLine]) -> list[OverrideLine]:
+    """Every override, each saying what it did; one whose submission or target the gradebook does not hold now says
+    it was not applied. The rows it applies to are flagged."""
+    from grader.grades import Applied
+    from grader.i18n import t
+
+    by_name = {line.submission: line for line in students if line.submission}
+    lines = []
+    for o in book.overrides():
+        line = by_name.get(o.student)
+        applied = next((a for a in line.grade.overrides if a.override == o), None) if line and line.grade else None
+        anchor = "override-" + _anchor("\0".join((o.student, o.exercise, o.criterion)))[8:]
+        if applied is None:
+            said = (t("not applied: {student} has no verdict to correct", student=o.student) if line
+                    else t("not applied: the gradebook holds no submission {student} now", student=o.student))
+            applied = Applied(o, None, None)
+        else:
+            said = applied.said()
+        target = (f"#{o.exercise}--{o.criterion}" if o.criterion else f"#{o.exercise}") if o.exercise else ""
+        link = f"{line.report_link}{target}" if line and line.report_link else None
+        lines.append(OverrideLine(line.shown if line else o.student, line.anchor if line else None, link, o.target,
+                                  o.points, applied.graded, o.comment, o.author, o.at, anchor, said.texts()))
+        if line is not None:
+            flag = next((f for f in line.flags if f.kind == "overridden"), None)
+            if flag is None:
+                flag = Flag("overridden", [])
+                line.flags.append(flag)
+            flag.others.append((o.target or "*", anchor))
+    return lines

@@ -134,6 +134,35 @@ def gradescope_sandbox():
     return sandbox
 
 
+METADATA = "submission_metadata.json"
+
+
+def late_work(course: Course, report, root: Path) -> list[Text]:
+    """Under course.toml's [policy], the report's grade with the lateness Gradescope's submission_metadata.json says
+    (grader.policy.gradescope_lateness): its score then is the final grade. What the student should be told when
+    the file cannot be read (no penalty is taken)."""
+    import json
+
+    from grader.grades import grade_of
+    from grader.policy import gradescope_lateness, load_policy
+
+    policy = load_policy(course)
+    if policy is None:
+        return []
+    try:
+        metadata = json.loads((root / METADATA).read_text(encoding="utf-8"))
+        late = gradescope_lateness(policy, metadata)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return [t("The submission time could not be read from {file} ({error}): no late penalty applied.",
+                  file=METADATA, error=verbatim(f"{type(exc).__name__}: {exc}"))]
+    if late is None:
+        return []
+    rows = [{"exercise": ex.id, "criterion": c.id, "points": c.points, "max_points": c.max_points}
+            for ex in report.exercises for c in ex.criteria]
+    report.grade = grade_of(course, rows, (), late).record()
+    return []
+
+
 def run_in_gradescope(course: Course, root: Path, lang: str = "en") -> Path:
     from grader.grading import cache_root, grade
     from grader.render.exports import render_gradescope
@@ -149,6 +178,7 @@ def run_in_gradescope(course: Course, root: Path, lang: str = "en") -> Path:
         submission.mkdir()
         notes = gather_submission(course, root / "submission", submission)
         report = grade(course, submission, [e.id for e in course.exercises], sandbox)
+    notes += late_work(course, report, root)
     write_reports(report, results, course.root / "templates", lang, ("json", "html"))
 
     def visibility_of(exercise_id: str, criterion_id: str, kind: str) -> str:

@@ -32,10 +32,12 @@ REFERENCES_DIR = "references"
 # Modules cut to the visible criteria, and what never leaves the instructor's side.
 REGENERATED = ("criteria", "probes")
 INSTRUCTOR_ONLY = ("batch.py", "classroom.py", "gradebook.py", "gradescope.py", "handout.py", "selftest.py",
-                   "mutation.py", "unidiff.py", "student_checker.py")
+                   "mutation.py", "unidiff.py", "student_checker.py", "grades.py", "lms.py", "policy.py",
+                   "similarity.py")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
-# Requirements of the grader the checker never imports (grading a class on a cluster): not installed for students
-INSTRUCTOR_REQUIREMENTS = ("distributed",)
+# Requirements of the grader the checker never imports (grading a class on a cluster, similar submissions, the
+# Canvas push): not installed for students
+INSTRUCTOR_REQUIREMENTS = ("distributed", "copydetect", "canvasapi")
 
 
 class CheckerError(Exception):

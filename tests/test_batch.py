@@ -111,7 +111,8 @@ def test_every_submission_has_every_row(uninterrupted, course_dir):
 def test_scores_follow_the_kind_of_submission(uninterrupted):
     rows = {r["submission"]: r for r in csv.DictReader(io.StringIO((uninterrupted / "grades.csv").read_text()))}
     assert rows["student00"]["percent"] == "100"
-    assert rows["student04"]["percent"] == "0"          # empty
+    # empty: no verdict on the work, so no grade (blank, which an importer leaves alone) and the reason
+    assert rows["student04"]["percent"] == cell(rows["student04"], "total") == "" and rows["student04"]["reason"]
     assert points(rows["student03"], "decoder_block") == 0  # hostile
     assert 0 < float(rows["student01"]["percent"]) < 100  # a mutant
     assert [rows[name]["status"] for name in ("student00", "student01", "student04")] == ["complete", "partial",
@@ -266,9 +267,13 @@ def csv_rows(text: str) -> dict[str, dict]:
     return {r["submission"]: r for r in csv.DictReader(io.StringIO(text))}
 
 
+def cell(row: dict, column: str) -> str:
+    """A grades.csv row's cell in the column headed `column (maximum)`."""
+    return next(value for header, value in row.items() if header.partition(" (")[0] == column)
+
+
 def points(row: dict, column: str) -> float:
-    """A grades.csv row's points in the column headed `column (maximum)`."""
-    return float(next(value for header, value in row.items() if header.partition(" (")[0] == column))
+    return float(cell(row, column))
 
 
 def test_linked_student_folders_get_their_own_row_and_no_points(hostile_runs):
@@ -277,7 +282,8 @@ def test_linked_student_folders_get_their_own_row_and_no_points(hostile_runs):
     assert points(rows["bob"], "heads") == 10, "the link target must be worth stealing"
     db = sqlite3.connect(out / "gradebook.sqlite")
     for name in ("alice", "carol", "zed.zip"):
-        assert rows[name]["status"] == "unreadable" and points(rows[name], "total") == 0
+        assert rows[name]["status"] == "unreadable" and cell(rows[name], "total") == ""   # no grade: blank
+        assert rows[name]["reason"] == f"{name} is a symbolic link: submit plain files"
         message = said(db.execute("SELECT message FROM submissions WHERE submission=?", (name,)).fetchone()[0])
         assert message == {"en": f"{name} is a symbolic link: submit plain files",
                            "zh": f"{name} 是符号链接：请提交普通文件"}
@@ -299,7 +305,8 @@ def test_crafted_archives_each_get_a_row_with_the_reason(hostile_runs):
     rows = csv_rows(first)
     db = sqlite3.connect(out / "gradebook.sqlite")
     for name, reason in CRAFTED_REASONS.items():
-        assert rows[name]["status"] == "unreadable" and points(rows[name], "total") == 0
+        assert rows[name]["status"] == "unreadable" and cell(rows[name], "total") == ""   # no grade: blank
+        assert rows[name]["reason"].startswith(f"{name} could not be unpacked") and reason in rows[name]["reason"]
         message = said(db.execute("SELECT message FROM submissions WHERE submission=?", (name,)).fetchone()[0])["en"]
         assert message.startswith(f"{name} could not be unpacked") and reason in message
 

@@ -86,8 +86,8 @@ def csv_table(text: str) -> list[dict]:
 
 def test_headers_carry_the_maxima(course, book):
     header = next(csv.reader(io.StringIO(grades_csv(course, book, "key"))))
-    assert header == ["id", "name", "email", "submission", "status", "heads (10)", "masks (15)", "total (25)",
-                      "percent", "roster", "content_hash"]
+    assert header == ["id", "name", "email", "submission", "status", "heads (10)", "masks (15)", "raw (25)", "penalty",
+                      "total (25)", "percent", "late", "submitted_at", "reason", "roster", "content_hash"]
 
 
 def test_status_words_say_what_each_submission_is(course, book):
@@ -125,7 +125,8 @@ def test_a_roster_lists_every_student_and_flags_the_rest(course, book):
         "di": "not in roster", "ed": AMBIGUOUS, "fay": "not in roster", "gus.zip": "not in roster",
         "hal": "not in roster", "ivy": "not in roster"}
     assert rows[0]["name"] == "Ann Lee" and rows[0]["email"] == "ann@uni.edu"
-    assert rows[3]["total (25)"] == "0" and all(r["id"] == "" for r in rows[6:])
+    # no submission: no grade, blank (an importer would record a 0), and the reason
+    assert rows[3]["total (25)"] == "" and rows[3]["reason"] == "no submission" and all(r["id"] == "" for r in rows[6:])
 
 
 def test_two_submissions_of_one_student_both_stay_and_say_so(course, book):
@@ -277,12 +278,15 @@ def test_excel_gets_a_bom_and_the_csv_module_reads_it_back(batch):
     assert excel[3:] == (out / "grades.csv").read_bytes(), "the same grades, with or without --excel"
     assert "共 4 份提交：本次评分 0 份，4 份已在成绩册中" in again.stdout   # the batch ran with --lang zh
     rows = csv_table(excel.decode("utf-8-sig"))
+    # no grade (no submission, no verdict on the work) is a blank an importer leaves alone, and the reason says why
     assert [(r["id"], r["name"], r["submission"], r["status"], r["total (25)"], r["roster"]) for r in rows] == [
         ("2024001", "Sam Ple", "sample", "partial", "21", "email"),
-        ("2024002", "张三", "", "missing", "0", ""),
+        ("2024002", "张三", "", "missing", "", ""),
         ("2024003", "Sol Ution", "2024003", "complete", "25", "id"),
-        ("", "", "bad.zip", "unreadable", "0", "not in roster"),
-        ("", "", "empty", "empty", "0", "not in roster")]
+        ("", "", "bad.zip", "unreadable", "", "not in roster"),
+        ("", "", "empty", "empty", "", "not in roster")]
+    assert [r["reason"] for r in rows] == ["", "没有提交", "", rows[3]["reason"], "没有作答：每个练习的文件都缺失或仍是未改动的模板"]
+    assert "bad.zip" in rows[3]["reason"]
 
 
 def test_the_batch_class_page_links_real_reports_and_names_the_failed_criteria(batch):

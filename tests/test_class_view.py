@@ -395,8 +395,17 @@ def test_screenshots_of_the_class_page(graded, resumed, tmp_path, lang, width, h
 
 @pytest.mark.slow
 def test_the_grades_csv_is_the_same_whatever_the_language(graded, resumed):
-    """The resumed run rewrote grades.csv from the same gradebook: the grades did not move."""
+    """The resumed run rewrote grades.csv from the same gradebook: the grades did not move; only the `reason` column,
+    which says why a row has no grade, speaks the language asked."""
+    import csv
+    import io
+
     first = (graded[0] / "grades.csv").read_text(encoding="utf-8")
     assert first.startswith("\ufeff")   # --excel the first time, not the second
-    assert (resumed[0] / "grades.csv").read_text(encoding="utf-8") == first[1:]
+    english = list(csv.DictReader(io.StringIO(first[1:])))
+    chinese = list(csv.DictReader(io.StringIO((resumed[0] / "grades.csv").read_text(encoding="utf-8"))))
+    assert [{k: v for k, v in r.items() if k != "reason"} for r in chinese] == \
+        [{k: v for k, v in r.items() if k != "reason"} for r in english]
+    reasons = [(r["reason"], c["reason"]) for r, c in zip(english, chinese, strict=True) if r["reason"]]
+    assert len(reasons) == 3 and all(en != zh and re.search("[\u4e00-\u9fff]", zh) for en, zh in reasons)
     assert len(first.splitlines()) == 1 + 7   # the header, and the seven students of the roster

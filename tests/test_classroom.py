@@ -403,3 +403,82 @@ def test_the_status_and_comment_speak_the_chosen_language(tmp_path):
     assert scorecard_comment(graded, "abc123", "en")[1] == "score 7.5/10 (75%)"
     state, description, body = scorecard_comment(tmp_path / "missing", "abc123", "zh")
     assert (state, description, body) == ("error", "未能完成评分；已通知你的老师", "提交 abc123 未能完成评分。")
+
+
+LATE_POLICY = """
+[policy]
+due = "2026-12-01T23:59:59Z"
+late_penalty_percent = 10
+per = "day"
+max_penalty_percent = 50
+cutoff = "2026-12-03T23:59:59Z"
+"""
+
+
+def test_a_late_policy_grades_up_to_each_cutoff_and_takes_the_penalty_by_push_time(github, tmp_path):
+    """course.toml's [policy]: due D, 10% a day, cutoff two days after. Alice pushes on time; bob's push reaches GitHub
+    five hours late: 10% off; carol's as late, with a day's extension in the roster: nothing off; dave's last push
+    comes after his cutoff, so the commit graded is the one before it, pushed a day and a bit late: 20% off. The
+    status posted carries the final score, the scorecard the lateness, the gradebook each arrival."""
+    from grader.gradebook import Gradebook
+    from grader.policy import load_policy
+    from grader.roster import Student
+
+    fake, client = github
+    folder = course_copy(tmp_path / "course", ["heads"])
+    with open(folder / "course.toml", "a", encoding="utf-8") as fh:
+        fh.write(LATE_POLICY)
+    course = load_course(folder)
+    policy = load_policy(course)
+    due, hour = policy.due, dt.timedelta(hours=1)
+    fails = tomllib.loads((MUTANT / "manifest.toml").read_text())["fails"]
+    points = course.exercise("heads").points
+    shas = {"alice": fake.commit(f"{PREFIX}-alice", heads_file(SOLUTION), due - hour),
+            "bob": fake.commit(f"{PREFIX}-bob", heads_file(SOLUTION), due + 5 * hour),
+            "carol": fake.commit(f"{PREFIX}-carol", heads_file(SOLUTION), due + 5 * hour),
+            "dave": fake.commit(f"{PREFIX}-dave", heads_file(MUTANT), due + 25 * hour)}
+    fake.commit(f"{PREFIX}-dave", heads_file(SOLUTION), due + 49 * hour, dated=due - hour)   # after his cutoff
+    roster = [Student("carol", "Carol", "", {"extension": "1"})]
+
+    def grade_batch(submissions, out):
+        return run_batch(course, submissions, out, 3, True, "basic", "en", roster=roster)
+
+    now = due + 72 * hour
+    out = tmp_path / "gradebook"
+    rows = {r.student: r for r in sync(course, client, ORG, PREFIX, out, grade_batch, None, "en",
+                                       clock=lambda: now, policy=policy, roster=roster)}
+    total = sum(points.values())
+    mutant = total - sum(points[c] for c in fails)
+    expected = {"alice": total, "bob": total - 0.1 * total, "carol": total, "dave": mutant - 0.2 * total}
+    assert {s: (r.status, r.sha) for s, r in rows.items()} == {s: (POSTED, shas[s]) for s in expected}
+    assert {s: r.description for s, r in rows.items()} == {s: score_line(v, total) for s, v in expected.items()}
+    statuses = {path.split("/")[3]: body["description"] for path, body in fake.posts() if "/statuses/" in path}
+    assert statuses[f"{PREFIX}-bob"] == score_line(expected["bob"], total)
+    comment = next(body["body"] for path, body in fake.posts() if path.endswith(f"{shas['dave']}/comments"))
+    assert "2 days late" in comment and "GitHub's record of the push" in comment
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        times = book.submitted()
+    finally:
+        book.close()
+    assert {s: (t.at, t.how) for s, t in times.items()} == {
+        "alice": (due - hour, "push"), "bob": (due + 5 * hour, "push"), "carol": (due + 5 * hour, "push"),
+        "dave": (due + 25 * hour, "push")}
+    carol = json.loads((out / "students" / "carol" / "report.json").read_text())["grade"]["late"]
+    assert (carol["state"], carol["extension"]) == ("on_time", "1")
+
+
+def test_a_commit_only_a_sync_saw_is_dated_by_the_sync_before_it():
+    """With no record of the push, a commit arrived after the last moment the branch was seen without it: that time
+    stands for its submission, never a later one; with nothing before it, the time is unknown."""
+    from grader.classroom import Timeline
+
+    t0 = dt.datetime(2026, 12, 1, 20, tzinfo=dt.UTC)
+    timeline = Timeline([[classroom.iso(t0), "a" * 40, SEEN, None],
+                         [classroom.iso(t0 + dt.timedelta(hours=6)), "b" * 40, SEEN, None],
+                         [classroom.iso(t0 + dt.timedelta(hours=7)), "c" * 40, PUSHED, 17]])
+    assert timeline.submitted("a" * 40) is None
+    seen = timeline.submitted("b" * 40)
+    assert (seen.at, seen.how) == (t0, "seen")
+    pushed = timeline.submitted("c" * 40)
+    assert (pushed.at, pushed.how) == (t0 + dt.timedelta(hours=7), "push")

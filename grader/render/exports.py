@@ -41,7 +41,7 @@ def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[
                 "visibility": visibility_of(ex.id, c.id, c.kind) if visibility_of else "visible",
             })
     results = {
-        "score": report.score,
+        "score": report.final_score,   # after the late penalty, when course.toml's [policy] applies one
         "execution_time": report.duration_s,
         "output": "\n".join([*_gradescope_summary(report, tests, lang),
                               *(gradescope_text(note.render(lang)) for note in notes)]),  # notes name files
@@ -63,12 +63,14 @@ def _gradescope_summary(report: Report, tests: list[dict], lang: str) -> list[st
                   score=sum(test["score"] for test in shown), max_score=sum(test["max_score"] for test in shown),
                   more=sum(test["max_score"] for test in hidden))
     else:
-        score = t("Score: {score:g} / {max_score:g} ({percent:g}%).", score=report.score,
-                  max_score=report.max_score, percent=report.percent)
+        score = t("Score: {score:g} / {max_score:g} ({percent:g}%).", score=report.final_score,
+                  max_score=report.max_score, percent=report.final_percent)
     # The level only: why it is not stricter, and what student code could reach there, is for the instructor
     # (the autograder's stdout, which results.json keeps hidden from students: see grader.gradescope).
     words = LABELS[lang]
-    return [score.render(lang), *_gradescope_exercises(report, tests, lang),
+    late = (report.grade or {}).get("late")   # its penalty is a share of the maximum: no hidden points given away
+    lateness = [f"{words['lateness']}{words['colon']}{gradescope_text(late['message'][lang])}"] if late else []
+    return [score.render(lang), *lateness, *_gradescope_exercises(report, tests, lang),
             f"{words['sandbox']}{words['colon']}{report.sandbox['level']}"]
 
 

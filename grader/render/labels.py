@@ -30,6 +30,10 @@ LABELS = {
         "visible_criteria": "visible criteria", "visible_scorecard": "Visible scorecard", "result": "Result",
         "colon": ": ",   # after a label: Chinese text takes the full-width colon
         "list_separator": ", ",   # between the items of a list: Chinese takes the enumeration comma
+        # the grade after grading (grader.grades): overrides and lateness
+        "grade": "Grade", "lateness": "Lateness", "overrides": "The instructor's corrections",
+        "whole_grade": "the whole grade", "graded_points": "graded", "instructor_points": "now",
+        "comment": "comment", "by": "by", "not_applied": "not applied", "overridden": "corrected by the instructor",
     },
     "zh": {
         "report": "评分报告", "submission": "提交", "total": "总分", "exercise": "练习",
@@ -56,6 +60,9 @@ LABELS = {
         "visible_criteria": "可见评分项", "visible_scorecard": "可见评分卡", "result": "结果",
         "colon": "：",
         "list_separator": "、",
+        "grade": "成绩", "lateness": "迟交", "overrides": "教师的修改",
+        "whole_grade": "总成绩", "graded_points": "评分所得", "instructor_points": "现为",
+        "comment": "说明", "by": "修改人", "not_applied": "未生效", "overridden": "经教师修改",
     },
 }
 
@@ -85,6 +92,17 @@ CLASS_LABELS = {
         "not_started": "not started", "all_started": "every exercise started",
         "no_one_needs_help": "Every student has full marks.", "failed_by": "Failed by", "colon": ": ",
         "list_separator": ", ",
+        # the grade after grading: raw, penalty, final; lateness; overrides; similar code
+        "raw": "raw", "penalty": "penalty", "on_time": "on time", "late": "late", "too_late": "after the cutoff",
+        "unknown": "time unknown", "days_late": "d late", "hours_late": "h late",
+        "overrides": "Overrides", "overridden": "overridden", "whole_grade": "the whole grade",
+        "graded_points": "graded", "instructor_points": "now", "comment": "Comment", "by": "By", "at": "When",
+        "target": "What", "not_applied": "not applied", "no_overrides": "No grade was overridden.",
+        "similar_code": "Similar code", "similar": "similar code",
+        "similar_note": "Pairs whose code for one exercise is near-identical once names and layout are set aside "
+                        "(the stub's code never counts); shared code is marked. It changes no grade.",
+        "no_similar": "No two submissions are alike.", "share": "of it is shared",
+        "similarity_failed": "Similar code was not compared",
     },
     "zh": {
         "class_report": "班级报告", "submissions": "提交数", "counted": "计入统计",
@@ -106,5 +124,15 @@ CLASS_LABELS = {
         "not_started": "未开始", "all_started": "每个练习都已开始",
         "no_one_needs_help": "所有学生均为满分。", "failed_by": "未通过的学生", "colon": "：",
         "list_separator": "、",
+        "raw": "扣分前", "penalty": "迟交扣分", "on_time": "按时", "late": "迟交", "too_late": "截止后提交",
+        "unknown": "提交时间不明", "days_late": "天迟交", "hours_late": "小时迟交",
+        "overrides": "成绩修改", "overridden": "经教师修改", "whole_grade": "总成绩",
+        "graded_points": "评分所得", "instructor_points": "现为", "comment": "说明", "by": "修改人", "at": "时间",
+        "target": "对象", "not_applied": "未生效", "no_overrides": "没有修改过的成绩。",
+        "similar_code": "相似代码", "similar": "代码相似",
+        "similar_note": "同一练习中，忽略命名与排版后几乎相同的代码对（模板中的代码不计）；共有的代码已标出。"
+                        "这不影响成绩。",
+        "no_similar": "没有相似的提交。", "share": "为共有代码",
+        "similarity_failed": "未比较相似代码",
     },
 }

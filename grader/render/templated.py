@@ -26,7 +26,16 @@ def _environment(templates: Path, safe_text: Callable[[str], str], autoescape: b
     env.filters["breakable"] = breakable
     env.globals["curve_pictures"] = curve_pictures
     env.globals["failure_pictures"] = failure_pictures
+    env.globals["override_of"] = override_of
     return env
+
+
+def override_of(report: Report, exercise: str, criterion: str | None = None) -> dict | None:
+    """The applied override of a criterion (or of an exercise, `criterion` None) the report's grade holds, if any."""
+    for o in (report.grade or {}).get("overrides", []):
+        if o["applied"] and o["exercise"] == exercise and o["criterion"] == criterion:
+            return o
+    return None
 
 
 def breakable(identifier: str) -> Markup:

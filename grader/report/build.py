@@ -53,7 +53,8 @@ def _exercise_status(criteria: list[CriterionResult], score: float,
 def stored_report(data: dict) -> Report:
     """A report.json read back (to render it again, in another language) as this grader would have written it: a
     report of schema 2.0 called an exercise with some points `failed` where this one says `partial`; one of 2.0 or
-    3.0 recorded the course seed, which this one keeps from the report; nothing else it holds differs."""
+    3.0 recorded the course seed, which this one keeps from the report, and had no `grade`, which 3.1 only adds;
+    nothing else it holds differs."""
     data = dict(data)
     if data.get("schema_version") == "2.0":
         data["exercises"] = [{**e, "status": PARTIAL} if e["status"] == "failed" and e["score"] > 0 else e

@@ -7,9 +7,10 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-# 3.1: no `seed` (the course seed is the course's secret, never shown to a student). 3.0: an exercise that earned
-# some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an attempted exercise that
-# earned nothing). 2.0: every message in both languages.
+# 3.1: no `seed` (the course seed is the course's secret, never shown to a student), and an optional `grade`
+# (grader.grades): the criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0: an
+# exercise that earned some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an
+# attempted exercise that earned nothing). 2.0: every message in both languages.
 SCHEMA_VERSION = "3.1"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
@@ -90,10 +91,25 @@ class Report(_ValidUnicode):
     started_at: str
     duration_s: float
     exercises: list[ExerciseResult]
+    # What the grade became after grading (overrides, lateness; grader.grades.Grade.record); None: the score is the
+    # grade. `score` always stays what the criteria gave.
+    grade: dict | None = None
 
     def to_dict(self) -> dict:
         # cleaned again: a field assigned after the report was built skipped __post_init__
-        return valid_unicode(asdict(self))
+        data = valid_unicode(asdict(self))
+        if data["grade"] is None:
+            del data["grade"]
+        return data
+
+    @property
+    def final_score(self) -> float:
+        """The grade: the final one when something after grading had a say, else the criteria's score."""
+        return self.grade["final"] if self.grade else self.score
+
+    @property
+    def final_percent(self) -> float:
+        return self.grade["percent"] if self.grade else self.percent
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, sort_keys=False)
