@@ -66,7 +66,7 @@ def main() -> None:
             curve, logits, _ = probes.train_fixed_batch(ref, probes.OVERFIT_CONFIG, x, y, probes.OVERFIT_STEPS,
                                                         optimizer_class=optimizer_class)
             curves.append(curve + [eval_loss(logits, y)])
-        worst = max(worst, max(abs(a - b) for a, b in zip(*curves)))
+        worst = max(worst, max(abs(a - b) for a, b in zip(*curves, strict=False)))
     print(f"probe AdamW vs torch.optim.AdamW: largest loss difference over {probes.OVERFIT_STEPS} steps, 3 seeds: {worst:.3e}")
 
     finals, wrong, seconds = [], 0, []

@@ -18,7 +18,7 @@ from grader.reporting import write_atomic
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) -> tuple[dict, list[dict]]:

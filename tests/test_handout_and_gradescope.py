@@ -253,7 +253,7 @@ def test_results_count_the_hidden_points_without_naming_them(autograder):
     course = load_course(autograder / "source")
     criteria = [(e["id"], c) for e in report["exercises"] for c in e["criteria"]]
     assert len(criteria) == len(results["tests"])
-    for (ex_id, c), test in zip(criteria, results["tests"]):
+    for (ex_id, c), test in zip(criteria, results["tests"], strict=True):
         assert test["visibility"] == course.exercise(ex_id).gradescope_visibility(c["id"], c["kind"])
     hidden = [t for t in results["tests"] if t["visibility"] != "visible"]
     assert 0 < len(hidden) < len(results["tests"])

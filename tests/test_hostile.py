@@ -121,7 +121,7 @@ def course_with_limits(folder: Path, limits: dict[str, dict]) -> Path:
         if own:
             top, sep, rest = block.partition("\n[exercise.")
             top = "\n".join(line for line in top.split("\n") if not any(line.startswith(f"{k} =") for k in own))
-            top = re.sub(r'(?m)^(id = "\w+")$', lambda m: m.group(1) + "".join(f"\n{k} = {v}" for k, v in own.items()), top)
+            top = re.sub(r'(?m)^(id = "\w+")$', lambda m, own=own: m.group(1) + "".join(f"\n{k} = {v}" for k, v in own.items()), top)
             block = top + sep + rest
         edited.append(block)
     (folder / "course.toml").write_text(head + "".join("[[exercise]]" + b for b in edited))

@@ -64,7 +64,7 @@ def test_train_step_returns_float_and_updates():
     # tolerance: 1e-5 absolute (dropout is 0, so train and eval losses agree)
     assert math.isclose(loss, expected, rel_tol=0, abs_tol=1e-5), f"returned loss {loss} is not the loss before the update {expected}"
     assert lm.training, "train_step must leave the model in train() mode"
-    changed = sum(not torch.equal(a, b.detach()) for a, b in zip(before, lm.parameters()))
+    changed = sum(not torch.equal(a, b.detach()) for a, b in zip(before, lm.parameters(), strict=False))
     assert changed > 0, "no parameter changed: was optimizer.step() called?"
 
 
@@ -76,7 +76,7 @@ def test_train_step_clears_stale_gradients():
     x, y = batch(2)
     train.train_step(lm, torch.optim.SGD(lm.parameters(), lr=0.1), x, y)
     train.train_step(twin, torch.optim.SGD(twin.parameters(), lr=0.1), x, y)
-    for (name, a), b in zip(lm.named_parameters(), twin.parameters()):
+    for (name, a), b in zip(lm.named_parameters(), twin.parameters(), strict=False):
         # tolerance: 1e-6 absolute, float32
         assert torch.allclose(a, b, rtol=0, atol=1e-6), f"{name}: stale gradients leaked into the update"
 
@@ -87,7 +87,7 @@ def test_train_step_clips_the_gradient_norm():
     x, y = batch(3)
     # Plain SGD with lr=1 moves the parameters by exactly the (clipped) gradient.
     train.train_step(lm, torch.optim.SGD(lm.parameters(), lr=1.0), x, y, max_grad_norm=1e-3)
-    moved = math.sqrt(sum(((a - b.detach()) ** 2).sum().item() for a, b in zip(before, lm.parameters())))
+    moved = math.sqrt(sum(((a - b.detach()) ** 2).sum().item() for a, b in zip(before, lm.parameters(), strict=False)))
     # tolerance: 1e-6 relative slack on the clip bound
     assert moved <= 1e-3 * (1 + 1e-6), f"update norm {moved:.3e} exceeds max_grad_norm 1e-3: is the gradient clipped?"
 
@@ -100,7 +100,7 @@ def test_non_finite_loss_raises_before_any_update():
     x, y = batch(4)
     with pytest.raises(FloatingPointError):
         train.train_step(lm, torch.optim.SGD(lm.parameters(), lr=0.1), x, y)
-    for (name, b), a in zip(lm.named_parameters(), before):
+    for (name, b), a in zip(lm.named_parameters(), before, strict=False):
         b = b.detach()
         # tolerance: exact; NaN entries must stay NaN, the others must not move
         same = torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))

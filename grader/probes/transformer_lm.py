@@ -386,7 +386,7 @@ class AdamW:
     @torch.no_grad()
     def step(self):
         beta1, beta2 = self.betas
-        for p, state in zip(self.params, self.state):
+        for p, state in zip(self.params, self.state, strict=False):
             if p.grad is None:
                 continue
             state["step"] += 1

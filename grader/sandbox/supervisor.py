@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from grader.i18n import Text, t
 from grader.sandbox import cgroups, probe_plan, rootfs
@@ -166,7 +166,7 @@ class _Lease:
     group: cgroups.GradingGroup | None = None
 
     @classmethod
-    def take(cls, sandbox: Sandbox, uids: tuple[int, int]) -> "_Lease":
+    def take(cls, sandbox: Sandbox, uids: tuple[int, int]) -> _Lease:
         claim = uid_claim(*uids) if sandbox.own_uid else None   # NoFreeUid: the caller decides
         group = cgroups.create(f"uid-{claim.uid}") if claim and sandbox.level == "strict" else None
         return cls(claim, group)
@@ -284,7 +284,7 @@ class _Worker:
 
     @classmethod
     def start(cls, sandbox: Sandbox, exercise_ids: list[str], probes_modules: list[str], lease: _Lease,
-              scratch: Path, attempt: int) -> "_Worker":
+              scratch: Path, attempt: int) -> _Worker:
         """Start the sandbox and its worker with the first line of its request (the jail, the modules the probe
         code of `probes_modules` imports); the second line, its exercises, is `request`ed later."""
         boxed = sandbox.level == "strict"

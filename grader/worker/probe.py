@@ -14,7 +14,8 @@ import os
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy
 import torch
@@ -43,7 +44,7 @@ _SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16
 @dataclass(frozen=True)
 class ProbeSpec:
     name: str
-    fn: Callable[[Any, "ProbeContext"], None]
+    fn: Callable[[Any, ProbeContext], None]
     isolated: bool
 
 
