@@ -72,7 +72,8 @@ def test_load_restores_the_optimizer_state(tmp_path):
     fresh = build(2)
     fresh_opt = optimizer_for(fresh)
     checkpoint.load_checkpoint(path, fresh, fresh_opt)
-    assert fresh_opt.state_dict()["state"], "optimizer state (AdamW moments) is empty after loading: weights alone do not resume training"
+    assert fresh_opt.state_dict()["state"], (
+        "optimizer state (AdamW moments) is empty after loading: weights alone do not resume training")
 
 
 def test_load_restores_the_rng_state(tmp_path):
@@ -112,7 +113,8 @@ def test_failed_save_keeps_the_previous_file(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "save", broken_save)
     with pytest.raises(OSError):
         checkpoint.save_checkpoint(path, model, optimizer_for(model), 2)
-    assert path.read_bytes() == good, "a failed save damaged the previous checkpoint: write to a temp file, then os.replace"
+    assert path.read_bytes() == good, (
+        "a failed save damaged the previous checkpoint: write to a temp file, then os.replace")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"], "a temporary file was left behind"
 
 

@@ -54,7 +54,8 @@ def test_each_part_matches_the_built_model(config, built):
     parts = param_count.parameter_breakdown(config)
     for key in sorted(KEYS):
         # tolerance: exact
-        assert parts.get(key) == built[key], f"breakdown[{key!r}] = {parts.get(key)}, the built model's {key} has {built[key]}"
+        assert parts.get(key) == built[key], (
+            f"breakdown[{key!r}] = {parts.get(key)}, the built model's {key} has {built[key]}")
 
 
 def test_breakdown_sums_to_total():

@@ -31,7 +31,8 @@ def test_optimizer_holds_every_trainable_parameter_once():
     assert isinstance(opt, torch.optim.AdamW), f"expected torch.optim.AdamW, got {type(opt).__name__}"
     held = [p for group in opt.param_groups for p in group["params"]]
     assert len(held) == len({id(p) for p in held}), "a parameter appears in more than one place"
-    assert {id(p) for p in held} == {id(p) for p in lm.parameters()}, "optimizer and model disagree on the parameter set"
+    assert {id(p) for p in held} == {id(p) for p in lm.parameters()}, (
+        "optimizer and model disagree on the parameter set")
 
 
 def test_weight_decay_only_on_matrices():
@@ -41,7 +42,8 @@ def test_weight_decay_only_on_matrices():
         for p in group["params"]:
             expected = 0.1 if p.dim() >= 2 else 0.0
             # tolerance: exact (hyper-parameters are copied, not computed)
-            assert group["weight_decay"] == expected, f"a {p.dim()}-D parameter has weight_decay {group['weight_decay']}, expected {expected}"
+            assert group["weight_decay"] == expected, (
+                f"a {p.dim()}-D parameter has weight_decay {group['weight_decay']}, expected {expected}")
 
 
 def test_frozen_parameters_are_left_out():
@@ -62,7 +64,9 @@ def test_train_step_returns_float_and_updates():
     loss = train.train_step(lm, train.make_optimizer(lm, lr=1e-2), x, y)
     assert type(loss) is float, f"train_step must return a Python float, got {type(loss).__name__}"
     # tolerance: 1e-5 absolute (dropout is 0, so train and eval losses agree)
-    assert math.isclose(loss, expected, rel_tol=0, abs_tol=1e-5), f"returned loss {loss} is not the loss before the update {expected}"
+    assert math.isclose(loss,
+                        expected, rel_tol=0,
+                        abs_tol=1e-5), f"returned loss {loss} is not the loss before the update {expected}"
     assert lm.training, "train_step must leave the model in train() mode"
     changed = sum(not torch.equal(a, b.detach()) for a, b in zip(before, lm.parameters(), strict=False))
     assert changed > 0, "no parameter changed: was optimizer.step() called?"

@@ -328,7 +328,8 @@ class Observations:
                     calls.append({"call": entry[0], "where": entry[1]})
         named = {call for call, _ in seen}
         by_worker = self.run.forbidden if self.run is not None else []
-        calls += [{"call": str(name), "where": None} for name in dict.fromkeys(map(str, by_worker)) if name not in named]
+        calls += [{"call": str(name), "where": None}
+                  for name in dict.fromkeys(map(str, by_worker)) if name not in named]
         return calls
 
     def fully_attempted(self) -> bool:

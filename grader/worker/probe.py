@@ -137,7 +137,8 @@ def part(obj: Any, *path: str) -> Any:
             obj = getattr(obj, name)
         except AttributeError:
             if i == 0:
-                raise ContractBreach("the model has no attribute `{name}`, which the contract names", name=name) from None
+                raise ContractBreach("the model has no attribute `{name}`, which the contract names",
+                                     name=name) from None
             raise ContractBreach("{held} has no attribute `{name}`, which the contract names", held=".".join(path[:i]),
                                  name=name) from None
     return obj
@@ -222,7 +223,8 @@ def raised_by_grader(exc: BaseException, student_file: str | None, student_modul
         # torch raised it for an object of the student's: nn.Module.__getattr__ for an attribute the contract names
         # that the student's module lacks, nn.Module's default forward for a module without one
         return False
-    if isinstance(exc, TypeError) and student_module is not None and _called_with_the_wrong_signature(exc, student_module):
+    if (isinstance(exc, TypeError) and student_module is not None
+            and _called_with_the_wrong_signature(exc, student_module)):
         return False
     tb = exc.__traceback__
     while tb is not None:
@@ -281,7 +283,8 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
     try:
         for frame in traceback.extract_tb(exc.__traceback__):
             if student_file and os.path.abspath(frame.filename) == student_file:
-                frames.append(f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}: {frame.line or ''}".strip())
+                where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
+                frames.append(f"{where} in {frame.name}: {frame.line or ''}".strip())
         if frames:
             where = frames[-1]
         elif isinstance(exc, SyntaxError) and student_file and exc.filename \

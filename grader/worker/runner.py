@@ -299,7 +299,8 @@ class Guard:
                    ("ForbiddenCalls", ForbiddenCalls)]
         # (label, the live namespace, whether a name added to it counts: on a class or an instance it hides
         # what the class below defines)
-        spaces = [(label, m.__dict__, False) for label, m in modules] + [(label, c.__dict__, True) for label, c in classes]
+        spaces = ([(label, m.__dict__, False) for label, m in modules]
+                  + [(label, c.__dict__, True) for label, c in classes])
         spaces.append(("json._default_encoder", vars(json._default_encoder), True))   # json.dumps calls its encode
         spaces += [(label, namespace, False) for label, namespace in objects]
         self.spaces = []
@@ -309,7 +310,8 @@ class Guard:
             # Python functions among them (`deep`) need their parts compared one by one
             shallow = [(k, parts[0]) for k, parts in saved.items() if len(parts) == 1]
             deep = {k: parts for k, parts in saved.items() if len(parts) > 1}
-            self.spaces.append((label, now, additions, saved, tuple(k for k, _ in shallow), tuple(v for _, v in shallow), deep))
+            self.spaces.append((label, now, additions, saved, tuple(k for k, _ in shallow),
+                                tuple(v for _, v in shallow), deep))
         self.classes = dict(classes)
         self.modes = (_function_modes(), _dispatch_modes())
         self.lasting = False   # a change check() could not put back
