@@ -30,11 +30,15 @@ _TensorBase = torch._C.TensorBase
 _as_subclass, _detach, _cpu, _contiguous, _clone = (_TensorBase.as_subclass, _TensorBase.detach, _TensorBase.cpu,
                                                     _TensorBase.contiguous, _TensorBase.clone)
 _reshape, _view, _to_numpy, _tolist = _TensorBase.reshape, _TensorBase.view, _TensorBase.numpy, _TensorBase.tolist
-_dtype_of, _shape_of, _device_of = _TensorBase.dtype.__get__, _TensorBase.shape.__get__, _TensorBase.device.__get__
-_requires_grad_of = _TensorBase.requires_grad.__get__
+# (torch's stubs type these getset descriptors as their values' types)
+_dtype_of, _shape_of, _device_of = (_TensorBase.dtype.__get__, _TensorBase.shape.__get__,  # type: ignore[attr-defined]
+                                    _TensorBase.device.__get__)
+_requires_grad_of = _TensorBase.requires_grad.__get__  # type: ignore[attr-defined]
 _to_bytes = numpy.ndarray.tobytes
 _NoTorchFunction, _NoTorchDispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
-_encode_json = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
+# no default (None): an object JSON cannot encode raises
+_encode_json = _json.make_encoder(None, None,  # type: ignore[arg-type]
+                                  _json.encode_basestring_ascii, None, ":", ",", True, False, True)
 _join, _join_bytes = "".join, b"".join
 _SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                        torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
@@ -293,7 +297,7 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
             where = f"{os.path.basename(student_file)}:{exc.lineno}: {(exc.text or '').strip()}".strip()
     except BaseException:  # noqa: BLE001
         pass
-    info = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
+    info: dict[str, Any] = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
     if isinstance(exc, ContractBreach):
         info["breach"] = True  # raised by the probe about what the student's code gave: the student's, not the grader's
         try:
