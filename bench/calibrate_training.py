@@ -40,7 +40,7 @@ def load_solution(path: Path):
 def optimum(xs, ys) -> float:
     """Lowest reachable mean loss: positions with the same prefix share their logits (same rule as the judge)."""
     groups = defaultdict(list)
-    for row, targets in zip(xs, ys):
+    for row, targets in zip(xs, ys, strict=False):
         for t, target in enumerate(targets):
             groups[(t, tuple(row[: t + 1]))].append(target)
     total = sum(-c * math.log(c / len(ts)) for ts in groups.values() for c in Counter(ts).values())

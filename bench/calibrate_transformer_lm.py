@@ -66,8 +66,9 @@ def main() -> None:
             curve, logits, _ = probes.train_fixed_batch(ref, probes.OVERFIT_CONFIG, x, y, probes.OVERFIT_STEPS,
                                                         optimizer_class=optimizer_class)
             curves.append(curve + [eval_loss(logits, y)])
-        worst = max(worst, max(abs(a - b) for a, b in zip(*curves)))
-    print(f"probe AdamW vs torch.optim.AdamW: largest loss difference over {probes.OVERFIT_STEPS} steps, 3 seeds: {worst:.3e}")
+        worst = max(worst, max(abs(a - b) for a, b in zip(*curves, strict=False)))
+    print(f"probe AdamW vs torch.optim.AdamW: largest loss difference over {probes.OVERFIT_STEPS} steps, 3 "
+          f"seeds: {worst:.3e}")
 
     finals, wrong, seconds = [], 0, []
     for seed in range(args.seeds):
@@ -86,12 +87,14 @@ def main() -> None:
         generator = torch.Generator().manual_seed(seed)
         tokens, targets = probes.contradictory_batch(generator)
         t0 = time.perf_counter()
-        curve, logits, _ = probes.train_fixed_batch(ref, probes.OVERFIT_CONFIG, tokens, targets, probes.CONTRADICTORY_STEPS)
+        curve, logits, _ = probes.train_fixed_batch(ref, probes.OVERFIT_CONFIG, tokens, targets,
+                                                    probes.CONTRADICTORY_STEPS)
         seconds.append(time.perf_counter() - t0)
         opt = optimum(tokens, targets)
         opts.append(opt)
         gaps.append(eval_loss(logits, targets) - opt)
-    print(f"contradictory ({probes.CONTRADICTORY_STEPS} steps, {args.seeds} seeds): optimum {min(opts):.6f}..{max(opts):.6f}; "
+    print(f"contradictory ({probes.CONTRADICTORY_STEPS} steps, {args.seeds} seeds): optimum "
+          f"{min(opts):.6f}..{max(opts):.6f}; "
           f"final loss - optimum min {min(gaps):.3e} max {max(gaps):.3e}; {max(seconds):.2f} s per run at most")
 
 

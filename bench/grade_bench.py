@@ -128,8 +128,10 @@ def main() -> None:
                   f"{e['run'].get('max_rss_mb', 0):>15.0f}")
         print(f"\nmedians of {args.repeat} alternating runs (walls: a {' '.join(f'{r[0]:.2f}' for r in floors)};"
               f" a2 {' '.join(f'{r[0]:.2f}' for r in forked)}; b {' '.join(f'{r[0]:.2f}' for r in lones)})")
-        print(f"(a) bare floor          wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch {floor['import_torch_s']:.2f} s)")
-        print(f"(a2) fork per exercise  wall {forked_wall:6.2f} s   (bench/fork_floor.py: a child per exercise, no sandbox)")
+        print(f"(a) bare floor          wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch "
+              f"{floor['import_torch_s']:.2f} s)")
+        print(f"(a2) fork per exercise  wall {forked_wall:6.2f} s   (bench/fork_floor.py: a child per "
+              "exercise, no sandbox)")
         print(f"(b) lone grader grade   wall {lone_wall:6.2f} s   cpu {lone_cpu:6.2f} s")
         if args.naive:
             naive_wall = sum(timed([*GRADER, "grade", str(ROOT / "solutions"), "--exercise", e["id"], "--out",
@@ -154,7 +156,8 @@ def main() -> None:
         for name, (wall, cpu) in measured.items():
             # Dask's in-process workers leave their warm processes to die with the client, unwaited: no CPU figure
             shown = f"cpu {cpu / n:5.2f} s/submission" if name.startswith("pool") else "cpu     n/a           "
-            print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   {shown}   {n / wall * 60:5.1f} submissions/min")
+            print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   {shown}   {n / wall * 60:5.1f} "
+                  "submissions/min")
         for name, wall in pinned.items():
             print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   (Dask worker processes, one core each)"
                   f"   {n / wall * 60:5.1f} submissions/min")
@@ -162,7 +165,8 @@ def main() -> None:
         print(f"\nb/a = {lone_wall / floor_wall:.2f}  lone grade over the floor (goal <= 1.25); a2/a = "
               f"{forked_wall / floor_wall:.2f} (a fresh process per exercise), b/a2 = {lone_wall / forked_wall:.2f} "
               "(the sandbox, the judge and the reports)")
-        print(f"d   = {runs['pool 1'] / n / lone_wall:.2f}  batch --jobs 1 per submission over a lone grade (goal <= 0.6)")
+        print(f"d   = {runs['pool 1'] / n / lone_wall:.2f}  batch --jobs 1 per submission over a lone "
+              "grade (goal <= 0.6)")
         print(f"e   = {runs['dask 2'] / runs['pool 2']:.2f}  local Dask over the warm pool, --jobs 2 (goal <= 1.1)")
         print(f"f   = {runs['dask 1'] / runs['dask 2']:.2f}  two local Dask workers over one, throughput (goal >= 1.7)")
         if pinned:

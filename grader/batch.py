@@ -158,7 +158,8 @@ def read_archive(archive: Path) -> list[tuple[tuple[str, ...], bytes]]:
     # NotImplementedError (compression method 99), zlib.error (corrupt deflate data), EOFError, UnicodeDecodeError
     # (a name flagged UTF-8 that is not), OSError (a seek to a bogus offset)... Each means the same: unreadable.
     except Exception as exc:  # noqa: BLE001
-        kind = type(exc).__qualname__ if type(exc).__module__ == "builtins" else f"{type(exc).__module__}.{type(exc).__qualname__}"
+        kind = (type(exc).__qualname__ if type(exc).__module__ == "builtins"
+                else f"{type(exc).__module__}.{type(exc).__qualname__}")
         raise UnsafeArchive(verbatim(f"{kind}: {exc}")) from None
 
 

@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--cluster", default=None, metavar="WHERE",
                        help="grade on Dask: local (--jobs workers here), tcp://HOST:8786 (a running scheduler), or "
                             "slurm, pbs, sge, lsf, htcondor, moab, oar (--jobs workers as batch jobs; settings from "
-                            "course.toml's [cluster.<kind>] and --cluster-option). Default: warm processes here, no Dask")
+                            "course.toml's [cluster.<kind>] and --cluster-option). Default: warm "
+                            "processes here, no Dask")
     batch.add_argument("--cluster-option", action="append", default=[], metavar="KEY=VALUE", type=cluster_option,
                        help="a dask-jobqueue setting, e.g. queue=gpu or walltime=01:00:00 (repeatable)")
     batch.add_argument("--format", default=(), type=lms_formats_argument, dest="formats", metavar="canvas,moodle",
@@ -165,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     classroom = sub.add_parser("classroom", help="hidden grading of a GitHub Classroom assignment, posted back")
     classroom_sub = classroom.add_subparsers(dest="classroom_command", required=True, metavar="ACTION")
-    sync = classroom_sub.add_parser("sync", help="grade each student repository's new commit; post status and scorecard")
+    sync = classroom_sub.add_parser("sync",
+                                    help="grade each student repository's new commit; post status and scorecard")
     sync.add_argument("--org", required=True, help="the organisation holding the students' repositories")
     sync.add_argument("--prefix", required=True, help="the assignment's prefix: repositories are <prefix>-<username>")
     sync.add_argument("--out", type=Path, required=True, help="the gradebook folder, kept between runs")
@@ -191,8 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     gs_run.set_defaults(handler=command_gradescope_run)
 
     selftest = sub.add_parser("selftest", help="grade every solution, variant and mutant; fail on any false verdict")
-    selftest.add_argument("--catalog", type=Path, default=None, help="folder holding variants/ and mutants/ (default: tests/)")
-    selftest.add_argument("--matrix", type=Path, default=None, help="also write the mutant x criterion matrix (Markdown) here")
+    selftest.add_argument("--catalog", type=Path, default=None,
+                          help="folder holding variants/ and mutants/ (default: tests/)")
+    selftest.add_argument("--matrix", type=Path, default=None,
+                          help="also write the mutant x criterion matrix (Markdown) here")
     selftest.add_argument("--exercise", action="append", default=None, metavar="ID",
                           help="only this exercise's solution, variants and mutants (repeatable)")
     selftest.add_argument("--mutate", action="store_true",
@@ -217,7 +221,8 @@ def formats_argument(text: str) -> tuple[str, ...]:
     chosen = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
     unknown = [f for f in chosen if f not in FORMATS]
     if unknown or not chosen:
-        raise argparse.ArgumentTypeError(f"unknown format {', '.join(unknown) or '(none)'}; choose from {', '.join(FORMATS)}")
+        raise argparse.ArgumentTypeError(f"unknown format {', '.join(unknown) or '(none)'}; choose from "
+                                         f"{', '.join(FORMATS)}")
     return chosen
 
 
@@ -295,7 +300,8 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
     written = write_reports(report, out, templates, lang, formats)
     print(render_table(report, lang))
     # the default report folder is named after the submission's
-    print(f"\n{LABELS[lang]['reports_written']}{LABELS[lang]['colon']}{', '.join(terminal_text(str(p)) for p in written)}")
+    shown = ", ".join(terminal_text(str(p)) for p in written)
+    print(f"\n{LABELS[lang]['reports_written']}{LABELS[lang]['colon']}{shown}")
     if "md" in formats:
         try:
             append_step_summary(out / "scorecard.md")

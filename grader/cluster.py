@@ -68,7 +68,8 @@ def connect(spec: str, jobs: int, settings: dict):
         try:
             import dask_jobqueue
         except ImportError:
-            raise ClusterError(f"--cluster {spec} needs dask-jobqueue: pip install 'transformer-grader[cluster]'") from None
+            raise ClusterError(f"--cluster {spec} needs dask-jobqueue: "
+                               "pip install 'transformer-grader[cluster]'") from None
         cluster = getattr(dask_jobqueue, JOBQUEUE_KINDS[spec])(**settings)
         cluster.scale(jobs)
     elif "://" in spec:
@@ -84,9 +85,11 @@ def connect(spec: str, jobs: int, settings: dict):
 
 def course_files(course: Course) -> dict[str, bytes]:
     """What a worker needs of the course, by path relative to its root."""
-    paths = [COURSE_FILE, *(p.relative_to(course.root).as_posix() for p in sorted((course.root / "templates").glob("*.j2")))]
+    paths = [COURSE_FILE,
+             *(p.relative_to(course.root).as_posix() for p in sorted((course.root / "templates").glob("*.j2")))]
     for ex in course.exercises:
-        paths += [course.stub(ex).relative_to(course.root).as_posix(), course.solution(ex).relative_to(course.root).as_posix()]
+        paths += [course.stub(ex).relative_to(course.root).as_posix(),
+                  course.solution(ex).relative_to(course.root).as_posix()]
     return {p: (course.root / p).read_bytes() for p in paths if (course.root / p).is_file()}
 
 

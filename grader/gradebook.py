@@ -146,7 +146,8 @@ class Gradebook:
         """Replace a submission's rows in one transaction."""
         with self._transaction():
             self.db.execute("DELETE FROM results WHERE submission=? AND grader_key=?", (submission, key))
-            self.db.execute("INSERT OR REPLACE INTO submissions (submission, content_hash, grader_key, score, max_score, "
+            self.db.execute("INSERT OR REPLACE INTO submissions (submission, content_hash, grader_key, "
+                            "score, max_score, "
                             "percent, status, message, report_dir, graded_at, sandbox) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                             (submission, chash, key, summary["score"], summary["max_score"], summary["percent"],
                              summary["status"], json.dumps(summary["message"], ensure_ascii=False),

@@ -25,6 +25,7 @@ MAX_UPLOADED_FILE_BYTES = 16 << 20   # staging refuses far less; this only bound
 # nowhere, so staging refuses the exercise as a link, and nothing could ever reach the original target.
 LINK_STAND_IN = "/nonexistent/symbolic-link-in-the-upload"
 
+# %-formatting, not str.format: the script's own ${...} braces would need doubling
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when the autograder image is built (Ubuntu 22.04: python3 is 3.10).
 set -euo pipefail
@@ -52,7 +53,7 @@ GRADER_PYTHON="$python" bash scripts/setup.sh
 # Everything the worker imports stays readable by all; the hidden material becomes root-only.
 chmod -R a+rX,go-w .
 chmod -R go-rwx %(hidden)s
-""" % {"hidden": " ".join(HIDDEN_IN_BUNDLE)}
+""" % {"hidden": " ".join(HIDDEN_IN_BUNDLE)}  # noqa: UP031
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this, as root, for every submission; students read its results in the language below.
 cd /autograder/source

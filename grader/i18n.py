@@ -126,7 +126,8 @@ def catalog(lang: str) -> dict[str, str]:
     for po in sorted((LOCALE_DIR / lang / "LC_MESSAGES").glob("*.po")):
         with po.open("rb") as fh:
             for message in read_po(fh, locale="zh_CN" if lang == "zh" else lang):
-                if message.id and message.string and not message.fuzzy:
+                if isinstance(message.id, str) and isinstance(message.string, str) and message.string \
+                        and not message.fuzzy:   # singular messages only: the catalogs have no plural forms
                     merged[message.id] = message.string
     return merged
 
@@ -195,7 +196,8 @@ def read_catalog(path: Path) -> dict[str, str]:
     from babel.messages.pofile import read_po
 
     with path.open("rb") as fh:
-        return {m.id: ("" if m.fuzzy else m.string or "") for m in read_po(fh) if m.id}
+        return {m.id: ("" if m.fuzzy or not isinstance(m.string, str) else m.string)
+                for m in read_po(fh) if m.id and isinstance(m.id, str)}
 
 
 def update_catalogs(lang: str = "zh", package: Path | None = None) -> dict[str, tuple[int, int]]:

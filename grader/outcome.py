@@ -18,13 +18,14 @@ from grader.reporting import write_atomic
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) -> tuple[dict, list[dict]]:
     """Write the reply's report files to `report_dir` and return the submission's summary and rows; a reply
     without a readable report is a `grader_error`."""
-    (report_dir / "report.json").unlink(missing_ok=True)   # a report left by an earlier run must not be read as this one's
+    # a report left by an earlier run must not be read as this one's
+    (report_dir / "report.json").unlink(missing_ok=True)
     if reply.get("final_status"):   # a verdict the engine reached without a report (a worker-killing grading)
         return failure_rows(course, reply["final_status"], rendered(reply["error"]), graded_at)
     files = reply.get("files") or {}

@@ -94,7 +94,7 @@ def read_roster(path: Path) -> list[Student]:
                 re.fullmatch(r"\s*(Muted|Manual Posting.*)?\s*", cell, re.IGNORECASE) for cell in row)):
             continue   # the rows of Canvas's export that describe its assignments
 
-        def cell(column: str) -> str:
+        def cell(column: str, row: list[str] = row) -> str:   # bound now: called only in this iteration
             i = where.get(column)
             return row[i].strip() if i is not None and i < len(row) else ""
 

@@ -79,7 +79,8 @@ class Case:
             found.append(f"mutant {self.label} escaped: no criterion failed or raised on it "
                          f"({', '.join(f'{c} {s}' for c, s in sorted(self.got_fails.items())) or 'full marks'})")
         for c in sorted(got - self.expected_fails - self.may_fail):
-            found.append(f"mutant {self.label} fails {c} ({self.got_fails[c]}), which its manifest does not expect: {self.messages[c]}")
+            found.append(f"mutant {self.label} fails {c} ({self.got_fails[c]}), which its manifest does not expect: "
+                         f"{self.messages[c]}")
         for c in sorted(self.expected_fails - got):
             found.append(f"mutant {self.label} passes {c}, which its manifest says it fails")
         for c in sorted(got):

@@ -48,7 +48,8 @@ def visible_tests(ex: ExerciseConfig) -> dict[str, object]:
     """The visible criteria of an exercise: test function name -> function (its metadata in `.criterion`)."""
     module = importlib.import_module(f"grader.criteria.{ex.id}")
     return {name: fn for name, fn in vars(module).items()
-            if name.startswith("test_") and hasattr(fn, "criterion") and ex.is_visible(fn.criterion.id, fn.criterion.kind)}
+            if name.startswith("test_") and hasattr(fn, "criterion")
+            and ex.is_visible(fn.criterion.id, fn.criterion.kind)}
 
 
 def _defined(node: ast.stmt) -> set[str]:
@@ -204,7 +205,8 @@ def _toml_value(value) -> str:
 
 
 def checker_course_toml(course: Course, visible: dict[str, dict[str, object]]) -> str:
-    lines = ["# The checker's course: the criteria `grader check` shows, with a public seed. Written by `grader handout`.",
+    lines = ["# The checker's course: the criteria `grader check` shows, with a public seed. Written by "
+             "`grader handout`.",
              "[course]", f"name = {_toml_value(course.name)}", f"seed = {PUBLIC_SEED}",
              f"references = {_toml_value(REFERENCES_DIR)}", ""]
     for ex in course.exercises:
@@ -223,7 +225,8 @@ def checker_course_toml(course: Course, visible: dict[str, dict[str, object]]) -
 
 def checker_pyproject(course: Course) -> str:
     main = tomllib.loads((course.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    needed = [r for r in main["dependencies"] if re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] not in INSTRUCTOR_REQUIREMENTS]
+    needed = [r for r in main["dependencies"]
+              if re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] not in INSTRUCTOR_REQUIREMENTS]
     return "\n".join([
         "# The checker students install with `pip install -e ./checker` (editable: it reads its course.toml).",
         "[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",

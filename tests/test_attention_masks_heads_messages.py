@@ -35,7 +35,8 @@ def test_the_diagnosis_of_a_missing_scale_reads_in_both_languages():
     q, k = torch.randn(1, 1, 4, 16, generator=generator), torch.randn(1, 1, 6, 16, generator=generator)
     unscaled = (q.double() @ k.double().transpose(-2, -1)).softmax(-1)
     texts = attention._diagnosis(unscaled, q, k, d_v=8).texts()
-    assert texts["en"] == "; your weights equal softmax(q·kᵀ) with no scale at all (the 1/sqrt(D) = 1/sqrt(16) is missing)"
+    assert texts["en"] == ("; your weights equal softmax(q·kᵀ) with no scale at all "
+                           "(the 1/sqrt(D) = 1/sqrt(16) is missing)")
     assert "完全没有缩放" in texts["zh"] and "1/sqrt(16)" in texts["zh"]
     assert chinese(texts["zh"], "your", "weights", "equal", "scale", "missing")
     scaled = (q.double() @ k.double().transpose(-2, -1) / math.sqrt(16)).softmax(-1)

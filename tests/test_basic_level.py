@@ -122,7 +122,8 @@ def test_basic_batch_code_reads_neither_the_cache_nor_a_concurrent_classmate(sha
     room = shared_base / "private" / "class"   # the class folder itself is the instructor's alone
     attack = (ATTACK.replace("@CACHE@", repr(str(cache))).replace("@CONTROL@", repr(str(control)))
               .replace("@FIRST@", str(UIDS[0])).replace("@LAST@", str(UIDS[1])))
-    for name, source in (("a-carol", SLOW_SOLUTION), ("b-mallory", attack + mutant_text(COURSE, "heads", MUTANT) + STEAL)):
+    for name, source in (("a-carol", SLOW_SOLUTION),
+                         ("b-mallory", attack + mutant_text(COURSE, "heads", MUTANT) + STEAL)):
         (room / name / "heads").mkdir(parents=True)
         (room / name / "heads" / "heads.py").write_text(source)
     os.chmod(shared_base / "private", 0o700)

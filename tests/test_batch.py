@@ -374,7 +374,8 @@ def stored_status(out, name):
     return status, said(message)
 
 
-@pytest.mark.parametrize("fault", [GRADER_FAULT, {"error": "ValueError: a bug of ours"}, {"files": {"report.json": "{"}},
+@pytest.mark.parametrize("fault",
+                         [GRADER_FAULT, {"error": "ValueError: a bug of ours"}, {"files": {"report.json": "{"}},
                                    WarmGraderDied("the grading process ended (exit -9)"),
                                    GradingTimeout("no answer within 1 s")],
                          ids=["exercise-grader-error", "error-reply", "broken-report", "process-died", "timeout"])
@@ -449,7 +450,8 @@ def test_row_names_are_distinct_for_distinct_entries():
 def test_batch_lang_zh_writes_each_students_reports_in_chinese(course_dir, tmp_path):
     """`grader batch --lang zh` reaches the warm grading processes: each student's scorecard is Chinese."""
     (tmp_path / "class" / "ivy").mkdir(parents=True)   # nothing written yet: every exercise not attempted
-    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course_dir), "batch", str(tmp_path / "class"),
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course_dir), "batch",
+                           str(tmp_path / "class"),
                            "--out", str(tmp_path / "out"), "--jobs", "1", "--sandbox", "basic", "--lang", "zh"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -467,5 +469,6 @@ def test_a_dead_grading_process_is_explained_in_each_language(course_dir, tmp_pa
     batch_in_process(course_dir, tmp_path / "class", tmp_path / "out")
     status, message = stored_status(tmp_path / "out", "jack")
     assert status == "grader_error"
-    assert message == {"en": "grading failed: the grading process ended (exit -9): Killed; graded again on the next run",
+    assert message == {"en": "grading failed: the grading process ended (exit -9): Killed; "
+                             "graded again on the next run",
                        "zh": "评分失败：评分进程已退出（退出状态 -9）：Killed；下次运行时会重新评分"}

@@ -285,7 +285,8 @@ def test_excel_gets_a_bom_and_the_csv_module_reads_it_back(batch):
         ("2024003", "Sol Ution", "2024003", "complete", "25", "id"),
         ("", "", "bad.zip", "unreadable", "", "not in roster"),
         ("", "", "empty", "empty", "", "not in roster")]
-    assert [r["reason"] for r in rows] == ["", "没有提交", "", rows[3]["reason"], "没有作答：每个练习的文件都缺失或仍是未改动的模板"]
+    assert [r["reason"] for r in rows] == ["", "没有提交", "", rows[3]["reason"],
+                                           "没有作答：每个练习的文件都缺失或仍是未改动的模板"]
     assert "bad.zip" in rows[3]["reason"]
 
 

@@ -111,7 +111,8 @@ def test_a_grader_error_is_reported_even_below_fail_under(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("argv", [["grade"], ["batch", "class", "--out", "book"], ["check"], ["gradescope", "a.zip"],
-                                  ["gradescope-run"], ["classroom", "sync", "--org", "o", "--prefix", "p", "--out", "b"]],
+                                  ["gradescope-run"],
+                                  ["classroom", "sync", "--org", "o", "--prefix", "p", "--out", "b"]],
                          ids=lambda argv: " ".join(argv[:2]))
 def test_every_command_that_writes_for_students_takes_lang(argv):
     parser = build_parser()

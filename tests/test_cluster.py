@@ -57,7 +57,8 @@ def own_folder(base: Path, name: str) -> tuple[Path, dict]:
     folder = base / name
     (folder / "tmp").mkdir(parents=True)
     env = {**os.environ, "GRADER_CACHE": str(folder / "cache"), "TMPDIR": str(folder / "tmp"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+           "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
     return folder, env
 
 
@@ -103,7 +104,8 @@ def start_cluster(start, tmp_path: Path, name: str, workers: int, nanny: bool = 
 def local_csv(course_dir, classroom, tmp_path_factory) -> str:
     """The grades of the same class graded on this machine, without Dask."""
     out = tmp_path_factory.mktemp("local")
-    local = subprocess.run(batch(course_dir, classroom, out, "--jobs", "2"), capture_output=True, text=True, timeout=300)
+    local = subprocess.run(batch(course_dir, classroom, out, "--jobs", "2"),
+                           capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr[-2000:]
     return (out / "grades.csv").read_text()
 
@@ -163,7 +165,8 @@ def test_each_submission_records_the_sandbox_it_was_graded_in(level, course_dir,
     student.mkdir(parents=True)
     shutil.copyfile(ROOT / "solutions" / "heads" / "heads.py", student / "heads.py")
     run_batch(load_course(course_dir), tmp_path / "class", tmp_path / "out", 1, False, level, "en")
-    stored = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite").execute("SELECT sandbox FROM submissions").fetchall()
+    db = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite")
+    stored = db.execute("SELECT sandbox FROM submissions").fetchall()
     assert stored == [(level,)]
 
 

@@ -37,7 +37,7 @@ def test_gradescope_results_follow_the_published_fields(exported):
     assert isinstance(results["execution_time"], (int, float))
     criteria = [c for e in report["exercises"] for c in e["criteria"]]
     assert len(results["tests"]) == len(criteria)
-    for test, c in zip(results["tests"], criteria):
+    for test, c in zip(results["tests"], criteria, strict=True):
         assert set(test) >= {"name", "number", "score", "max_score", "status", "output", "visibility"}
         assert test["status"] in ("passed", "failed")
         assert test["score"] == c["points"] and test["max_score"] == c["max_points"]

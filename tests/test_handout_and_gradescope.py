@@ -170,7 +170,8 @@ def test_setup_sh_makes_the_hidden_material_root_only(autograder, tmp_path):
     assert modes, "setup.sh sets no file modes"
     subprocess.run(["bash", "-ec", "\n".join(modes)], cwd=source, check=True, timeout=60)
     # the probes too: each exercise's child reads its own probe code before it drops to the student's uid
-    secret = [source / "course.toml", source / "solutions", source / "grader" / "criteria", source / "grader" / "probes"]
+    secret = [source / "course.toml", source / "solutions", source / "grader" / "criteria",
+              source / "grader" / "probes"]
     for top in secret:
         for path in [top, *top.rglob("*")]:
             assert path.stat().st_mode & 0o077 == 0, f"{path.relative_to(source)} is readable by student code"
@@ -218,7 +219,8 @@ def test_gather_follows_no_link_to_a_classmate_or_the_grader(tmp_path):
     assert (target / "masks" / "masks.py").read_text() == "# mine\n"
     assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*.py")) == [
         "decoder_block/block.py", "heads/heads.py", "masks/masks.py"]
-    assert notes and all(name in notes[0].render(lang) for name in ("heads", "block.py", "stuff") for lang in ("en", "zh"))
+    assert notes and all(name in notes[0].render(lang)
+                         for name in ("heads", "block.py", "stuff") for lang in ("en", "zh"))
     assert "符号链接" in notes[0].render("zh")
 
 
@@ -253,7 +255,7 @@ def test_results_count_the_hidden_points_without_naming_them(autograder):
     course = load_course(autograder / "source")
     criteria = [(e["id"], c) for e in report["exercises"] for c in e["criteria"]]
     assert len(criteria) == len(results["tests"])
-    for (ex_id, c), test in zip(criteria, results["tests"]):
+    for (ex_id, c), test in zip(criteria, results["tests"], strict=True):
         assert test["visibility"] == course.exercise(ex_id).gradescope_visibility(c["id"], c["kind"])
     hidden = [t for t in results["tests"] if t["visibility"] != "visible"]
     assert 0 < len(hidden) < len(results["tests"])

@@ -194,7 +194,8 @@ def test_check_refuses_the_course_stubs_and_a_folder_without_exercises(tmp_path)
 
 @pytest.mark.parametrize("summary, zh", [("1 failed, 7 passed", "1 个失败、7 个通过"), ("8 passed", "8 个通过"),
                                          ("1 error, 2 warnings", "1 个出错、2 个警告"),
-                                         ("ERROR: file or directory not found: x", "ERROR: file or directory not found: x")])
+                                         ("ERROR: file or directory not found: x",
+                                          "ERROR: file or directory not found: x")])
 def test_check_says_pytests_counts_in_the_students_language(summary, zh):
     from grader.check import pytest_counts
 

@@ -121,7 +121,8 @@ def course_with_limits(folder: Path, limits: dict[str, dict]) -> Path:
         if own:
             top, sep, rest = block.partition("\n[exercise.")
             top = "\n".join(line for line in top.split("\n") if not any(line.startswith(f"{k} =") for k in own))
-            top = re.sub(r'(?m)^(id = "\w+")$', lambda m: m.group(1) + "".join(f"\n{k} = {v}" for k, v in own.items()), top)
+            top = re.sub(r'(?m)^(id = "\w+")$',
+                         lambda m, own=own: m.group(1) + "".join(f"\n{k} = {v}" for k, v in own.items()), top)
             block = top + sep + rest
         edited.append(block)
     (folder / "course.toml").write_text(head + "".join("[[exercise]]" + b for b in edited))
@@ -352,7 +353,8 @@ def grade_cases(cases: list[Case], folder: Path, course, sandbox: str = "strict"
         if c.exercise == "*":
             exercises[c.name] = free.pop(0)
     neighbours = [e for e in healthy_exercises(course, set(exercises.values()))][:2]
-    assert len(neighbours) == 2, "the course needs two more exercises with solutions and criteria to stand next to the hostile ones"
+    assert len(neighbours) == 2, (
+        "the course needs two more exercises with solutions and criteria to stand next to the hostile ones")
     limits = {exercises[c.name]: c.limits for c in cases}
     g = Grading(cases, exercises, neighbours, limits)
 
@@ -360,7 +362,8 @@ def grade_cases(cases: list[Case], folder: Path, course, sandbox: str = "strict"
     submission = folder / "submission"
     for c in cases:
         if (c.folder / c.exercise).is_dir() and c.exercise != "*":
-            shutil.copytree(c.folder, submission, dirs_exist_ok=True, ignore=shutil.ignore_patterns("manifest.toml", "__pycache__"))
+            shutil.copytree(c.folder, submission, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("manifest.toml", "__pycache__"))
         if unforged:
             for source in (submission / c.exercise).glob("*.py"):
                 text = source.read_text()
@@ -416,7 +419,8 @@ def grade_cases(cases: list[Case], folder: Path, course, sandbox: str = "strict"
     kill_leftovers(g.strays)
     g.markers = markers_on_host(places)
     after_tree = tree_digest(submission)
-    g.submission_changed = sorted(k for k in set(before_tree) | set(after_tree) if before_tree.get(k) != after_tree.get(k))
+    g.submission_changed = sorted(k for k in set(before_tree) | set(after_tree)
+                                  if before_tree.get(k) != after_tree.get(k))
     g.tmp_left = sorted(os.listdir(tmp_root))
     if (out / "report.json").is_file():
         g.report_text = (out / "report.json").read_text()
@@ -471,11 +475,13 @@ def check_grading_survived(g: Grading, course) -> None:
     import jsonschema
 
     jsonschema.validate(g.report, json.loads((ROOT / "grader" / "report" / "schema.json").read_text()))
-    assert g.out_files == GRADER_FILES, f"the report folder holds {sorted(g.out_files)}; the grader writes {sorted(GRADER_FILES)}"
+    assert g.out_files == GRADER_FILES, (
+        f"the report folder holds {sorted(g.out_files)}; the grader writes {sorted(GRADER_FILES)}")
     for n in g.neighbours:
         e = g.exercise(n)
         assert e["status"] == "passed" and e["score"] == e["max_score"], (
-            f"the healthy exercise {n} next to the hostile one was harmed: {e['status']} {e['score']}/{e['max_score']}: "
+            f"the healthy exercise {n} next to the hostile one was harmed: {e['status']} "
+            f"{e['score']}/{e['max_score']}: "
             + "; ".join(f"{c['id']}: {c['message']['en']}" for c in e["criteria"] if c["status"] != "passed"))
     assert not g.strays, f"processes left running after grading: {g.strays}"
     assert not g.markers, f"files the submission left on the host: {g.markers}"
@@ -516,7 +522,8 @@ def check_case(g: Grading, case: Case) -> None:
     for cid in m.get("passed", []):
         assert criteria[cid]["status"] == "passed", where
     run = e.get("run") or {}
-    assert run.get("limit") == m.get("limit"), f"the report names the limit {run.get('limit')!r}; expected {m.get('limit')!r}"
+    assert run.get("limit") == m.get("limit"), (
+        f"the report names the limit {run.get('limit')!r}; expected {m.get('limit')!r}")
     printed = run.get("output_tail", "") + g.stdout + g.stderr
     for text in m.get("absent_output", []):
         assert text not in printed, f"{text!r} was printed: {printed[-1500:]}"
@@ -556,7 +563,8 @@ def test_forgery_gains_nothing(case, gradings, course):
     for g in (forged, plain):
         e = g.exercise(g.exercises[case.name])
         scored[g is forged] = (e["score"], {c["id"]: (c["status"], c["points"]) for c in e["criteria"]})
-    assert scored[True] == scored[False], f"forged {scored[True]} against the same code without the forgery {scored[False]}"
+    assert scored[True] == scored[False], (
+        f"forged {scored[True]} against the same code without the forgery {scored[False]}")
 
 
 # ------------------------------------------------------------------------------------------------ non-root
@@ -608,5 +616,6 @@ def test_strict_is_refused_without_root(nobody_area):
                               capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and "strict sandbox is unavailable" in lines[0] and "--sandbox basic" in lines[0], done.stderr
+        assert len(lines) == 1 and "strict sandbox is unavailable" in lines[0] and "--sandbox basic" in lines[0], (
+            done.stderr)
         assert not (nobody_area / "refused-out").exists()

@@ -110,7 +110,7 @@ def test_summary_links_every_exercise_section_and_back(doms, sample_json, lang):
     rows = summary[0].find("tbody").findall("tr")
     assert len(rows) == len(sample_json["exercises"])
     sections = {s.get("id"): s for s in with_class(dom, "section", "exercise")}
-    for row, exercise in zip(rows, sample_json["exercises"]):
+    for row, exercise in zip(rows, sample_json["exercises"], strict=True):
         link = row.find(".//a")
         assert link.get("href") == f"#{exercise['id']}" and exercise["id"] in sections
         assert text_of(link).strip() == exercise["title"][lang]

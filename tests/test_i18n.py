@@ -85,7 +85,8 @@ def test_every_template_is_translated_with_the_same_placeholders(catalogs):
 def test_translations_are_chinese(catalogs):
     """A translation with words in it holds Chinese (a copied English msgstr passes the placeholder check)."""
     english_only = [f"{d}: {msgstr!r}" for d, entries in catalogs.items() for msgid, msgstr in entries.items()
-                    if msgstr and re.search(r"[A-Za-z]{3,} [a-z]{2,} [a-z]{2,}", re.sub(r"`[^`]*`|\{[^}]*\}", "", msgid))
+                    if msgstr and re.search(r"[A-Za-z]{3,} [a-z]{2,} [a-z]{2,}",
+                                            re.sub(r"`[^`]*`|\{[^}]*\}", "", msgid))
                     and not HAN.search(msgstr)]
     assert not english_only, "\n".join(english_only[:20])
 

@@ -67,7 +67,8 @@ def write_submission(folder: Path, name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def course_dir(tmp_path_factory) -> Path:
-    folder = course_copy(tmp_path_factory.mktemp("course"), list(EXERCISES), timeout_s=dict.fromkeys(EXERCISES, TIMEOUT_S))
+    folder = course_copy(tmp_path_factory.mktemp("course"), list(EXERCISES),
+                         timeout_s=dict.fromkeys(EXERCISES, TIMEOUT_S))
     toml = folder / "course.toml"
     toml.write_text(toml.read_text().replace("[defaults]", JUDGE_TABLE + "[defaults]", 1))
     assert load_course(folder).judge_limits.memory_mb == 96

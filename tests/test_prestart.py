@@ -210,7 +210,8 @@ def test_gradings_in_one_process_share_its_judging_server_and_agree(course, tmp_
     in a child of its own: a second grading uses the same server and gets the same report."""
     from grader.grading import judge_for
 
-    student = submission(tmp_path / "student", "import torch\n\ndef split_heads(x, n_heads):\n    raise ValueError('no')\n")
+    student = submission(tmp_path / "student",
+                         "import torch\n\ndef split_heads(x, n_heads):\n    raise ValueError('no')\n")
     ids = ["heads", "masks"]
     first = grade(course, student, ids, choose("strict")).to_dict()
     server = judge_for(course).pid

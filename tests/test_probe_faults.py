@@ -97,7 +97,8 @@ def test_the_judge_reports_a_probe_fault_as_grader_error_with_no_blame(tmp_path)
     (obs_dir / f"{protocol.IMPORT_PROBE}.json").write_text('{"status": "ok", "values": {}}')
     error = {"type": "AttributeError", "message": "'Sequential' object has no attribute 'fc_out'", "where": None,
              "grader_where": "probes/transformer_lm.py:170 in hand_limit"}
-    (obs_dir / "hand_limit.json").write_text(__import__("json").dumps({"status": protocol.GRADER_FAULT, "error": error}))
+    fault = {"status": protocol.GRADER_FAULT, "error": error}
+    (obs_dir / "hand_limit.json").write_text(__import__("json").dumps(fault))
     observations = Observations("transformer_lm", "model.py", ["hand_limit"], obs_dir, RunSummary())
     with pytest.raises(GraderFault) as fault:
         observations.probe("hand_limit")

@@ -129,7 +129,8 @@ CAUSALITY = [
 
 
 @pytest.mark.parametrize("module, exercise, axis, stale", CAUSALITY, ids=[c[1] for c in CAUSALITY])
-def test_causality_is_measured_from_the_recorded_outputs(course, reference_dirs, tmp_path, module, exercise, axis, stale):
+def test_causality_is_measured_from_the_recorded_outputs(course, reference_dirs, tmp_path,
+                                                         module, exercise, axis, stale):
     ref = observations(course, exercise, reference_dirs[exercise])
     assert judge(module.test_causality, ref, ref) is None
     forged = forged_copy(reference_dirs, tmp_path, exercise, "causality", stale, leak_into_position_zero(axis))

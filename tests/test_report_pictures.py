@@ -42,7 +42,7 @@ def test_loss_curve_has_a_log_scale_axes_titles_threshold_and_final_value():
     ticks = [e.text for e in of_class(svg, "text", "tick") if "y" in e.get("class").split()]
     assert ticks == ["1e-5", "1e-4", "1e-3", "0.01", "0.1", "1", "10"]  # one line per decade, bottom up
     # log scale: every decade takes the same height, and 0.1 lies on its decade line
-    heights = [y_of_tick(svg, b) - y_of_tick(svg, a) for a, b in zip(ticks, ticks[1:])]
+    heights = [y_of_tick(svg, b) - y_of_tick(svg, a) for a, b in zip(ticks, ticks[1:], strict=False)]
     assert max(heights) - min(heights) < 0.2
     threshold = of_class(svg, "line", "threshold")
     assert len(threshold) == 1 and abs(float(threshold[0].get("y1")) - y_of_tick(svg, "0.1")) < 0.2

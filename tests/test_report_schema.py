@@ -20,7 +20,8 @@ def test_schema_is_valid_json_schema():
 
 
 def test_schema_rejects_unknown_status():
-    report = {"schema_version": SCHEMA_VERSION, "submission": "s", "course": "c", "score": 0, "max_score": 1, "percent": 0,
+    report = {"schema_version": SCHEMA_VERSION, "submission": "s", "course": "c", "score": 0, "max_score": 1,
+              "percent": 0,
               "sandbox": {"level": "strict", "layers": {}, "note": ""}, "grader_version": "x", "torch_version": "y",
               "started_at": "t", "duration_s": 0,
               "exercises": [{"id": "e", "title": {"en": "E", "zh": "E"}, "file": "e.py", "score": 0, "max_score": 1,

@@ -42,7 +42,8 @@ def test_catalog_covers_the_exercise(exercise_id):
         manifest = tomllib.loads((folder / "manifest.toml").read_text())
         statuses = expected_statuses(manifest)
         fails, may_fail = set(statuses), set(manifest.get("may_fail", ()))
-        assert set(statuses.values()) & {"failed", "error", "crashed"}, f"{folder.name} names no criterion that catches it"
+        assert set(statuses.values()) & {"failed", "error", "crashed"}, (
+            f"{folder.name} names no criterion that catches it")
         assert fails | may_fail <= criteria, f"{folder.name} names unknown criteria {(fails | may_fail) - criteria}"
         assert not fails & may_fail, f"{folder.name}: a criterion is both expected and optional"
         caught |= {c for c, status in statuses.items() if status != "blocked"}

@@ -132,7 +132,8 @@ def batch(course_dir: Path, classroom: Path, out: Path, *extra: str) -> list[str
 
 
 def queued(env: dict) -> list[str]:
-    return subprocess.run(["squeue", "-h", "-o", "%i %j %T"], env=env, capture_output=True, text=True).stdout.split("\n")[:-1]
+    return subprocess.run(["squeue", "-h", "-o", "%i %j %T"], env=env,
+                          capture_output=True, text=True).stdout.split("\n")[:-1]
 
 
 def test_a_class_graded_on_slurm_ends_as_a_local_run(slurm, course_dir, classroom, tmp_path):

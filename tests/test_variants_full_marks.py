@@ -17,10 +17,12 @@ def test_every_variant_scores_full_marks():
     grade_cases(COURSE, variants, choose("basic" if strict_missing() else "strict"))
     unjudged = [f"{c.label}: {c.failure}" for c in variants if c.failure]
     assert not unjudged, "\n".join(unjudged)
-    lost = [f"{c.label}: {criterion} {status}: {c.messages[criterion]}" for c in variants for criterion, status in c.got_fails.items()]
+    lost = [f"{c.label}: {criterion} {status}: {c.messages[criterion]}"
+            for c in variants for criterion, status in c.got_fails.items()]
     assert not lost, "\n".join(lost)
 
 
 def test_the_restructured_transformer_variants_are_in_the_catalog():
     names = {c.name for c in discover(COURSE, ROOT / "tests") if c.kind == "variant" and c.exercise == "transformer_lm"}
-    assert {"feedforward_sequential", "renamed_inner_layers", "attention_helper_methods", "own_layer_norm_mask_buffer"} <= names
+    assert {"feedforward_sequential", "renamed_inner_layers", "attention_helper_methods",
+            "own_layer_norm_mask_buffer"} <= names

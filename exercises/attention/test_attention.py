@@ -79,7 +79,8 @@ def test_future_keys_do_not_change_past_outputs():
     k2[..., -1, :] += 3.0
     v2[..., -1, :] -= 7.0
     out2, _ = attention.scaled_dot_product_attention(q, k2, v2, mask)
-    assert torch.allclose(out1[..., :-1, :], out2[..., :-1, :], atol=1e-6), "changing the last key/value leaked into earlier queries"
+    assert torch.allclose(out1[..., :-1, :],
+                          out2[..., :-1, :], atol=1e-6), "changing the last key/value leaked into earlier queries"
 
 
 def test_fully_masked_row_is_zero_without_nan():

@@ -68,8 +68,10 @@ def test_matches_torch_layer_norm_with_affine():
     ours, ref = norm.LayerNorm(10, eps=1e-5).double(), nn.LayerNorm(10, eps=1e-5).double()
     with torch.no_grad():
         w, b = torch.randn(10, dtype=torch.float64), torch.randn(10, dtype=torch.float64)
-        ours.weight.copy_(w); ours.bias.copy_(b)
-        ref.weight.copy_(w); ref.bias.copy_(b)
+        ours.weight.copy_(w)
+        ours.bias.copy_(b)
+        ref.weight.copy_(w)
+        ref.bias.copy_(b)
     # tolerance: 1e-5 absolute and relative; float32 inside (allowed) rounds outputs of size ~5 by about 1e-6
     torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5,
                                msg=lambda m: f"LayerNorm differs from torch.nn.LayerNorm:\n{m}")

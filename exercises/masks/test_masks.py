@@ -26,7 +26,8 @@ def test_padding_mask_shape_and_values():
     m = masks.padding_mask(IDS, PAD)
     assert m.dtype == torch.bool, f"expected a bool mask, got {m.dtype}"
     assert tuple(m.shape) == (2, 1, 1, 4), f"expected [B, 1, 1, T] = (2, 1, 1, 4), got {tuple(m.shape)}"
-    assert m[:, 0, 0].tolist() == [[True, True, True, False], [True, True, False, False]], "True must mark real (non-pad) tokens"
+    assert m[:, 0, 0].tolist() == [[True, True, True, False],
+                                   [True, True, False, False]], "True must mark real (non-pad) tokens"
 
 
 def test_combine_masks_is_B_1_T_T():

@@ -42,19 +42,20 @@ BUILT = [
 ]
 
 
-@pytest.mark.parametrize("config,built", zip(CONFIGS, BUILT), ids=["V4-d16-N2", "V11-d6-N3"])
+@pytest.mark.parametrize("config,built", zip(CONFIGS, BUILT, strict=False), ids=["V4-d16-N2", "V11-d6-N3"])
 def test_total_matches_a_built_model(config, built):
     counted = param_count.count_parameters(config)
     # tolerance: exact
     assert counted == sum(built.values()), f"counted {counted} parameters, the built model has {sum(built.values())}"
 
 
-@pytest.mark.parametrize("config,built", zip(CONFIGS, BUILT), ids=["V4-d16-N2", "V11-d6-N3"])
+@pytest.mark.parametrize("config,built", zip(CONFIGS, BUILT, strict=False), ids=["V4-d16-N2", "V11-d6-N3"])
 def test_each_part_matches_the_built_model(config, built):
     parts = param_count.parameter_breakdown(config)
     for key in sorted(KEYS):
         # tolerance: exact
-        assert parts.get(key) == built[key], f"breakdown[{key!r}] = {parts.get(key)}, the built model's {key} has {built[key]}"
+        assert parts.get(key) == built[key], (
+            f"breakdown[{key!r}] = {parts.get(key)}, the built model's {key} has {built[key]}")
 
 
 def test_breakdown_sums_to_total():

@@ -76,7 +76,8 @@ def test_slice_with_matching_positions_gives_matching_rows():
     part = rope.apply_rope(x[:, 4:7], positions=torch.arange(4, 7))
     # tolerance: 1e-6 absolute, float32
     torch.testing.assert_close(part, full[:, 4:7], rtol=0, atol=1e-6,
-                               msg=lambda m: f"rows 4..6 must not depend on whether the rest of the sequence is present:\n{m}")
+                               msg=lambda m: "rows 4..6 must not depend on whether the rest of the sequence "
+                                             f"is present:\n{m}")
 
 
 def test_leading_axes_are_independent():

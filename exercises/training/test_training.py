@@ -31,7 +31,8 @@ def test_optimizer_holds_every_trainable_parameter_once():
     assert isinstance(opt, torch.optim.AdamW), f"expected torch.optim.AdamW, got {type(opt).__name__}"
     held = [p for group in opt.param_groups for p in group["params"]]
     assert len(held) == len({id(p) for p in held}), "a parameter appears in more than one place"
-    assert {id(p) for p in held} == {id(p) for p in lm.parameters()}, "optimizer and model disagree on the parameter set"
+    assert {id(p) for p in held} == {id(p) for p in lm.parameters()}, (
+        "optimizer and model disagree on the parameter set")
 
 
 def test_weight_decay_only_on_matrices():
@@ -41,7 +42,8 @@ def test_weight_decay_only_on_matrices():
         for p in group["params"]:
             expected = 0.1 if p.dim() >= 2 else 0.0
             # tolerance: exact (hyper-parameters are copied, not computed)
-            assert group["weight_decay"] == expected, f"a {p.dim()}-D parameter has weight_decay {group['weight_decay']}, expected {expected}"
+            assert group["weight_decay"] == expected, (
+                f"a {p.dim()}-D parameter has weight_decay {group['weight_decay']}, expected {expected}")
 
 
 def test_frozen_parameters_are_left_out():
@@ -62,9 +64,11 @@ def test_train_step_returns_float_and_updates():
     loss = train.train_step(lm, train.make_optimizer(lm, lr=1e-2), x, y)
     assert type(loss) is float, f"train_step must return a Python float, got {type(loss).__name__}"
     # tolerance: 1e-5 absolute (dropout is 0, so train and eval losses agree)
-    assert math.isclose(loss, expected, rel_tol=0, abs_tol=1e-5), f"returned loss {loss} is not the loss before the update {expected}"
+    assert math.isclose(loss,
+                        expected, rel_tol=0,
+                        abs_tol=1e-5), f"returned loss {loss} is not the loss before the update {expected}"
     assert lm.training, "train_step must leave the model in train() mode"
-    changed = sum(not torch.equal(a, b.detach()) for a, b in zip(before, lm.parameters()))
+    changed = sum(not torch.equal(a, b.detach()) for a, b in zip(before, lm.parameters(), strict=False))
     assert changed > 0, "no parameter changed: was optimizer.step() called?"
 
 
@@ -76,7 +80,7 @@ def test_train_step_clears_stale_gradients():
     x, y = batch(2)
     train.train_step(lm, torch.optim.SGD(lm.parameters(), lr=0.1), x, y)
     train.train_step(twin, torch.optim.SGD(twin.parameters(), lr=0.1), x, y)
-    for (name, a), b in zip(lm.named_parameters(), twin.parameters()):
+    for (name, a), b in zip(lm.named_parameters(), twin.parameters(), strict=False):
         # tolerance: 1e-6 absolute, float32
         assert torch.allclose(a, b, rtol=0, atol=1e-6), f"{name}: stale gradients leaked into the update"
 
@@ -87,7 +91,7 @@ def test_train_step_clips_the_gradient_norm():
     x, y = batch(3)
     # Plain SGD with lr=1 moves the parameters by exactly the (clipped) gradient.
     train.train_step(lm, torch.optim.SGD(lm.parameters(), lr=1.0), x, y, max_grad_norm=1e-3)
-    moved = math.sqrt(sum(((a - b.detach()) ** 2).sum().item() for a, b in zip(before, lm.parameters())))
+    moved = math.sqrt(sum(((a - b.detach()) ** 2).sum().item() for a, b in zip(before, lm.parameters(), strict=False)))
     # tolerance: 1e-6 relative slack on the clip bound
     assert moved <= 1e-3 * (1 + 1e-6), f"update norm {moved:.3e} exceeds max_grad_norm 1e-3: is the gradient clipped?"
 
@@ -100,7 +104,7 @@ def test_non_finite_loss_raises_before_any_update():
     x, y = batch(4)
     with pytest.raises(FloatingPointError):
         train.train_step(lm, torch.optim.SGD(lm.parameters(), lr=0.1), x, y)
-    for (name, b), a in zip(lm.named_parameters(), before):
+    for (name, b), a in zip(lm.named_parameters(), before, strict=False):
         b = b.detach()
         # tolerance: exact; NaN entries must stay NaN, the others must not move
         same = torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))

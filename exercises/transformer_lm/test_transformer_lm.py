@@ -68,7 +68,8 @@ def test_loss_is_still_in_the_graph():
     lm = build(seed=2)
     tokens = torch.randint(0, 11, (2, 4))
     loss = lm(tokens, targets=torch.randint(0, 11, (2, 4)))["loss"]
-    assert loss.requires_grad and loss.grad_fn is not None, "loss must carry the autograd graph (do not rebuild it from loss.item())"
+    assert loss.requires_grad and loss.grad_fn is not None, (
+        "loss must carry the autograd graph (do not rebuild it from loss.item())")
 
 
 def test_gradients_reach_every_parameter():
@@ -88,7 +89,8 @@ def test_prefix_logits_do_not_depend_on_future_tokens():
     with torch.no_grad():
         la, lb = lm(a)["logits"], lm(b)["logits"]
     # tolerance: 1e-6 absolute, float32
-    assert torch.allclose(la[:, :3], lb[:, :3], rtol=0, atol=1e-6), "positions 0..2 changed when only positions 3..5 changed: the model reads the future"
+    assert torch.allclose(la[:, :3], lb[:, :3], rtol=0, atol=1e-6), (
+        "positions 0..2 changed when only positions 3..5 changed: the model reads the future")
 
 
 def test_bad_inputs_raise():

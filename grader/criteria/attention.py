@@ -41,7 +41,7 @@ AXIS_LABELS = {
 def _at(index, names=AXES) -> Text:
     """`(1, 0, 3, 2)` -> 'batch 1, head 0, query 3, key 2' (names align with the last axes)."""
     names = names[-len(index):] if len(index) <= len(names) else ("axis",) * (len(index) - len(names)) + names
-    return join((AXIS_LABELS[n](i) for n, i in zip(names, index)), t(", "))
+    return join((AXIS_LABELS[n](i) for n, i in zip(names, index, strict=False)), t(", "))
 
 
 def _first(condition: torch.Tensor) -> tuple[int, ...]:

@@ -178,7 +178,7 @@ def test_normalises_last_axis(obs, ref, verdict):
     got, inputs = obs.probe("last_axis"), ref.probe("last_axis")
     x = inputs.tensor("x")
     out, out_changed = got.tensor("out"), got.tensor("out_changed")
-    for key, value in (("out", out), ("out_changed", out_changed)):
+    for value in (out, out_changed):
         verdict.check(list(value.shape) == [2, 5, 8], t("x of shape [2, 5, 8] gave an output of shape {got}",
                                                         got=list(value.shape)))
         verdict.check(bool(torch.isfinite(value).all()), t("on x of shape [2, 5, 8] the output holds NaN or inf values"))

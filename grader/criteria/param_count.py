@@ -141,13 +141,13 @@ def fit_difference(configs: list[dict], diffs: list[int]) -> dict[str, int] | No
     target = torch.tensor([float(d) for d in diffs], dtype=torch.float64).unsqueeze(1)
     solution = torch.linalg.lstsq(columns / scale, target).solution.squeeze(1) / scale
     coefficients = {}
-    for name, value in zip(names, solution.tolist()):
+    for name, value in zip(names, solution.tolist(), strict=False):
         rounded = round(value)
         if abs(value - rounded) > FIT_TOLERANCE * max(1.0, abs(value)):
             return None
         if rounded:
             coefficients[name] = rounded
-    for c, d in zip(configs, diffs):  # exact, in integers
+    for c, d in zip(configs, diffs, strict=False):  # exact, in integers
         if sum(k * MONOMIALS[m](c) for m, k in coefficients.items()) != d:
             return None
     return coefficients or None
@@ -164,7 +164,7 @@ def formula(coefficients: dict[str, int]) -> str:
 
 
 def matches(pattern: dict[str, int], configs: list[dict], diffs: list[int]) -> bool:
-    return all(sum(k * MONOMIALS[m](c) for m, k in pattern.items()) == d for c, d in zip(configs, diffs))
+    return all(sum(k * MONOMIALS[m](c) for m, k in pattern.items()) == d for c, d in zip(configs, diffs, strict=False))
 
 
 def explain(configs: list[dict], diffs: list[int]) -> tuple[Text | None, Text | None]:
@@ -250,7 +250,7 @@ def test_total_matches_model(obs, ref, verdict):
         verdict.fail(t("the configurations recorded in your run differ from those the grader drew from its seed: "
                        "something in your file changed Python's random module"))
     expected = []
-    for c, outcome, built in zip(configs, want.value("counts"), want.value("built")):
+    for c, outcome, built in zip(configs, want.value("counts"), want.value("built"), strict=False):
         value = count_of(outcome)
         if value != sum(built.values()) or not isinstance(value, int):
             grader_fault(t("the reference solution counts {value} for {config}, but the trusted model built from it "
@@ -268,13 +268,13 @@ def test_total_matches_model(obs, ref, verdict):
         verdict.fail(t("count_parameters({config}) returned {got}; expected the number {want:_}",
                        config=describe_config(configs[i]), got=show(outcomes[i]["returned"]), want=expected[i]))
     values = [o["returned"]["value"] for o in outcomes]
-    wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w]
+    wrong = [i for i, (g, w) in enumerate(zip(values, expected, strict=False)) if g != w]
     verdict.note(configs_checked=len(configs))
     verdict.note(counts=[{"part": describe_config(c), "expected": w, "observed": g}
-                         for c, g, w in zip(configs, values, expected) if g != w][:EXAMPLES])
+                         for c, g, w in zip(configs, values, expected, strict=False) if g != w][:EXAMPLES])
     if wrong:
         integral = all(g == int(g) for g in values)
-        cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected)]) if integral else (None, None)
+        cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected, strict=False)]) if integral else (None, None)
         i = example(wrong)
         said = t("count_parameters({config}) returned {got}; the model built from this config has {want:_} parameters "
                  "(off by {off}). {wrong} of {total} configs are off{cause}", config=describe_config(configs[i]),
@@ -297,7 +297,7 @@ def test_total_matches_model(obs, ref, verdict):
 def test_large_sizes_exact(obs, ref, verdict):
     got, want = obs.probe("counts"), ref.probe("counts")
     configs, outcomes = want.value("large_configs"), got.value("large")
-    for c, outcome, ref_outcome in zip(configs, outcomes, want.value("large")):
+    for c, outcome, ref_outcome in zip(configs, outcomes, want.value("large"), strict=False):
         call = f"count_parameters({describe_config(c)})"
         if "raised" in outcome:
             student_raised(call, outcome, 1, 1)
@@ -337,7 +337,7 @@ def test_breakdown_keys_and_sum(obs, ref, verdict):
             i = outcomes.index(raised[0])
             student_raised(f"{name}({describe_config(configs[i])})", raised[0], len(raised), len(configs))
     reads_no_size(verdict, "count_parameters", totals, configs)
-    for i, (c, parts, total) in enumerate(zip(configs, breakdowns, totals)):
+    for i, (c, parts, total) in enumerate(zip(configs, breakdowns, totals, strict=False)):
         parts = parts["returned"]
         call = f"parameter_breakdown({describe_config(c)})"
         if "items" not in parts:
@@ -412,18 +412,18 @@ def test_breakdown_parts_exact(obs, ref, verdict):
     problems, causes, explained = [], [], False
     for part in PARTS:
         values = []
-        for c, outcome in zip(configs, outcomes):
+        for c, outcome in zip(configs, outcomes, strict=False):
             item = outcome["returned"].get("items", {}).get(part)
             if item is None:   # the keys are breakdown_keys_and_sum's to judge: without them no part can be
                 raise Blocked(t("not judged: parameter_breakdown({config}) has no key '{key}', so its parts cannot be "
                                 "compared with the model's (breakdown_keys_and_sum names the keys)",
                                 config=describe_config(c), key=part))
             values.append(item["value"])
-        wrong = [i for i, (g, w) in enumerate(zip(values, expected)) if g != w[part]]
+        wrong = [i for i, (g, w) in enumerate(zip(values, expected, strict=False)) if g != w[part]]
         if not wrong:
             continue
         numeric = all(is_number(g) and g == int(g) for g in values)
-        said, cause = (explain(configs, [int(g) - w[part] for g, w in zip(values, expected)]) if numeric
+        said, cause = (explain(configs, [int(g) - w[part] for g, w in zip(values, expected, strict=False)]) if numeric
                        else (None, None))
         explained = explained or said is not None
         i = example(wrong)
@@ -439,7 +439,7 @@ def test_breakdown_parts_exact(obs, ref, verdict):
         # the likely causes alone, in Chinese, as evidence next to the message (the bilingual message holds them too)
         verdict.fail(legend(join(problems, t("; ")), explained),
                      likely_causes_zh=[cause.render("zh") for cause in causes])
-    for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large")):
+    for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large"), strict=False):
         call = f"parameter_breakdown({describe_config(c)})"
         if "raised" in outcome:
             student_raised(call, outcome, 1, 1)
@@ -478,7 +478,7 @@ def test_returns_python_ints(obs, verdict):
             if raised:
                 i = outcomes.index(raised[0])
                 student_raised(f"{name}({describe_config(configs[i])})", raised[0], len(raised), len(configs))
-        for c, outcome in zip(configs, outcomes):
+        for c, outcome in zip(configs, outcomes, strict=False):
             if "raised" in outcome:
                 continue
             returned = outcome["returned"]
@@ -533,7 +533,7 @@ def test_accepts_any_config_object(obs, verdict):
 def _first_config_off(configs, outcomes, expected) -> dict:
     """Evidence for the report's count chart: every part of the first config whose breakdown is off, expected
     against returned (nothing when every config is right)."""
-    for config, outcome, want in zip(configs, outcomes, expected):
+    for config, outcome, want in zip(configs, outcomes, expected, strict=False):
         items = outcome["returned"]["items"]
         if any(items[part]["value"] != want[part] for part in PARTS):
             return {"counts_config": describe_config(config),

@@ -56,7 +56,7 @@ def test_optimizer_is_adamw(obs, verdict):
                 verdict.fail(t("{call}: parameter group {index} has lr {got}; expected {want:g}, the lr argument",
                                call=call, index=i, got=repr(g["lr"]), want=asked["lr"]))
             if not (isinstance(g["betas"], list) and len(g["betas"]) == 2
-                    and all(_same(b, a) for b, a in zip(g["betas"], asked["betas"]))):
+                    and all(_same(b, a) for b, a in zip(g["betas"], asked["betas"], strict=False))):
                 verdict.fail(t("{call}: parameter group {index} has betas {got}; expected {want}, the betas argument",
                                call=call, index=i, got=repr(g["betas"]), want=tuple(asked["betas"])))
     verdict.ok(t("an AdamW whose groups carry the lr and betas passed in ({given}) and the defaults ({defaults})",
@@ -345,7 +345,7 @@ def test_gradients_reset(obs, verdict):
     situations = (t("the first call (the model arrived with a stale .grad of {stale:g} in every parameter)",
                     stale=p.value("stale_value")),
                   t("the second call (right after the first)"))
-    for i, (situation, call) in enumerate(zip(situations, calls)):
+    for i, (situation, call) in enumerate(zip(situations, calls, strict=False)):
         verdict.check(call["steps"] > 0, t("at {situation} optimizer.step() was not called", situation=situation))
         fresh, at_step = _tensors(p, f"call{i}.fresh"), _tensors(p, f"call{i}.at_step")
         for name, want in fresh.items():
@@ -471,7 +471,7 @@ def test_overfit_fixed_batch(obs, ref, verdict):
                   t("after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4g} (it started at "
                     "{initial:.4f}); expected below {threshold:g}", setting=setting, final=final,
                     initial=p.value("initial_loss"), threshold=OVERFIT_THRESHOLD))
-    wrong = [i for i, (a, b) in enumerate(zip(prediction[0], y[0])) if a != b]
+    wrong = [i for i, (a, b) in enumerate(zip(prediction[0], y[0], strict=False)) if a != b]
     verdict.check(not wrong, t("after fit_fixed_batch ({setting}) the model predicts {prediction} (argmax); expected "
                                "{expected}, wrong at positions {wrong}", setting=setting, prediction=prediction[0],
                                expected=y[0], wrong=wrong))
@@ -646,7 +646,7 @@ def _optimum(x: list[list[int]], y: list[list[int]]) -> tuple[float, list[int]]:
     the best it can do is predict the targets' empirical distribution there: -sum(c log(c/n)) over the targets.
     """
     groups = defaultdict(list)
-    for row, targets in zip(x, y):
+    for row, targets in zip(x, y, strict=False):
         for position, target in enumerate(targets):
             groups[(position, tuple(row[: position + 1]))].append(target)
     total = sum(-c * math.log(c / len(ts)) for ts in groups.values() for c in Counter(ts).values())

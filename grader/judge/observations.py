@@ -295,9 +295,11 @@ class Observations:
             raise self._refusal(name) or self._missing(name)
         if raw["status"] != protocol.OK:
             raise self._error_verdict(raw, t("probe `{name}`", name=name))
-        verify = self.run is not None and self.run.acks is not None
-        tensor_digest = (self.run.acks.get(name) or [None, None])[1] if verify else None
+        acks = self.run.acks if self.run is not None else None
+        verify = acks is not None
+        tensor_digest = (acks.get(name) or [None, None])[1] if acks is not None else None
         pinned = self._pinned.get(name)
+        assert self.directory is not None   # `raw` was read from it
         return ProbeObservation(self.exercise, name, raw.get("values", {}), raw.get("not_tensors", {}),
                                 list(raw.get("tensors", [])), self.directory, raw.get(protocol.FORBIDDEN_KEY, []),
                                 tensor_digest, verify,
@@ -328,7 +330,8 @@ class Observations:
                     calls.append({"call": entry[0], "where": entry[1]})
         named = {call for call, _ in seen}
         by_worker = self.run.forbidden if self.run is not None else []
-        calls += [{"call": str(name), "where": None} for name in dict.fromkeys(map(str, by_worker)) if name not in named]
+        calls += [{"call": str(name), "where": None}
+                  for name in dict.fromkeys(map(str, by_worker)) if name not in named]
         return calls
 
     def fully_attempted(self) -> bool:
@@ -354,10 +357,10 @@ class Observations:
 
     # --- internals ------------------------------------------------------------------------------
     def _check_staged(self) -> None:
-        if self.staged_status == "not_attempted":
-            raise NotAttempted(self.staged_message)
         if self.staged_status:
-            raise StudentRaised(self.staged_message)
+            message = self.staged_message
+            assert message is not None   # staging gives every status its message
+            raise (NotAttempted if self.staged_status == "not_attempted" else StudentRaised)(message)
 
     def _raw(self, name: str) -> dict | None:
         if name not in self._cache:

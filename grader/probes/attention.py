@@ -6,7 +6,8 @@ can say not only *that* a result is wrong but *which* wrong formula it matches.
 
 import torch
 
-from grader.worker.probe import (ContractBreach, describe_exception, is_stub_raise, probe, student_tensor, student_value,
+from grader.worker.probe import (ContractBreach, describe_exception, is_stub_raise, probe, student_tensor,
+                                 student_value,
                                  tensor_facts)
 
 # Tq != Tk everywhere a softmax axis could be confused, and Dv != D so that reading the values with the
@@ -34,7 +35,8 @@ def unpack(result):
         raise WrongReturn("scaled_dot_product_attention returned a {what} of length {length}; the contract asks for a "
                           "tuple (out, weights)", what=type(result).__name__, length=len(result))
     if not isinstance(result, (tuple, list)):
-        raise WrongReturn("scaled_dot_product_attention returned a {what}; the contract asks for a tuple (out, weights)",
+        raise WrongReturn("scaled_dot_product_attention returned a {what}; "
+                          "the contract asks for a tuple (out, weights)",
                           what=type(result).__name__)
     out, weights = result
     for name, value in (("out", out), ("weights", weights)):

@@ -455,7 +455,8 @@ def generate(student, ctx):
     decode(student, ctx, "fills_block", ScriptedLM(constant(4), V_SCRIPTED, 6).eval(), [0, 1, 3], 20, 2)
     decode(student, ctx, "prompt_at_block", ScriptedLM(constant(4), V_SCRIPTED, 6).eval(), [0, 1, 3, 0, 1, 3], 5, 2)
     # only the last position predicts the next token: earlier positions prefer other tokens, and more strongly
-    decode(student, ctx, "last_position", ScriptedLM(successor, V_SCRIPTED, 16, margin=lambda t, T: 4.0 + (T - t)).eval(),
+    decode(student, ctx, "last_position",
+           ScriptedLM(successor, V_SCRIPTED, 16, margin=lambda t, T: 4.0 + (T - t)).eval(),
            [4, 7, 2], 3, 9)
     # handed over in train() mode: generate must switch to eval() (in train mode the model would choose 5)
     decode(student, ctx, "train_mode", ScriptedLM(constant(4), V_SCRIPTED, 16, train_rule=constant(5)), [0, 1], 3, 2)

@@ -37,7 +37,8 @@ def table(student, ctx):
     # Facts about the module object itself (its class, its attribute's class, registration): no tensor carries them.
     emb = student.TokenEmbedding(VOCAB, DIM)
     weight = getattr(emb, "weight", None)
-    params = {name: tensor_facts(p)["shape"] for name, p in emb.named_parameters()} if isinstance(emb, nn.Module) else {}
+    params = ({name: tensor_facts(p)["shape"] for name, p in emb.named_parameters()}
+              if isinstance(emb, nn.Module) else {})
     ctx.record(is_module=isinstance(emb, nn.Module),
                weight_type=type(weight).__name__,
                weight_is_parameter=isinstance(weight, nn.Parameter),

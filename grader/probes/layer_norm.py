@@ -87,7 +87,8 @@ def parameters(student, ctx):
     ctx.record(parameter_names=sorted(named))
     for name in ("weight", "bias"):
         value = getattr(ln, name, None)
-        kind = "missing" if value is None else ("Parameter" if isinstance(value, nn.Parameter) else type(value).__name__)
+        kind = ("missing" if value is None
+                else "Parameter" if isinstance(value, nn.Parameter) else type(value).__name__)
         ctx.record(**{f"{name}_kind": kind, f"{name}_registered": name in named,
                       f"{name}_requires_grad": bool(isinstance(value, torch.Tensor) and value.requires_grad)})
         ctx.tensor(name, value)

@@ -118,7 +118,8 @@ def describe_optimizer(opt, names: dict[int, str]) -> dict:
     groups = []
     for group in list(getattr(opt, "param_groups", None) or []):
         if not isinstance(group, dict):
-            groups.append({"params": [], "lr": None, "weight_decay": None, "betas": None, "not_a_dict": type(group).__name__})
+            groups.append({"params": [], "lr": None, "weight_decay": None, "betas": None,
+                           "not_a_dict": type(group).__name__})
             continue
         params = []
         try:
@@ -148,7 +149,8 @@ def describe_losses(losses) -> dict:
         return info
     info["length"] = len(items)
     info["element_types"] = sorted({type(v).__name__ for v in items})
-    info["all_float"] = all(isinstance(v, float) for v in items)  # isinstance: a fact about the objects, not their values
+    # isinstance: a fact about the objects, not their values
+    info["all_float"] = all(isinstance(v, float) for v in items)
     values = []
     for v in items:
         try:

@@ -138,7 +138,8 @@ def config(student, ctx):
                    ("dropout=1.5", dict(dropout=1.5))]
     good_dropout = [("dropout=0.0", dict(dropout=0.0)), ("dropout=0.5", dict(dropout=0.5)),
                     ("dropout=0.9", dict(dropout=0.9))]
-    groups = {"bad_sizes": bad_sizes, "good_sizes": good_sizes, "bad_dropout": bad_dropout, "good_dropout": good_dropout}
+    groups = {"bad_sizes": bad_sizes, "good_sizes": good_sizes, "bad_dropout": bad_dropout,
+              "good_dropout": good_dropout}
     outcomes = {}
     for group, cases in groups.items():
         outcomes[group] = []
@@ -316,7 +317,8 @@ def gradients(student, ctx):
     for name in ("token_embedding", "position_embedding"):
         tables = list(part(model, name).parameters())
         ctx.tensor(f"{name}_grad", tables[0].grad if len(tables) == 1 else tables)
-    ctx.record(parameters=names, unused_tokens=sorted(unused.tolist()), used_tokens=sorted(set(tokens.flatten().tolist())),
+    ctx.record(parameters=names, unused_tokens=sorted(unused.tolist()),
+               used_tokens=sorted(set(tokens.flatten().tolist())),
                T=T, block_size=C)
 
 
@@ -349,12 +351,15 @@ def bad_inputs(student, ctx):
                            ("1-D tokens of shape [5]", lambda: model(tokens[0])),
                            ("empty tokens of shape [1, 0]", lambda: model(torch.zeros(1, 0, dtype=torch.long))),
                            ("empty tokens of shape [0, 5]", lambda: model(torch.zeros(0, 5, dtype=torch.long)))],
-            "bad_targets": [("targets of shape [2, 4] for tokens [2, 5]", lambda: model(tokens, targets=targets[:, :4])),
+            "bad_targets": [("targets of shape [2, 4] for tokens [2, 5]",
+                             lambda: model(tokens, targets=targets[:, :4])),
                             ("targets of shape [1, 5] for tokens [2, 5]", lambda: model(tokens, targets=targets[:1])),
                             ("int32 targets", lambda: model(tokens, targets=targets.int())),
                             ("float32 targets", lambda: model(tokens, targets=targets.float())),
-                            ("targets all -100 (nothing scored)", lambda: model(tokens, targets=torch.full_like(targets, IGNORE_INDEX)))],
-            "cache": [("past_key_values=[(k, v)]", lambda: model(tokens, past_key_values=[(torch.zeros(2, 4, 5, 4), torch.zeros(2, 4, 5, 4))])),
+                            ("targets all -100 (nothing scored)",
+                             lambda: model(tokens, targets=torch.full_like(targets, IGNORE_INDEX)))],
+            "cache": [("past_key_values=[(k, v)]",
+                       lambda: model(tokens, past_key_values=[(torch.zeros(2, 4, 5, 4), torch.zeros(2, 4, 5, 4))])),
                       ("use_cache=True", lambda: model(tokens, use_cache=True))],
         }
         for group, calls in cases.items():
@@ -377,7 +382,8 @@ class AdamW:
     def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.state = [{"step": 0, "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)} for p in self.params]
+        self.state = [{"step": 0, "exp_avg": torch.zeros_like(p),
+                       "exp_avg_sq": torch.zeros_like(p)} for p in self.params]
 
     def zero_grad(self, set_to_none=True):
         for p in self.params:
@@ -386,7 +392,7 @@ class AdamW:
     @torch.no_grad()
     def step(self):
         beta1, beta2 = self.betas
-        for p, state in zip(self.params, self.state):
+        for p, state in zip(self.params, self.state, strict=False):
             if p.grad is None:
                 continue
             state["step"] += 1
@@ -409,7 +415,8 @@ def train_fixed_batch(student, cfg, x, y, steps, lr=0.02, optimizer_class=AdamW)
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
         loss = field(model(x, targets=y), "loss")
-        with student_value("the loss forward returned cannot be trained on (loss.backward() and float(loss) must work)"):
+        with student_value("the loss forward returned cannot be trained on "
+                           "(loss.backward() and float(loss) must work)"):
             loss.backward()
             curve.append(float(loss.detach()))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

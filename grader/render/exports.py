@@ -29,7 +29,8 @@ def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[
         for j, c in enumerate(ex.criteria, start=1):
             message = gradescope_text(c.message[lang])
             output = (message if c.status == "passed"
-                      else f"[{words[c.status]}] {message}\n{words['hint']}{words['colon']}{gradescope_text(c.hint[lang])}")
+                      else f"[{words[c.status]}] "
+                           f"{message}\n{words['hint']}{words['colon']}{gradescope_text(c.hint[lang])}")
             tests.append({
                 "name": f"{ex.id}: {c.title[lang]}",
                 "number": f"{i}.{j}",

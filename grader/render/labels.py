@@ -7,9 +7,11 @@ keeps the two languages' keys the same."""
 LABELS = {
     "en": {
         "report": "Grading report", "submission": "Submission", "total": "Total", "exercise": "Exercise",
-        "criterion": "Criterion", "kind": "Kind", "points": "Points", "status": "Status", "message": "What was observed",
+        "criterion": "Criterion", "kind": "Kind", "points": "Points", "status": "Status",
+        "message": "What was observed",
         "hint": "Where to look", "evidence": "Evidence", "sandbox": "Sandbox", "grader": "Grader",
-        "torch": "PyTorch", "graded_at": "Graded at", "duration": "Duration", "output": "Your program's output (last lines)",
+        "torch": "PyTorch", "graded_at": "Graded at", "duration": "Duration",
+        "output": "Your program's output (last lines)",
         "criteria_passed": "criteria passed", "run": "Run", "limit": "Limit hit",
         "passed": "passed", "failed": "failed", "error": "error", "not_attempted": "not attempted",
         "timeout": "timeout", "crashed": "crashed", "blocked": "blocked", "grader_error": "grader error",

@@ -88,7 +88,7 @@ def loss_curve(evidence: Mapping, words: Mapping[str, str]) -> Markup:
     else:
         losses = list(evidence.get("returned_losses") or [])
         steps = list(evidence.get("curve_steps") or range(len(losses)))
-    points = [(s, v) for s, v in zip(steps, (number(x) for x in losses)) if v is not None and v > 0]
+    points = [(s, v) for s, v in zip(steps, (number(x) for x in losses), strict=False) if v is not None and v > 0]
     threshold = number(evidence.get("threshold"))
     optimum = number(evidence.get("optimum"))
     final = number(evidence.get("final_eval_loss", evidence.get("final_loss")))

@@ -23,6 +23,7 @@ grading goes on without this layer and the report's `sandbox.layers.cpu_share` a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import errno
 import functools
 import os
@@ -162,7 +163,7 @@ def _v2(name: str, group: GradingGroup) -> None:
                 _write(os.path.join(memory, setting), value)
 
 
-def _enable(parent: str, controllers: list[str]) -> None:
+def _enable(parent: str, controllers: Sequence[str]) -> None:
     """Hand `controllers` down from the root to PARENT's children."""
     for folder in (ROOT, parent):
         os.makedirs(folder, exist_ok=True)

@@ -140,7 +140,8 @@ def _worker_code_paths() -> list[Path]:
     """What the worker imports, located without importing it (importing torch here would cost a second)."""
     import importlib.util
 
-    packages = [Path(importlib.util.find_spec(name).origin).parent for name in ("grader", "torch", "safetensors")]
+    specs = [importlib.util.find_spec(name) for name in ("grader", "torch", "safetensors")]
+    packages = [Path(spec.origin).parent for spec in specs if spec is not None and spec.origin is not None]
     return [Path(sys.executable), Path(os.path.realpath(sys.executable)), *packages]
 
 

@@ -33,6 +33,7 @@ def _origin(module: str) -> str:
     """The module's source file, found without importing it (nor trusting a loaded copy's spec)."""
     if module.startswith(PROBES_PACKAGE + "."):
         package = importlib.util.find_spec(PROBES_PACKAGE)
+        assert package is not None and package.origin is not None   # the grader's own package
         return os.path.join(os.path.dirname(package.origin), module.rsplit(".", 1)[1] + ".py")
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:

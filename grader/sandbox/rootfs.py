@@ -87,7 +87,7 @@ def _package_entries() -> list[list[str]]:
         for first in {re.split(r"[/,]", line, maxsplit=1)[0] for line in record.splitlines() if line}:
             if first in ("..", "__pycache__") or first.endswith(".pth") or first.startswith("__editable__"):
                 continue
-            source = os.path.realpath(dist.locate_file(first))
+            source = os.path.realpath(str(dist.locate_file(first)))
             if os.path.exists(source):
                 entries.setdefault(first, source)
     return [[source, name] for name, source in sorted(entries.items())]
@@ -96,7 +96,9 @@ def _package_entries() -> list[list[str]]:
 def _grader_code() -> list[list[str]]:
     """[source file, path inside LIB] of the grader's worker sources and the empty probes package (no compiled
     files, no probe module)."""
-    package = Path(importlib.util.find_spec("grader").origin).resolve().parent
+    spec = importlib.util.find_spec("grader")
+    assert spec is not None and spec.origin is not None   # this very package
+    package = Path(spec.origin).resolve().parent
     files = []
     for name in GRADER_CODE:
         path = package / name

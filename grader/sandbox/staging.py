@@ -54,7 +54,8 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Staged(None, "error", t("{file} is not UTF-8 text (byte 0x{byte:02x} at offset {offset}); save it as UTF-8",
+        return Staged(None, "error",
+                      t("{file} is not UTF-8 text (byte 0x{byte:02x} at offset {offset}); save it as UTF-8",
                                        file=shown, byte=data[exc.start], offset=exc.start))
     if stub.is_file() and _same_code(data, stub.read_bytes()):
         return (_from_notebook(submission, exercise_id, filename, stub, workdir)

@@ -15,13 +15,13 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from grader.i18n import Text, t
 from grader.sandbox import cgroups, probe_plan, rootfs
 from grader.sandbox.levels import Sandbox
 from grader.sandbox.scratch import lend, new_scratch, remove_scratch, take_back
-from grader.sandbox.uids import NoFreeUid
+from grader.sandbox.uids import NoFreeUid, UidClaim
 from grader.sandbox.uids import claim as uid_claim
 from grader.worker.seeds import probe_seeds
 
@@ -162,11 +162,11 @@ class Prestarted:
 class _Lease:
     """A grading's uid claim and control group (strict level), held until the sandbox is gone."""
 
-    claim: object | None = None
+    claim: UidClaim | None = None
     group: cgroups.GradingGroup | None = None
 
     @classmethod
-    def take(cls, sandbox: Sandbox, uids: tuple[int, int]) -> "_Lease":
+    def take(cls, sandbox: Sandbox, uids: tuple[int, int]) -> _Lease:
         claim = uid_claim(*uids) if sandbox.own_uid else None   # NoFreeUid: the caller decides
         group = cgroups.create(f"uid-{claim.uid}") if claim and sandbox.level == "strict" else None
         return cls(claim, group)
@@ -228,7 +228,7 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
     try:
         if lease.claim and sandbox.level == "basic":
             # No box: the exercise folders live on the host, lent to the grading's uid one at a time.
-            lend(scratch, lease.uid)
+            lend(scratch, lease.claim.uid)
         remaining = list(jobs)
         while remaining:
             attempt += 1
@@ -275,7 +275,7 @@ class _Worker:
     """A started sandbox: its worker's process, the control pipe it reports on, the request pipe it waits on."""
 
     proc: subprocess.Popen
-    control: int
+    control: int | None
     request: int | None
     boxed: bool
     kill_groups: bool
@@ -284,7 +284,7 @@ class _Worker:
 
     @classmethod
     def start(cls, sandbox: Sandbox, exercise_ids: list[str], probes_modules: list[str], lease: _Lease,
-              scratch: Path, attempt: int) -> "_Worker":
+              scratch: Path, attempt: int) -> _Worker:
         """Start the sandbox and its worker with the first line of its request (the jail, the modules the probe
         code of `probes_modules` imports); the second line, its exercises, is `request`ed later."""
         boxed = sandbox.level == "strict"
@@ -323,6 +323,8 @@ class _Worker:
 
     def send_request(self, jobs: list[Job], seed: int, scratch: Path) -> None:
         """The second line of the request: the exercises, in box paths when boxed; then the pipe is closed."""
+        if self.request is None:
+            return   # already sent, or the worker was killed
         try:
             data = (json.dumps({"exercises": [j.request(self.boxed, seed, scratch) for j in jobs]}) + "\n").encode()
             if len(data) >= PIPE_BYTES:
@@ -361,11 +363,13 @@ class _Worker:
         deadline = time.monotonic() + STARTUP_SECONDS
         buffer = b""
         finished = False
+        control = self.control
+        assert control is not None   # closed by kill() alone, once following is over
         try:
             while not finished:
-                ready, _, _ = select.select([self.control], [], [], max(0.0, min(1.0, deadline - time.monotonic())))
+                ready, _, _ = select.select([control], [], [], max(0.0, min(1.0, deadline - time.monotonic())))
                 if ready:
-                    chunk = os.read(self.control, 65536)
+                    chunk = os.read(control, 65536)
                     if not chunk:
                         break  # the worker closed the pipe: it finished or died
                     buffer += chunk

@@ -39,7 +39,8 @@ def claim(first: int, last: int) -> UidClaim:
         if uid in _running_uids():   # held by nobody until now: whatever runs as it is left over
             _kill_all_of(uid)
         return UidClaim(uid, fd)
-    raise NoFreeUid(f"all {last - first + 1} grading uids ({first}-{last}) are in use; widen [sandbox] uids in course.toml")
+    raise NoFreeUid(f"all {last - first + 1} grading uids ({first}-{last}) are in use; widen [sandbox] "
+                    "uids in course.toml")
 
 
 def sweep(first: int, last: int) -> None:
@@ -111,7 +112,8 @@ def _lock_folder() -> str:
             continue
         os.makedirs(folder, mode=0o700, exist_ok=True)
         info = os.lstat(folder)
-        if info.st_uid == os.geteuid() and not info.st_mode & 0o077 and os.path.isdir(folder) and not os.path.islink(folder):
+        if (info.st_uid == os.geteuid() and not info.st_mode & 0o077 and os.path.isdir(folder)
+                and not os.path.islink(folder)):
             return folder
     raise NoFreeUid("no private folder for the grading uids' lock files (tried " + ", ".join(LOCK_FOLDERS) + ")")
 

@@ -146,20 +146,21 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
               files: ObservationFiles, first: bool = True) -> dict:
     """Fork one child for a group of probes, drive it step by step to its end, and say how it ended."""
     read_end, write_end = os.pipe()        # the child's output
-    step_read, step_write = os.pipe()      # this process -> the child: the steps
+    step_read, first_write = os.pipe()     # this process -> the child: the steps
+    step_write: int | None = first_write
     result_read, result_write = os.pipe()  # the child -> this process: what it answers, what its hooks see
     worker = os.getpid()
     kills = oom_kills(jail)
     try:
         pid = os.fork()
     except OSError:
-        for fd in (read_end, write_end, step_read, step_write, result_read, result_write):
+        for fd in (read_end, write_end, step_read, first_write, result_read, result_write):
             os.close(fd)
         raise
     if pid == 0:  # the child: student code runs from here on
         try:
             os.close(control.fileno())  # the control pipe is the parent's word alone
-            for fd in (read_end, step_write, result_read):
+            for fd in (read_end, first_write, result_read):
                 os.close(fd)
             from grader.worker.runner import Channel, load_probe_code, read_probe_code, run_probes
 
@@ -221,9 +222,10 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
         output_bytes += drain(read_end, tail)
         drain_results(result_read, results)
     finally:
-        for fd in (read_end, result_read, step_write):
-            if fd is not None:
-                os.close(fd)
+        left: tuple[int | None, ...] = (read_end, result_read, step_write)
+        for end in left:
+            if end is not None:
+                os.close(end)
 
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
@@ -380,6 +382,7 @@ class Results:
 
     def _take_body(self) -> bool:
         """Take what has come of the announced answer; True once all of it has."""
+        assert self.body is not None   # called only once a result line has announced one
         token, parts = self.body
         buffer = self.buffer
         for part in parts:

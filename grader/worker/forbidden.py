@@ -34,6 +34,7 @@ a submission chooses. Frames serve only the message: the student's line when one
 from __future__ import annotations
 
 import importlib
+import types
 import os
 import sys
 
@@ -67,7 +68,7 @@ class Recorder:
         return calls
 
     def _student_line(self) -> str | None:
-        frame = sys._getframe(2)
+        frame: types.FrameType | None = sys._getframe(2)
         while frame is not None:
             if os.path.abspath(frame.f_code.co_filename) == self.student_file:
                 return f"{os.path.basename(self.student_file)}:{frame.f_lineno}"
@@ -136,7 +137,8 @@ class ForbiddenCalls:
             owner = importlib.import_module(owner_name)
             target = getattr(owner, attr)
             if isinstance(target, type):
-                target.__init__ = self._wrap(target.__init__, dotted)
+                # a class: its __init__ is wrapped (getattr/setattr: mypy reads `target.__init__` as an instance's)
+                setattr(target, "__init__", self._wrap(getattr(target, "__init__"), dotted))  # noqa: B009, B010
             else:
                 setattr(owner, attr, self._wrap(target, dotted))
 

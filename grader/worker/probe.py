@@ -14,7 +14,8 @@ import os
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy
 import torch
@@ -29,11 +30,15 @@ _TensorBase = torch._C.TensorBase
 _as_subclass, _detach, _cpu, _contiguous, _clone = (_TensorBase.as_subclass, _TensorBase.detach, _TensorBase.cpu,
                                                     _TensorBase.contiguous, _TensorBase.clone)
 _reshape, _view, _to_numpy, _tolist = _TensorBase.reshape, _TensorBase.view, _TensorBase.numpy, _TensorBase.tolist
-_dtype_of, _shape_of, _device_of = _TensorBase.dtype.__get__, _TensorBase.shape.__get__, _TensorBase.device.__get__
-_requires_grad_of = _TensorBase.requires_grad.__get__
+# (torch's stubs type these getset descriptors as their values' types)
+_dtype_of, _shape_of, _device_of = (_TensorBase.dtype.__get__, _TensorBase.shape.__get__,  # type: ignore[attr-defined]
+                                    _TensorBase.device.__get__)
+_requires_grad_of = _TensorBase.requires_grad.__get__  # type: ignore[attr-defined]
 _to_bytes = numpy.ndarray.tobytes
 _NoTorchFunction, _NoTorchDispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
-_encode_json = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
+# no default (None): an object JSON cannot encode raises
+_encode_json = _json.make_encoder(None, None,  # type: ignore[arg-type]
+                                  _json.encode_basestring_ascii, None, ":", ",", True, False, True)
 _join, _join_bytes = "".join, b"".join
 _SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                        torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
@@ -43,7 +48,7 @@ _SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16
 @dataclass(frozen=True)
 class ProbeSpec:
     name: str
-    fn: Callable[[Any, "ProbeContext"], None]
+    fn: Callable[[Any, ProbeContext], None]
     isolated: bool
 
 
@@ -136,7 +141,8 @@ def part(obj: Any, *path: str) -> Any:
             obj = getattr(obj, name)
         except AttributeError:
             if i == 0:
-                raise ContractBreach("the model has no attribute `{name}`, which the contract names", name=name) from None
+                raise ContractBreach("the model has no attribute `{name}`, which the contract names",
+                                     name=name) from None
             raise ContractBreach("{held} has no attribute `{name}`, which the contract names", held=".".join(path[:i]),
                                  name=name) from None
     return obj
@@ -221,7 +227,8 @@ def raised_by_grader(exc: BaseException, student_file: str | None, student_modul
         # torch raised it for an object of the student's: nn.Module.__getattr__ for an attribute the contract names
         # that the student's module lacks, nn.Module's default forward for a module without one
         return False
-    if isinstance(exc, TypeError) and student_module is not None and _called_with_the_wrong_signature(exc, student_module):
+    if (isinstance(exc, TypeError) and student_module is not None
+            and _called_with_the_wrong_signature(exc, student_module)):
         return False
     tb = exc.__traceback__
     while tb is not None:
@@ -280,7 +287,8 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
     try:
         for frame in traceback.extract_tb(exc.__traceback__):
             if student_file and os.path.abspath(frame.filename) == student_file:
-                frames.append(f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}: {frame.line or ''}".strip())
+                where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
+                frames.append(f"{where} in {frame.name}: {frame.line or ''}".strip())
         if frames:
             where = frames[-1]
         elif isinstance(exc, SyntaxError) and student_file and exc.filename \
@@ -289,7 +297,7 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
             where = f"{os.path.basename(student_file)}:{exc.lineno}: {(exc.text or '').strip()}".strip()
     except BaseException:  # noqa: BLE001
         pass
-    info = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
+    info: dict[str, Any] = {"type": name, "message": message[:1000], "where": where, "frames": frames[-6:]}
     if isinstance(exc, ContractBreach):
         info["breach"] = True  # raised by the probe about what the student's code gave: the student's, not the grader's
         try:

@@ -12,7 +12,9 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Sequence
 from itertools import repeat
+from typing import cast
 from operator import is_
 from types import FunctionType
 
@@ -113,7 +115,7 @@ def run_probes(job: dict, channel: Channel, probes_module, write_import: bool = 
     # The guard verifies everything else; its own code is verified here, in this frame, whose code a
     # submission cannot swap while it runs.
     check = guard.check
-    own_code = [(f, f.__code__, f.__defaults__) for f in (check.__func__, _parts, _same)]
+    own_code = [(f, f.__code__, f.__defaults__) for f in (cast(types.MethodType, check).__func__, _parts, _same)]
 
     def verified_check() -> list[str]:
         for f, code, defaults in own_code:
@@ -162,6 +164,8 @@ def import_student(path: str, module_name: str):
     """Import the student's file under its own name (dataclasses need it in sys.modules)."""
     try:
         spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"no loader for {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
@@ -264,7 +268,7 @@ class Guard:
     # wrapper of the original is accepted there, and nowhere else.
     SELF_WRAPPED = frozenset({"torch.manual_seed"})
 
-    def __init__(self, probes_module, objects: list[tuple[str, dict]] = ()):
+    def __init__(self, probes_module, objects: Sequence[tuple[str, dict]] = ()):
         """`objects`: more namespaces to watch, (label, their dict): names may be changed, never added there."""
         import builtins
         import json
@@ -299,8 +303,10 @@ class Guard:
                    ("ForbiddenCalls", ForbiddenCalls)]
         # (label, the live namespace, whether a name added to it counts: on a class or an instance it hides
         # what the class below defines)
-        spaces = [(label, m.__dict__, False) for label, m in modules] + [(label, c.__dict__, True) for label, c in classes]
-        spaces.append(("json._default_encoder", vars(json._default_encoder), True))   # json.dumps calls its encode
+        spaces = ([(label, m.__dict__, False) for label, m in modules]
+                  + [(label, c.__dict__, True) for label, c in classes])
+        # json.dumps calls its encode
+        spaces.append(("json._default_encoder", vars(vars(json)["_default_encoder"]), True))
         spaces += [(label, namespace, False) for label, namespace in objects]
         self.spaces = []
         for label, now, additions in spaces:
@@ -309,7 +315,8 @@ class Guard:
             # Python functions among them (`deep`) need their parts compared one by one
             shallow = [(k, parts[0]) for k, parts in saved.items() if len(parts) == 1]
             deep = {k: parts for k, parts in saved.items() if len(parts) > 1}
-            self.spaces.append((label, now, additions, saved, tuple(k for k, _ in shallow), tuple(v for _, v in shallow), deep))
+            self.spaces.append((label, now, additions, saved, tuple(k for k, _ in shallow),
+                                tuple(v for _, v in shallow), deep))
         self.classes = dict(classes)
         self.modes = (_function_modes(), _dispatch_modes())
         self.lasting = False   # a change check() could not put back

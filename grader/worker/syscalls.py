@@ -35,7 +35,8 @@ def _bytes(value: str | None) -> bytes | None:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_libc.mount(_bytes(source), _bytes(target), _bytes(fstype), flags, _bytes(data)), f"cannot mount on {target}")
+    _check(_libc.mount(_bytes(source), _bytes(target), _bytes(fstype), flags, _bytes(data)),
+           f"cannot mount on {target}")
 
 
 def umount(target: str, flags: int = 0) -> None:
