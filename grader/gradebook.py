@@ -680,7 +680,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
             sum(c.points >= ex.max_points for c in cells), sum(c.state == "not_attempted" for c in cells)))
     rates = []
     for ex in course.exercises:
-        for meta in criteria_of(ex.id):
+        for meta in criteria_of(ex.id, course.criteria):
             if (ex.id, meta.id) not in tallies:
                 continue
             (passed, failed, total), messages, failed_by = tallies[(ex.id, meta.id)]

@@ -257,13 +257,13 @@ def judge_for(course: Course):
     if sys.platform != "linux" or not hasattr(os, "fork") or not hasattr(os, "wait4"):
         from grader.judge.session import InProcessJudge
 
-        return InProcessJudge()
+        return InProcessJudge(course.criteria)
     from grader.judge.client import JudgeClient
 
-    key = (course.root, tuple(ex.id for ex in course.exercises), course.judge_limits)
+    key = (course.root, tuple(ex.id for ex in course.exercises), course.judge_limits, course.criteria)
     with _judges_lock:
         if key not in _judges:
-            _judges[key] = JudgeClient([ex.id for ex in course.exercises], course.judge_limits)
+            _judges[key] = JudgeClient([ex.id for ex in course.exercises], course.judge_limits, course.criteria)
         return _judges[key]
 
 
@@ -280,7 +280,7 @@ def judge_outcomes(judge, probed: Probed) -> dict:
 
         said = t("the judge could not run ({error}): this is the grader's fault, no point is taken for it, and the "
                  "submission will be graded again", error=verbatim(str(exc)[:300])).texts()
-        return {ex.id: [Outcome(meta, "grader_error", said, {}) for meta in criteria_of(ex.id)]
+        return {ex.id: [Outcome(meta, "grader_error", said, {}) for meta in criteria_of(ex.id, probed.course.criteria)]
                 for ex in probed.exercises}
 
 
