@@ -220,14 +220,15 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
               lang: str, progress: BatchProgress | None = None, cluster: str | None = None,
               cluster_options: dict | None = None, roster: list[Student] | None = None,
               excel: bool = False, formats: tuple[str, ...] = (), submitted_at: dict[str, str] | None = None,
-              arrivals: dict[str, Submitted] | None = None) -> dict:
+              arrivals: dict[str, Submitted] | None = None, rejudge: bool = False) -> dict:
     """Grade every entry of `submissions` not yet in the gradebook: on warm processes here (`cluster` None), or
     on Dask (`cluster`: "local", a scheduler's address, or a dask-jobqueue kind such as "slurm"). grades.csv
     names the students of `roster` when given, and starts with a byte order mark when `excel`; `formats` adds
     learning management systems' files (LMS_FILES). When each submission was handed in comes from the roster's
     submitted_at column, `submitted_at` (a --submitted-at file: a submission's or a student's name -> its time)
     and `arrivals` (submission -> Submitted, as the classroom sync knows them). `out` is made owner-only: it holds
-    every student's code (unpacked) and report."""
+    every student's code (unpacked) and report. `rejudge` judges again what each submission's grading kept, with no
+    student code run, and grades from scratch those whose probes changed since (grader.rejudge)."""
     if cluster is not None:
         from grader.cluster import refuse_basic
 
@@ -238,7 +239,7 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
         # unpack must never be graded.
         shutil.rmtree(out / "unpacked", ignore_errors=True)
         outcome = _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress or BatchProgress(),
-                               cluster, cluster_options or {})
+                               cluster, cluster_options or {}, rejudge)
         outcome["unplaced_times"] = _record_times(course, out, outcome.pop("names"), roster, submitted_at or {},
                                                   arrivals or {})
         outcome["similarity"] = compare_class(course, out)
@@ -460,24 +461,40 @@ def similarity_csv(summary) -> str:
 
 
 def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
-                 lang: str, progress: BatchProgress, cluster: str | None, cluster_options: dict) -> dict:
+                 lang: str, progress: BatchProgress, cluster: str | None, cluster_options: dict,
+                 rejudge: bool = False) -> dict:
+    from grader.rejudge import STORE, stale
+
     book = Gradebook(out / "gradebook.sqlite")
     key = grader_key(course)
     entries = discover(submissions, out / "unpacked", {ex.id for ex in course.exercises})
     todo, skipped = [], 0
+    stored: list[tuple[Entry, str, dict]] = []   # re-judged from what their grading kept
+    afresh: list[tuple[str, Text]] = []          # asked to be re-judged, graded from scratch: why
+    before: dict[str, list[dict]] = {}           # each re-judged or regraded submission's rows before this run
     for e in entries:
         chash = content_hash(course, e.folder) if e.folder else e.fingerprint or e.status
         if e.folder is not None:   # what each submission is compared with the others on
             book.store_sources(e.name, chash, exercise_sources(course, e.folder))
-        if not regrade and book.is_graded(e.name, chash, key):
+        if rejudge and e.folder is not None:
+            before[e.name] = book.latest_rows(e.name)
+            record = book.observed(e.name, chash)
+            changed = stale(course, record)
+            if record is not None and not changed:
+                stored.append((e, chash, record))
+                continue
+            afresh.append((e.name, t("no observations of these files were kept") if record is None else
+                           t("the probes of {exercises} changed since it was graded", exercises=", ".join(changed))))
+            todo.append((e, chash))
+        elif not regrade and book.is_graded(e.name, chash, key):
             skipped += 1
         else:
             todo.append((e, chash))
     gradable = [((e, chash), e.folder) for e, chash in todo if e.folder is not None]
-    progress.begin(len(entries), skipped, len(gradable))
+    progress.begin(len(entries), skipped, len(gradable) + len(stored))
 
-    def record(entry: Entry, chash: str, summary: dict, rows: list[dict]) -> None:
-        book.store(entry.name, chash, key, summary, rows)
+    def record(entry: Entry, chash: str, summary: dict, rows: list[dict], kept: dict | None = None) -> None:
+        book.store(entry.name, chash, key, summary, rows, kept)
         if summary.get("report_dir"):   # the grading process rendered its reports in the batch's language
             _mark_rendered(Path(summary["report_dir"]), lang)
         progress.finished(entry.name, summary, graded=entry.folder is not None)
@@ -485,8 +502,20 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     for entry, chash in todo:
         if entry.folder is None:   # nothing to grade: the entry's own verdict
             record(entry, chash, *failure_rows(course, entry.status, entry.problem, now()))
+    for (entry, chash, kept), reply in _rejudged(course, out / STORE, stored, jobs, lang, progress):
+        if reply is None:   # what was kept is gone or damaged: graded from scratch
+            afresh.append((entry.name, t("its kept observations could not be read")))
+            gradable.append(((entry, chash), entry.folder))
+            continue
+        try:
+            summary, rows = outcome_of(course, reply, out / "students" / entry.name, now())
+        except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
+            summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
+                                                                 error=repr(exc)), now())
+        record(entry, chash, summary, rows, kept)
     if gradable:
-        engine = _engine(course, jobs, sandbox, lang, cluster, cluster_options)
+        # Observations are kept where this machine's grading processes can write them (not from a cluster's).
+        engine = _engine(course, jobs, sandbox, lang, cluster, cluster_options, out / STORE)
         try:
             for (entry, chash), reply in engine.replies(gradable, lambda tag: progress.started(tag[0].name)):
                 try:
@@ -494,11 +523,58 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
                 except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
                     summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
                                                                          error=repr(exc)), now())
-                record(entry, chash, summary, rows)
+                record(entry, chash, summary, rows, reply.get("kept"))
         finally:
             engine.close()
+    outcome = {"total": len(entries), "graded": len(todo) + len(stored), "skipped": skipped,
+               "names": [e.name for e in entries]}
+    if rejudge:
+        outcome.update(_diff(book, out, before, {e.name for e, _, _ in stored} - {name for name, _ in afresh},
+                             afresh))
     book.close()
-    return {"total": len(entries), "graded": len(todo), "skipped": skipped, "names": [e.name for e in entries]}
+    return outcome
+
+
+def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]], jobs: int, lang: str,
+              progress: BatchProgress):
+    """(item, reply) for each stored submission, re-judged `jobs` at a time (each judged in a child process of the
+    judging server, under its limits); reply None when what was kept cannot be read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from grader.rejudge import NotKept, rejudged
+    from grader.reporting import FORMATS
+    from grader.warm import REPORT_FILES
+
+    def one(item: tuple[Entry, str, dict]) -> dict | None:
+        entry, _, kept = item
+        progress.started(entry.name)
+        try:
+            report = rejudged(course, entry.name, kept, store)
+        except (NotKept, OSError, KeyError):
+            return None
+        except Exception as exc:  # noqa: BLE001 - the grader's failure is this submission's grader_error
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"files": {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang)
+                          for fmt in REPORT_FILES}}
+
+    if not stored:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        yield from zip(stored, pool.map(one, stored), strict=True)
+
+
+def _diff(book: Gradebook, out: Path, before: dict[str, list[dict]], rejudged: set[str],
+          afresh: list[tuple[str, Text]]) -> dict:
+    """The grade diff of a re-judging, written to DIFF_FILE: each criterion whose points or status changed."""
+    from grader.rejudge import DIFF_FILE, diff_csv, grade_diff
+
+    lines = []
+    for name in sorted(before):
+        lines += grade_diff(name, before[name], book.latest_rows(name), "rejudged" if name in rejudged else "regraded")
+    write_atomic(out / DIFF_FILE, diff_csv(lines))
+    return {"rejudged": len(rejudged), "afresh": afresh, "diff": lines, "diff_file": out / DIFF_FILE,
+            "totals": {name: (sum(r["points"] for r in before[name]), sum(r["points"] for r in book.latest_rows(name)))
+                       for name in before}}
 
 
 def exercise_sources(course: Course, folder: Path) -> dict[str, str]:
@@ -517,12 +593,14 @@ def exercise_sources(course: Course, folder: Path) -> dict[str, str]:
     return found
 
 
-def _engine(course: Course, jobs: int, sandbox: str, lang: str, cluster: str | None, cluster_options: dict):
-    """Warm grading processes on this machine, or Dask workers wherever `cluster` says."""
+def _engine(course: Course, jobs: int, sandbox: str, lang: str, cluster: str | None, cluster_options: dict,
+            keep: Path | None = None):
+    """Warm grading processes on this machine (keeping each submission's observations in `keep`), or Dask workers
+    wherever `cluster` says."""
     if cluster is None:
         from grader.pool import WarmPool
 
-        return WarmPool(course, jobs, sandbox, lang)
+        return WarmPool(course, jobs, sandbox, lang, keep)
     from grader.cluster import DaskEngine
 
     return DaskEngine(course, jobs, sandbox, lang, cluster, cluster_options)

@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="exit 1 when the total is below PCT percent (0 to 100)")
     grade.add_argument("--format", default="json,html,md", type=formats_argument,
                        help="comma-separated: json, html, md, gradescope (results.json), junit (junit.xml)")
+    grade.add_argument("--rejudge", action="store_true",
+                       help="judge again what the last grading into --out observed, running no student code (graded "
+                            "afresh when the submission or the probes changed); prints the grade diff")
     grade.set_defaults(handler=command_grade)
 
     batch = sub.add_parser("batch", help="grade a folder of student folders or zip files into a gradebook")
@@ -99,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--jobs", type=positive_int_argument, default=max(1, (os.cpu_count() or 1)),
                        help="submissions graded at once (at least 1)")
     batch.add_argument("--regrade", action="store_true", help="grade again what the gradebook already holds")
+    batch.add_argument("--rejudge", action="store_true",
+                       help="judge again what each submission's grading observed, running no student code (after "
+                            "criteria, points or visibility changed); those whose probes changed are graded afresh. "
+                            "Prints the grade diff and writes it to OUT/rejudge-diff.csv")
     batch.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
     batch.add_argument("--lang", choices=("en", "zh"), default="en", help="language of class.html and the messages")
     batch.add_argument("--roster", type=Path, default=None, metavar="CSV",
@@ -269,7 +276,7 @@ def positive_int_argument(text: str) -> int:
 
 
 def command_grade(args) -> int:
-    from grader.grading import grade
+    from grader.rejudge import grade_one, print_diff
     from grader.sandbox.levels import SandboxUnavailable, choose
 
     course = load_course(args.course)
@@ -284,8 +291,11 @@ def command_grade(args) -> int:
         sandbox = choose(args.sandbox)
     except SandboxUnavailable as exc:
         raise UsageError(f"{exc}; pass --sandbox basic to grade with weaker isolation") from None
-    report = grade(course, submission, exercise_ids, sandbox)
-    return publish(report, out, course.root / "templates", args.lang, args.format, args.fail_under)
+    report, rejudging = grade_one(course, submission, exercise_ids, sandbox, out, args.rejudge)
+    code = publish(report, out, course.root / "templates", args.lang, args.format, args.fail_under)
+    if rejudging is not None:
+        print_diff(rejudging, args.lang)
+    return code
 
 
 def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, ...], fail_under: float | None) -> int:
@@ -442,6 +452,8 @@ def command_batch(args) -> int:
     course = load_course(args.course)
     if not args.submissions.is_dir():
         raise UsageError(f"{args.submissions} is not a folder of submissions")
+    if args.rejudge and (args.regrade or args.cluster):
+        raise UsageError("--rejudge re-judges what this machine's gradings kept: not with --regrade or --cluster")
     # Where workers run elsewhere, each states the level it grades with; the gradebook records it.
     if args.sandbox == "strict" and args.cluster in (None, "local") and strict_missing():
         raise UsageError(f"the strict sandbox is unavailable: {strict_missing()}; pass --sandbox basic to grade "
@@ -465,7 +477,7 @@ def command_batch(args) -> int:
     try:
         outcome = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
                             args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
-                            args.excel, args.formats, times)
+                            args.excel, args.formats, times, rejudge=args.rejudge)
     except (BatchBusy, ClusterError) as exc:
         raise UsageError(str(exc)) from None
     if interactive:
@@ -479,6 +491,10 @@ def command_batch(args) -> int:
         print(t("{count} students' reports written again in this language, from their report.json (no grading)",
                 count=outcome["rendered"]).render(args.lang))
     report_after_publishing(outcome, args.lang)
+    if args.rejudge:
+        from grader.rejudge import print_diff
+
+        print_diff(outcome, args.lang)
     return EXIT_OK
 
 

@@ -76,6 +76,8 @@ class Course:
     def name_in(self, lang: str) -> str:
         return self.names.get(lang) or self.name
     judge_limits: JudgeLimits = JudgeLimits()   # what judging one submission may take ([judge] in course.toml)
+    # `[course] criteria`: a folder of the course whose <exercise>.py replaces the package's criteria of that exercise
+    criteria: Path | None = None
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -141,9 +143,12 @@ def load_course(root: Path | None = None) -> Course:
             and 1000 <= uids[0] <= uids[1] < 2**31 - 1):
         raise CourseError(f"{path}: [sandbox] uids must be [first, last] with 1000 <= first <= last")
     references = root / course["references"] if course.get("references") else None
+    criteria = root / course["criteria"] if course.get("criteria") else None
+    if criteria is not None and not criteria.is_dir():
+        raise CourseError(f"{path}: [course] criteria = {course['criteria']!r} is not a folder of the course")
     names = _names(course.get("name", "course"), path)
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
-                  uids=(uids[0], uids[1]), references=references, names=names,
+                  uids=(uids[0], uids[1]), references=references, names=names, criteria=criteria,
                   judge_limits=_judge_limits(data.get("judge", {}), path))
 
 

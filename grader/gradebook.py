@@ -49,6 +49,12 @@ CREATE TABLE IF NOT EXISTS overrides (
     comment TEXT NOT NULL, author TEXT NOT NULL, at TEXT NOT NULL,
     PRIMARY KEY (student, exercise, criterion)
 );
+-- What each grading's probes observed (grader.rejudge's record; the files are in the observation store): what a
+-- re-judging judges again without running the submission.
+CREATE TABLE IF NOT EXISTS observed (
+    submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (submission, grader_key)
+);
 -- When each submission was handed in, and how that is known (grader.policy's FROM_* words).
 CREATE TABLE IF NOT EXISTS submitted (
     submission TEXT PRIMARY KEY, at TEXT NOT NULL, how TEXT NOT NULL
@@ -142,10 +148,15 @@ class Gradebook:
                               "AND status != ?", (submission, chash, key, GRADER_ERROR)).fetchone()
         return row is not None
 
-    def store(self, submission: str, chash: str, key: str, summary: dict, rows: list[dict]) -> None:
-        """Replace a submission's rows in one transaction."""
+    def store(self, submission: str, chash: str, key: str, summary: dict, rows: list[dict],
+              kept: dict | None = None) -> None:
+        """Replace a submission's rows in one transaction, with the record of its kept observations when given."""
         with self._transaction():
             self.db.execute("DELETE FROM results WHERE submission=? AND grader_key=?", (submission, key))
+            self.db.execute("DELETE FROM observed WHERE submission=? AND grader_key=?", (submission, key))
+            if kept is not None:
+                self.db.execute("INSERT INTO observed VALUES (?,?,?,?)",
+                                (submission, chash, key, json.dumps(kept, ensure_ascii=False)))
             self.db.execute("INSERT OR REPLACE INTO submissions (submission, content_hash, grader_key, "
                             "score, max_score, "
                             "percent, status, message, report_dir, graded_at, sandbox) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -177,6 +188,23 @@ class Gradebook:
     def results(self, key: str) -> list[sqlite3.Row]:
         self.db.row_factory = sqlite3.Row
         return self.db.execute("SELECT * FROM results WHERE grader_key=? ORDER BY submission, rowid", (key,)).fetchall()
+
+    def observed(self, submission: str, chash: str) -> dict | None:
+        """The newest record of kept observations of these files of the submission, whatever grader key it was
+        graded under (re-judging is for a changed course)."""
+        row = self.db.execute("SELECT record FROM observed WHERE submission=? AND content_hash=? ORDER BY rowid DESC "
+                              "LIMIT 1", (submission, chash)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def latest_rows(self, submission: str) -> list[dict]:
+        """The criteria rows of the submission's newest grading, whatever its grader key."""
+        row = self.db.execute("SELECT grader_key FROM submissions WHERE submission=? ORDER BY rowid DESC LIMIT 1",
+                              (submission,)).fetchone()
+        if row is None:
+            return []
+        return [{"exercise": e, "criterion": c, "points": p, "status": st} for e, c, p, st in self.db.execute(
+            "SELECT exercise, criterion, points, status FROM results WHERE submission=? AND grader_key=? "
+            "ORDER BY rowid", (submission, row[0]))]
 
     # --- the instructor's overrides ------------------------------------------------------------------------------
 
@@ -681,7 +709,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
             sum(c.points >= ex.max_points for c in cells), sum(c.state == "not_attempted" for c in cells)))
     rates = []
     for ex in course.exercises:
-        for meta in criteria_of(ex.id):
+        for meta in criteria_of(ex.id, course.criteria):
             if (ex.id, meta.id) not in tallies:
                 continue
             (passed, failed, total), messages, failed_by = tallies[(ex.id, meta.id)]

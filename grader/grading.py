@@ -257,13 +257,13 @@ def judge_for(course: Course):
     if sys.platform != "linux" or not hasattr(os, "fork") or not hasattr(os, "wait4"):
         from grader.judge.session import InProcessJudge
 
-        return InProcessJudge()
+        return InProcessJudge(course.criteria)
     from grader.judge.client import JudgeClient
 
-    key = (course.root, tuple(ex.id for ex in course.exercises), course.judge_limits)
+    key = (course.root, tuple(ex.id for ex in course.exercises), course.judge_limits, course.criteria)
     with _judges_lock:
         if key not in _judges:
-            _judges[key] = JudgeClient([ex.id for ex in course.exercises], course.judge_limits)
+            _judges[key] = JudgeClient([ex.id for ex in course.exercises], course.judge_limits, course.criteria)
         return _judges[key]
 
 
@@ -275,42 +275,58 @@ def judge_outcomes(judge, probed: Probed) -> dict:
     try:
         return judge.judge(judge_request(probed))
     except JudgeUnavailable as exc:
-        from grader.judge.criterion import Outcome
-        from grader.judge.session import criteria_of
-
-        said = t("the judge could not run ({error}): this is the grader's fault, no point is taken for it, and the "
-                 "submission will be graded again", error=verbatim(str(exc)[:300])).texts()
-        return {ex.id: [Outcome(meta, "grader_error", said, {}) for meta in criteria_of(ex.id)]
-                for ex in probed.exercises}
+        return unavailable_outcomes(probed.course, probed.exercises, exc)
 
 
-def judged(probed: Probed, judge=None) -> Report:
+def unavailable_outcomes(course: Course, exercises: list[ExerciseConfig], exc: Exception) -> dict:
+    """Every criterion the grader's error: the judge could not run."""
+    from grader.judge.criterion import Outcome
+    from grader.judge.session import criteria_of
+
+    said = t("the judge could not run ({error}): this is the grader's fault, no point is taken for it, and the "
+             "submission will be graded again", error=verbatim(str(exc)[:300])).texts()
+    return {ex.id: [Outcome(meta, "grader_error", said, {}) for meta in criteria_of(ex.id, course.criteria)]
+            for ex in exercises}
+
+
+def judged(probed: Probed, judge=None, keep=None) -> Report:
     """Judge a probed submission against the references (with `judge`, default this process's judge for its
-    course), once its probes have all run, and build its report; its scratch is removed."""
-    from grader.report.build import exercise_result
-
+    course), once its probes have all run, and build its report; its scratch is removed. `keep`, when given, is
+    called with the probed submission before the judge reads it (to keep its observations: grader.rejudge)."""
     course, exercises, scratch = probed.course, probed.exercises, probed.scratch
     try:
         with probed.arrived:   # the sandbox is gone before the judge reads what it left
             probed.arrived.wait_for(lambda: probed.over)
+        if keep is not None:
+            keep(probed)
         outcomes = judge_outcomes(judge or judge_for(course), probed)
-        results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, probed.run_of(ex.id), outcomes[ex.id]))
-                   for ex in exercises]
+        runs = {ex.id: run for ex in exercises if (run := probed.run_of(ex.id)) is not None}
     finally:
         remove_scratch(scratch)
+    return build_report(course, probed.submission.name, exercises, outcomes, runs, probed.sandbox.describe(),
+                        probed.started_at, round(time.monotonic() - probed.t0, 3))
+
+
+def build_report(course: Course, name: str, exercises: list[ExerciseConfig], outcomes: dict, runs: dict[str, Run],
+                 sandbox: dict, started_at: str, duration_s: float) -> Report:
+    """A submission's report from the judge's outcomes and how each exercise's run went: a grading's, or a
+    re-judging's of what a grading kept."""
+    from grader.report.build import exercise_result
+
+    results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, runs.get(ex.id), outcomes[ex.id]))
+               for ex in exercises]
     score = round(sum(r.score for r in results), 4)
     max_score = round(sum(r.max_score for r in results), 4)
-    return Report(schema_version=SCHEMA_VERSION, submission=probed.submission.name, course=course.name, score=score,
+    return Report(schema_version=SCHEMA_VERSION, submission=name, course=course.name, score=score,
                   max_score=max_score, percent=round(100 * score / max_score, 2) if max_score else 0.0,
-                  sandbox=probed.sandbox.describe(), grader_version=grader.__version__,
-                  torch_version=importlib.metadata.version("torch"), started_at=probed.started_at,
-                  duration_s=round(time.monotonic() - probed.t0, 3),
-                  exercises=results)
+                  sandbox=sandbox, grader_version=grader.__version__,
+                  torch_version=importlib.metadata.version("torch"), started_at=started_at,
+                  duration_s=duration_s, exercises=results)
 
 
-def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox) -> Report:
+def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox, keep=None) -> Report:
     """Stage and probe in a supervisor thread while this process's judge starts (importing torch, pytest and the
-    criteria on the other core), then judge."""
+    criteria on the other core), then judge (`keep`: as `judged` takes it)."""
     staged: list[Probed] = []
     failures: list[BaseException] = []
     launched, ready = threading.Event(), threading.Event()
@@ -343,7 +359,7 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     if failures:   # the supervisor failed after staging: its scratch goes, and no report is made
         remove_scratch(staged[0].scratch)
         raise failures[0]
-    return judged(staged[0], judge)
+    return judged(staged[0], judge, keep)
 
 
 def run_facts(ex: ExerciseConfig, run: Run | None, outcomes: list = ()) -> dict:

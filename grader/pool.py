@@ -26,8 +26,8 @@ PIPELINE = 2   # submissions in flight per warm process: one judged while the ne
 class WarmPool:
     """`jobs` warm grading processes, each fed by PIPELINE threads."""
 
-    def __init__(self, course: Course, jobs: int, sandbox: str, lang: str):
-        self.course, self.lang = course, lang
+    def __init__(self, course: Course, jobs: int, sandbox: str, lang: str, keep: Path | None = None):
+        self.course, self.lang, self.keep = course, lang, keep   # keep: where observations are kept (grader.rejudge)
         self._graders = [WarmGrader(course.root, sandbox) for _ in range(max(1, jobs))]
         self._local = threading.local()
         self._threads = itertools.count()
@@ -56,6 +56,6 @@ class WarmPool:
             more = self._unstarted > 0
         ids = [ex.id for ex in self.course.exercises]
         try:
-            return self._local.grader.grade(folder, ids, self.lang, time_limit(self.course), more)
+            return self._local.grader.grade(folder, ids, self.lang, time_limit(self.course), more, self.keep)
         except (GradingTimeout, WarmGraderDied) as exc:
             return {"error": exc.said.texts()}

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from grader.i18n import Text, rendered, t, verbatim
@@ -75,15 +76,16 @@ class WarmGrader:
         self._pending: dict = {}  # this process's requests not yet answered, by id
 
     def grade(self, submission: Path, exercise_ids: list[str], lang: str, timeout_s: float,
-              more: bool = True) -> dict:
+              more: bool = True, keep: Path | None = None) -> dict:
         """The reply to one submission; `more` says whether another is expected after it (when none is, no sandbox
-        is pre-started for it)."""
+        is pre-started for it); `keep`, a store its observations are kept in (grader.rejudge), the reply's `kept`
+        then their record."""
         with self._lock:
             self._ensure_started()
             proc, request_id, pending = self._proc, next(self._ids), _Pending()
             self._pending[request_id] = pending
             request = {"id": request_id, "submission": str(submission), "exercises": exercise_ids, "lang": lang,
-                       "more": more}
+                       "more": more, "keep": str(keep) if keep is not None else None}
             try:
                 proc.stdin.write((json.dumps(request) + "\n").encode())
                 proc.stdin.flush()
@@ -195,14 +197,29 @@ def judge_phase(course, probed, request: dict, judge=None) -> dict:
     if isinstance(probed, dict):
         return probed
     try:
-        report = judged(probed, judge)
+        kept: dict = {}
+        report = judged(probed, judge, partial(keep_observations, Path(request["keep"]), kept)
+                        if request.get("keep") else None)
         files = {}
         for fmt in REPORT_FILES:
             name, render = FORMATS[fmt]
             files[name] = render(report, course.root / "templates", request["lang"])
-        return {"files": files}
+        if kept:
+            kept["duration_s"] = report.duration_s
+        return {"files": files, "kept": kept or None}
     except Exception as exc:  # noqa: BLE001
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def keep_observations(store: Path, kept: dict, probed) -> None:
+    """Fill `kept` with the record of the probed submission's observations, put in `store`; left empty when they
+    cannot be kept (the submission is then graded afresh by a later re-judging, never judged on less)."""
+    from grader.rejudge import NotKept, keep
+
+    try:
+        kept.update(keep(probed, store))
+    except NotKept:
+        pass
 
 
 def _exit_with_parent() -> None:

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO
 
 import pytest
@@ -233,6 +234,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.judge.server")
     parser.add_argument("--exercises", required=True, help="the course's exercise ids, comma-separated")
     parser.add_argument("--limits", required=True, help="the judge's limits, as JSON")
+    parser.add_argument("--criteria", type=Path, default=None, help="the course's own criteria folder, if any")
     args = parser.parse_args()
     if sys.platform == "linux":
         from grader.worker.syscalls import PR_SET_PDEATHSIG, prctl
@@ -247,11 +249,11 @@ def main() -> None:
     metas, missing = {}, {}
     for ex in args.exercises.split(","):
         try:
-            metas[ex] = criteria_of(ex)
+            metas[ex] = criteria_of(ex, args.criteria)
         except Exception as exc:  # noqa: BLE001 - said to every grading that asks for this exercise
             missing[ex] = f"{type(exc).__name__}: {exc}"
     server = Server(replies, JudgeLimits(**json.loads(args.limits)), metas, missing)
-    pytest.main(pytest_args(list(metas)), plugins=[JudgePlugin(), server])
+    pytest.main(pytest_args(list(metas), args.criteria), plugins=[JudgePlugin(), server])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,335 @@
+"""Stored observations, re-judged: a changed criterion, points table or visibility graded without running student
+code again.
+
+Theory of operation. When a submission is graded, what its probes observed (each exercise's obs folder, as the
+sandbox left it), how each run ended and how each file was staged are kept: the files content-addressed under
+`<store>/<sha256[:2]>/<sha256>` (identical observations stored once), the rest as one JSON record in the
+gradebook, stamped with each exercise's probe version (`probe_version`: the probe and worker code and every
+grader module they import, torch's version, the seed and the exercise's run settings). Re-judging hands the
+stored record to the judge as a fresh grading would, in the judge's own limited child process: the judge
+validates the stored data as it validates a sandbox's. A submission whose probe version changed, whose files
+changed, or that has no record is graded again from scratch. Nothing here runs student code.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import functools
+import hashlib
+import importlib.metadata
+import io
+import json
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+import grader
+from grader.course import Course, ExerciseConfig
+
+STORE = "observations"          # beside the gradebook: the content-addressed observation files
+DIFF_FILE = "rejudge-diff.csv"  # the grade diff a re-judging writes beside grades.csv
+MAX_KEPT_BYTES = 64 << 20       # a submission's observations kept at most (the judge reads one tensor file of 64 MiB)
+MAX_KEPT_FILES = 4096           # ... and files
+RECORD_VERSION = 1              # of the stored record's layout
+
+
+@functools.cache
+def _probe_sources() -> str:
+    """A digest of the probe and worker code and every grader module they import, transitively."""
+    package = Path(grader.__file__).parent
+    todo = [*sorted((package / "probes").glob("*.py")), *sorted((package / "worker").glob("*.py"))]
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            for name in names:
+                if name == "grader" or name.startswith("grader."):
+                    parts = name.split(".")[1:]
+                    todo += [package.joinpath(*parts).with_suffix(".py"), package.joinpath(*parts, "__init__.py")]
+    h = hashlib.sha256()
+    for path in sorted(seen):
+        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def probe_version(course: Course, ex: ExerciseConfig) -> str:
+    """What decides an exercise's observations of a given file: any change means they must be made again."""
+    settings = {"seed": course.seed, "file": ex.file, "timeout_s": ex.timeout_s, "memory_mb": ex.memory_mb,
+                "output_kb": ex.output_kb, "forbidden": list(ex.forbidden), "disk_mb": ex.disk_mb, "files": ex.files,
+                "torch": importlib.metadata.version("torch"), "probes": _probe_sources()}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+
+
+class NotKept(Exception):
+    """The observations could not be kept (too many, too large, unreadable): the next re-judging grades afresh."""
+
+
+def _kept_files(folder: Path) -> dict[str, Path]:
+    """The regular files under an obs folder, by relative path; links and anything else are not observations."""
+    found: dict[str, Path] = {}
+    total = 0
+    todo = [folder]
+    while todo:
+        current = todo.pop()
+        with os.scandir(current) as entries:
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    todo.append(Path(entry.path))
+                elif stat.S_ISREG(info.st_mode):
+                    total += info.st_size
+                    found[str(Path(entry.path).relative_to(folder))] = Path(entry.path)
+                if total > MAX_KEPT_BYTES or len(found) > MAX_KEPT_FILES:
+                    raise NotKept(f"more than {MAX_KEPT_BYTES >> 20} MiB or {MAX_KEPT_FILES} files")
+    return found
+
+
+def _put(store: Path, path: Path) -> str:
+    """Copy a file into the store under its content's hash (written whole, then renamed: concurrent writers of the
+    same content agree), never following a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as src:
+        data = src.read(MAX_KEPT_BYTES + 1)
+    digest = hashlib.sha256(data).hexdigest()
+    target = store / digest[:2] / digest
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".put-")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
+    return digest
+
+
+def keep(probed, store: Path) -> dict:
+    """The record of a probed submission (its runs over), its observation files put in `store`. NotKept when they
+    cannot all be kept."""
+    from grader.grading import probe_order, summary_of
+    from grader.sandbox.private import private_folder
+
+    exercises = {}
+    try:
+        private_folder(store)   # students' observations: the instructor's alone
+        for ex in probed.exercises:
+            st = probed.staged[ex.id]
+            run = probed.run_of(ex.id)
+            obs = probed.scratch / ex.id / "obs"
+            files = None
+            if st.path is not None and obs.is_dir():
+                files = {name: _put(store, path) for name, path in sorted(_kept_files(obs).items())}
+            exercises[ex.id] = {
+                "probe_version": probe_version(probed.course, ex), "probes": probe_order(ex), "obs": files,
+                "had_obs": st.path is not None, "run": summary_of(ex, run),
+                "facts": None if run is None else {"limit": run.limit, "wall_s": run.wall_s, "cpu_s": run.cpu_s,
+                                                   "max_rss_mb": run.max_rss_mb, "output_bytes": run.output_bytes,
+                                                   "output_tail": run.output_tail[-2000:]},
+                "staged": {"status": st.status, "message": st.message.texts() if st.message else None}}
+    except OSError as exc:
+        raise NotKept(str(exc)) from None
+    return {"version": RECORD_VERSION, "exercises": exercises, "sandbox": probed.sandbox.describe(),
+            "started_at": probed.started_at}
+
+
+def stale(course: Course, record: dict | None) -> list[str]:
+    """The exercises of the course a record cannot be re-judged for (all of them when there is no usable record)."""
+    if not record or record.get("version") != RECORD_VERSION:
+        return [ex.id for ex in course.exercises]
+    held = record.get("exercises", {})
+    return [ex.id for ex in course.exercises if ex.id not in held or held[ex.id]["probe_version"]
+            != probe_version(course, ex)]
+
+
+def _materialise(store: Path, files: dict[str, str], folder: Path) -> None:
+    """The stored files of one obs folder laid out again in `folder`, each checked against its hash."""
+    folder.mkdir(parents=True)
+    for name, digest in files.items():
+        data = (store / digest[:2] / digest).read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise NotKept(f"the stored observation {digest} is damaged")
+        target = folder / name
+        if folder not in target.resolve().parents:
+            raise NotKept(f"a stored observation is named {name!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def rejudged(course: Course, name: str, record: dict, store: Path, judge=None):
+    """The report a full grading would have made of the submission, from its stored record, judged again (with
+    `judge`, default this process's judge for the course). NotKept when the stored files are gone or damaged."""
+    from grader.grading import build_report, judge_for, reference_folders
+    from grader.judge.client import JudgeUnavailable
+    from grader.sandbox.supervisor import Run
+
+    exercises = list(course.exercises)
+    references = reference_folders(course, exercises)   # cached by the grading that made the record
+    judge = judge or judge_for(course)
+    with tempfile.TemporaryDirectory(prefix="grader-rejudge-") as tmp:
+        entries, runs = [], {}
+        for ex in exercises:
+            held = record["exercises"][ex.id]
+            obs = None
+            if held["obs"] is not None:
+                obs = Path(tmp) / ex.id / "obs"
+                _materialise(store, held["obs"], obs)
+            elif held["had_obs"]:   # the run left no obs folder: the judge says so, as it did
+                obs = Path(tmp) / ex.id / "obs"
+            entries.append({"id": ex.id, "file": ex.file, "probes": held["probes"],
+                            "obs": str(obs) if obs is not None else None, "run": held["run"],
+                            "staged": held["staged"], "reference": str(references[ex.id])})
+            if held["facts"] is not None:
+                runs[ex.id] = Run(id=ex.id, **held["facts"])
+        try:
+            outcomes = judge.judge(entries)
+        except JudgeUnavailable as exc:
+            from grader.grading import unavailable_outcomes
+
+            outcomes = unavailable_outcomes(course, exercises, exc)
+    return build_report(course, name, exercises, outcomes, runs, record["sandbox"], record["started_at"],
+                        record.get("duration_s", 0.0))
+
+
+# --- the grade diff --------------------------------------------------------------------------------------------
+
+DIFF_COLUMNS = ("submission", "exercise", "criterion", "old_points", "new_points", "old_status", "new_status",
+                "how")
+
+
+def grade_diff(name: str, old: list[dict], new: list[dict], how: str) -> list[dict]:
+    """The criteria whose points or status changed between two gradings of one submission (a criterion only one of
+    them has counts as changed)."""
+    before = {(r["exercise"], r["criterion"]): r for r in old}
+    after = {(r["exercise"], r["criterion"]): r for r in new}
+    changed = []
+    for key in [*after, *(k for k in before if k not in after)]:
+        was, now = before.get(key), after.get(key)
+        if was and now and was["points"] == now["points"] and was["status"] == now["status"]:
+            continue
+        changed.append({"submission": name, "exercise": key[0], "criterion": key[1],
+                        "old_points": None if was is None else was["points"],
+                        "new_points": None if now is None else now["points"],
+                        "old_status": None if was is None else was["status"],
+                        "new_status": None if now is None else now["status"], "how": how})
+    return changed
+
+
+def diff_csv(lines: list[dict]) -> str:
+    from grader.render.safe_text import csv_cell
+
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(DIFF_COLUMNS)
+    for line in lines:
+        writer.writerow([csv_cell("" if line[c] is None else f"{line[c]:g}" if isinstance(line[c], float)
+                                  else str(line[c])) for c in DIFF_COLUMNS])
+    return text.getvalue()
+
+
+def remove_store(store: Path) -> None:
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def print_diff(outcome: dict, lang: str) -> None:
+    """What a re-judging says: how many were re-judged, which were graded from scratch and why, and each student
+    whose grade changed, by criterion, old and new."""
+    from grader.i18n import t
+    from grader.render.safe_text import terminal_text
+
+    print(t("{count} submissions re-judged from their kept observations (no student code ran)",
+            count=outcome["rejudged"]).render(lang))
+    for name, why in outcome["afresh"]:
+        print(terminal_text(t("{name}: graded again from scratch: {why}", name=name, why=why).render(lang)))
+    by_name: dict[str, list[dict]] = {}
+    for line in outcome["diff"]:
+        by_name.setdefault(line["submission"], []).append(line)
+    if not by_name:
+        print(t("no grade changed").render(lang))
+    for name, lines in by_name.items():
+        old, new = outcome["totals"][name]
+        print(terminal_text(t("{name}: {old:g} -> {new:g} points", name=name, old=old, new=new).render(lang)))
+        for line in lines:
+            print(terminal_text(t("  {exercise}/{criterion}: {old} -> {new} ({old_status} -> {new_status})",
+                                  exercise=line["exercise"], criterion=line["criterion"],
+                                  old=_points(line["old_points"]), new=_points(line["new_points"]),
+                                  old_status=line["old_status"] or "-", new_status=line["new_status"] or "-")
+                                .render(lang)))
+    print(t("the grade diff: {file}", file=str(outcome["diff_file"])).render(lang))
+
+
+def _points(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+# `grader grade`'s record of what it kept, in its report folder beside the observation store.
+KEPT_FILE = "observed.json"
+
+
+def rows_of(report: dict | None) -> list[dict]:
+    """A report's criteria as the gradebook's rows (exercise, criterion, points, status)."""
+    return [{"exercise": e["id"], "criterion": c["id"], "points": c["points"], "status": c["status"]}
+            for e in (report or {}).get("exercises", []) for c in e["criteria"]]
+
+
+def grade_one(course: Course, submission: Path, exercise_ids: list[str], sandbox, out: Path, rejudge: bool):
+    """`grader grade` into `out`, keeping the observations there: (report, the re-judging's outcome or None). With
+    `rejudge`, what the last grading into `out` kept is judged again when the submission and its probes are the
+    same; otherwise (or when it cannot be read) the submission is graded from scratch, and the outcome says why."""
+    import dataclasses
+
+    from grader.gradebook import content_hash
+    from grader.grading import grade
+    from grader.i18n import t
+    from grader.warm import keep_observations
+
+    chosen = dataclasses.replace(course, exercises=tuple(course.exercise(e) for e in exercise_ids))
+    chash = content_hash(course, submission)
+    store, kept_file = out / STORE, out / KEPT_FILE
+    old = None
+    if rejudge:
+        try:
+            old = json.loads((out / "report.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            old = None
+    why = None
+    report = None
+    if rejudge:
+        try:
+            kept = json.loads(kept_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            kept = None
+        record = kept["record"] if kept and kept.get("content_hash") == chash else None
+        changed = stale(chosen, record)
+        if record is not None and not changed:
+            try:
+                report = rejudged(chosen, submission.name, record, store)
+            except (NotKept, OSError, KeyError):
+                why = t("its kept observations could not be read")
+        else:
+            why = t("no observations of these files were kept") if record is None else \
+                t("the probes of {exercises} changed since it was graded", exercises=", ".join(changed))
+    if report is None:
+        record = {}
+        report = grade(course, submission, exercise_ids, sandbox,
+                       keep=lambda probed: keep_observations(store, record, probed))
+        if record:
+            record["duration_s"] = report.duration_s
+            out.mkdir(parents=True, exist_ok=True)
+            from grader.reporting import write_atomic
+
+            write_atomic(kept_file, json.dumps({"content_hash": chash, "record": record}) + "\n")
+    if not rejudge:
+        return report, None
+    before, after = rows_of(old), rows_of(json.loads(report.to_json()))
+    lines = grade_diff(submission.name, before, after, "regraded" if why is not None else "rejudged")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / DIFF_FILE).write_text(diff_csv(lines), encoding="utf-8")
+    return report, {"rejudged": 0 if why is not None else 1, "afresh": [(submission.name, why)] if why else [],
+                    "diff": lines, "diff_file": out / DIFF_FILE,
+                    "totals": {submission.name: (sum(r["points"] for r in before), sum(r["points"] for r in after))}}
