@@ -25,7 +25,9 @@ from grader.selftest import mutant_text
 
 from conftest import ROOT, course_copy
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the grading uids of the basic level need root")
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the grading uids of the basic level need root")]
 
 SOLUTION = ROOT / "solutions" / "heads" / "heads.py"
 COURSE = load_course(ROOT)

@@ -21,6 +21,9 @@ from grader.gradebook import said
 from grader.selftest import catalog_mutants
 from grader.warm import GradingTimeout, WarmGraderDied
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 EXERCISES = ["decoder_block", "heads"]   # light exercises: the behaviour under test is the batch's, not theirs
 GRADER_FAULT = "grader_error"            # an exercise the grader itself failed on
 # decoder_block, where the hostile code loops: ~60 times what its healthy probes need in CPU time (0.1 s)

@@ -19,6 +19,9 @@ from grader.selftest import mutant_text
 
 from conftest import ROOT
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 COURSE = load_course(ROOT)
 HOSTILE = ROOT / "tests" / "hostile"
 # Hostile cases whose verdict comes from what the code does, not from a limit only the sandbox has (memory, processes,

@@ -25,6 +25,9 @@ from grader.selftest import mutant_text
 
 from conftest import ROOT, course_copy
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 ORG, PREFIX, TOKEN = "course-org", "transformer", "test-token"
 SOLUTION = ROOT / "solutions" / "heads" / "heads.py"
 STUB = ROOT / "exercises" / "heads" / "heads.py"

@@ -18,6 +18,9 @@ from conftest import ROOT, course_copy
 from grader.course import load_course
 from grader.selftest import catalog_mutants
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 EXERCISES = ["heads"]   # light: the behaviour under test is the cluster's
 SUBMISSIONS = 12
 

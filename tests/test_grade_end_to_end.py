@@ -9,6 +9,9 @@ from grader.report.model import SCHEMA_PATH, stable_view
 
 from conftest import ROOT
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 
 def validate(report: dict) -> None:
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))

@@ -16,6 +16,9 @@ from grader.course import load_course
 
 from conftest import ROOT
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 COURSE = load_course(ROOT)
 
 

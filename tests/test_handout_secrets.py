@@ -18,6 +18,9 @@ from grader.student_checker import probes_read, visible_tests
 
 from conftest import ROOT
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 COURSE = load_course(ROOT)
 
 

@@ -52,6 +52,9 @@ from grader.sandbox import uids
 from grader.sandbox.supervisor import GRACE_SECONDS
 from grader.reporting import DEFAULT_FORMATS, FORMATS
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 CATALOG = ROOT / "tests" / "hostile"
 # How far past its own timeout an exercise may run: past it, the worker did not end it and the supervisor did,
 # after its grace period. The one bound that tells the two apart, whatever the machine's load.

@@ -23,7 +23,9 @@ from grader.sandbox import scratch, uids
 from grader.sandbox.levels import strict_missing
 from grader.sandbox.staging import stage
 
-pytestmark = pytest.mark.skipif(bool(strict_missing()), reason=f"strict sandbox unavailable: {strict_missing()}")
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(bool(strict_missing()), reason=f"strict sandbox unavailable: {strict_missing()}")]
 
 EXPLORER = Path(__file__).parent / "isolation" / "explorer.py"
 SOLUTION_HEADS = ROOT / "solutions" / "heads" / "heads.py"

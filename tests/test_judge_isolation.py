@@ -28,6 +28,9 @@ from conftest import ROOT, course_copy
 from grader.course import load_course
 from grader.report.model import stable_view
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 HOSTILE_DIR = ROOT / "tests" / "judge_hostile"
 EXERCISES = {"masks": "masks.py", "layer_norm": "norm.py"}
 HOSTILE = {"a_liar": "lying_shape.py", "b_sprayer": "forbidden_spray.py", "c_hoarder": "huge_tensor.py"}

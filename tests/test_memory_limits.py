@@ -25,6 +25,9 @@ from grader.course import load_course
 from grader.sandbox import cgroups, levels, rootfs
 from grader.worker import jail
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 IS_ROOT = os.geteuid() == 0
 BOMB_MB = 1024                 # decoder_block's memory_mb in the course copy: the bombs pass it
 RESERVED_GB = 4 + 3 + 0.5      # what the worker maps before `import torch` (see RESERVE)

@@ -1,5 +1,6 @@
 """Notebook submissions (grader/notebooks.py): an exercise's code cells, graded as that exercise's file would be."""
 
+import pytest
 import dataclasses
 import os
 import shutil
@@ -18,6 +19,9 @@ from grader.sandbox.staging import stage
 from grader.selftest import mutant_text
 
 from conftest import ROOT
+
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
 
 COURSE = load_course(ROOT)
 WRONG_ATTENTION = mutant_text(COURSE, "attention", ROOT / "tests" / "mutants" / "attention" / "softmax_over_queries")

@@ -18,7 +18,9 @@ from grader.sandbox.levels import choose, strict_missing
 from grader.sandbox.supervisor import Prestarted
 from grader.warm import WarmGrader
 
-pytestmark = pytest.mark.skipif(bool(strict_missing()), reason="the strict sandbox needs root and namespaces")
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(bool(strict_missing()), reason="the strict sandbox needs root and namespaces")]
 
 LIMIT_S = 120
 SETTLE_S = 60   # waits for what happens within moments on an idle machine: they end as soon as it has happened

@@ -15,6 +15,9 @@ from conftest import ROOT, course_copy, run_grader
 from grader.course import load_course
 from grader.selftest import mutant_text
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 EXERCISES = ["heads", "rope"]
 POINTS = ("heads", "split_values", 2, 5)                       # exercise, criterion, old points, new points
 LOOSENED = ("rope", "custom_base")                             # its tolerance loosened in the copy's own code

@@ -9,6 +9,9 @@ import pytest
 from conftest import ROOT, course_copy, run_grader
 from grader.sandbox.supervisor import GRACE_SECONDS
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 # decoder_block's own timeout where the time limit is what a test is about: ~60 times the CPU time its probes
 # before the hanging one need (0.1 s), so that on a busy machine those still finish and keep their credit. Every
 # other exercise, and decoder_block in the other tests, keeps the course's timeout.

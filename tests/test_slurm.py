@@ -19,7 +19,9 @@ from grader.course import load_course
 from grader.sandbox.levels import strict_missing
 from grader.selftest import catalog_mutants
 
-pytestmark = pytest.mark.skipif(bool(strict_missing()), reason="SLURM's daemons and the strict sandbox need root")
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(bool(strict_missing()), reason="SLURM's daemons and the strict sandbox need root")]
 
 NEEDED = "Debian's slurm-wlm and munge are needed: apt-get install -y slurm-wlm munge (scripts/setup.sh --test)"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo")

@@ -2,11 +2,15 @@
 students really restructure code (a feed-forward as nn.Sequential, renamed inner layers, attention with helper
 methods of its own, their own LayerNorm class) cost nothing, and no probe of the grader's fails on them."""
 
+import pytest
 from grader.course import load_course
 from grader.sandbox.levels import choose, strict_missing
 from grader.selftest import discover, grade_cases
 
 from conftest import ROOT
+
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
 
 COURSE = load_course(ROOT)
 

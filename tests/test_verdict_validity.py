@@ -366,12 +366,13 @@ def test_layer_norm_with_another_eps_is_told_its_eps(course, reference_dirs, tmp
     inputs = ref.probe("reference")
     x, w, b = inputs.tensor("x64"), inputs.tensor("w64"), inputs.tensor("b64")
 
-    def eps_1e6(tensors):
-        tensors["out64"] = F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-6)
+    # eps = 1e-6 lands within float32 rounding of the reference here (the eps criterion catches it); 1e-3 does not
+    def eps_1e3(tensors):
+        tensors["out64"] = F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-3)
 
     said = verdict_of(layer_norm.test_matches_reference, forged(course, reference_dirs, tmp_path, "layer_norm",
-                                                                "reference", eps_1e6), ref)
-    assert said is not None and "eps = 1e-06" in said and "float32" not in said, said
+                                                                "reference", eps_1e3), ref)
+    assert said is not None and "eps = 0.001" in said and "float32" not in said, said
 
 
 def test_fully_masked_lines_count_only_where_the_rest_is_a_softmax(course, reference_dirs, tmp_path):

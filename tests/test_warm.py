@@ -10,6 +10,9 @@ import pytest
 from conftest import ROOT, course_copy
 from grader.warm import WarmGrader, WarmGraderDied
 
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
+
 LIMIT_S = 120
 
 

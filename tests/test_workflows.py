@@ -1,11 +1,15 @@
 """Every workflow the project ships passes actionlint and GitHub's workflow schema (check-jsonschema's vendored copy):
 the handout's (written as templates/handout/check.yml is) and the instructor's classroom workflow."""
 
+import pytest
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import ROOT
+
+# end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
+pytestmark = pytest.mark.slow
 
 TOOLS = Path(sys.executable).parent      # both come with the test extras, into this environment
 WORKFLOWS = sorted(ROOT.glob("templates/**/*.yml")) + sorted(ROOT.glob(".github/workflows/*.yml"))
