@@ -26,8 +26,9 @@ def exported(tmp_path_factory):
 
 
 def test_only_the_requested_formats_are_written(exported):
+    # observed.json: what `grader grade --rejudge` judges again
     assert sorted(p.name for p in exported.iterdir() if p.suffix in (".json", ".md", ".xml", ".html")) == [
-        "junit.xml", "observed.json", "report.json", "results.json", "scorecard.md", "step-summary.md"]   # observed: for --rejudge
+        "junit.xml", "observed.json", "report.json", "results.json", "scorecard.md", "step-summary.md"]
 
 
 def test_gradescope_results_follow_the_published_fields(exported):
