@@ -10,11 +10,12 @@ import pytest
 from grader.course import load_course
 from grader.grading import grade
 from grader.sandbox.levels import choose, strict_missing
+from grader.selftest import mutant_text
 
 from conftest import ROOT
 
 COURSE = load_course(ROOT)
-FORGERY = ROOT / "tests" / "mutants" / "training" / "fit_rewires_forward" / "train.py"
+FORGERY = ROOT / "tests" / "mutants" / "training" / "fit_rewires_forward"
 REWIRING = "    model.forward = answer\n"
 
 
@@ -31,7 +32,7 @@ def criteria_of(source: str) -> dict[str, tuple[str, float]]:
 
 @pytest.mark.slow
 def test_a_rewired_forward_scores_what_the_same_code_scores_without_it():
-    forged = FORGERY.read_text(encoding="utf-8")
+    forged = mutant_text(COURSE, "training", FORGERY)
     assert forged.count(REWIRING) == 1
     with_forgery, without = criteria_of(forged), criteria_of(forged.replace(REWIRING, ""))
     assert with_forgery == without

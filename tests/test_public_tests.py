@@ -81,7 +81,7 @@ def test_public_tests_pass_on_every_variant(tmp_path, exercise_id):
         folder.mkdir()
         for test in tests:
             shutil.copyfile(test, folder / test.name)
-        shutil.copyfile(case.source, folder / ex.file)
+        (folder / ex.file).write_text(case.text, encoding="utf-8")
         folders.append([str(folder), isolated(folder)])
     done = subprocess.run([sys.executable, "-c", EACH_SOURCE, ex.file.removesuffix(".py"),
                            json.dumps([t.stem for t in tests]), json.dumps(folders)],
