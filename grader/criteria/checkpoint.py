@@ -84,8 +84,23 @@ def test_returns_step_and_meta(obs, ref, verdict):
             + [t("{key} is {got}, saved {saved}", key=repr(k), got=repr(got[k]), saved=repr(meta[k])) for k in changed[:3]]
         differences = join(parts, t("; "))  # built apart: Babel misses a t(...) nested in another call's arguments
         verdict.fail(t("the returned meta is not what was saved: {differences}", differences=differences))
-    verdict.ok(t("load_checkpoint returned step={step} and the saved meta ({count} keys, nested values included)",
-                 step=step, count=len(meta)))
+    kinds = info.get("meta_types")
+    if kinds != want.value("expected_meta_types"):
+        changed = [k for k in meta if isinstance(kinds, dict) and kinds.get(k) != want.value("expected_meta_types")[k]]
+        verdict.fail(t("the returned meta holds the saved values in other containers ({keys}): a tuple must come "
+                       "back a tuple, a list a list", keys=changed[:3]))
+    p = obs.probe("reload")
+    for key in ("save_step0", "load_step0"):
+        if raised(p.value(key)):
+            verdict.fail(t("save_checkpoint(..., step=0) then load_checkpoint: {call} {outcome}; step 0 (an untrained "
+                           "run) is a step like any other", call=verbatim(key.split("_")[0]),
+                           outcome=describe_outcome(p.value(key))))
+    zero = p.value("info_step0")
+    if zero.get("step") != 0 or zero.get("step_type") != "int":
+        verdict.fail(t("save_checkpoint(..., step=0) then load_checkpoint returned step={got}; expected the int 0",
+                       got=repr(zero.get("step"))))
+    verdict.ok(t("load_checkpoint returned step={step} and the saved meta ({count} keys, nested values and tuples "
+                 "included); step 0 comes back as 0", step=step, count=len(meta)))
 
 
 @criterion("file_weights_only", kind="api",

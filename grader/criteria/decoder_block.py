@@ -219,6 +219,10 @@ def test_rejects_nonpositive_heads(obs, verdict):
     verdict.check(raised(ok) is None, t("CausalSelfAttention(d_model=12, n_heads=4) {outcome}; it is valid and must "
                                         "construct, so refusing the others would prove nothing",
                                         outcome=describe_outcome(ok)))
+    one = p.value("d12_h1")
+    verdict.check(raised(one) is None, t("CausalSelfAttention(d_model=12, n_heads=1) {outcome}; a single head is "
+                                         "valid (1 divides every d_model): refuse n_heads <= 0, not n_heads <= 1",
+                                         outcome=describe_outcome(one)))
     for key, arguments in (("d12_h0", "d_model=12, n_heads=0"), ("d12_hminus4", "d_model=12, n_heads=-4")):
         outcome = p.value(key)
         if raised(outcome) != "ValueError":
@@ -228,7 +232,7 @@ def test_rejects_nonpositive_heads(obs, verdict):
                    if raised(outcome) is None and key == "d12_hminus4" else verbatim(""))
             verdict.fail(t("CausalSelfAttention({arguments}) {outcome}; expected ValueError{why}",
                            arguments=arguments, outcome=describe_outcome(outcome), why=why))
-    verdict.ok(t("ValueError for n_heads = 0 and n_heads = -4; (12, 4) constructs"))
+    verdict.ok(t("ValueError for n_heads = 0 and n_heads = -4; (12, 4) and (12, 1) construct"))
 
 
 @criterion("rejects_bad_heads", kind="errors",

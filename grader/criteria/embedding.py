@@ -11,6 +11,8 @@ EXERCISE = "embedding"
 VOCAB, DIM, PADDED = 13, 6, 9   # as in the probes
 LOOKUP_TOLERANCE = 0.0   # a lookup copies rows, and even a one-hot matmul only adds exact zeros: no rounding at all
 GRAD_TOLERANCE = 1e-4    # float32 sums of up to ~10 upstream gradients of size ~3: rounding stays below ~1e-5; a wrong row is off by O(1)
+# (vocab_size, dim) of the probes' edge cases: no ids, no ids in two rows, a 0-d id, a one-row one-column table
+EDGE_SIZES = {"empty": (VOCAB, DIM), "empty_rows": (VOCAB, DIM), "scalar": (VOCAB, DIM), "one_by_one": (1, 1)}
 PAD_GRAD_TOLERANCE = 0.0  # the contract says exactly zero: any non-zero gradient moves the padding row
 
 
@@ -77,8 +79,22 @@ def test_output_shape(obs, ref, verdict):
                                "axis is in the wrong place (a transposed result)", **said))
             verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}", **said))
         seen.append(ids_shape)
-    verdict.ok(t("ids of shapes {first}, {second} and {third} give outputs of shape ids.shape + [6]", first=seen[0],
-                 second=seen[1], third=seen[2]))
+    edge = obs.probe("edge_ids")
+    for key, (vocab, dim) in EDGE_SIZES.items():
+        ids_shape = list(edge.tensor(f"ids_{key}").shape)
+        said = {"vocab": vocab, "dim": dim, "shape": ids_shape, "expected": ids_shape + [dim]}
+        for step in ("build", "call"):
+            outcome = edge.value(f"{step}_{key}") if edge.has(f"{step}_{key}") else None
+            if outcome is not None and raised(outcome) is not None:
+                verdict.fail(t("TokenEmbedding({vocab}, {dim}) with ids of shape {shape} {outcome}; expected an output "
+                               "of shape ids.shape + (dim,) = {expected}", outcome=_describe(outcome), **said))
+        shape = list(edge.tensor(f"out_{key}").shape)
+        if shape != ids_shape + [dim]:
+            verdict.fail(t("TokenEmbedding({vocab}, {dim}) with ids of shape {shape} gives an output of shape {got}; "
+                           "expected ids.shape + (dim,) = {expected}", got=shape, **said))
+    verdict.ok(t("ids of shapes {first}, {second} and {third} give outputs of shape ids.shape + [6]; so do no ids "
+                 "(shape [0]), a 0-d id and a one-row, one-column table", first=seen[0], second=seen[1],
+                 third=seen[2]))
 
 
 @criterion("values_are_rows", kind="values", requires=("output_shape",),
@@ -222,7 +238,14 @@ def test_rejects_out_of_range_ids(obs, verdict):
                                "expected IndexError: {why}", why=silent, **said))
             verdict.fail(t("with vocab_size=13, ids [[2, 3, 4], [5, {bad}, 6]] (bad id at [1, 1]) {outcome}; expected "
                            "IndexError", **said))
-    verdict.ok(t("ids -1, -13, 13 and 18 raise IndexError with vocab_size=13; the boundary ids 0 and 12 are looked up"))
+    for key, shown in (("lone_minus_one", "torch.tensor([-1])"), ("scalar_minus_one", "torch.tensor(-1)")):
+        outcome = p.value(key)
+        if raised(outcome) != "IndexError":
+            verdict.fail(t("with vocab_size=13, emb({ids}), a lone id -1, {outcome}; expected IndexError: a check "
+                           "skipped for small inputs lets weight[-1] return the last row", ids=verbatim(shown),
+                           outcome=_describe(outcome)))
+    verdict.ok(t("ids -1, -13, 13 and 18 raise IndexError with vocab_size=13, alone or among valid ids; the boundary "
+                 "ids 0 and 12 are looked up"))
 
 
 @criterion("padding_outputs_are_the_row", kind="values", requires=("values_are_rows",),

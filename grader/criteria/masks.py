@@ -78,8 +78,18 @@ def test_causal_mask_shape(obs, verdict):
         info = _returned_tensor(verdict, p, key, call)
         if info["device"] != "cpu":
             verdict.fail(t("{call} is on {device}; expected cpu", call=call, device=info["device"]))
-    verdict.ok(t("causal_mask(T) is a bool [T, T] tensor for T = 1, 4, 7, and accepts device as a string or "
-                 "torch.device"))
+    meta, call = p.value("device_meta"), 'causal_mask(5, device="meta")'
+    if "raised" in meta:
+        verdict.fail(t("{call} raised {error}; the mask must be built on the device it is given (the meta device "
+                       "holds no data, so nothing needs to be computed on the CPU)", call=call,
+                       error=verbatim(f"{meta['raised']['type']}: {meta['raised']['message'][:200]}")))
+    if meta.get("device") != "meta" or meta.get("shape") != [5, 5] or meta.get("dtype") != "bool":
+        verdict.fail(t("{call} gave {what}; expected a bool [5, 5] tensor on the meta device: the device argument "
+                       "is not used", call=call,
+                       what=verbatim(f"{meta.get('dtype')} {meta.get('shape')} on {meta.get('device')}"
+                                     if "device" in meta else meta.get("returned", "?"))))
+    verdict.ok(t("causal_mask(T) is a bool [T, T] tensor for T = 1, 4, 7, and is built on the device it is given "
+                 "(a string or a torch.device; the meta device too)"))
 
 
 @criterion("causal_mask_direction", kind="causality", requires=("causal_mask_shape",),
@@ -460,5 +470,5 @@ def test_masked_softmax_dim(obs, ref, verdict):
                     why = t("; your result sums to 1 over the last axis instead: dim is not used")
             verdict.fail(t("{call} differs from the softmax along dim {dim}: {problem}{why}", call=call, dim=case["dim"],
                            problem=problem, why=why))
-    verdict.ok(t("masked_softmax normalises along the requested dim (-2 and 1), also with a [4, 3] mask against "
-                 "[2, 5, 4, 3] scores"))
+    verdict.ok(t("masked_softmax normalises along the requested dim (-2, 1 and -4), also with a [4, 3] mask "
+                 "against [2, 5, 4, 3] scores"))

@@ -27,6 +27,8 @@ RESET_TOLERANCE = 1e-9      # relative, float64: the step's gradient is one fres
 OVERFIT_THRESHOLD = 0.1     # fixed by the course (seed 000). Reference, measured: final eval loss 5e-6 .. 3.3e-4 (41 seeds × 3 betas)
 OPTIMUM_SLACK = 1e-9        # no loss can be below the analytic optimum (identical rows share logits): float64 rounding only
 CONTRADICTORY_MARGIN = 0.05  # above the optimum (0.3466 here). Reference, measured: final - optimum +1.2e-4 .. +5.8e-3 (41 seeds × 3 betas)
+DEFAULT_CLIP = 1.0          # train_step's default max_grad_norm, and the clipping of every fit_fixed_batch step
+DEFAULT_FIT_STEPS, DEFAULT_FIT_LR = 120, 0.02  # fit_fixed_batch's defaults (the contract's signature)
 LISTED = 5                  # names shown in a message before "and N more"
 # What the optimizer probe records for a group entry that is not a parameter of the model (grader/probes/training.py)
 FOREIGN_TENSOR = re.compile(r"<a tensor of shape (\[[-0-9, ]*\]) that is not a parameter of the model>")
@@ -325,9 +327,18 @@ def test_gradient_clipping(obs, verdict):
     verdict.check(abs(norm - raw) <= UNTOUCHED_TOLERANCE * raw,  # NaN fails too
                   t("with max_grad_norm={limit:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; a gradient "
                     "already below the limit must be left as it is", limit=loose["max_grad_norm"], raw=raw, norm=norm))
+    default = p.value("default")
+    verdict.check(len(default["with_grad_at_step"]) > 0 and default["with_grad_at_step"][-1] > 0,
+                  t("with max_grad_norm left at its default, optimizer.step() ran with no gradient"))
+    norm, raw = (_total_norm(_tensors(p, f"default.{k}").values()) for k in ("at_step", "fresh"))
+    verdict.check(raw > DEFAULT_CLIP and DEFAULT_CLIP * (1 - CLIP_BELOW) <= norm <= DEFAULT_CLIP * (1 + CLIP_ABOVE),
+                  t("with max_grad_norm left at its default the gradient reaching optimizer.step() had total norm "
+                    "{norm:.4g} (the unclipped gradient has {raw:.4g}); expected {limit:g}, the contract's default",
+                    norm=norm, raw=raw, limit=DEFAULT_CLIP))
     verdict.ok(t("norm {raw:.3g} clipped to {clipped:.6g} with max_grad_norm={limit:g}; left at {loose_raw:.3g} with "
-                 "max_grad_norm={loose_limit:g}", raw=tight["unclipped_norm"], clipped=tight["norm_at_last_step"],
-                 limit=limit, loose_raw=raw, loose_limit=loose["max_grad_norm"]))
+                 "max_grad_norm={loose_limit:g}; clipped to 1 by default", raw=tight["unclipped_norm"],
+                 clipped=tight["norm_at_last_step"], limit=limit, loose_raw=loose["unclipped_norm"],
+                 loose_limit=loose["max_grad_norm"]))
 
 
 @criterion("gradients_reset", kind="gradient",
@@ -446,6 +457,7 @@ def test_fit_protocol(obs, verdict):
                                  count=len(missing), names=_names(missing)))
     big = obs.probe("overfit_fixed_batch")
     _check_loss_list(verdict, f"fit_fixed_batch(..., steps={big.value('steps')})", big.value("losses"), big.value("steps"))
+    _check_fit_defaults(verdict, obs.probe("fit_defaults"))
     verdict.ok(t("{steps} AdamW steps at lr {lr:g} without weight decay over every parameter; a list of one float per "
                  "step (also {big} for {big} steps), the first the loss before training", steps=asked["steps"],
                  lr=asked["lr"], big=big.value("steps")))
@@ -563,6 +575,34 @@ def _changed(p, before: str, after: str) -> list[str]:
         if not same:
             changed.append(name)
     return changed
+
+
+def _check_fit_defaults(verdict, p) -> None:
+    """fit_fixed_batch with steps and lr left out: the contract's 120 steps at lr 0.02, each clipped at 1.0; and
+    steps=0: no loss and no step."""
+    call = "fit_fixed_batch(model, tokens, targets)"
+    _check_loss_list(verdict, call, p.value("losses"), DEFAULT_FIT_STEPS)
+    log = p.value("optimizer_steps")
+    verdict.check(len(log) == DEFAULT_FIT_STEPS,
+                  t("{call} called optimizer.step() {count} times; expected {steps}, the default number of steps",
+                    call=call, count=len(log), steps=DEFAULT_FIT_STEPS))
+    for lr in log[0]["lrs"]:
+        verdict.check(_same(lr, DEFAULT_FIT_LR), t("{call} stepped AdamW with lr {got}; expected {want:g}, the default "
+                                                   "lr", call=call, got=repr(lr), want=DEFAULT_FIT_LR))
+    raw, first = p.value("raw_first_norm"), log[0]["grad_norm"]
+    verdict.check(raw > DEFAULT_CLIP and first is not None
+                  and DEFAULT_CLIP * (1 - CLIP_BELOW) <= first <= DEFAULT_CLIP * (1 + CLIP_ABOVE),
+                  t("in {call} the first step's gradient had total norm {norm} (unclipped: {raw:.4g}); expected it "
+                    "clipped to {limit:g}: each step is a train_step with max_grad_norm=1.0", call=call,
+                    norm=repr(first), raw=raw, limit=DEFAULT_CLIP))
+    zero = p.value("zero_steps")
+    if raised(zero):
+        verdict.fail(t("fit_fixed_batch(..., steps=0) {outcome}; expected an empty list: no step, no loss",
+                       outcome=describe_outcome(zero)))
+    losses, steps = p.value("zero_steps_losses"), p.value("zero_steps_optimizer_steps")
+    verdict.check(losses is not None and losses["type"] == "list" and losses.get("length") == 0 and steps == 0,
+                  t("fit_fixed_batch(..., steps=0) returned {what} after {steps} optimizer steps; expected an empty "
+                    "list and no step", what=_of_type(losses["type"]) if losses else verbatim("None"), steps=steps))
 
 
 def _total_norm(grads) -> float:

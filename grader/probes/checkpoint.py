@@ -31,7 +31,7 @@ RESUME_STEPS = 6         # N straight steps; the checkpoint is written after N/2
 SAVED_STEP = 7           # the step handed to save_checkpoint in `reload` (not the number of updates done)
 SAVED_META = {"run": "reload-check", "vocab": "_^pqabc$", "data_hash": "9f2c1d0b7e",
               "config": {"vocab_size": 11, "block_size": 8, "dropout": 0.1}, "lr": 0.01,
-              "tags": ["tiny", "cpu"], "resumable": True, "parent": None}
+              "tags": ["tiny", "cpu"], "shape": (2, 8), "resumable": True, "parent": None}
 EXPECT_META = {"vocab": "_^pqabc$", "block_size": 8, "data_hash": "9f2c1d0b7e"}
 RESUME_FOLDER = "ckpt_resume"
 
@@ -93,7 +93,18 @@ def describe_info(info) -> dict:
     step = info.get("step", "<missing>")
     return {"type": "dict", "keys": sorted(str(k) for k in info), "step": step,
             "step_type": type(step).__name__, "meta": info.get("meta", "<missing>"),
-            "meta_type": type(info.get("meta")).__name__}
+            "meta_type": type(info.get("meta")).__name__, "meta_types": type_tree(info.get("meta"))}
+
+
+def type_tree(value, depth: int = 0):
+    """The container types inside `value` (a JSON record turns a tuple into a list: this keeps which it was)."""
+    if depth > 8:
+        return "..."
+    if isinstance(value, dict):
+        return {str(k): type_tree(v, depth + 1) for k, v in list(value.items())[:50]}
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, [type_tree(v, depth + 1) for v in value[:50]]]
+    return type(value).__name__
 
 
 @probe
@@ -130,7 +141,12 @@ def reload(student, ctx):
     info = student.load_checkpoint(path, fresh)
     with torch.no_grad(), student_value("the model load_checkpoint restored cannot run"):
         ctx.tensor("logits_loaded", fresh.eval()(tokens)["logits"])
-    ctx.record(info=describe_info(info), expected_step=SAVED_STEP, expected_meta=SAVED_META)
+    # step 0, the checkpoint of an untrained run, saved and loaded like any other
+    path0 = os.path.join(folder(ctx, "ckpt_step0"), "model.pt")
+    ctx.outcome("save_step0", lambda: student.save_checkpoint(path0, model, opt, 0))
+    info0 = ctx.outcome("load_step0", lambda: student.load_checkpoint(path0, build()))
+    ctx.record(info=describe_info(info), expected_step=SAVED_STEP, expected_meta=SAVED_META,
+               expected_meta_types=type_tree(SAVED_META), info_step0=describe_info(info0))
 
 
 CANARY_RUNS: list[str] = []

@@ -109,6 +109,7 @@ def bad_heads(student, ctx):
     ctx.outcome("d10_h3", lambda: student.CausalSelfAttention(10, 3))
     ctx.outcome("d12_h5", lambda: student.CausalSelfAttention(12, 5))
     ctx.outcome("d12_h4", lambda: student.CausalSelfAttention(12, 4))
+    ctx.outcome("d12_h1", lambda: student.CausalSelfAttention(12, 1))   # one head: the smallest valid count
     # 12 % -4 == 0: only a positivity check rejects it; 12 % 0 divides by zero
     ctx.outcome("d12_h0", lambda: student.CausalSelfAttention(12, 0))
     ctx.outcome("d12_hminus4", lambda: student.CausalSelfAttention(12, -4))

@@ -98,6 +98,9 @@ def bad_ids(student, ctx):
     # The bad id sits in the middle of a 2-D batch, not first, so checking ids[0] alone is not enough.
     for key, bad in (("too_large", VOCAB), ("far_too_large", VOCAB + 5), ("minus_one", -1), ("minus_vocab", -VOCAB)):
         ctx.outcome(key, lambda bad=bad: emb(torch.tensor([[2, 3, 4], [5, bad, 6]])))
+    # A lone bad id, alone in a 1-D tensor and as a 0-d tensor: a check that skips small inputs lets it wrap.
+    ctx.outcome("lone_minus_one", lambda: emb(torch.tensor([-1])))
+    ctx.outcome("scalar_minus_one", lambda: emb(torch.tensor(-1)))
 
 
 @probe
@@ -110,3 +113,22 @@ def padding_lookup(student, ctx):
     ctx.tensor("ids", ids)
     ctx.tensor("weight", emb.weight)      # the student's table as the call found it
     ctx.tensor("out", emb(ids))
+
+
+# Id shapes at the edges of `ids.shape + (dim,)`: no id at all, a 0-d id, and a table of one row and one column.
+EDGE_CASES = [("empty", (VOCAB, DIM), lambda: torch.zeros(0, dtype=torch.long)),
+              ("empty_rows", (VOCAB, DIM), lambda: torch.zeros(2, 0, dtype=torch.long)),
+              ("scalar", (VOCAB, DIM), lambda: torch.tensor(VOCAB - 2)),
+              ("one_by_one", (1, 1), lambda: torch.zeros(2, 3, dtype=torch.long))]
+
+
+@probe
+def edge_ids(student, ctx):
+    for key, (vocab, dim), make_ids in EDGE_CASES:
+        ids = make_ids()
+        ctx.tensor(f"ids_{key}", ids)
+        emb = ctx.outcome(f"build_{key}", lambda vocab=vocab, dim=dim: student.TokenEmbedding(vocab, dim))
+        if emb is None:
+            continue
+        out = ctx.outcome(f"call_{key}", lambda emb=emb, ids=ids: emb(ids))
+        ctx.tensor(f"out_{key}", out)

@@ -51,6 +51,10 @@ def causal(student, ctx):
         attempt(ctx, f"T{T}", lambda T=T: student.causal_mask(T))
     attempt(ctx, "device_str", lambda: student.causal_mask(5, device="cpu"))
     attempt(ctx, "device_obj", lambda: student.causal_mask(5, device=torch.device("cpu")))
+    # The meta device holds no data, so only there does a mask built on the CPU whatever `device` says show.
+    meta = ctx.outcome("device_meta", lambda: student.causal_mask(5, device="meta"))
+    if isinstance(meta, torch.Tensor):
+        ctx.values["device_meta"].update(tensor_facts(meta))
 
 
 @probe
@@ -159,6 +163,7 @@ def softmax_dim(student, ctx):
         "dim_minus_2": (-2, with_empty_row(ctx, (2, 5, 4, 3))),
         "dim_1": (1, mask_with_some_true(ctx, (2, 5, 4, 3), dim=1)),
         "dim_minus_2_broadcast": (-2, with_empty_row(ctx, (4, 3))),   # [4, 3] against [2, 5, 4, 3]
+        "dim_minus_4": (-4, mask_with_some_true(ctx, (2, 5, 4, 3), dim=0)),   # -ndim: the first axis, a valid dim
     }
     ctx.tensor("scores", scores)
     for name, (dim, mask) in cases.items():

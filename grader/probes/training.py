@@ -37,6 +37,8 @@ FIXED_X, FIXED_Y = [[0, 1, 0, 1]], [[1, 0, 1, 0]]
 CONTRADICTORY_X, CONTRADICTORY_Y = [[0, 1, 0, 1], [0, 1, 0, 1]], [[1, 0, 1, 0], [1, 2, 1, 3]]
 FIT_STEPS, FIT_LR = 120, 0.02
 PROTOCOL_STEPS, PROTOCOL_LR = 7, 0.005  # a short fit with a non-default lr, watched step by step
+DEFAULTS_LOSS_FACTOR = 8.0  # the fit with defaults: a fresh gradient norm ~1.7 becomes ~14, far above the clip at 1.0
+DEFAULT_CLIP = 1.0          # train_step's max_grad_norm default, and the clipping fit_fixed_batch asks for
 MAX_LOGGED_STEPS = 200
 
 
@@ -334,13 +336,18 @@ def train_step_update(student, ctx):
 
 @probe
 def clipping(student, ctx):
-    for label, max_norm in (("tight", TIGHT_CLIP), ("loose", LOOSE_CLIP)):
+    for label, max_norm in (("tight", TIGHT_CLIP), ("loose", LOOSE_CLIP), ("default", DEFAULT_CLIP)):
         lm = small_model()
+        # the default case: max_grad_norm left out, and a loss scaled so that the gradient is far above 1.0
+        model = Watched(lm, loss_factor=DEFAULTS_LOSS_FACTOR) if label == "default" else lm
         x, y = random_batch(ctx)
-        record_tensors(ctx, f"{label}.fresh", fresh_gradients(lm, x, y))
+        record_tensors(ctx, f"{label}.fresh", fresh_gradients(model, x, y))
         opt = torch.optim.SGD(lm.parameters(), lr=0.1)
-        steps = watch_steps(opt, lm)
-        student.train_step(lm, opt, x, y, max_grad_norm=max_norm)
+        steps = watch_steps(opt, model)
+        if label == "default":
+            student.train_step(model, opt, x, y)
+        else:
+            student.train_step(lm, opt, x, y, max_grad_norm=max_norm)
         if steps:  # the gradients the last optimizer.step() applied: the judge takes their norm
             record_tensors(ctx, f"{label}.at_step", steps[-1]["grads"])
         ctx.record(**{label: {"max_grad_norm": max_norm, "with_grad_at_step": [s["with_grad"] for s in steps]}})
@@ -417,6 +424,33 @@ def fit_protocol(student, ctx):
         handle.remove()
     ctx.record(asked={"steps": PROTOCOL_STEPS, "lr": PROTOCOL_LR}, initial_loss=start, losses=describe_losses(losses),
                optimizer_steps=log, parameters=sorted(names.values()))
+
+
+@probe
+def fit_defaults(student, ctx):
+    """fit_fixed_batch with its defaults left alone (120 steps, lr 0.02, clipping at 1.0), on a loss scaled so that
+    the first step's gradient is far above the clipping limit; then steps=0, which must make no step."""
+    lm = small_model()
+    watched = Watched(lm, loss_factor=DEFAULTS_LOSS_FACTOR)
+    x, y = random_batch(ctx)
+    raw = torch.cat([g.reshape(-1) for g in fresh_gradients(watched, x, y).values()]).norm()
+    log: list[dict] = []
+
+    def before_any_step(optimizer, args, kwargs):
+        grads = [q.grad.detach().double().reshape(-1) for q in lm.parameters() if q.grad is not None]
+        log.append({"lrs": [_number(g["lr"]) for g in optimizer.param_groups],
+                    "grad_norm": float(torch.cat(grads).norm()) if grads else None})
+
+    handle = register_optimizer_step_pre_hook(before_any_step)
+    try:
+        losses = describe_losses(student.fit_fixed_batch(watched, x, y))
+        steps_taken = len(log)
+        none = ctx.outcome("zero_steps", lambda: student.fit_fixed_batch(small_model(), x, y, steps=0))
+    finally:
+        handle.remove()
+    ctx.record(losses=losses, optimizer_steps=log[:steps_taken], raw_first_norm=float(raw),
+               zero_steps_losses=describe_losses(none) if none is not None else None,
+               zero_steps_optimizer_steps=len(log) - steps_taken)
 
 
 def _fit(student, ctx, xs, ys):
