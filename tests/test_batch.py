@@ -341,7 +341,7 @@ def fake_grade(outcomes: list, monkeypatch):
         def __init__(self, course_root, sandbox):
             pass
 
-        def grade(self, submission, exercise_ids, lang, timeout_s, more=True):
+        def grade(self, submission, exercise_ids, lang, timeout_s, more=True, keep=None):
             calls.append(submission)
             outcome = outcomes[len(calls) - 1]
             if isinstance(outcome, BaseException):
