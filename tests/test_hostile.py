@@ -50,6 +50,7 @@ from conftest import ROOT
 from grader.course import load_course
 from grader.sandbox import uids
 from grader.sandbox.supervisor import GRACE_SECONDS
+from grader.rejudge import KEPT_FILE, STORE
 from grader.reporting import DEFAULT_FORMATS, FORMATS
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
@@ -66,7 +67,8 @@ STRAYS_SETTLE_S = 30.0       # a killed namespace takes a moment to be reaped (l
 PARALLEL = 2                 # gradings run at the same time (each one's processes and files are told apart)
 MARKER = "hostile-marker"    # hostile cases name every file they try to leave on the host like this
 STRAY = "hostile-stray"      # ... and every process they try to leave running
-GRADER_FILES = {FORMATS[f][0] for f in DEFAULT_FORMATS}   # what `grader grade` writes into --out
+# what `grader grade` writes into --out: the reports, and the observations kept for `--rejudge`
+GRADER_FILES = {FORMATS[f][0] for f in DEFAULT_FORMATS} | {STORE, KEPT_FILE}
 LIGHT_EXERCISES = ("heads", "embedding", "masks", "attention", "layer_norm", "rope", "param_count", "decoder_block")
 IS_ROOT = os.geteuid() == 0
 GRADING_UIDS = (61000, 62000)   # course.toml's [sandbox] uids, as a range

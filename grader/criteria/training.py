@@ -427,8 +427,8 @@ def test_nonfinite_loss_guard(obs, verdict):
                   "zh": "fit_fixed_batch：每步一次 AdamW 更新，使用传入的 lr，无权重衰减，每步一个 float"},
            hint={"en": "Build torch.optim.AdamW over the trainable parameters with lr=lr and weight_decay=0.0 once, then call "
                        "train_step(model, optimizer, tokens, targets, max_grad_norm=1.0) `steps` times and return the list of the floats it returns.",
-                 "zh": "只建一次 torch.optim.AdamW（可训练参数，lr=lr，weight_decay=0.0），然后调用 `steps` 次 "
-                       "train_step(model, optimizer, tokens, targets, max_grad_norm=1.0)，返回它各次返回的 float 组成的列表。"})
+                 "zh": "只建一次 torch.optim.AdamW（可训练参数，lr=lr，weight_decay=0.0），然后调用 train_step "
+                       "`steps` 次（max_grad_norm=1.0），返回它每次返回的浮点数组成的列表。"})
 def test_fit_protocol(obs, verdict):
     p = obs.probe("fit_protocol")
     asked, losses, log = p.value("asked"), p.value("losses"), p.value("optimizer_steps")
