@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, course_copy
+from grader.rejudge import KEPT_FILE, STORE
 from grader.sandbox import scratch, uids
 from grader.sandbox.levels import strict_missing
 from grader.sandbox.staging import stage
@@ -351,6 +352,7 @@ def test_an_observation_fifo_is_refused_without_blocking(tmp_path):
 
 
 HUNTER = Path(__file__).parent / "isolation" / "hunter.py"
+KEPT = (STORE, KEPT_FILE)   # what a grading keeps for `--rejudge` beside its reports
 SECRET_SEED = 738204519364281   # the course seed of these gradings: 15 digits, which no output meets by chance
 STUDENT_FORMATS = "json,html,md,gradescope,junit"
 
@@ -399,8 +401,10 @@ def test_no_student_visible_output_names_the_course_seed(tmp_path):
     done = _grade(_hunting_submission(tmp_path / "alice"), out, "--exercise", "heads", "--exercise", "masks",
                   "--exercise", "attention", "--format", STUDENT_FORMATS, env={"GRADER_SEED": str(SECRET_SEED)})
     assert done.returncode == 0, done.stderr
-    written = {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()}
+    # every file a student may be shown; the observations kept for `--rejudge` stay with the instructor
+    written = {path.name: path.read_text(encoding="utf-8") for path in out.iterdir() if path.name not in KEPT}
     assert {"report.json", "report.html", "scorecard.md", "results.json", "junit.xml"} <= set(written), sorted(written)
+    assert str(SECRET_SEED) not in (out / KEPT_FILE).read_text(encoding="utf-8")   # nor is it in what is kept
     shown = {**written, "stdout": done.stdout, "stderr": done.stderr}
     for name, text in shown.items():
         assert str(SECRET_SEED) not in text, f"{name} shows the course seed"
