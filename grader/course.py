@@ -67,6 +67,9 @@ class Course:
     seed: int
     exercises: tuple[ExerciseConfig, ...]
     uids: tuple[int, int] = (61000, 61999)   # the sandbox gives each concurrent grading one of these
+    # `[sandbox] fork_server`: a warm grading process forks each strict sandbox's worker from one that imported torch
+    # once (grader/worker/spawn.py), instead of starting a fresh one per submission; GRADER_FORK_SERVER=0/1 overrides
+    fork_server: bool = False
     # A handout's checker has no solutions/: the reference observations its visible criteria read are stored here.
     references: Path | None = None
     # The course's name in each language, for the pages an instructor reads in it (class.html's title); a course.toml
@@ -142,13 +145,19 @@ def load_course(root: Path | None = None) -> Course:
     if not (isinstance(uids, list) and len(uids) == 2 and all(isinstance(u, int) for u in uids)
             and 1000 <= uids[0] <= uids[1] < 2**31 - 1):
         raise CourseError(f"{path}: [sandbox] uids must be [first, last] with 1000 <= first <= last")
+    fork_server = data.get("sandbox", {}).get("fork_server", Course.fork_server)
+    if os.environ.get("GRADER_FORK_SERVER") in ("0", "1"):
+        fork_server = os.environ["GRADER_FORK_SERVER"] == "1"
+    if not isinstance(fork_server, bool):
+        raise CourseError(f"{path}: [sandbox] fork_server must be true or false")
     references = root / course["references"] if course.get("references") else None
     criteria = root / course["criteria"] if course.get("criteria") else None
     if criteria is not None and not criteria.is_dir():
         raise CourseError(f"{path}: [course] criteria = {course['criteria']!r} is not a folder of the course")
     names = _names(course.get("name", "course"), path)
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
-                  uids=(uids[0], uids[1]), references=references, names=names, criteria=criteria,
+                  uids=(uids[0], uids[1]), fork_server=fork_server, references=references, names=names,
+                  criteria=criteria,
                   judge_limits=_judge_limits(data.get("judge", {}), path))
 
 

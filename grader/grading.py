@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grader
 from grader.course import Course, ExerciseConfig
@@ -24,7 +25,11 @@ from grader.sandbox.private import private_folder, seal
 from grader.sandbox.probe_plan import probe_specs
 from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
-from grader.sandbox.supervisor import WARMING_SHARE, Job, Prestarted, Run, run_jobs
+from grader.sandbox.session import SandboxSession
+from grader.sandbox.supervisor import WARMING_SHARE, Job, Run, run_jobs
+
+if TYPE_CHECKING:
+    from grader.sandbox.forkserver import ForkServer
 
 # torch, pytest and the criteria are imported by the judging server (grader/judge/server.py), never here.
 
@@ -158,58 +163,78 @@ class Probed:
 
 
 def staged_for_probes(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox,
-                      prestarted: Prestarted | None = None) -> Probed:
+                      session: SandboxSession | None = None) -> Probed:
     """The references ready and the submission staged into a scratch folder (the pre-started sandbox's, when
-    given), nothing run yet: `run_probes` runs it."""
+    one was started), nothing run yet: `run_probes` runs it."""
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     scratch: Path | None = None
     try:
         exercises = [course.exercise(e) for e in exercise_ids]
         reference_dirs = reference_folders(course, exercises)
-        scratch = prestarted.scratch if prestarted is not None else new_scratch()
+        scratch = session.scratch if session is not None and session.scratch is not None else new_scratch()
         staged = {ex.id: stage(submission, ex.id, ex.file, course.stub(ex), scratch / ex.id) for ex in exercises}
     except BaseException:
-        if prestarted is not None:
-            prestarted.discard()   # no other submission may have it
-        elif scratch is not None:
+        if session is not None:
+            session.discard()   # no other submission may have it
+        if scratch is not None:
             remove_scratch(scratch)
         raise
     return Probed(course, submission, exercises, sandbox, reference_dirs, scratch, staged, started_at, t0)
 
 
-def run_probes(probed: Probed, prestarted: Prestarted | None = None) -> None:
-    """Run the staged submission's probes in its sandbox; each exercise's run reaches `probed` as it ends."""
+def run_probes(probed: Probed, session: SandboxSession | None = None, server: ForkServer | None = None) -> None:
+    """Run the staged submission's probes in its sandbox (`session`'s when it serves them; else one started for them,
+    forked from `server` when given); each exercise's run reaches `probed` as it ends."""
     try:
         jobs = probed.jobs
         if jobs:
             run_jobs(jobs, probed.course.seed, probed.sandbox, probed.scratch, probed.course.uids,
-                     prestarted=prestarted, on_run=probed.add)
+                     session=session, on_run=probed.add, server=server)
     finally:
-        if prestarted is not None:
-            prestarted.retire()   # taken by run_jobs, or (no job) unused: it serves no other submission
+        if session is not None:
+            session.retire()   # taken by run_jobs, or (no job) unused: it serves no other submission
         probed.close()
 
 
 def prestart(course: Course, sandbox: Sandbox, exercise_ids: list[str] | None = None,
-             share: float = WARMING_SHARE) -> Prestarted | None:
-    """A sandbox started now for a submission to come (able to run `exercise_ids`, default all), warm when its
-    request comes; None when none can be had now (every grading uid held, say): that submission's sandbox is
-    then started for it, as without this. It dies with the calling thread."""
+             share: float = WARMING_SHARE, server: ForkServer | None = None) -> SandboxSession:
+    """A sandbox started now for a submission to come (able to run `exercise_ids`, default all; its worker forked
+    from `server` when given), warm when its request comes. When none can be had now (every grading uid held, say)
+    the session says why in `failure`, and this says so on stderr: that submission's sandbox is then started for
+    it, as without this. It dies with the calling thread."""
     exercises = [course.exercise(e) for e in exercise_ids or [ex.id for ex in course.exercises]]
+    session = SandboxSession(sandbox, {ex.id: ex.probes_module for ex in exercises}, course.uids, share, server)
+    if session.failure:
+        print("grader: " + t("no sandbox could be started ahead of the submission ({reason}); one is started for "
+                             "it when it comes", reason=verbatim(session.failure)).render("en"), file=sys.stderr)
+    return session
+
+
+def fork_server(course: Course, sandbox: Sandbox) -> ForkServer | None:
+    """A fork server for the course's workers when the course asks for one (`[sandbox] fork_server`) and the level
+    has namespaces (strict); None otherwise, or when it would not start (said on stderr): workers are then
+    started afresh. It dies with the calling thread, and every worker it forked with it."""
+    if not course.fork_server or sandbox.level != "strict":
+        return None
+    from grader.sandbox.forkserver import ForkServer, ForkServerUnavailable
+    from grader.sandbox.probe_plan import preload
+
     try:
-        return Prestarted(sandbox, {ex.id: ex.probes_module for ex in exercises}, course.uids, share)
-    except Exception:  # noqa: BLE001 - a missed head start costs time, never a grading
+        return ForkServer(sandbox, preload(list(dict.fromkeys(ex.probes_module for ex in course.exercises))))
+    except (ForkServerUnavailable, OSError) as exc:
+        print("grader: " + t("the fork server would not start ({reason}); each sandbox is started afresh",
+                             reason=verbatim(str(exc)[:500])).render("en"), file=sys.stderr)
         return None
 
 
 def probe(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox,
-          prestarted: Prestarted | None = None) -> Probed:
-    """Stage the submission and run its probes in a fresh sandbox (or `prestarted`, started for it ahead of
-    time); the caller hands the result to `judged`."""
-    probed = staged_for_probes(course, submission, exercise_ids, sandbox, prestarted)
+          session: SandboxSession | None = None, server: ForkServer | None = None) -> Probed:
+    """Stage the submission and run its probes in a fresh sandbox (or `session`'s, started for it ahead of
+    time; a sandbox started here is forked from `server` when given); the caller hands the result to `judged`."""
+    probed = staged_for_probes(course, submission, exercise_ids, sandbox, session)
     try:
-        run_probes(probed, prestarted)
+        run_probes(probed, session, server)
     except BaseException:
         remove_scratch(probed.scratch)
         raise
@@ -334,11 +359,11 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     def supervise() -> None:
         try:
             # The sandbox starts first: it imports torch while the submission is staged and the references found.
-            prestarted = prestart(course, sandbox, exercise_ids, share=1)
+            session = prestart(course, sandbox, exercise_ids, share=1)
             launched.set()
-            staged.append(staged_for_probes(course, submission, exercise_ids, sandbox, prestarted))
+            staged.append(staged_for_probes(course, submission, exercise_ids, sandbox, session))
             ready.set()
-            run_probes(staged[0], prestarted)
+            run_probes(staged[0], session)
         except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
             failures.append(exc)
         finally:

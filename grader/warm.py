@@ -178,13 +178,13 @@ def warm_up(judge) -> None:
     judge.criteria()
 
 
-def probe_phase(course, sandbox, request: dict, prestarted=None):
-    """The submission's probes run in its sandbox (`prestarted`, when one waits for it): a Probed, or the reply
-    when the grader failed."""
+def probe_phase(course, sandbox, request: dict, session=None, server=None):
+    """The submission's probes run in its sandbox (`session`'s, when one waits for it; a sandbox started for it is
+    forked from `server` when given): a Probed, or the reply when the grader failed."""
     from grader.grading import probe
 
     try:
-        return probe(course, Path(request["submission"]), request["exercises"], sandbox, prestarted)
+        return probe(course, Path(request["submission"]), request["exercises"], sandbox, session, server)
     except Exception as exc:  # noqa: BLE001 - the grader's own failure is this submission's grader_error
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -232,7 +232,7 @@ def _exit_with_parent() -> None:
 
 def main() -> None:
     from grader.course import load_course
-    from grader.grading import judge_for, prestart
+    from grader.grading import fork_server, judge_for, prestart
     from grader.sandbox.levels import SandboxUnavailable, choose
 
     parser = argparse.ArgumentParser(prog="python -m grader.warm")
@@ -261,14 +261,19 @@ def main() -> None:
         # A sandbox waits, warm, for the next submission: started when the one before it is taken (if another is
         # expected), it imports torch and the probe modules while that one is probed and judged. Started in this
         # thread, which outlives them: each dies with it (and so with this process, however it ends).
-        waiting = prestart(course, sandbox)
+        # With a fork server (the course's choice, strict level) each worker is forked from it instead of started
+        # afresh: torch is imported once for this process, not once per submission.
+        server = fork_server(course, sandbox)
+        waiting = prestart(course, sandbox, server=server)
         for line in sys.stdin:
             request = json.loads(line)
             # a sandbox for the next submission only when one is expected: a batch's last ones need none
-            taken, waiting = waiting, (prestart(course, sandbox) if request.get("more", True) else None)
-            probed_queue.put((request, probe_phase(course, sandbox, request, taken)))
+            taken, waiting = waiting, (prestart(course, sandbox, server=server) if request.get("more", True) else None)
+            probed_queue.put((request, probe_phase(course, sandbox, request, taken, server)))
         if waiting is not None:
             waiting.discard()
+        if server is not None:
+            server.close()
         probed_queue.put(None)
 
     judge = judge_for(course)

@@ -15,7 +15,7 @@ from grader.course import CourseError, load_course
 from grader.grading import grade, judged, probe
 from grader.report.model import stable_view
 from grader.sandbox.levels import choose, strict_missing
-from grader.sandbox.supervisor import Prestarted
+from grader.sandbox.session import SandboxSession
 from grader.warm import WarmGrader
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
@@ -39,8 +39,10 @@ def submission(folder: Path, heads: str) -> Path:
     return folder
 
 
-def prestarted(course) -> Prestarted:
-    return Prestarted(choose("strict"), {ex.id: ex.probes_module for ex in course.exercises}, course.uids)
+def prestarted(course) -> SandboxSession:
+    session = SandboxSession(choose("strict"), {ex.id: ex.probes_module for ex in course.exercises}, course.uids)
+    assert session.started, session.failure
+    return session
 
 
 def test_a_prestarted_sandbox_serves_one_submission_then_is_gone(course, tmp_path):
@@ -56,8 +58,7 @@ def test_a_prestarted_sandbox_serves_one_submission_then_is_gone(course, tmp_pat
     try:
         assert waiting.taken and waiting.worker.proc.poll() is not None, "killed once its submission is probed"
         assert not waiting.serves(probed.jobs, choose("strict"))
-        with pytest.raises(RuntimeError, match="one submission"):
-            waiting.take()
+        assert waiting.take(probed.jobs, choose("strict")) is None, "it serves one submission only"
     finally:
         report = judged(probed)
     assert report.percent == 100
@@ -78,7 +79,7 @@ def test_a_prestarted_sandbox_grades_as_a_sandbox_started_for_the_submission(cou
 
 def test_a_prestarted_sandbox_for_other_exercises_is_not_used(course, tmp_path):
     student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
-    waiting = Prestarted(choose("strict"), {"masks": course.exercise("masks").probes_module}, course.uids)
+    waiting = SandboxSession(choose("strict"), {"masks": course.exercise("masks").probes_module}, course.uids)
     report = judged(probe(course, student, ["heads", "masks"], choose("strict"), waiting))
     assert waiting.worker.proc.poll() is not None
     assert report.percent == 100

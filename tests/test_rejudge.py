@@ -110,7 +110,7 @@ def test_rejudge_matches_a_full_regrade_and_runs_no_student_code(tmp_path, monke
             raise AssertionError(f"{what} started during a re-judging")
         return call
 
-    for module, name in ((grading, "run_jobs"), (grading, "Prestarted"), (batch, "_engine"),
+    for module, name in ((grading, "run_jobs"), (grading, "SandboxSession"), (batch, "_engine"),
                          (pool.WarmPool, "__init__")):
         monkeypatch.setattr(module, name, refuse(name))
     with pytest.raises(AssertionError):   # the positive control: a grading is stopped by these

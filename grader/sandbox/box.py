@@ -25,6 +25,9 @@ from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, MS
 # Started so (python -I -S -c BOOT ...): the worker imports only from the box's own folders.
 BOOT = (f"import sys; sys.path[:0] = [{rootfs.LIB!r}, {rootfs.SITE!r}]; "
         "from grader.worker.__main__ import main; sys.exit(main())")
+# `--serve`: the box runs the fork server (grader/worker/spawn.py) instead, which forks a worker per submission.
+SERVER_BOOT = (f"import sys; sys.path[:0] = [{rootfs.LIB!r}, {rootfs.SITE!r}]; "
+               "from grader.worker.spawn import serve; sys.exit(serve())")
 CPU_FILES = ("/proc/cpuinfo", "/sys/devices/system/cpu/possible", "/sys/devices/system/cpu/present",
              "/sys/devices/system/cpu/online")
 ENVIRONMENT = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
@@ -51,7 +54,7 @@ def build(root: str, plan: dict, uid: int, exercises: list[str]) -> None:
     _etc(root, plan["etc"], uid)
     _dev(root)
     _cpu(root)
-    for path in ("/tmp", rootfs.SCRATCH, *(f"{rootfs.SUBMISSION}/{e}" for e in exercises)):
+    for path in ("/tmp", rootfs.SCRATCH, rootfs.SUBMISSION, *(f"{rootfs.SUBMISSION}/{e}" for e in exercises)):
         os.makedirs(root + path, mode=0o755, exist_ok=True)
     # The worker's own /tmp (torch._dynamo wants a writable one at import); each exercise gets its own on top.
     mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,nr_inodes=1024,mode=1777")
@@ -114,6 +117,7 @@ def enter(root: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="grader.sandbox.box")
     parser.add_argument("--plan-fd", type=int, required=True)
+    parser.add_argument("--serve", action="store_true", help="run the fork server, not a worker")
     parser.add_argument("worker_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     with os.fdopen(args.plan_fd, encoding="utf-8") as fh:
@@ -123,7 +127,8 @@ def main() -> int:
     build(request["root"], request["plan"], request["uid"], request["exercises"])
     enter(request["root"])
     worker = [a for a in args.worker_args if a != "--"]
-    os.execve(request["plan"]["interpreter"], ["python3", "-I", "-S", "-c", BOOT, *worker], ENVIRONMENT)
+    boot = SERVER_BOOT if args.serve else BOOT
+    os.execve(request["plan"]["interpreter"], ["python3", "-I", "-S", "-c", boot, *worker], ENVIRONMENT)
     return 1  # not reached
 
 

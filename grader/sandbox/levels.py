@@ -37,6 +37,14 @@ NAMESPACES = ("--net", "--pid", "--ipc", "--uts", "--mount")
 # The sandbox's first process is killed when the thread that started it dies, however it dies (kill -9 of a
 # warm grading process included); in strict mode `unshare --kill-child` then takes the pid namespace with it.
 _DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL") if shutil.which("setpriv") else ()
+
+
+def _boxed(plan_fd: int | None, box_args: list[str], args: list[str]) -> list[str]:
+    """The strict box (grader/sandbox/box.py, in new namespaces) running the worker, or with `--serve` the server."""
+    return [*_DIE_WITH_PARENT, "unshare", *NAMESPACES, "--propagation", "private", "--fork", "--kill-child",
+            "--", *_run_module("grader.sandbox.box"), "--plan-fd", str(plan_fd), *box_args, "--", *args]
+
+
 NPROC = 256   # processes (threads) of one grading's uid: enough for torch, too few for a fork bomb to matter
 
 
@@ -49,9 +57,14 @@ class Sandbox:
     def command(self, control_fd: int, request_fd: int, plan_fd: int | None) -> list[str]:
         worker = ["--control-fd", str(control_fd), "--request-fd", str(request_fd)]
         if self.level == "strict":
-            return [*_DIE_WITH_PARENT, "unshare", *NAMESPACES, "--propagation", "private", "--fork", "--kill-child",
-                    "--", *_run_module("grader.sandbox.box"), "--plan-fd", str(plan_fd), "--", *worker]
+            return _boxed(plan_fd, [], worker)
         return [*_DIE_WITH_PARENT, *_run_module("grader.worker"), *worker]
+
+    def server_command(self, plan_fd: int, server_args: list[str]) -> list[str]:
+        """A strict box running the fork server (grader/worker/spawn.py) with `server_args` instead of a worker."""
+        if self.level != "strict":
+            raise ValueError("a fork server needs the strict level's namespaces")
+        return _boxed(plan_fd, ["--serve"], server_args)
 
     def jail(self, uid: int | None, scratch_fd: int | None, memory_group: dict[str, int] | None = None) -> dict:
         """What the worker applies: the user children become, the process limit, how strays are killed, and (strict,

@@ -16,14 +16,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from grader.i18n import Text, t
 from grader.sandbox import cgroups, probe_plan, rootfs
 from grader.sandbox.levels import Sandbox
-from grader.sandbox.scratch import lend, new_scratch, remove_scratch, take_back
+from grader.sandbox.scratch import lend, take_back
 from grader.sandbox.uids import NoFreeUid, UidClaim
 from grader.sandbox.uids import claim as uid_claim
 from grader.worker.seeds import probe_seeds
+
+if TYPE_CHECKING:
+    from grader.sandbox.forkserver import ForkServer, ForkedWorker
+    from grader.sandbox.session import SandboxSession
 
 STARTUP_SECONDS = 180.0   # importing torch on a loaded machine
 GRACE_SECONDS = 15.0      # beyond an exercise's own timeout, before the worker itself is presumed stuck
@@ -103,61 +108,6 @@ class Run:
     forbidden: list = field(default_factory=list)  # the course's forbidden APIs the worker saw the code reach
 
 
-class Prestarted:
-    """A sandbox started before its submission is known: its own uid, control group, scratch folder and worker,
-    which imports torch and what the probe code needs, and then waits for its one request (`run_jobs(...,
-    prestarted=)`).
-
-    Nothing of a student's is in it before that request: the staged files go into its scratch folder afterwards,
-    and so does each exercise's probe code (no probe module is in the box before its exercise runs).
-    It serves exactly one submission and is then killed, like a sandbox started for its submission. `discard`
-    ends one that no submission took. Its process dies with the thread that started it (a parent-death signal),
-    so a grading process killed with -9 leaves no sandbox waiting: start it from a thread that outlives its use.
-    """
-
-    def __init__(self, sandbox: Sandbox, exercises: dict[str, str], uids: tuple[int, int] = DEFAULT_UIDS,
-                 share: float = WARMING_SHARE):
-        """`exercises`: id -> probes module, every exercise a request may name. `share`: its control group's CPU
-        weight until its request comes, as a fraction of a grading's (a whole one when its submission is already
-        on its way). It holds no seed: the probes' seeds come with the request."""
-        self.sandbox, self.exercises = sandbox, dict(exercises)
-        self.lease = _Lease.take(sandbox, uids)
-        self.scratch = new_scratch()
-        self.taken = False
-        try:
-            if self.lease.group:
-                self.lease.group.weigh(share)
-            self.worker = _Worker.start(sandbox, list(self.exercises), list(dict.fromkeys(self.exercises.values())),
-                                        self.lease, self.scratch, attempt=1)
-        except BaseException:
-            self.lease.release()
-            remove_scratch(self.scratch)
-            raise
-
-    def serves(self, jobs: list[Job], sandbox: Sandbox) -> bool:
-        """Whether these jobs can run in it: same level, exercises it has room for, still alive."""
-        return (not self.taken and sandbox == self.sandbox
-                and all(self.exercises.get(j.id) == j.probes_module for j in jobs) and self.worker.proc.poll() is None)
-
-    def take(self) -> tuple[_Lease, _Worker]:
-        if self.taken:
-            raise RuntimeError("a pre-started sandbox serves one submission only")
-        self.taken = True
-        return self.lease, self.worker
-
-    def retire(self) -> None:
-        """Kill it untaken and give back its uid and group; its scratch folder stays (a grading may use it)."""
-        if not self.taken:
-            self.taken = True
-            self.worker.kill()
-            self.lease.release()
-
-    def discard(self) -> None:
-        """Retire it, and remove its scratch folder: no grading will use it."""
-        self.retire()
-        remove_scratch(self.scratch)
-
-
 @dataclass
 class _Lease:
     """A grading's uid claim and control group (strict level), held until the sandbox is gone."""
@@ -185,10 +135,11 @@ class _Lease:
 
 
 def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
-             uids: tuple[int, int] = DEFAULT_UIDS, prestarted: Prestarted | None = None,
-             on_run: Callable[[Run], None] | None = None) -> dict[str, Run]:
-    """Run every job; each gets a Run, whatever the student code does. With `prestarted` (whose scratch folder
-    `scratch` must be, staged files in place) the first worker is that sandbox's, else one is started here.
+             uids: tuple[int, int] = DEFAULT_UIDS, session: SandboxSession | None = None,
+             on_run: Callable[[Run], None] | None = None, server: ForkServer | None = None) -> dict[str, Run]:
+    """Run every job; each gets a Run, whatever the student code does. With `session` (a pre-started sandbox, whose
+    scratch folder `scratch` must be, staged files in place) the first worker is that sandbox's when it can serve
+    the jobs, else one is started here: forked from `server` when given, else a fresh process.
     `on_run` hears each Run as soon as it is final (the judge can start on it while the next exercise runs)."""
     runs: dict[str, Run] = {}
     announced: set[str] = set()
@@ -202,21 +153,13 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
         job.obs_dir.mkdir(parents=True, exist_ok=True)
     worker = None
     attempt = 0
-    if prestarted is not None:
-        if scratch != prestarted.scratch:
+    if session is not None and session.started:
+        if scratch != session.scratch:
             raise ValueError("the jobs of a pre-started sandbox are staged in its own scratch folder")
-        if prestarted.serves(jobs, sandbox):
-            lease, worker = prestarted.take()
-            try:
-                if lease.group:
-                    lease.group.weigh(1)   # a grading's full share from its request on, like any other
-            except OSError:
-                worker.kill()
-                lease.release()
-                worker, attempt = None, 1   # a sandbox is started here instead, at the full share
-        else:   # dead, or started for other exercises: it serves nobody, and a sandbox is started here instead
-            prestarted.retire()
-            attempt = 1   # its root and log keep the first attempt's names
+        taken = session.take(jobs, sandbox)   # None: it serves nobody, and a sandbox is started here instead
+        if taken is not None:
+            lease, worker = taken
+        attempt = 1   # its root and log keep the first attempt's names
     if worker is None:
         try:
             lease = _Lease.take(sandbox, uids)
@@ -234,7 +177,8 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
             attempt += 1
             if worker is None:
                 worker = _Worker.start(sandbox, [j.id for j in remaining],
-                                       list(dict.fromkeys(j.probes_module for j in remaining)), lease, scratch, attempt)
+                                       list(dict.fromkeys(j.probes_module for j in remaining)), lease, scratch, attempt,
+                                       server)
             finished = worker.follow(remaining, seed, scratch, final)
             worker = None
             progressed = bool(finished)
@@ -274,7 +218,7 @@ def _pipe_with(text: str) -> tuple[int, int]:
 class _Worker:
     """A started sandbox: its worker's process, the control pipe it reports on, the request pipe it waits on."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedWorker
     control: int | None
     request: int | None
     boxed: bool
@@ -284,9 +228,13 @@ class _Worker:
 
     @classmethod
     def start(cls, sandbox: Sandbox, exercise_ids: list[str], probes_modules: list[str], lease: _Lease,
-              scratch: Path, attempt: int) -> _Worker:
+              scratch: Path, attempt: int, server: ForkServer | None = None) -> _Worker:
         """Start the sandbox and its worker with the first line of its request (the jail, the modules the probe
-        code of `probes_modules` imports); the second line, its exercises, is `request`ed later."""
+        code of `probes_modules` imports); the second line, its exercises, is `request`ed later. With `server`
+        (strict level) the worker is forked from that fork server into namespaces of its own, instead of a fresh
+        process in a box built for it."""
+        if server is not None and sandbox.level == "strict" and server.alive():
+            return cls._forked(server, sandbox, exercise_ids, probes_modules, lease, scratch, attempt)
         boxed = sandbox.level == "strict"
         uid = lease.uid
         scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None
@@ -321,6 +269,39 @@ class _Worker:
                 os.close(fd)
         return cls(proc, read_end, request_write, boxed, sandbox.level != "strict", log_path)
 
+    @classmethod
+    def _forked(cls, server: ForkServer, sandbox: Sandbox, exercise_ids: list[str], probes_modules: list[str],
+                lease: _Lease, scratch: Path, attempt: int) -> _Worker:
+        """The worker forked from `server`: the same descriptors and request a fresh one is started with, so it
+        runs exactly as one would; what the box's plan did (the grading's groups, its uid's name, its exercises'
+        folders) the forked child does itself (grader/worker/spawn.py)."""
+        uid = lease.uid
+        scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        memory = lease.group.memory_files() if lease.group else {}
+        setup = {"jail": sandbox.jail(uid, scratch_fd, memory), "preload": probe_plan.preload(probes_modules)}
+        request_fd, request_write = _pipe_with(json.dumps(setup) + "\n")
+        read_end, write_end = os.pipe()
+        log_path = scratch / f"worker-{attempt}.log"
+        groups: list[int] = []
+        passed = [write_end, request_fd, scratch_fd, *memory.values()]
+        try:
+            for path in lease.group.procs if lease.group else []:
+                groups.append(os.open(path, os.O_WRONLY))
+            with open(log_path, "wb") as log:
+                proc = server.spawn(["--control-fd", str(write_end), "--request-fd", str(request_fd)], passed,
+                                    log.fileno(), groups, uid, exercise_ids)
+        except BaseException:
+            os.close(read_end)
+            os.close(request_write)
+            raise
+        finally:
+            for fd in [*passed, *groups]:
+                os.close(fd)
+        return cls(proc, read_end, request_write, True, False, log_path)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def send_request(self, jobs: list[Job], seed: int, scratch: Path) -> None:
         """The second line of the request: the exercises, in box paths when boxed; then the pipe is closed."""
         if self.request is None:
@@ -346,6 +327,10 @@ class _Worker:
             if fd is not None:
                 os.close(fd)
         self.control = self.request = None
+        if not isinstance(self.proc, subprocess.Popen):
+            self.proc.kill()   # its fork server's child kills the worker's pid namespace, then says how it ended
+            self.proc.wait()
+            return
         for pgid in [self.proc.pid, *(self.children if self.kill_groups else [])]:
             try:
                 os.killpg(pgid, signal.SIGKILL)

@@ -48,13 +48,15 @@ from grader.worker.jail import (ExerciseBox, become_subreaper, child_limits, cle
 
 OUTPUT_TAIL_BYTES = 4096
 MEMORY_WORDS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"can't allocate memory")
+_torch_threads_set = False   # start_up has set torch's threads in this process (or in the fork server it came from)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """`argv`: the worker's arguments (default the command line's; a fork server's child passes its own)."""
     parser = argparse.ArgumentParser(prog="grader.worker")
     parser.add_argument("--control-fd", type=int, required=True)
     parser.add_argument("--request-fd", type=int, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     requests = os.fdopen(args.request_fd, encoding="utf-8")
     # Two lines: the sandbox's own (jail, modules to import), then the submission's exercises. A pre-started sandbox
     # gets the second only once its submission is known, and waits for it below, warm. Neither holds the course's
@@ -65,26 +67,7 @@ def main() -> int:
     if not jail.get("kill_all"):
         become_subreaper()
 
-    os.environ["OMP_NUM_THREADS"] = "1"
-    import torch  # noqa: F401 - imported once here, inherited by every forked child
-
-    torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
-
-    import grader.probes  # noqa: F401 - the package each child's probe code goes into (root's alone at Gradescope)
-    import grader.worker.runner  # noqa: F401 - the children's code
-    for module in setup["preload"]:
-        # What the probe code imports (torch._dynamo, which the first optimizer needs) is paid here, once, before
-        # any exercise's clock starts, instead of in every forked child; the probe modules themselves are not.
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pass   # a child that needs it fails on it, as the grader's fault
-
-    # Every object so far (torch, the probes) lives as long as the worker: frozen, the collector never walks
-    # them in a forked child, where walking writes to each one's header and copies every page it touches.
-    gc.freeze()
-    send(control, {"event": "ready", "torch": torch.__version__})
+    send(control, {"event": "ready", "torch": start_up(setup["preload"])})
     line = requests.readline()
     requests.close()
     if not line:
@@ -119,6 +102,35 @@ def main() -> int:
         send(control, result)
     send(control, {"event": "finished"})
     return 0
+
+
+def start_up(preload: list[str]) -> str:
+    """Import torch once, with one thread, and what the probe code imports (`preload`); return torch's version.
+    A fork server (grader/worker/spawn.py) calls it before it forks: its children find all of it imported, and only
+    the modules of `preload` it lacked are imported here."""
+    global _torch_threads_set
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch  # noqa: F401 - imported once here, inherited by every forked child
+
+    if not _torch_threads_set:   # torch allows setting the inter-op threads once per process
+        torch.set_num_threads(1)
+        torch.set_num_interop_threads(1)
+        _torch_threads_set = True
+
+    import grader.probes  # noqa: F401 - the package each child's probe code goes into (root's alone at Gradescope)
+    import grader.worker.runner  # noqa: F401 - the children's code
+    for module in preload:
+        # What the probe code imports (torch._dynamo, which the first optimizer needs) is paid here, once, before
+        # any exercise's clock starts, instead of in every forked child; the probe modules themselves are not.
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass   # a child that needs it fails on it, as the grader's fault
+
+    # Every object so far (torch, the probes) lives as long as the worker: frozen, the collector never walks
+    # them in a forked child, where walking writes to each one's header and copies every page it touches.
+    gc.freeze()
+    return torch.__version__
 
 
 def run_exercise(job: dict, jail: dict, result: dict, tail: bytearray, control, started: float) -> None:

@@ -1,4 +1,5 @@
-"""The few Linux calls Python lacks (mount, umount2, pivot_root, prctl), through the libc already loaded.
+"""The few Linux calls Python lacks (mount, umount2, pivot_root, prctl, unshare before 3.12), through the libc already
+loaded.
 
 `ctypes.CDLL(None)` finds them in the running process: no `ctypes.util.find_library`, which forks
 `ldconfig` and writes a temporary file, both of which fail in a child whose process or file limits are
@@ -15,12 +16,16 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+# unshare(2)'s namespaces: a fork server's child takes a fresh one of each (grader/worker/spawn.py).
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x4000000, 0x8000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 for _name, _args in (("mount", [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]),
                      ("umount2", [ctypes.c_char_p, ctypes.c_int]),
-                     ("prctl", [ctypes.c_int] + [ctypes.c_ulong] * 4)):
+                     ("prctl", [ctypes.c_int] + [ctypes.c_ulong] * 4),
+                     ("unshare", [ctypes.c_int])):
     getattr(_libc, _name).argtypes = _args
 
 
@@ -52,3 +57,8 @@ def pivot_root(new_root: str, put_old: str) -> None:
 
 def prctl(option: int, value: int) -> None:
     _check(_libc.prctl(option, value, 0, 0, 0), f"prctl({option})")
+
+
+def unshare(flags: int) -> None:
+    """Take fresh namespaces of `flags` (CLONE_NEW*); a new pid namespace is the next child's, not the caller's."""
+    _check(_libc.unshare(flags), "cannot unshare namespaces")
