@@ -12,6 +12,8 @@ Then a class of N distinct copies of the solutions, each run into a fresh gradeb
   (f) throughput of `--cluster local --jobs 2` over `--cluster local --jobs 1`  goal >= 1.7
   (f1) the same scaling where workers cannot share cores: a scheduler and Dask worker processes here, each pinned
        to a core of its own (taskset), as two one-core machines would be: two such workers over one
+  (g) `--jobs 2` per submission over the probes' own compute with everything imported, with fresh sandboxes and
+      with the fork server (`fork_server_figure`; alone: --fork-server-only)   goal <= 0.75
 and the worker's peak memory (budget: < 1.5 GB). The machine's load average is printed: measure when it is quiet.
 """
 
@@ -99,12 +101,51 @@ def pinned_cluster_run(classroom: Path, out: Path, cores: list[int], folder: Pat
             proc.wait()
 
 
+WARM_FLOOR = """
+import json, sys, time
+sys.path.insert(0, {bench!r})
+import floor
+course = floor.load_course()
+walls = []
+for _ in range(3):
+    t0 = time.perf_counter()
+    for ex in course.exercises:
+        floor.run_exercise(course, ex)
+    walls.append(time.perf_counter() - t0)
+print(json.dumps(walls))
+"""
+
+
+def fork_server_figure(classroom: Path, tmp: Path, n: int) -> None:
+    """Per-submission wall of `grader batch --jobs 2` over the probes' own compute with everything imported (the
+    third pass of bench/floor.py's exercise loop in one process), with each sandbox's worker started afresh and
+    forked from the fork server (GRADER_FORK_SERVER). Goal <= 0.75."""
+    done = subprocess.run([PYTHON, "-c", WARM_FLOOR.format(bench=str(ROOT / "bench"))], capture_output=True,
+                          text=True, cwd=ROOT, check=True)
+    warm_floor = json.loads(done.stdout)[-1]
+    print(f"\nprobes' own compute, everything imported (third pass in one process): {warm_floor:.2f} s")
+    for label, flag in (("fresh sandboxes", "0"), ("fork server", "1")):
+        os.environ["GRADER_FORK_SERVER"] = flag
+        try:
+            wall, cpu = batch_run(classroom, tmp / f"fork-server-{flag}", "--jobs", "2")
+        finally:
+            del os.environ["GRADER_FORK_SERVER"]
+        print(f"  batch --jobs 2, {label:<15} {wall / n:5.2f} s/submission   cpu {cpu / n:5.2f} s/submission   "
+              f"over the floor {wall / n / warm_floor:5.2f} (goal <= 0.75)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=10, help="submissions in each batch figure")
     parser.add_argument("--repeat", type=int, default=5, help="alternating runs of (a) and (b), medians compared")
     parser.add_argument("--naive", action="store_true", help="also time one `grader grade` process per exercise")
+    parser.add_argument("--fork-server-only", action="store_true", help="only the fork server's figure")
     args = parser.parse_args()
+    if args.fork_server_only:
+        with tempfile.TemporaryDirectory(prefix="grade-bench-") as tmp:
+            timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(Path(tmp) / "warm")])  # the references
+            fork_server_figure(make_class(Path(tmp) / "class", args.batch), Path(tmp), args.batch)
+        return
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}  ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="grade-bench-") as tmp:
         tmp = Path(tmp)
@@ -152,6 +193,7 @@ def main() -> None:
         pinned = {f"{k} pinned": pinned_cluster_run(classroom, tmp / f"pinned-{k}", cores[:k], tmp / f"cluster-{k}")
                   for k in (1, 2)} if len(cores) == 2 and shutil.which("taskset") else {}
         runs = {name: wall for name, (wall, _) in measured.items()}
+        fork_server_figure(classroom, tmp, n)
         print(f"\nbatch of {n} (per submission: wall, and CPU of every process, sandboxes included):")
         for name, (wall, cpu) in measured.items():
             # Dask's in-process workers leave their warm processes to die with the client, unwaited: no CPU figure

@@ -357,18 +357,25 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
     launched, ready = threading.Event(), threading.Event()
 
     def supervise() -> None:
+        server = None
         try:
             # The sandbox starts first: it imports torch while the submission is staged and the references found.
-            session = prestart(course, sandbox, exercise_ids, share=1)
+            # With the course's fork server, that server is what imports it (this thread's, gone with it).
+            server = fork_server(course, sandbox)
+            if server is not None:
+                launched.set()   # on its way: the judge may start while it imports torch
+            session = prestart(course, sandbox, exercise_ids, share=1, server=server)
             launched.set()
             staged.append(staged_for_probes(course, submission, exercise_ids, sandbox, session))
             ready.set()
-            run_probes(staged[0], session)
+            run_probes(staged[0], session, server)
         except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
             failures.append(exc)
         finally:
             launched.set()
             ready.set()
+            if server is not None:
+                server.close()
 
     worker = threading.Thread(target=supervise, name="supervisor")
     worker.start()

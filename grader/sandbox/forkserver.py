@@ -69,20 +69,19 @@ class ForkServer:
         finally:
             os.close(plan_read)
             theirs.close()
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.close()
-            raise
+        self._ready = False   # it said so (its first spawn waits for that: a grading need not wait before it)
+        self._broken = ""     # why it serves no more
 
     def _wait_ready(self) -> None:
         ready, _, _ = select.select([self._socket], [], [], STARTUP_SECONDS)
         said = self._socket.recv(256) if ready else b""
         if not said.startswith(READY):
-            raise ForkServerUnavailable(f"the fork server did not start: {self.log_tail() or 'no output'}")
+            self._broken = f"the fork server did not start: {self.log_tail() or 'no output'}"
+            raise ForkServerUnavailable(self._broken)
+        self._ready = True
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self._broken and self.proc.poll() is None
 
     def spawn(self, argv: list[str], passed: list[int], log: int, groups: list[int], uid: int | None,
               exercises: list[str]) -> ForkedWorker:
@@ -93,10 +92,18 @@ class ForkServer:
                               "exercises": exercises}).encode()
         try:
             with self._lock:
-                socket.send_fds(self._socket, [request], [theirs.fileno(), log, *groups, *passed])
-        except OSError as exc:
+                if self._broken:
+                    raise ForkServerUnavailable(self._broken)
+                if not self._ready:
+                    self._wait_ready()
+                try:
+                    socket.send_fds(self._socket, [request], [theirs.fileno(), log, *groups, *passed])
+                except OSError as exc:
+                    self._broken = f"the fork server is gone: {exc}; {self.log_tail()}"
+                    raise ForkServerUnavailable(self._broken) from None
+        except BaseException:
             ours.close()
-            raise ForkServerUnavailable(f"the fork server is gone: {exc}; {self.log_tail()}") from None
+            raise
         finally:
             theirs.close()
         return ForkedWorker(ours)

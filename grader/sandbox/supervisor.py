@@ -234,7 +234,12 @@ class _Worker:
         (strict level) the worker is forked from that fork server into namespaces of its own, instead of a fresh
         process in a box built for it."""
         if server is not None and sandbox.level == "strict" and server.alive():
-            return cls._forked(server, sandbox, exercise_ids, probes_modules, lease, scratch, attempt)
+            from grader.sandbox.forkserver import ForkServerUnavailable
+
+            try:
+                return cls._forked(server, sandbox, exercise_ids, probes_modules, lease, scratch, attempt)
+            except ForkServerUnavailable:
+                pass   # it died, or never started (its log says why): the worker is started afresh instead
         boxed = sandbox.level == "strict"
         uid = lease.uid
         scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None

@@ -177,6 +177,7 @@ def _become_worker(request: dict, log: int, passed: list[int], environment: dict
     os.environ.clear()
     os.environ.update(environment)
     random.seed()   # a fresh interpreter's state, not the server's
+    sys.argv = [sys.argv[0], *request["argv"]]   # as a fresh worker's (`-c` and its arguments)
     from grader.worker.__main__ import main
 
     code = main(request["argv"])
