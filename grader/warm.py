@@ -31,8 +31,12 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.i18n import Text, rendered, t, verbatim
+
+if TYPE_CHECKING:
+    from grader.sandbox.session import SandboxSession
 
 STARTUP_SECONDS = 300.0   # importing torch and pytest on a loaded machine
 REPORT_FILES = ("json", "html", "md")
@@ -264,7 +268,7 @@ def main() -> None:
         # With a fork server (the course's choice, strict level) each worker is forked from it instead of started
         # afresh: torch is imported once for this process, not once per submission.
         server = fork_server(course, sandbox)
-        waiting = prestart(course, sandbox, server=server)
+        waiting: SandboxSession | None = prestart(course, sandbox, server=server)
         for line in sys.stdin:
             request = json.loads(line)
             # a sandbox for the next submission only when one is expected: a batch's last ones need none

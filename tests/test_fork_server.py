@@ -134,7 +134,8 @@ def test_a_fork_server_batch_grades_byte_for_byte_as_fresh_sandboxes(tmp_path):
     _write(room, "c_mutant", {"heads": "import torch\n\ndef split_heads(x, n_heads):\n    return x\n\n"
                                        "def merge_heads(x):\n    return x\n",
                               "masks": _solution("masks").replace(".tril()", ".triu()")})
-    _write(room, "d_crash", {"heads": "raise RuntimeError('at import')\n", "masks": "import os\nos._exit(7)\n"})
+    _write(room, "d_crash", {"heads": "print('said at import', flush=True)\nraise RuntimeError('at import')\n",
+                             "masks": "import os\nos._exit(7)\n"})
     fresh, forked = tmp_path / "fresh", tmp_path / "forked"
     _batch(course, room, fresh, fork_server=False)
     _batch(course, room, forked, fork_server=True)
@@ -153,7 +154,7 @@ def test_a_fork_server_batch_grades_byte_for_byte_as_fresh_sandboxes(tmp_path):
         scores.add(json.loads((a / "report.json").read_text())["percent"])
     assert len(scores) >= 3, f"the class covers full, partial and no marks: {scores}"
     crashed = _run_tail(forked, "d_crash", "heads")
-    assert "at import" in crashed, crashed   # what the student's code printed reaches its report through the fork
+    assert "said at import" in crashed, crashed   # what the student's code printed reaches its report
 
 
 def test_a_submission_finds_no_trace_of_the_one_before(tmp_path):

@@ -4,7 +4,8 @@ inside new namespaces (`unshare --net --pid --ipc --uts --mount --fork --kill-ch
 It reads the plan (grader/sandbox/rootfs.py: host paths), builds a fresh root on a tmpfs that holds only
 read-only binds of the allow-listed system folders and packages, a copy of the worker's code, a minimal /dev
 and /etc, and empty mount points for the running exercise; pivots into it and detaches the host's root; then
-execs a fresh interpreter for the worker. The exec is what keeps host paths out: nothing of this process's
+execs a fresh interpreter for the worker (with `--serve`, for the fork server, grader/worker/spawn.py, which
+forks a worker per submission). The exec is what keeps host paths out: nothing of this process's
 memory (the plan included) survives into the worker, whose children run student code. There is no /proc
 and no /sys (the mount table would name the host folders the binds come from), only copies of the
 processor descriptions torch reads.
