@@ -188,3 +188,21 @@ def test_a_submission_finds_no_trace_of_the_one_before(tmp_path):
     _batch(course, room, fresh, fork_server=False, jobs=1)
     fds = [re.search(r"(?m)^FDS .*$", _run_tail(out, "c_seeker", "heads")).group(0) for out in (forked, fresh)]
     assert fds[0] == fds[1], fds
+
+
+def test_a_dead_fork_server_leaves_its_gradings_to_fresh_sandboxes(tmp_path):
+    from grader.course import load_course
+    from grader.grading import judged, probe
+    from grader.sandbox.forkserver import ForkServer
+    from grader.sandbox.levels import choose
+
+    course = load_course(course_copy(tmp_path / "course", ["masks"]))
+    server = ForkServer(choose("strict"), [])
+    try:
+        os.killpg(server.proc.pid, 9)
+        server.proc.wait()
+        assert not server.alive()
+        report = judged(probe(course, ROOT / "solutions", ["masks"], choose("strict"), None, server))
+        assert report.percent == 100
+    finally:
+        server.close()
