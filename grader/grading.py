@@ -201,14 +201,18 @@ def prestart(course: Course, sandbox: Sandbox, exercise_ids: list[str] | None = 
              share: float = WARMING_SHARE, server: ForkServer | None = None) -> SandboxSession:
     """A sandbox started now for a submission to come (able to run `exercise_ids`, default all; its worker forked
     from `server` when given), warm when its request comes. When none can be had now (every grading uid held, say)
-    the session says why in `failure`, and this says so on stderr: that submission's sandbox is then started for
-    it, as without this. It dies with the calling thread."""
+    the session says why in `failure` (`said_failure`): that submission's sandbox is then started for it, as
+    without this, and a failure to start that one is its report's. It dies with the calling thread."""
     exercises = [course.exercise(e) for e in exercise_ids or [ex.id for ex in course.exercises]]
-    session = SandboxSession(sandbox, {ex.id: ex.probes_module for ex in exercises}, course.uids, share, server)
-    if session.failure:
-        print("grader: " + t("no sandbox could be started ahead of the submission ({reason}); one is started for "
-                             "it when it comes", reason=verbatim(session.failure)).render("en"), file=sys.stderr)
-    return session
+    return SandboxSession(sandbox, {ex.id: ex.probes_module for ex in exercises}, course.uids, share, server)
+
+
+def said_failure(session: SandboxSession) -> Text | None:
+    """Why the session's sandbox could not be started ahead of its submission, in words (None: it was)."""
+    if not session.failure:
+        return None
+    return t("no sandbox could be started ahead of the submission ({reason}); one is started for it when it comes",
+             reason=verbatim(session.failure))
 
 
 def fork_server(course: Course, sandbox: Sandbox) -> ForkServer | None:

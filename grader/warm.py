@@ -236,7 +236,7 @@ def _exit_with_parent() -> None:
 
 def main() -> None:
     from grader.course import load_course
-    from grader.grading import fork_server, judge_for, prestart
+    from grader.grading import fork_server, judge_for, prestart, said_failure
     from grader.sandbox.levels import SandboxUnavailable, choose
 
     parser = argparse.ArgumentParser(prog="python -m grader.warm")
@@ -268,11 +268,19 @@ def main() -> None:
         # With a fork server (the course's choice, strict level) each worker is forked from it instead of started
         # afresh: torch is imported once for this process, not once per submission.
         server = fork_server(course, sandbox)
-        waiting: SandboxSession | None = prestart(course, sandbox, server=server)
+
+        def started() -> SandboxSession:
+            session = prestart(course, sandbox, server=server)
+            said = said_failure(session)
+            if said is not None:   # into this process's log: the head start was missed, and why
+                print(f"grader: {said}", file=sys.stderr, flush=True)
+            return session
+
+        waiting: SandboxSession | None = started()
         for line in sys.stdin:
             request = json.loads(line)
             # a sandbox for the next submission only when one is expected: a batch's last ones need none
-            taken, waiting = waiting, (prestart(course, sandbox, server=server) if request.get("more", True) else None)
+            taken, waiting = waiting, (started() if request.get("more", True) else None)
             probed_queue.put((request, probe_phase(course, sandbox, request, taken, server)))
         if waiting is not None:
             waiting.discard()

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import ROOT, course_copy
 from grader.course import load_course
-from grader.grading import judged, prestart, probe
+from grader.grading import judged, prestart, probe, said_failure
 from grader.sandbox import session as session_module
 from grader.sandbox.levels import choose
 from grader.sandbox.session import SandboxSession
@@ -44,7 +44,7 @@ def test_a_started_session_records_no_failure_and_serves_one_submission(tmp_path
 
 
 @pytest.mark.slow
-def test_prestart_says_why_it_failed_and_the_grading_still_runs(monkeypatch, tmp_path, capsys):
+def test_prestart_says_why_it_failed_and_the_grading_still_runs(monkeypatch, tmp_path):
     course = load_course(course_copy(tmp_path / "course", ["masks"]))
     real_start = _Worker.start
     calls = []
@@ -57,7 +57,9 @@ def test_prestart_says_why_it_failed_and_the_grading_still_runs(monkeypatch, tmp
 
     monkeypatch.setattr(_Worker, "start", start_once_failing)
     session = prestart(course, choose("none"))
-    assert "No space left on device" in capsys.readouterr().err
+    said = said_failure(session)
+    assert said is not None and "No space left on device" in said.render("en") and "预先" in said.render("zh")
+    assert said_failure(prestart(course, choose("none"))) is None, "a session that started says nothing"
     report = judged(probe(course, ROOT / "solutions", ["masks"], choose("none"), session))
     # The session has no worker: a full score means the grading started one of its own.
     assert not session.started and report.percent == 100
