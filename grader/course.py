@@ -67,9 +67,10 @@ class Course:
     seed: int
     exercises: tuple[ExerciseConfig, ...]
     uids: tuple[int, int] = (61000, 61999)   # the sandbox gives each concurrent grading one of these
-    # `[sandbox] fork_server`: a warm grading process forks each strict sandbox's worker from one that imported torch
-    # once (grader/worker/spawn.py), instead of starting a fresh one per submission; GRADER_FORK_SERVER=0/1 overrides
-    fork_server: bool = False
+    # `[sandbox] fork_server`: a grading process forks each strict sandbox's worker from one that imported torch once
+    # (grader/worker/spawn.py) instead of starting a fresh one per submission; GRADER_FORK_SERVER=0/1 overrides it.
+    # On: tests/test_fork_server.py shows both ways grade byte for byte alike.
+    fork_server: bool = True
     # A handout's checker has no solutions/: the reference observations its visible criteria read are stored here.
     references: Path | None = None
     # The course's name in each language, for the pages an instructor reads in it (class.html's title); a course.toml
