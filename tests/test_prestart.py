@@ -198,14 +198,16 @@ def test_killing_the_warm_process_at_the_basic_level_leaves_no_student_process(t
 
 
 def _fork_server(pid: int) -> bool:
-    """Whether the process is a fork server itself (it lives as long as its warm process; the workers it forks keep
-    its command line, but their parent has it too)."""
+    """Whether the process is a fork server or what started its box (they live as long as their warm process; the
+    workers it forks keep its command line, but their parent has it too)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             parent = int(fh.read().rsplit(b")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return False
-    return b"grader.worker.spawn" in _cmdline(pid) and b"grader.worker.spawn" not in _cmdline(parent)
+    command = _cmdline(pid)
+    return b"\0--serve\0" in command or (b"grader.worker.spawn" in command
+                                          and b"grader.worker.spawn" not in _cmdline(parent))
 
 
 def _pids() -> list[int]:
@@ -263,6 +265,7 @@ def test_no_sandbox_waits_after_the_last_submission(course, tmp_path):
         # as a sandbox started after the reply takes to show up on an idle one.
         assert waiting_sandboxes(SETTLE_S), "no sandbox waits although another submission was announced"
         assert warm.grade(student, ["heads", "masks"], "en", LIMIT_S, more=False).get("files")
-        assert not waiting_sandboxes(10), "a sandbox was pre-started after the last submission"
+        left = waiting_sandboxes(10)
+        assert not left, f"a sandbox was pre-started after the last submission: {[_cmdline(p)[:300] for p in left]}"
     finally:
         warm.close()
