@@ -73,6 +73,8 @@ def serve(argv: list[str] | None = None) -> int:
             try:
                 server.close()   # the server's socket is the supervisor's word alone
                 code = _spawn(json.loads(data), fds, environment)
+            except BaseException:  # noqa: BLE001 - said into the submission's log, which the supervisor reads
+                _say(fds[1] if len(fds) > 1 else 2)
             finally:
                 os._exit(code)
         for fd in fds:
@@ -94,16 +96,13 @@ def _spawn(request: dict, fds: list[int], environment: dict[str, str]) -> int:
         code = 3
         try:
             os.close(life)
+            os.dup2(log, 1)   # the submission's log from here on, as a fresh worker's output is
+            os.dup2(log, 2)
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # the keeper's end is the worker's
             _enter(request)
             code = _become_worker(request, log, passed, environment)
         except BaseException:  # noqa: BLE001 - it must never return into the server's loop
-            import traceback
-
-            try:
-                os.write(2, traceback.format_exc().encode())
-            except OSError:
-                pass
+            _say(2)
         finally:
             os._exit(code)
     for fd in (log, *passed):
@@ -164,8 +163,6 @@ def _become_worker(request: dict, log: int, passed: list[int], environment: dict
     targets = request["targets"]
     if len(targets) != len(passed):
         raise ValueError("a spawn request names as many descriptors as it carries")
-    os.dup2(log, 1)
-    os.dup2(log, 2)
     above = max([2, log, *targets, *passed]) + 1
     moved = [os.dup2(fd, above + i) for i, fd in enumerate(passed)]   # out of the way of every target
     # Every other descriptor goes: the server's and the keeper's below them, anything above.
@@ -187,6 +184,16 @@ def _become_worker(request: dict, log: int, passed: list[int], environment: dict
     except OSError:
         pass
     return code
+
+
+def _say(fd: int) -> None:
+    """The exception being handled, into `fd` (a submission's log): the supervisor shows its tail."""
+    import traceback
+
+    try:
+        os.write(fd, traceback.format_exc().encode())
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":
