@@ -319,6 +319,28 @@ def test_determinism_needs_finite_outputs_that_depend_on_the_input(course, refer
     assert said is not None and "constant is deterministic" in said, said
 
 
+def test_a_default_dropout_is_judged_on_finite_outputs_and_names_the_default(course, reference_dirs, tmp_path):
+    ref = reference(course, reference_dirs, "decoder_block")
+    assert verdict_of(decoder_block.test_dropout_defaults_to_zero, ref, ref) is None
+
+    def nan_in_both_modes(tensors):
+        tensors["train"].fill_(NAN)
+        tensors["eval"].fill_(NAN)   # bitwise the same NaN: once "equal"
+
+    said = verdict_of(decoder_block.test_dropout_defaults_to_zero,
+                      forged(course, reference_dirs, tmp_path / "nan", "decoder_block", "default_dropout",
+                             nan_in_both_modes), ref)
+    assert said is not None and said.startswith("failed") and "NaN or inf" in said, said
+
+    def everything_dropped(tensors):   # a default rate of 1.0: every attention weight dropped in train mode
+        tensors["train"].zero_()
+
+    said = verdict_of(decoder_block.test_dropout_defaults_to_zero,
+                      forged(course, reference_dirs, tmp_path / "dropped", "decoder_block", "default_dropout",
+                             everything_dropped), ref)
+    assert said is not None and said.startswith("failed") and "default is dropout=0.0" in said, said
+
+
 @pytest.mark.parametrize("outcome, said", [
     ({"raised": {"type": "AttributeError", "message": "'list' object has no attribute 'dim'"}}, "isinstance"),
     ({"returned": "dict"}, "returned")], ids=["attribute_error", "accepted"])
