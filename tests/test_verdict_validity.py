@@ -319,6 +319,49 @@ def test_determinism_needs_finite_outputs_that_depend_on_the_input(course, refer
     assert said is not None and "constant is deterministic" in said, said
 
 
+def test_a_default_dropout_is_judged_on_finite_outputs_and_names_the_default(course, reference_dirs, tmp_path):
+    ref = reference(course, reference_dirs, "decoder_block")
+    assert verdict_of(decoder_block.test_dropout_defaults_to_zero, ref, ref) is None
+
+    def nan_in_both_modes(tensors):
+        tensors["train"].fill_(NAN)
+        tensors["eval"].fill_(NAN)   # bitwise the same NaN: once "equal"
+
+    said = verdict_of(decoder_block.test_dropout_defaults_to_zero,
+                      forged(course, reference_dirs, tmp_path / "nan", "decoder_block", "default_dropout",
+                             nan_in_both_modes), ref)
+    assert said is not None and said.startswith("failed") and "NaN or inf" in said, said
+
+    def everything_dropped(tensors):   # a default rate of 1.0: every attention weight dropped in train mode
+        tensors["train"].zero_()
+
+    said = verdict_of(decoder_block.test_dropout_defaults_to_zero,
+                      forged(course, reference_dirs, tmp_path / "dropped", "decoder_block", "default_dropout",
+                             everything_dropped), ref)
+    assert said is not None and said.startswith("failed") and "default is dropout=0.0" in said, said
+
+
+@pytest.mark.parametrize("outcome, said", [
+    ({"raised": {"type": "AttributeError", "message": "'list' object has no attribute 'dim'"}}, "isinstance"),
+    ({"returned": "dict"}, "returned")], ids=["attribute_error", "accepted"])
+def test_tokens_that_are_a_list_must_raise_value_error(course, reference_dirs, tmp_path, outcome, said):
+    ref = reference(course, reference_dirs, "transformer_lm")
+    cases = ref.probe("bad_inputs").value("bad_tokens")
+    assert transformer_lm.LIST_TOKENS in [c["case"] for c in cases]
+    assert verdict_of(transformer_lm.test_rejects_bad_tokens, ref, ref) is None
+
+    def list_not_refused(values):
+        for case in values["bad_tokens"]:
+            if case["case"] == transformer_lm.LIST_TOKENS:
+                case["outcome"] = outcome
+
+    message = verdict_of(transformer_lm.test_rejects_bad_tokens,
+                         forged(course, reference_dirs, tmp_path, "transformer_lm", "bad_inputs",
+                                edit_values=list_not_refused), ref)
+    assert message is not None and message.startswith("failed") and "nested Python list" in message, message
+    assert said in message, message
+
+
 def test_prenorm_structure_never_builds_on_the_students_output(course, reference_dirs, tmp_path):
     ref = reference(course, reference_dirs, "layer_norm")
     assert verdict_of(layer_norm.test_prenorm_structure, ref, ref) is None

@@ -193,6 +193,29 @@ def test_dropout_on_attention_weights(obs, verdict):
                  "element by element"))
 
 
+@criterion("dropout_defaults_to_zero", kind="values", requires=("dropout_in_training",),
+           title={"en": "Dropout defaults to 0.0: without a rate, train mode equals eval mode",
+                  "zh": "dropout 默认为 0.0：不传概率时训练模式与 eval 模式输出相同"},
+           hint={"en": "Keep the contract's signature __init__(self, d_model, n_heads, dropout=0.0): a module built without a dropout rate drops nothing, in train() mode too.",
+                 "zh": "保持约定的签名 __init__(self, d_model, n_heads, dropout=0.0)：不传 dropout 概率构建的模块在 train() 模式下也不丢弃任何权重。"})
+def test_dropout_defaults_to_zero(obs, verdict):
+    # the positive control is the required dropout_in_training: with dropout=0.5 train mode does drop, so an
+    # equality here means the default rate is 0, not that train mode never drops
+    p = obs.probe("default_dropout")
+    built = verbatim(f"CausalSelfAttention({p.value('d_model')}, {p.value('n_heads')})")
+    train, evaluated = p.tensor("train"), p.tensor("eval")
+    verdict.check(bool(torch.isfinite(evaluated).all()),
+                  t("{module} in eval mode gives NaN or inf, so train mode cannot be compared with it: {cause}",
+                    module=built, cause=NON_FINITE_CAUSE))
+    problem = difference(train, evaluated, atol=VALUE_TOLERANCE, rtol=1e-4)
+    verdict.check(problem is None, t("{module}, built without a dropout rate, gives another output in train mode than "
+                                     "in eval mode on the same x of shape {shape}: {problem}; the contract's default "
+                                     "is dropout=0.0, which drops nothing", module=built, shape=p.value("shape"),
+                                     problem=problem))
+    verdict.ok(t("{module}, built without a dropout rate, gives the same output in train and eval mode (default "
+                 "dropout=0.0)", module=built))
+
+
 @criterion("projections_bias_free", kind="registration",
            title={"en": "Q, K, V and O projections have no bias", "zh": "Q、K、V、O 投影没有偏置"},
            hint={"en": "Build each projection as nn.Linear(d_model, d_model, bias=False): the contract's attention holds four [d_model, d_model] weights and no vector.",

@@ -35,6 +35,7 @@ INIT_MEAN_ATOL = 0.005
 INIT_MIN_NUMEL = 512
 NORM_PATHS = ("ln_attention", "ln_feedforward", "final_norm")
 
+LIST_TOKENS = "tokens as a nested Python list"  # the bad-input probe's one case that is not a tensor
 NO_REMARK = verbatim("")  # a diagnosis that found no particular cause adds nothing to the sentence
 # What the probes call their cases, in words (the worker has no catalog); a label that is code is shown as it is.
 CASE_LABELS = {
@@ -43,6 +44,7 @@ CASE_LABELS = {
     "1-D tokens of shape [5]": t("1-D tokens of shape [5]"),
     "empty tokens of shape [1, 0]": t("empty tokens of shape [1, 0]"),
     "empty tokens of shape [0, 5]": t("empty tokens of shape [0, 5]"),
+    "tokens as a nested Python list": t("tokens as a nested Python list"),
     "targets of shape [2, 4] for tokens [2, 5]": t("targets of shape [2, 4] for tokens [2, 5]"),
     "targets of shape [1, 5] for tokens [2, 5]": t("targets of shape [1, 5] for tokens [2, 5]"),
     "int32 targets": t("int32 targets"),
@@ -535,8 +537,14 @@ def test_rejects_too_long(obs, verdict):
 def test_rejects_bad_tokens(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("bad_tokens"), "ValueError")
-    verdict.check(not bad, _list_failures(bad, t("{count} bad token tensors did not raise ValueError", count=len(bad))))
-    verdict.ok(t("ValueError for float32 and int32 tokens, 1-D tokens, and empty shapes [1, 0] and [0, 5]"))
+    if bad:
+        failures = _list_failures(bad, t("{count} bad token inputs did not raise ValueError", count=len(bad)))
+        if any(case == LIST_TOKENS and raised(outcome) == "AttributeError" for case, outcome in bad):
+            verdict.fail(t("{failures}; a list has no .dim() or .dtype: check isinstance(tokens, torch.Tensor) before "
+                           "reading them", failures=failures))
+        verdict.fail(failures)
+    verdict.ok(t("ValueError for float32 and int32 tokens, 1-D tokens, empty shapes [1, 0] and [0, 5], and a nested "
+                 "Python list"))
 
 
 @criterion("rejects_bad_targets", kind="errors",

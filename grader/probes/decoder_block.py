@@ -84,6 +84,19 @@ def dropout(student, ctx):
 
 
 @probe
+def default_dropout(student, ctx):
+    """CausalSelfAttention(d_model, n_heads) with dropout left at its default, which the contract fixes at 0.0: in
+    train mode it must give what eval mode gives (the dropout probe proves that train mode can drop at all)."""
+    attn = student.CausalSelfAttention(D_MODEL, N_HEADS)
+    ctx.fill_parameters(attn, PROJECTIONS)
+    x = ctx.randn(2, 6, D_MODEL)
+    ctx.record(d_model=D_MODEL, n_heads=N_HEADS, shape=list(x.shape))
+    with torch.no_grad():
+        ctx.tensor("train", attn.train()(x))
+        ctx.tensor("eval", attn.eval()(x))
+
+
+@probe
 def dropout_position(student, ctx):
     """x[t] is one-hot on channel t of each head, and v_proj = out_proj = identity: output channel 8h + s at query t
     is then head h's weight of key s. Eval mode gives the weights, train mode (dropout 0.5) the weights as dropout

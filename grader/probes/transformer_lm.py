@@ -350,7 +350,9 @@ def bad_inputs(student, ctx):
                            ("int32 tokens", lambda: model(tokens.int())),
                            ("1-D tokens of shape [5]", lambda: model(tokens[0])),
                            ("empty tokens of shape [1, 0]", lambda: model(torch.zeros(1, 0, dtype=torch.long))),
-                           ("empty tokens of shape [0, 5]", lambda: model(torch.zeros(0, 5, dtype=torch.long)))],
+                           ("empty tokens of shape [0, 5]", lambda: model(torch.zeros(0, 5, dtype=torch.long))),
+                           # not a tensor at all: checking .dim() or .dtype first raises AttributeError instead
+                           ("tokens as a nested Python list", lambda: model(tokens.tolist()))],
             "bad_targets": [("targets of shape [2, 4] for tokens [2, 5]",
                              lambda: model(tokens, targets=targets[:, :4])),
                             ("targets of shape [1, 5] for tokens [2, 5]", lambda: model(tokens, targets=targets[:1])),
