@@ -6,7 +6,7 @@ import torch
 
 from grader.i18n import Text, join, t, verbatim
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import difference, position_changes, prefix_leaks
+from grader.judge.compare import difference, position_changes, prefix_leaks, where_raised
 from grader.judge.criterion import criterion
 from grader.judge.evidence import attention_map
 from grader.judge.observations import recorded_breach
@@ -93,7 +93,7 @@ def _judge_case(verdict, case: dict) -> None:
         if r["type"] == "WrongReturn":          # the probe's own complaint about what came back
             verdict.fail(t("with {setting}, {breach}", setting=where, breach=recorded_breach(r)))
         verdict.fail(t("with {setting} your function raised {error}{at}", setting=where, error=_raised(r),
-                       at=_located(r)))
+                       at=where_raised(r)))
     want_out, want_w = _expected_shapes(case)
     if case["out"] != want_out or case["weights"] != want_w:
         verdict.fail(t("with {setting} it returned out {out} and weights {weights}; "
@@ -105,11 +105,6 @@ def _judge_case(verdict, case: dict) -> None:
 def _raised(r: dict) -> Text:
     """What the student's code raised, as the exception said it: type and message, in the student's words."""
     return verbatim(f"{r['type']}: {r['message'][:200]}")
-
-
-def _located(r: dict) -> Text:
-    """' at attention.py:12 in ...' when the exception passed through the student's file, else nothing."""
-    return t(" at {where}", where=r["where"]) if r.get("where") else verbatim("")
 
 
 @criterion("output_shapes", kind="shape",
@@ -327,7 +322,7 @@ def test_mask_broadcasting(obs, verdict):
                 which = setting if tag == "broadcast" else t("the same mask expanded to {scores}",
                                                              scores=shapes["scores"])
                 verdict.fail(t("with {setting} your function raised {error}{at}", setting=which, error=_raised(r),
-                               at=_located(r)))
+                               at=where_raised(r)))
         for part in ("weights", "out"):
             problem = difference(p.tensor(f"{name}.broadcast.{part}"), p.tensor(f"{name}.full.{part}"),
                                  atol=BROADCAST_TOLERANCE)

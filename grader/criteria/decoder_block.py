@@ -5,7 +5,7 @@ import math
 import torch
 
 from grader.i18n import t, verbatim
-from grader.judge.compare import describe_outcome, difference, position_changes, prefix_leaks, raised
+from grader.judge.compare import describe_outcome, difference, gradient_summary, position_changes, prefix_leaks, raised
 from grader.judge.criterion import criterion
 
 EXERCISE = "decoder_block"
@@ -109,7 +109,7 @@ def test_values_match_reference(obs, ref, verdict):
                  "zh": "forward 中要用到 q_proj、k_proj、v_proj 和 out_proj，保持计算在自动微分图中（不要 .detach()、.item() 或 .data），屏蔽分数用 masked_fill 设为 -inf，不要产生 NaN。"})
 def test_gradients_reach_projections(obs, verdict):
     p = obs.probe("gradients")
-    grads = {name: _gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
+    grads = {name: gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
     verdict.note(grads=grads)
     for name in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"):
         g = grads.get(name, "missing")
@@ -123,18 +123,10 @@ def test_gradients_reach_projections(obs, verdict):
             verdict.fail(t("`{name}` received a non-finite gradient (NaN or inf)", name=name))
         if g["norm"] == 0.0:
             verdict.fail(t("`{name}` received an all-zero gradient: its output does not reach the result", name=name))
-    x_grad = _gradient_summary(p, "input_grad")
+    x_grad = gradient_summary(p, "input_grad")
     verdict.check(x_grad is not None and x_grad["finite"], t("the gradient with respect to the input is missing or not "
                                                              "finite"))
     verdict.ok(t("q_proj, k_proj, v_proj and out_proj all receive finite, non-zero gradients"))
-
-
-def _gradient_summary(p, key):
-    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
-    if key in p.not_tensors:
-        return None
-    grad = p.tensor(key).double()
-    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
 
 
 @criterion("eval_deterministic", kind="determinism", requires=("output_shape",),

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from grader.i18n import Text, t, verbatim
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.compare import describe_outcome, difference, gradient_summary, raised, where_raised
 from grader.judge.criterion import criterion
 from grader.judge.observations import recorded_breach
 
@@ -108,11 +108,6 @@ def diagnose(got, x, w=None, b=None, eps=1e-5, tolerance=DIAGNOSE) -> Text | Non
 
 def missing_tensor(p, key: str) -> bool:
     return key in p.not_tensors
-
-
-def raised_where(outcome: dict) -> Text:
-    where = outcome.get("raised", {}).get("where")
-    return t(" (at {where})", where=where) if where else verbatim("")
 
 
 # --- LayerNorm ------------------------------------------------------------------------------------
@@ -357,14 +352,6 @@ def _largest_change(after, before) -> float:
     return float((after.double() - before.double()).abs().max()) if before.numel() else 0.0
 
 
-def _gradient_summary(p, key):
-    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
-    if key in p.not_tensors:
-        return None
-    grad = p.tensor(key).double()
-    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
-
-
 # --- PreNormResidual ------------------------------------------------------------------------------
 
 @criterion("prenorm_identity", kind="values",
@@ -485,7 +472,7 @@ def test_residual_gradient(obs, ref, verdict):
         verdict.fail(t("with a sublayer that returns zeros, {breach}", breach=recorded_breach(outcome["raised"])))
     if raised(outcome):
         verdict.fail(t("backward through PreNormResidual (input requires grad) {outcome}{where}",
-                       outcome=describe_outcome(outcome), where=raised_where(outcome)))
+                       outcome=describe_outcome(outcome), where=where_raised(outcome["raised"])))
     if missing_tensor(got, "x_grad"):
         verdict.fail(t("no gradient reached x through the residual (x.grad is None)"))
     g = ref.probe("residual_gradient").tensor("g")
@@ -497,14 +484,14 @@ def test_residual_gradient(obs, ref, verdict):
         verdict.fail(t("with a linear sublayer, {breach}", breach=recorded_breach(outcome["raised"])))
     if raised(outcome):
         verdict.fail(t("backward through PreNormResidual with a linear sublayer {outcome}{where}",
-                       outcome=describe_outcome(outcome), where=raised_where(outcome)))
-    grads = {name: _gradient_summary(got, f"grad.{name}") for name in got.value("parameters")}
+                       outcome=describe_outcome(outcome), where=where_raised(outcome["raised"])))
+    grads = {name: gradient_summary(got, f"grad.{name}") for name in got.value("parameters")}
     verdict.note(grads=grads)
     verdict.check(any(n.startswith("norm.") for n in grads), t("block.norm has no parameters to receive a gradient"))
     for name, grad in grads.items():
         verdict.check(grad is not None, t("parameter `{name}` received no gradient", name=name))
         verdict.check(grad["finite"], t("parameter `{name}` received a non-finite gradient", name=name))
-    x_grad = _gradient_summary(got, "input_grad")
+    x_grad = gradient_summary(got, "input_grad")
     verdict.check(x_grad is not None and x_grad["finite"],
                   t("with a linear sublayer the gradient of x is missing or not finite"))
     verdict.ok(t("with a zero sublayer x.grad equals the upstream gradient exactly; with a linear sublayer x and "

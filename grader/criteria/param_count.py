@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from grader.i18n import Text, join, t, verbatim
+from grader.judge.compare import where_raised
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import Blocked, GraderFault, StudentRaised
 
@@ -115,12 +116,6 @@ def raised_error(outcome: dict) -> Text:
     return verbatim(f"{r['type']}: {r['message']}"[:393])
 
 
-def raised_where(outcome: dict) -> Text:
-    """` at file:line in function: code`, the student's frame the exception came from, when there is one."""
-    where = outcome["raised"].get("where")
-    return t(" at {where}", where=where) if where else verbatim("")
-
-
 def student_raised(call: str, outcome: dict, n_raised: int, n_total: int):
     more = (t(" ({raised} of {total} configs raised)", raised=n_raised, total=n_total) if n_raised > 1
             else verbatim(""))
@@ -128,7 +123,7 @@ def student_raised(call: str, outcome: dict, n_raised: int, n_total: int):
     tail = (t("; building a model (or any tensor) to count cannot work at this size: use integer arithmetic")
             if memory else verbatim(""))
     raise StudentRaised(t("{call} raised {error}{where}{more}{tail}", call=call, error=raised_error(outcome),
-                          where=raised_where(outcome), more=more, tail=tail), error=outcome["raised"])
+                          where=where_raised(outcome["raised"]), more=more, tail=tail), error=outcome["raised"])
 
 
 def fit_difference(configs: list[dict], diffs: list[int]) -> dict[str, int] | None:
@@ -519,7 +514,7 @@ def test_accepts_any_config_object(obs, verdict):
         if "raised" in outcome:
             verdict.fail(t("count_parameters on {label} raised {error}{where}; a plain SimpleNamespace with the same "
                            "sizes gives {count}: read the sizes as attributes (config.vocab_size)", label=label,
-                           error=raised_error(outcome), where=raised_where(outcome), count=show(base["returned"])))
+                           error=raised_error(outcome), where=where_raised(outcome["raised"]), count=show(base["returned"])))
         g = outcome["returned"]["value"]
         if g != want:
             verdict.fail(t("count_parameters on {label} returned {got}, but {count} on a plain SimpleNamespace with the "

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.i18n import join, t, verbatim
-from grader.judge.compare import describe_outcome, difference, position_changes, prefix_leaks, raised
+from grader.judge.compare import describe_outcome, difference, gradient_summary, position_changes, prefix_leaks, raised
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import CriterionFailed
 
@@ -371,7 +371,7 @@ def test_gradients_reach_every_parameter(obs, verdict):
                        "loss.backward() {after}", rebuilt=rebuilt, after=after))
     if raised(backward):
         verdict.fail(t("loss.backward() {outcome}", outcome=describe_outcome(backward)))
-    grads = {name: _gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
+    grads = {name: gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
     verdict.note(grads=grads)
     none = [n for n, g in grads.items() if g is None]
     if none:
@@ -405,14 +405,6 @@ def test_gradients_reach_every_parameter(obs, verdict):
     verdict.ok(t("all {count} parameter tensors got finite, non-zero gradients; the {unused} unused token rows and the "
                  "position rows {first}..{last} got exactly zero", count=len(grads), unused=len(unused), first=T,
                  last=len(position_rows) - 1))
-
-
-def _gradient_summary(p, key):
-    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
-    if key in p.not_tensors:
-        return None
-    grad = p.tensor(key).double()
-    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
 
 
 def _largest_per_row(p, key):
