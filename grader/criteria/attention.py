@@ -117,7 +117,7 @@ def _raised(r: dict) -> Text:
 def test_output_shapes(obs, verdict):
     case = obs.probe("shapes").value("cases")["batch_heads"]
     _judge_case(verdict, case)
-    verdict.ok(t("q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12] give out {out} and weights {weights}",
+    verdict.ok(t("q {q}, k {k}, v {v} give out {out} and weights {weights}", q=case["q"], k=case["k"], v=case["v"],
                  out=case["out"], weights=case["weights"]))
 
 
@@ -145,19 +145,20 @@ def test_any_batch_axes(obs, verdict):
 def test_values_match_reference(obs, ref, verdict):
     got, want = obs.probe("values"), ref.probe("values")
     q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
+    inputs = {"q": list(q.shape), "k": list(k.shape), "v": list(v.shape)}   # the probe's inputs, as it drew them
     weights = got.tensor("weights")
     verdict.note(attention_map=attention_map(weights, want.tensor("weights")))
     problem = difference(weights, want.tensor("weights"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the weights differ from "
-                       "softmax(q·kᵀ/√16): {problem}{diagnosis}", problem=problem,
+        verdict.fail(t("without a mask (q {q}, k {k}, v {v}) the weights differ from softmax(q·kᵀ/√{d}): "
+                       "{problem}{diagnosis}", **inputs, d=q.shape[-1], problem=problem,
                        diagnosis=_diagnosis(weights, q, k, v.shape[-1])))
     problem = difference(got.tensor("out"), want.tensor("out"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the weights are right but "
-                       "out differs from weights @ v: {problem}", problem=problem))
-    verdict.ok(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) out and weights match the "
-                 "reference within {atol:g} + {rtol:g}·|expected|", atol=VALUE_ATOL, rtol=VALUE_RTOL))
+        verdict.fail(t("without a mask (q {q}, k {k}, v {v}) the weights are right but out differs from weights @ v: "
+                       "{problem}", **inputs, problem=problem))
+    verdict.ok(t("without a mask (q {q}, k {k}, v {v}) out and weights match the reference within {atol:g} + "
+                 "{rtol:g}·|expected|", **inputs, atol=VALUE_ATOL, rtol=VALUE_RTOL))
 
 
 @criterion("scaled_by_sqrt_d", kind="values", requires=("output_shapes",),
@@ -170,14 +171,16 @@ def test_scaled_by_sqrt_d(obs, ref, verdict):
     got, want = obs.probe("scale"), ref.probe("scale")
     q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
     weights, expected = got.tensor("weights"), want.tensor("weights")
+    d = q.shape[-1]
     verdict.note(first_row_weights=_row(weights, (0, 0, 0)), expected_first_row=_row(expected, (0, 0, 0)))
     verdict.note(attention_map=attention_map(weights, expected))
     problem = difference(weights, expected, atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(t("with D = 64 (q [2, 1, 4, 64], k [2, 1, 6, 64], v [2, 1, 6, 8]) the weights differ from "
-                       "softmax(q·kᵀ/8): {problem}{diagnosis}", problem=problem,
-                       diagnosis=_diagnosis(weights, q, k, v.shape[-1])))
-    verdict.ok(t("with D = 64 the weights equal softmax(q·kᵀ/8): the scores are divided by √D"))
+        verdict.fail(t("with D = {d} (q {q}, k {k}, v {v}) the weights differ from softmax(q·kᵀ/{root:g}): "
+                       "{problem}{diagnosis}", d=d, q=list(q.shape), k=list(k.shape), v=list(v.shape),
+                       root=math.sqrt(d), problem=problem, diagnosis=_diagnosis(weights, q, k, v.shape[-1])))
+    verdict.ok(t("with D = {d} the weights equal softmax(q·kᵀ/{root:g}): the scores are divided by √D", d=d,
+                 root=math.sqrt(d)))
 
 
 @criterion("softmax_over_keys", kind="values", requires=("output_shapes",),
@@ -187,8 +190,9 @@ def test_scaled_by_sqrt_d(obs, ref, verdict):
                  "zh": "沿最后一维（key 轴）归一化：softmax(dim=-1)。沿 dim=-2（query 轴）时形状仍是 [..., Tq, Tk]，"
                        "但求和为 1 的是每个 key 的列。"})
 def test_softmax_over_keys(obs, ref, verdict):
-    weights = obs.probe("values").tensor("weights").double()
-    verdict.note(attention_map=attention_map(weights, ref.probe("values").tensor("weights")))
+    weights, expected = obs.probe("values").tensor("weights").double(), ref.probe("values").tensor("weights")
+    queries, keys = expected.shape[-2:]
+    verdict.note(attention_map=attention_map(weights, expected))
     negative = weights < 0
     if negative.any():
         i = _first(negative)
@@ -201,10 +205,12 @@ def test_softmax_over_keys(obs, ref, verdict):
         columns = float((weights.sum(-2) - 1).abs().max())
         why = (t(" Each key's column sums to 1 instead: the softmax runs over the query axis.")
                if columns <= SUM_TOLERANCE else verbatim(""))
-        verdict.fail(t("with Tq = 5 queries and Tk = 7 keys, the weights of {location} sum to {total:.6g} over the "
-                       "keys; expected 1 (tolerance {tolerance:g}).{why}", location=_at(i, AXES[:3]),
+        verdict.fail(t("with Tq = {queries} queries and Tk = {keys} keys, the weights of {location} sum to {total:.6g} "
+                       "over the keys; expected 1 (tolerance {tolerance:g}).{why}", queries=queries, keys=keys,
+                       location=_at(i, AXES[:3]),
                        total=float(weights[i].sum()), tolerance=SUM_TOLERANCE, why=why))
-    verdict.ok(t("every query's 7 weights sum to 1 (largest error {error:.1e})", error=float(error.max())))
+    verdict.ok(t("every query's {keys} weights sum to 1 (largest error {error:.1e})", keys=keys,
+                 error=float(error.max())))
 
 
 @criterion("masked_weights_zero", kind="values", requires=("output_shapes",),
@@ -220,7 +226,7 @@ def test_masked_weights_zero(obs, ref, verdict):
     mask, weights, out, v = p.tensor("mask"), p.tensor("weights").double(), p.tensor("out"), p.tensor("v")
     verdict.note(attention_map=attention_map(weights, ref.probe("masked").tensor("weights")))
     if list(weights.shape) != list(mask.shape):
-        verdict.fail(t("with a [2, 3, 5, 7] mask the weights have shape {shape}; expected [2, 3, 5, 7]",
+        verdict.fail(t("with a {mask} mask the weights have shape {shape}; expected {mask}", mask=list(mask.shape),
                        shape=list(weights.shape)))
     leaked = (weights != 0) & ~mask
     if leaked.any():
@@ -348,8 +354,9 @@ def test_fully_masked_row_zero(obs, ref, verdict):
     v = ref.probe("fully_masked").tensor("v")        # the input, as the reference run drew it
     want_out = list(mask.shape[:-1]) + [v.shape[-1]]
     if list(weights.shape) != list(mask.shape) or list(out.shape) != want_out:
-        verdict.fail(t("with a [2, 2, 5, 6] mask the function returned out {out} and weights {weights}; expected out "
-                       "{want_out} and weights {want_weights}", out=list(out.shape), weights=list(weights.shape),
+        verdict.fail(t("with a {mask} mask the function returned out {out} and weights {weights}; expected out "
+                       "{want_out} and weights {want_weights}", mask=list(mask.shape), out=list(out.shape),
+                       weights=list(weights.shape),
                        want_out=want_out, want_weights=list(mask.shape)))
     verdict.note(attention_map=attention_map(weights, ref.probe("fully_masked").tensor("weights")))
     empty = ~mask.any(-1)                             # [B, H, Tq]: queries that may read nothing
@@ -497,12 +504,16 @@ def test_gradients_finite(obs, ref, verdict):
                        "这样的有限数，只能屏蔽那些分数与其他 key 相差不到 1e4 的 key；而 exp(-inf) 在任何量级下都是 0。"})
 def test_masked_weights_zero_large_scores(obs, ref, verdict):
     p = obs.probe("large_scores")
-    mask, weights = ref.probe("large_scores").tensor("mask"), p.tensor("weights").double()
-    verdict.note(attention_map=attention_map(weights, ref.probe("large_scores").tensor("weights")))
-    setting = t("with q and k of size ~316 (scores of spread ~1e5) and a [4, 4, 5, 7] mask")
+    want = ref.probe("large_scores")
+    mask, weights = want.tensor("mask"), p.tensor("weights").double()
+    verdict.note(attention_map=attention_map(weights, want.tensor("weights")))
+    scale = want.value("scale")
+    spread = verbatim(f"1e{round(math.log10(scale ** 2))}")   # the scores' spread: q·k of size scale² (over √D)
+    setting = t("with q and k of size ~{scale:g} (scores of spread ~{spread}) and a {mask} mask", scale=scale,
+                spread=spread, mask=list(mask.shape))
     if list(weights.shape) != list(mask.shape):
-        verdict.fail(t("{setting} the weights have shape {shape}; expected [4, 4, 5, 7]", setting=setting,
-                       shape=list(weights.shape)))
+        verdict.fail(t("{setting} the weights have shape {shape}; expected {mask}", setting=setting,
+                       shape=list(weights.shape), mask=list(mask.shape)))
     bad = ~torch.isfinite(weights)
     if bad.any():
         verdict.fail(t("{setting} {count} weights are NaN or inf, the first at {location}: exp of a large score "
@@ -520,8 +531,8 @@ def test_masked_weights_zero_large_scores(obs, ref, verdict):
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
         verdict.fail(t("{setting} the weights of {location} sum to {total:.6g} over the keys; expected 1",
                        setting=setting, location=_at(i, AXES[:3]), total=float(weights[i].sum())))
-    verdict.ok(t("with scores of spread ~1e5 all {masked} masked weights are exactly 0 and every row sums to 1",
-                 masked=int((~mask).sum())))
+    verdict.ok(t("with scores of spread ~{spread} all {masked} masked weights are exactly 0 and every row sums to 1",
+                 spread=spread, masked=int((~mask).sum())))
 
 
 @criterion("gradients_match_reference", kind="gradient", requires=("values_match_reference", "masked_weights_zero"),
@@ -534,15 +545,17 @@ def test_masked_weights_zero_large_scores(obs, ref, verdict):
                        "漏掉第二项，或反向与前向不对应，都会得到有限但错误的梯度。"})
 def test_gradients_match_reference(obs, ref, verdict):
     got, want = obs.probe("backward"), ref.probe("backward")
+    inputs = want.value("inputs")   # the shapes the probe drew q, k, v and the mask in
     worst = {}
-    for case, setting in (("unmasked", t("without a mask")), ("masked", t("with a [2, 3, 5, 7] mask"))):
+    for case, setting in (("unmasked", t("without a mask")),
+                          ("masked", t("with a {mask} mask", mask=inputs["mask"]))):
         for part in ("out", "weights"):
             problem = difference(got.tensor(f"{case}.{part}"), want.tensor(f"{case}.{part}"), atol=VALUE_ATOL,
                                  rtol=VALUE_RTOL)
             if problem:
-                verdict.fail(t("{setting} (float64 q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the forward's "
-                               "{part} already differs from the reference, so its gradients cannot match: {problem}",
-                               setting=setting, part=part, problem=problem))
+                verdict.fail(t("{setting} (float64 q {q}, k {k}, v {v}) the forward's {part} already differs from "
+                               "the reference, so its gradients cannot match: {problem}", setting=setting,
+                               q=inputs["q"], k=inputs["k"], v=inputs["v"], part=part, problem=problem))
         for name in ("q", "k", "v"):
             key = f"{case}.{name}.grad"
             if key in got.not_tensors:

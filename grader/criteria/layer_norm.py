@@ -172,11 +172,13 @@ def test_output_shape_dtype(obs, verdict):
 def test_normalises_last_axis(obs, ref, verdict):
     got, inputs = obs.probe("last_axis"), ref.probe("last_axis")
     x = inputs.tensor("x")
+    shape = list(x.shape)   # [B, T, C], as the probe drew it
     out, out_changed = got.tensor("out"), got.tensor("out_changed")
     for value in (out, out_changed):
-        verdict.check(list(value.shape) == [2, 5, 8], t("x of shape [2, 5, 8] gave an output of shape {got}",
-                                                        got=list(value.shape)))
-        verdict.check(bool(torch.isfinite(value).all()), t("on x of shape [2, 5, 8] the output holds NaN or inf values"))
+        verdict.check(list(value.shape) == shape, t("x of shape {shape} gave an output of shape {got}", shape=shape,
+                                                    got=list(value.shape)))
+        verdict.check(bool(torch.isfinite(value).all()), t("on x of shape {shape} the output holds NaN or inf values",
+                                                           shape=shape))
     moved = (out_changed.double() - out.double()).abs().amax(dim=-1)   # [B, T]
     moved[0, 3] = 0.0                                                # the token that was changed
     if moved.max() > SAME_TOKEN:
@@ -185,9 +187,10 @@ def test_normalises_last_axis(obs, ref, verdict):
         for dim, name in ((-2, t("axis -2 (the sequence axis T)")), (0, t("axis 0 (the batch axis B)"))):
             if difference(out, layer_norm(x, dim=dim), atol=DIAGNOSE, rtol=DIAGNOSE) is None:
                 axis = t(" Your output matches a normalisation over {axis}.", axis=name)
-        verdict.fail(t("on x of shape [B, T, C] = [2, 5, 8], changing only token (b=0, t=3) changed the output of token "
+        verdict.fail(t("on x of shape [B, T, C] = {shape}, changing only token (b=0, t=3) changed the output of token "
                        "(b={b}, t={pos}) by up to {moved:.3g} (expected no change): the statistics mix tokens instead of "
-                       "being taken over the last axis alone.{axis}", b=b, pos=pos, moved=float(moved.max()), axis=axis))
+                       "being taken over the last axis alone.{axis}", shape=shape, b=b, pos=pos,
+                       moved=float(moved.max()), axis=axis))
     means = out.double().mean(dim=-1)
     worst = means.abs().max()
     if worst > ZERO_MEAN:
@@ -195,8 +198,8 @@ def test_normalises_last_axis(obs, ref, verdict):
         verdict.fail(t("with weight 1 and bias 0 the output of token (b={b}, t={pos}) has mean {mean:.6g} over the last "
                        "axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)",
                        b=b, pos=pos, mean=float(means[b, pos])))
-    verdict.ok(t("on [2, 5, 8] each token's output has mean 0 over the last axis (max |mean| {worst:.1e}) and does not "
-                 "move when another token changes", worst=float(worst)))
+    verdict.ok(t("on {shape} each token's output has mean 0 over the last axis (max |mean| {worst:.1e}) and does not "
+                 "move when another token changes", shape=shape, worst=float(worst)))
 
 
 @criterion("population_variance", kind="values",
@@ -285,17 +288,19 @@ def test_matches_reference(obs, ref, verdict):
         if eps is not None and abs(eps - 1e-5) > 1e-3 * 1e-5:
             cause = t(" Your output is a LayerNorm with eps = {eps:.3g}: the default is eps=1e-5 (__init__(self, dim, "
                       "eps=1e-5)), stored and used as given.", eps=eps)
-        verdict.fail(t("in float64 on x of shape [3, 5, 10] with random weight and bias, the output differs from "
-                       "torch.nn.LayerNorm: {problem}.{cause}", problem=problem, cause=cause or verbatim("")))
+        verdict.fail(t("in float64 on x of shape {shape} with random weight and bias, the output differs from "
+                       "torch.nn.LayerNorm: {problem}.{cause}", shape=list(x.shape), problem=problem,
+                       cause=cause or verbatim("")))
     x32, w32, b32 = inputs.tensor("x32"), inputs.tensor("w32"), inputs.tensor("b32")
     out32 = got.tensor("out32")
     verdict.check(out32.dtype == torch.float32, t("a float32 input gave a {dtype} output; expected float32",
                                                   dtype=str(out32.dtype)[6:]))
-    want32 = F.layer_norm(x32.double(), (12,), w32.double(), b32.double(), eps=1e-5)
+    want32 = F.layer_norm(x32.double(), (x32.shape[-1],), w32.double(), b32.double(), eps=1e-5)
     problem = difference(out32, want32, atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL)
     if problem:
-        verdict.fail(t("in float32 on x of shape [2, 7, 12] with random weight and bias, the output differs from "
-                       "torch.nn.LayerNorm (computed in float64): {problem}.{cause}", problem=problem,
+        verdict.fail(t("in float32 on x of shape {shape} with random weight and bias, the output differs from "
+                       "torch.nn.LayerNorm (computed in float64): {problem}.{cause}", shape=list(x32.shape),
+                       problem=problem,
                        cause=diagnose(out32, x32, w32, b32, tolerance=FLOAT32_ATOL) or verbatim("")))
     verdict.ok(t("with random weight and bias, in float64 and in float32: within {atol:g} + {rtol:g}·|expected| of "
                  "torch.nn.LayerNorm", atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL))
@@ -415,8 +420,8 @@ def test_prenorm_structure(obs, ref, verdict):
     # What the sublayer received in the block as written, against the student's own norm called directly.
     received, own = got.tensor("received").double(), got.tensor("own_norm").double()
     if not bool(torch.isfinite(own).all()):
-        verdict.fail(t("block.norm(x) holds NaN or inf for a finite x of shape [2, 5, 8] (rows of spread ~2), so "
-                       "what the sublayer receives cannot be judged; LayerNorm must be finite here"))
+        verdict.fail(t("block.norm(x) holds NaN or inf for a finite x of shape {shape} (rows of spread ~2), so "
+                       "what the sublayer receives cannot be judged; LayerNorm must be finite here", shape=list(x.shape)))
     problem = difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)
     if problem:
         if difference(received, x, atol=SAME_TOKEN) is None:
