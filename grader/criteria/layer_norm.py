@@ -113,10 +113,10 @@ def missing_tensor(p, key: str) -> bool:
 # --- LayerNorm ------------------------------------------------------------------------------------
 
 @criterion("parameters_registered", kind="registration",
-           title={"en": "weight (ones) and bias (zeros) are registered nn.Parameters of shape [dim]",
-                  "zh": "weight（全 1）与 bias（全 0）是形状为 [dim] 的已注册 nn.Parameter"},
-           hint={"en": "In __init__ write self.weight = nn.Parameter(torch.ones(dim)) and self.bias = nn.Parameter(torch.zeros(dim)); a plain tensor attribute is invisible to optimizers and state_dict.",
-                 "zh": "在 __init__ 中写 self.weight = nn.Parameter(torch.ones(dim))、self.bias = nn.Parameter(torch.zeros(dim))；普通张量属性对优化器和 state_dict 不可见。"})
+           title=t("weight (ones) and bias (zeros) are registered nn.Parameters of shape [dim]"),
+           hint=t("In __init__ write self.weight = nn.Parameter(torch.ones(dim)) and self.bias = "
+                  "nn.Parameter(torch.zeros(dim)); a plain tensor attribute is invisible to optimizers and "
+                  "state_dict."))
 def test_parameters_registered(obs, verdict):
     p = obs.probe("parameters")
     names = p.value("parameter_names")
@@ -149,9 +149,9 @@ def test_parameters_registered(obs, verdict):
 
 
 @criterion("output_shape_dtype", kind="shape",
-           title={"en": "LayerNorm keeps the input's shape and dtype", "zh": "LayerNorm 输出保持输入的形状与 dtype"},
-           hint={"en": "Reduce with keepdim=True so mean and var broadcast back over the last axis, and create no tensor of a fixed dtype (torch.tensor(eps) is float32).",
-                 "zh": "求统计量时用 keepdim=True，使均值和方差能沿最后一轴广播回去；不要创建固定 dtype 的张量（torch.tensor(eps) 默认是 float32）。"})
+           title=t("LayerNorm keeps the input's shape and dtype"),
+           hint=t("Reduce with keepdim=True so mean and var broadcast back over the last axis, and create no tensor of "
+                  "a fixed dtype (torch.tensor(eps) is float32)."))
 def test_output_shape_dtype(obs, verdict):
     p = obs.probe("shapes")
     for key, shape, dtype in (("out_btc", [2, 5, 8], torch.float32), ("out_2d", [4, 8], torch.float32),
@@ -166,9 +166,9 @@ def test_output_shape_dtype(obs, verdict):
 
 
 @criterion("normalises_last_axis", kind="values",
-           title={"en": "Each token is normalised on its own, over the last axis", "zh": "每个 token 单独沿最后一轴归一化"},
-           hint={"en": "Take mean and variance with dim=-1, keepdim=True. dim=1 on [B, T, C] averages over the sequence, so one token's output depends on the others.",
-                 "zh": "均值和方差用 dim=-1、keepdim=True 计算。在 [B, T, C] 上用 dim=1 是对序列求平均，一个 token 的输出会受其他 token 影响。"})
+           title=t("Each token is normalised on its own, over the last axis"),
+           hint=t("Take mean and variance with dim=-1, keepdim=True. dim=1 on [B, T, C] averages over the sequence, so "
+                  "one token's output depends on the others."))
 def test_normalises_last_axis(obs, ref, verdict):
     got, inputs = obs.probe("last_axis"), ref.probe("last_axis")
     x = inputs.tensor("x")
@@ -203,9 +203,9 @@ def test_normalises_last_axis(obs, ref, verdict):
 
 
 @criterion("population_variance", kind="values",
-           title={"en": "The variance is the population variance (divide by D)", "zh": "方差是总体方差（除以 D）"},
-           hint={"en": "torch.var, Tensor.var and Tensor.std divide by D - 1 by default; pass unbiased=False (or correction=0), or compute ((x - mean) ** 2).mean(-1).",
-                 "zh": "torch.var、Tensor.var 和 Tensor.std 默认除以 D - 1；请传 unbiased=False（或 correction=0），或直接计算 ((x - mean) ** 2).mean(-1)。"})
+           title=t("The variance is the population variance (divide by D)"),
+           hint=t("torch.var, Tensor.var and Tensor.std divide by D - 1 by default; pass unbiased=False (or "
+                  "correction=0), or compute ((x - mean) ** 2).mean(-1)."))
 def test_population_variance(obs, ref, verdict):
     x = ref.probe("population").tensor("x")
     out = obs.probe("population").tensor("out")
@@ -225,9 +225,9 @@ def test_population_variance(obs, ref, verdict):
 
 
 @criterion("eps_inside_sqrt", kind="values",
-           title={"en": "eps is added to the variance inside the square root", "zh": "eps 加在根号内的方差上"},
-           hint={"en": "Divide by torch.sqrt(var + self.eps) (or multiply by torch.rsqrt(var + self.eps)), with the eps given to __init__; (x - mean) / (std + eps) is a different function.",
-                 "zh": "除以 torch.sqrt(var + self.eps)（或乘以 torch.rsqrt(var + self.eps)），eps 用 __init__ 传入的值；(x - mean) / (std + eps) 是另一个函数。"})
+           title=t("eps is added to the variance inside the square root"),
+           hint=t("Divide by torch.sqrt(var + self.eps) (or multiply by torch.rsqrt(var + self.eps)), with the eps "
+                  "given to __init__; (x - mean) / (std + eps) is a different function."))
 def test_eps_inside_sqrt(obs, ref, verdict):
     got, inputs = obs.probe("eps"), ref.probe("eps")
     x, out = inputs.tensor("x_default"), got.tensor("out_default")
@@ -273,9 +273,9 @@ def test_eps_inside_sqrt(obs, ref, verdict):
 
 
 @criterion("matches_reference", kind="values",
-           title={"en": "Matches torch.nn.LayerNorm with the same weight and bias", "zh": "相同 weight 与 bias 下与 torch.nn.LayerNorm 一致"},
-           hint={"en": "y = (x - mean) / sqrt(var + eps) * weight + bias, with mean and population variance over the last axis; apply the weight first, then add the bias.",
-                 "zh": "y = (x - mean) / sqrt(var + eps) * weight + bias，均值与总体方差沿最后一轴；先乘 weight，再加 bias。"})
+           title=t("Matches torch.nn.LayerNorm with the same weight and bias"),
+           hint=t("y = (x - mean) / sqrt(var + eps) * weight + bias, with mean and population variance over the last "
+                  "axis; apply the weight first, then add the bias."))
 def test_matches_reference(obs, ref, verdict):
     got, inputs = obs.probe("reference"), ref.probe("reference")
     x, w, b = inputs.tensor("x64"), inputs.tensor("w64"), inputs.tensor("b64")
@@ -307,10 +307,9 @@ def test_matches_reference(obs, ref, verdict):
 
 
 @criterion("gradients_flow", kind="gradient",
-           title={"en": "Gradients reach x, weight and bias and equal the derivative of your forward",
-                  "zh": "梯度到达 x、weight 和 bias，且等于你的前向计算的导数"},
-           hint={"en": "Keep the whole computation in autograd: no .detach(), .data, .item() or torch.no_grad() on the mean or the variance, and use self.weight and self.bias themselves in forward.",
-                 "zh": "整个计算都要留在自动微分图中：均值和方差上不要用 .detach()、.data、.item() 或 torch.no_grad()，forward 中直接使用 self.weight 和 self.bias。"})
+           title=t("Gradients reach x, weight and bias and equal the derivative of your forward"),
+           hint=t("Keep the whole computation in autograd: no .detach(), .data, .item() or torch.no_grad() on the mean "
+                  "or the variance, and use self.weight and self.bias themselves in forward."))
 def test_gradients_flow(obs, ref, verdict):
     got, inputs = obs.probe("gradients"), ref.probe("gradients")
     for key, name in (("x_grad", t("the input x")), ("weight_grad", verbatim("weight")), ("bias_grad", verbatim("bias"))):
@@ -360,9 +359,9 @@ def _largest_change(after, before) -> float:
 # --- PreNormResidual ------------------------------------------------------------------------------
 
 @criterion("prenorm_identity", kind="values",
-           title={"en": "A zero sublayer makes PreNormResidual the identity", "zh": "子层输出为零时 PreNormResidual 是恒等映射"},
-           hint={"en": "forward must return x + self.sublayer(self.norm(x)); normalising after the addition (post-norm) or scaling the residual breaks the identity.",
-                 "zh": "forward 应返回 x + self.sublayer(self.norm(x))；在相加之后再归一化（post-norm）或缩放残差都会破坏恒等性。"})
+           title=t("A zero sublayer makes PreNormResidual the identity"),
+           hint=t("forward must return x + self.sublayer(self.norm(x)); normalising after the addition (post-norm) or "
+                  "scaling the residual breaks the identity."))
 def test_prenorm_identity(obs, ref, verdict):
     x = ref.probe("prenorm_identity").tensor("x")
     out = obs.probe("prenorm_identity").tensor("out")
@@ -386,9 +385,9 @@ def test_prenorm_identity(obs, ref, verdict):
 
 
 @criterion("prenorm_structure", kind="values",
-           title={"en": "forward is x + sublayer(norm(x)) with norm a LayerNorm", "zh": "forward 为 x + sublayer(norm(x))，且 norm 是 LayerNorm"},
-           hint={"en": "In __init__ store self.norm = LayerNorm(dim) and self.sublayer = sublayer (a module attribute, so its parameters are registered); in forward call the sublayer once, on self.norm(x), and add x.",
-                 "zh": "在 __init__ 中保存 self.norm = LayerNorm(dim) 和 self.sublayer = sublayer（作为模块属性，参数才会被注册）；forward 中只对 self.norm(x) 调用一次子层，再加上 x。"})
+           title=t("forward is x + sublayer(norm(x)) with norm a LayerNorm"),
+           hint=t("In __init__ store self.norm = LayerNorm(dim) and self.sublayer = sublayer (a module attribute, so "
+                  "its parameters are registered); in forward call the sublayer once, on self.norm(x), and add x."))
 def test_prenorm_structure(obs, ref, verdict):
     got, inputs = obs.probe("prenorm_structure"), ref.probe("prenorm_structure")
     verdict.check(got.value("norm_is_layernorm"),
@@ -432,9 +431,9 @@ def test_prenorm_structure(obs, ref, verdict):
 
 
 @criterion("input_not_modified", kind="values",
-           title={"en": "The input x is never modified in place", "zh": "输入 x 不会被原地修改"},
-           hint={"en": "Write return x + self.sublayer(self.norm(x)), not x += ... or x.add_(...); in LayerNorm, x - mean instead of x.sub_(mean).",
-                 "zh": "写 return x + self.sublayer(self.norm(x))，不要写 x += ... 或 x.add_(...)；LayerNorm 中写 x - mean，不要 x.sub_(mean)。"})
+           title=t("The input x is never modified in place"),
+           hint=t("Write return x + self.sublayer(self.norm(x)), not x += ... or x.add_(...); in LayerNorm, x - mean "
+                  "instead of x.sub_(mean)."))
 def test_input_not_modified(obs, ref, verdict):
     got, inputs = obs.probe("reference"), ref.probe("reference")
     x = inputs.tensor("x64")
@@ -467,9 +466,10 @@ def test_input_not_modified(obs, ref, verdict):
 
 
 @criterion("residual_gradient", kind="gradient",
-           title={"en": "The residual passes the gradient straight through", "zh": "残差把梯度直接传回输入"},
-           hint={"en": "The output is x + sublayer(norm(x)), so d(out)/dx contains the identity: with a zero sublayer x.grad equals the upstream gradient. An in-place add on x, a detach, or a norm after the addition breaks this.",
-                 "zh": "输出是 x + sublayer(norm(x))，所以 d(out)/dx 含有恒等项：子层为零时 x.grad 等于上游梯度。对 x 原地相加、detach 或在相加之后再归一化都会破坏这一点。"})
+           title=t("The residual passes the gradient straight through"),
+           hint=t("The output is x + sublayer(norm(x)), so d(out)/dx contains the identity: with a zero sublayer "
+                  "x.grad equals the upstream gradient. An in-place add on x, a detach, or a norm after the addition "
+                  "breaks this."))
 def test_residual_gradient(obs, ref, verdict):
     got = obs.probe("residual_gradient")
     outcome = got.value("zero_sublayer")

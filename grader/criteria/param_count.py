@@ -229,15 +229,10 @@ def reads_no_size(verdict, call: str, outcomes: list[dict], configs: list[dict])
 
 
 @criterion("total_matches_model", kind="param_count",
-           title={"en": "count_parameters equals the built model's parameter count on 40 configurations",
-                  "zh": "count_parameters 在 40 个配置上与实际构建的模型参数量完全一致"},
-           hint={"en": "Add every part of the model of exercise transformer_lm: token table V·d, position table C·d, "
-                       "per block two LayerNorms (2·d each), Q/K/V/O (4·d², no bias) and the feed-forward "
-                       "(d·f + f + f·d + d, with biases), then final_norm (2·d) and an untied head (d·V, no bias). "
-                       "n_heads adds no parameters.",
-                 "zh": "把练习 transformer_lm 模型的每一部分加起来：词表 V·d、位置表 C·d；每块两个 LayerNorm（各 2·d）、"
-                       "Q/K/V/O（4·d²，无偏置）、前馈（d·f + f + f·d + d，含偏置）；再加 final_norm（2·d）和不绑定的 "
-                       "head（d·V，无偏置）。n_heads 不增加参数。"})
+           title=t("count_parameters equals the built model's parameter count on 40 configurations"),
+           hint=t("Add every part of the model of exercise transformer_lm: token table V·d, position table C·d, per "
+                  "block two LayerNorms (2·d each), Q/K/V/O (4·d², no bias) and the feed-forward (d·f + f + f·d + d, "
+                  "with biases), then final_norm (2·d) and an untied head (d·V, no bias). n_heads adds no parameters."))
 def test_total_matches_model(obs, ref, verdict):
     got, want = obs.probe("counts"), ref.probe("counts")
     configs = want.value("configs")
@@ -283,12 +278,9 @@ def test_total_matches_model(obs, ref, verdict):
 
 
 @criterion("large_sizes_exact", kind="param_count", requires=("total_matches_model",),
-           title={"en": "count_parameters is exact on sizes far too large to build",
-                  "zh": "count_parameters 在大到无法构建的尺寸上精确"},
-           hint={"en": "Use Python int arithmetic only: no model or tensor, no float (/, ** 2.0, math.pow, float()), "
-                       "no numpy or torch integers (they overflow). Python ints never lose a digit.",
-                 "zh": "只用 Python 整数运算：不构建模型或张量，不用浮点（/、** 2.0、math.pow、float()），"
-                       "也不用会溢出的 numpy 或 torch 整数。Python 的 int 不会丢失任何一位。"})
+           title=t("count_parameters is exact on sizes far too large to build"),
+           hint=t("Use Python int arithmetic only: no model or tensor, no float (/, ** 2.0, math.pow, float()), no "
+                  "numpy or torch integers (they overflow). Python ints never lose a digit."))
 def test_large_sizes_exact(obs, ref, verdict):
     got, want = obs.probe("counts"), ref.probe("counts")
     configs, outcomes = want.value("large_configs"), got.value("large")
@@ -316,13 +308,10 @@ def test_large_sizes_exact(obs, ref, verdict):
 
 
 @criterion("breakdown_keys_and_sum", kind="api",
-           title={"en": "parameter_breakdown has exactly the five keys, summing to count_parameters",
-                  "zh": "parameter_breakdown 恰好有五个键，且各项之和等于 count_parameters"},
-           hint={"en": "Return a dict with exactly the keys token_embedding, position_embedding, blocks (all "
-                       "n_layers blocks together), final_norm and head; compute count_parameters as the sum of "
-                       "its values so the two can never disagree.",
-                 "zh": "返回恰好含 token_embedding、position_embedding、blocks（全部 n_layers 个块的合计）、final_norm、"
-                       "head 五个键的 dict；count_parameters 直接对它的值求和，两者就不会不一致。"})
+           title=t("parameter_breakdown has exactly the five keys, summing to count_parameters"),
+           hint=t("Return a dict with exactly the keys token_embedding, position_embedding, blocks (all n_layers "
+                  "blocks together), final_norm and head; compute count_parameters as the sum of its values so the two "
+                  "can never disagree."))
 def test_breakdown_keys_and_sum(obs, ref, verdict):
     p, want = obs.probe("sums"), ref.probe("sums")
     configs, breakdowns, totals = p.value("configs"), p.value("breakdowns"), p.value("totals")
@@ -386,12 +375,9 @@ def _sum_disagrees(config: dict, values: dict, returned: dict, want, index: int)
 
 
 @criterion("breakdown_parts_exact", kind="param_count",
-           title={"en": "Each part of parameter_breakdown equals that part of the built model",
-                  "zh": "parameter_breakdown 的每一项都等于模型对应部分的参数量"},
-           hint={"en": "token_embedding = V·d; position_embedding = C·d (block_size rows); blocks = N·(4·d² + 2·d·f "
-                       "+ f + d + 4·d) for all N blocks together; final_norm = 2·d; head = d·V (not tied).",
-                 "zh": "token_embedding = V·d；position_embedding = C·d（block_size 行）；blocks = N·(4·d² + 2·d·f + f + "
-                       "d + 4·d)，是全部 N 个块的合计；final_norm = 2·d；head = d·V（不绑定）。"})
+           title=t("Each part of parameter_breakdown equals that part of the built model"),
+           hint=t("token_embedding = V·d; position_embedding = C·d (block_size rows); blocks = N·(4·d² + 2·d·f + f + d "
+                  "+ 4·d) for all N blocks together; final_norm = 2·d; head = d·V (not tied)."))
 def test_breakdown_parts_exact(obs, ref, verdict):
     got, want = obs.probe("breakdowns"), ref.probe("breakdowns")
     configs = want.value("configs")
@@ -454,11 +440,9 @@ def test_breakdown_parts_exact(obs, ref, verdict):
 
 
 @criterion("returns_python_ints", kind="api",
-           title={"en": "Counts are Python ints", "zh": "计数结果是 Python int"},
-           hint={"en": "Use integer operations only (+, *, //); no /, ** 2.0, math.pow, float(), numpy or torch. "
-                       "A parameter count is an integer, and only Python ints stay exact at any size.",
-                 "zh": "只用整数运算（+、*、//）；不要用 /、** 2.0、math.pow、float()、numpy 或 torch。"
-                       "参数量是整数，只有 Python int 在任何规模下都精确。"})
+           title=t("Counts are Python ints"),
+           hint=t("Use integer operations only (+, *, //); no /, ** 2.0, math.pow, float(), numpy or torch. A "
+                  "parameter count is an integer, and only Python ints stay exact at any size."))
 def test_returns_python_ints(obs, verdict):
     counts, breakdowns = obs.probe("counts"), obs.probe("breakdowns")
     reads_no_size(verdict, "count_parameters", counts.value("counts"), counts.value("configs"))
@@ -490,13 +474,10 @@ def test_returns_python_ints(obs, verdict):
 
 
 @criterion("accepts_any_config_object", kind="api",
-           title={"en": "Any object with the six size attributes works as config",
-                  "zh": "任何带六个尺寸属性的对象都可作为 config"},
-           hint={"en": "Read the sizes as attributes (config.vocab_size, or getattr(config, name)); do not use "
-                       "vars(config), config.__dict__, config['...'] or dataclasses functions, and ignore attributes "
-                       "you do not need (dropout, ...).",
-                 "zh": "按属性读取尺寸（config.vocab_size 或 getattr(config, name)）；不要用 vars(config)、"
-                       "config.__dict__、config['...'] 或 dataclasses 的函数，并忽略用不到的属性（dropout 等）。"})
+           title=t("Any object with the six size attributes works as config"),
+           hint=t("Read the sizes as attributes (config.vocab_size, or getattr(config, name)); do not use "
+                  "vars(config), config.__dict__, config['...'] or dataclasses functions, and ignore attributes you do "
+                  "not need (dropout, ...)."))
 def test_accepts_any_config_object(obs, verdict):
     p = obs.probe("config_objects")
     c = p.value("config")

@@ -119,10 +119,9 @@ def check_finite(verdict, out, label: Text):
 
 
 @criterion("output_shape_dtype", kind="shape",
-           title={"en": "Output has the input's shape and dtype, for any leading axes",
-                  "zh": "输出与输入形状、dtype 相同，支持任意前导轴"},
-           hint={"en": "Index the last two axes with x.shape[-2] and x.shape[-1] (not x.shape[1]), let cos and sin of shape [T, D/2] broadcast over the leading axes, and cast them to x.dtype.",
-                 "zh": "用 x.shape[-2]、x.shape[-1] 取最后两轴（不要用 x.shape[1]），让形状为 [T, D/2] 的 cos、sin 沿前导轴广播，并转换为 x.dtype。"})
+           title=t("Output has the input's shape and dtype, for any leading axes"),
+           hint=t("Index the last two axes with x.shape[-2] and x.shape[-1] (not x.shape[1]), let cos and sin of shape "
+                  "[T, D/2] broadcast over the leading axes, and cast them to x.dtype."))
 def test_output_shape_dtype(obs, verdict):
     p = obs.probe("shapes")
     for key, shape, dtype in (("bhtd", [2, 3, 5, 8], torch.float32), ("td", [5, 8], torch.float32),
@@ -137,9 +136,9 @@ def test_output_shape_dtype(obs, verdict):
 
 
 @criterion("norm_preserved", kind="values",
-           title={"en": "Every vector keeps its length, and is rotated", "zh": "每个向量长度不变，且确实被旋转"},
-           hint={"en": "Each pair (x_i, x_{i+D/2}) must go through a true 2-D rotation: (a*cos - b*sin, b*cos + a*sin), with cos and sin of the same angle.",
-                 "zh": "每一对 (x_i, x_{i+D/2}) 都要做真正的二维旋转：(a*cos - b*sin, b*cos + a*sin)，cos 与 sin 用同一个角度。"})
+           title=t("Every vector keeps its length, and is rotated"),
+           hint=t("Each pair (x_i, x_{{i+D/2}}) must go through a true 2-D rotation: (a*cos - b*sin, b*cos + a*sin), "
+                  "with cos and sin of the same angle."))
 def test_norm_preserved(obs, ref, verdict):
     x = ref.probe("norms").tensor("x")
     out = obs.probe("norms").tensor("out")
@@ -162,9 +161,9 @@ def test_norm_preserved(obs, ref, verdict):
 
 
 @criterion("relative_position", kind="values",
-           title={"en": "<rope(q, m), rope(k, n)> depends only on m - n", "zh": "<rope(q, m), rope(k, n)> 只依赖 m - n"},
-           hint={"en": "The angle must be linear in the position, p * theta_i, with the same theta_i for q and k; then rotating q by m and k by n leaves a rotation by m - n in their dot product.",
-                 "zh": "角度必须与位置成线性关系 p * theta_i，q 和 k 用相同的 theta_i；这样 q 转 m、k 转 n 后，点积中只剩下 m - n 的旋转。"})
+           title=t("<rope(q, m), rope(k, n)> depends only on m - n"),
+           hint=t("The angle must be linear in the position, p * theta_i, with the same theta_i for q and k; then "
+                  "rotating q by m and k by n leaves a rotation by m - n in their dot product."))
 def test_relative_position(obs, ref, verdict):
     inputs, got = ref.probe("relative"), obs.probe("relative")
     q, k = inputs.tensor("q"), inputs.tensor("k")
@@ -200,10 +199,9 @@ def test_relative_position(obs, ref, verdict):
 
 
 @criterion("rotate_half_pairing", kind="values",
-           title={"en": "Channel i is rotated together with channel i + D/2 (rotate-half)",
-                  "zh": "通道 i 与通道 i + D/2 一起旋转（rotate-half）"},
-           hint={"en": "Split the last axis into halves, x1 = x[..., :D/2] and x2 = x[..., D/2:], and return cat(x1*cos - x2*sin, x2*cos + x1*sin); do not pair x[..., 0::2] with x[..., 1::2].",
-                 "zh": "把最后一轴分成两半：x1 = x[..., :D/2]、x2 = x[..., D/2:]，返回 cat(x1*cos - x2*sin, x2*cos + x1*sin)；不要把 x[..., 0::2] 与 x[..., 1::2] 配对。"})
+           title=t("Channel i is rotated together with channel i + D/2 (rotate-half)"),
+           hint=t("Split the last axis into halves, x1 = x[..., :D/2] and x2 = x[..., D/2:], and return cat(x1*cos - "
+                  "x2*sin, x2*cos + x1*sin); do not pair x[..., 0::2] with x[..., 1::2]."))
 def test_rotate_half_pairing(obs, verdict):
     out = obs.probe("pairing").tensor("out").double()
     D = 8
@@ -234,10 +232,9 @@ def test_rotate_half_pairing(obs, verdict):
 
 
 @criterion("values_match_reference", kind="values",
-           title={"en": "Values equal the reference rotation, including large positions",
-                  "zh": "数值与参考旋转一致（包括较大的位置）"},
-           hint={"en": "theta_i = base ** (-2 * i / D) for i = 0 .. D/2 - 1, angle = position * theta_i; out = cat(x1*cos - x2*sin, x2*cos + x1*sin) with x1, x2 the two halves of the last axis.",
-                 "zh": "theta_i = base ** (-2 * i / D)，i = 0 .. D/2 - 1，角度 = 位置 * theta_i；out = cat(x1*cos - x2*sin, x2*cos + x1*sin)，x1、x2 为最后一轴的前后两半。"})
+           title=t("Values equal the reference rotation, including large positions"),
+           hint=t("theta_i = base ** (-2 * i / D) for i = 0 .. D/2 - 1, angle = position * theta_i; out = cat(x1*cos - "
+                  "x2*sin, x2*cos + x1*sin) with x1, x2 the two halves of the last axis."))
 def test_values_match_reference(obs, ref, verdict):
     got, inputs = obs.probe("values"), ref.probe("values")
     x = inputs.tensor("x64")
@@ -265,10 +262,9 @@ def test_values_match_reference(obs, ref, verdict):
 
 
 @criterion("explicit_positions", kind="values",
-           title={"en": "Explicit positions: a slice with its positions gives the matching rows",
-                  "zh": "显式位置：取一段序列并传入对应位置，得到对应的行"},
-           hint={"en": "Build the angles from the positions argument when it is given (not from arange(T)): a cached decoding step at position t must be rotated by t, not by 0.",
-                 "zh": "传入 positions 时要用它来计算角度（而不是 arange(T)）：带缓存解码时位置 t 的新 token 应旋转 t 对应的角度，而不是 0。"})
+           title=t("Explicit positions: a slice with its positions gives the matching rows"),
+           hint=t("Build the angles from the positions argument when it is given (not from arange(T)): a cached "
+                  "decoding step at position t must be rotated by t, not by 0."))
 def test_explicit_positions(obs, ref, verdict):
     got, inputs = obs.probe("positions"), ref.probe("positions")
     x = inputs.tensor("x")
@@ -301,9 +297,8 @@ def test_explicit_positions(obs, ref, verdict):
 
 
 @criterion("custom_base", kind="values",
-           title={"en": "The base argument sets the frequencies", "zh": "base 参数决定频率"},
-           hint={"en": "Use the base passed in: theta_i = base ** (-2 * i / D), not a hard-coded 10000.",
-                 "zh": "使用传入的 base：theta_i = base ** (-2 * i / D)，不要写死 10000。"})
+           title=t("The base argument sets the frequencies"),
+           hint=t("Use the base passed in: theta_i = base ** (-2 * i / D), not a hard-coded 10000."))
 def test_custom_base(obs, ref, verdict):
     got, x = obs.probe("custom_base"), ref.probe("custom_base").tensor("x")
     kwargs = own_formula(obs, ref)   # a pairing or exponent mistake is judged by values_match_reference, not here
@@ -321,9 +316,9 @@ def test_custom_base(obs, ref, verdict):
 
 
 @criterion("leading_dims", kind="values",
-           title={"en": "Any leading axes: each [T, D] matrix is rotated on its own", "zh": "任意前导轴：每个 [T, D] 矩阵各自旋转"},
-           hint={"en": "The sequence is axis -2 whatever comes before it: with [B, H, T, D] take T = x.shape[-2] and let [T, D/2] angles broadcast; do not assume 4 axes or put the positions on axis 1.",
-                 "zh": "无论前面有几个轴，序列轴都是倒数第二个：[B, H, T, D] 中 T = x.shape[-2]，让 [T, D/2] 的角度自动广播；不要假定恰好 4 个轴，也不要把位置放在第 1 轴。"})
+           title=t("Any leading axes: each [T, D] matrix is rotated on its own"),
+           hint=t("The sequence is axis -2 whatever comes before it: with [B, H, T, D] take T = x.shape[-2] and let "
+                  "[T, D/2] angles broadcast; do not assume 4 axes or put the positions on axis 1."))
 def test_leading_dims(obs, ref, verdict):
     got, inputs = obs.probe("leading_dims"), ref.probe("leading_dims")
     for key, label in (("square", verbatim("[B, H, T, D] = [2, 4, 4, 6] (H == T)")), ("5d", verbatim("[2, 2, 3, 5, 4]"))):
@@ -345,10 +340,9 @@ def test_leading_dims(obs, ref, verdict):
 
 
 @criterion("gradient_flows", kind="gradient",
-           title={"en": "Backpropagation through apply_rope gives the exact, finite gradient",
-                  "zh": "通过 apply_rope 反向传播得到精确、有限的梯度"},
-           hint={"en": "Compute the output from x with tensor operations only (no .detach(), .data, .numpy() or in-place writes into a tensor that needs grad); cos and sin need no gradient.",
-                 "zh": "只用张量运算由 x 得到输出（不要 .detach()、.data、.numpy()，也不要原地写入需要梯度的张量）；cos 和 sin 不需要梯度。"})
+           title=t("Backpropagation through apply_rope gives the exact, finite gradient"),
+           hint=t("Compute the output from x with tensor operations only (no .detach(), .data, .numpy() or in-place "
+                  "writes into a tensor that needs grad); cos and sin need no gradient."))
 def test_gradient_flows(obs, ref, verdict):
     got, inputs = obs.probe("gradients"), ref.probe("gradients")
     if "x_grad" in got.not_tensors:
@@ -380,10 +374,10 @@ def test_gradient_flows(obs, ref, verdict):
 
 
 @criterion("rejects_bad_input", kind="errors",
-           title={"en": "ValueError for an odd D and for positions of the wrong length",
-                  "zh": "D 为奇数或 positions 长度不对时抛出 ValueError"},
-           hint={"en": "Check x.shape[-1] % 2 and positions.shape == (T,) at the start and raise ValueError naming the value you saw; do not let a broadcasting error (RuntimeError) or a silent truncation happen instead.",
-                 "zh": "在函数开头检查 x.shape[-1] % 2 和 positions.shape == (T,)，抛出写明实际值的 ValueError；不要让广播错误（RuntimeError）或悄悄截断代替它。"})
+           title=t("ValueError for an odd D and for positions of the wrong length"),
+           hint=t("Check x.shape[-1] % 2 and positions.shape == (T,) at the start and raise ValueError naming the "
+                  "value you saw; do not let a broadcasting error (RuntimeError) or a silent truncation happen "
+                  "instead."))
 def test_rejects_bad_input(obs, verdict):
     p = obs.probe("bad_input")
     for key, label in (("odd_d", t("x of shape [4, 7] (D = 7)")), ("odd_d_4d", t("x of shape [2, 2, 5, 5] (D = 5)")),
