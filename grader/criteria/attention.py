@@ -70,7 +70,8 @@ def _wrong_formulas(q: torch.Tensor, k: torch.Tensor, d_v: int) -> list[tuple[Te
 
 def _diagnosis(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, d_v: int) -> Text:
     for label, candidate in _wrong_formulas(q, k, d_v):
-        if list(candidate.shape) == list(weights.shape) and difference(weights, candidate, atol=DIAGNOSE_TOLERANCE) is None:
+        if list(candidate.shape) == list(weights.shape) \
+                and difference(weights, candidate, atol=DIAGNOSE_TOLERANCE) is None:
             return t("; your weights equal {mistake}", mistake=label)
     return verbatim("")
 
@@ -234,7 +235,8 @@ def test_masked_weights_zero(obs, ref, verdict):
                t("Zeroing after the softmax does this: the masked keys still took their share of the probability.")
                if float((weights.sum(-1) - 1).max()) <= SUM_TOLERANCE else
                t("A sum above 1 means the softmax normalised over another axis than the keys (dim=-1)."))
-        verdict.fail(t("the masked positions are 0, but the weights of {location} sum to {total:.6g} over its {allowed} "
+        verdict.fail(t("the masked positions are 0, but the weights of {location} sum to {total:.6g} over its "
+                       "{allowed} "
                        "allowed keys; expected 1. {why}", location=_at(i, AXES[:3]), total=total,
                        allowed=int(mask[i].sum()), why=why))
     problem = difference(out, weights @ v.double(), atol=VALUE_ATOL, rtol=VALUE_RTOL)
@@ -431,11 +433,13 @@ def test_gradients_finite(obs, ref, verdict):
                 cause = t("the forward's weights are already non-finite for queries that have allowed keys: {cause}",
                           cause=_non_finite_cause(weights, mask))
             elif bool(forward_bad.any()):
-                cause = t("the forward's weights are NaN for queries whose every key is masked: a softmax over a row of "
+                cause = t("the forward's weights are NaN for queries whose every key is masked: a softmax over a row "
+                          "of "
                           "only -inf is 0/0 = NaN, and it flows back through the scores")
             else:
                 cause = t("the forward is finite, so the NaN comes from the backward of a row of only -inf scores: "
-                          "repairing the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes only "
+                          "repairing the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes "
+                          "only "
                           "the forward")
             verdict.fail(t("{name}.grad holds {count} non-finite values (NaN or inf) of {total}, the first at "
                            "{location}; {cause}", name=name, count=int(bad.sum()), total=g.numel(),
@@ -461,7 +465,8 @@ def test_gradients_finite(obs, ref, verdict):
             b, h, j = (int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
             verdict.fail(t("key {j} (batch {b}, head {h}) is masked for every query, yet {name}.grad there reaches "
                            "{grad:.3g}; expected 0. That key still influences the result: through a query with no "
-                           "allowed key (uniform weights instead of zeros), or through a mask applied after the softmax "
+                           "allowed key (uniform weights instead of zeros), or through a mask applied after the "
+                           "softmax "
                            "(the masked score still sits in the softmax's denominator)", j=j, b=b, h=h, name=name,
                            grad=float(leak[b, h, j])))
     verdict.ok(t("q, k and v receive finite gradients; fully masked queries and keys masked for every query receive "

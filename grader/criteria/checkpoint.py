@@ -44,9 +44,11 @@ def test_reload_identical_logits(obs, verdict):
                      "load_checkpoint"))
         return
     if torch.equal(loaded, before):
-        verdict.fail(t("after load_checkpoint the freshly built model still gives its own initial logits, not the saved "
+        verdict.fail(t("after load_checkpoint the freshly built model still gives its own initial logits, not the "
+                       "saved "
                        "model's: the stored weights never reached `model`"))
-    verdict.fail(t("after load_checkpoint the logits differ from the saved model's: {problem}; expected bitwise equality",
+    verdict.fail(t("after load_checkpoint the logits differ from the saved model's: {problem}; expected bitwise "
+                   "equality",
                    problem=difference(loaded, saved, atol=EXACT)))
 
 
@@ -79,7 +81,8 @@ def test_returns_step_and_meta(obs, ref, verdict):
         changed = [k for k in meta if k in got and got[k] != meta[k]]
         parts = ([t("missing {keys}", keys=absent)] if absent else []) \
             + ([t("unexpected {keys}", keys=extra)] if extra else []) \
-            + [t("{key} is {got}, saved {saved}", key=repr(k), got=repr(got[k]), saved=repr(meta[k])) for k in changed[:3]]
+            + [t("{key} is {got}, saved "
+                 "{saved}", key=repr(k), got=repr(got[k]), saved=repr(meta[k])) for k in changed[:3]]
         differences = join(parts, t("; "))  # built apart: Babel misses a t(...) nested in another call's arguments
         verdict.fail(t("the returned meta is not what was saved: {differences}", differences=differences))
     kinds = info.get("meta_types")
@@ -112,8 +115,10 @@ def test_file_weights_only(obs, verdict):
     if raised(outcome):
         refused = p.value("refused_global") if p.has("refused_global") else None
         if refused:
-            verdict.fail(t("torch.load(path, weights_only=True) refused the file save_checkpoint wrote: it holds a pickled "
-                           "`{name}` object ({qualified}), and weights_only accepts only tensors, state dicts and plain "
+            verdict.fail(t("torch.load(path, weights_only=True) refused the file save_checkpoint wrote: it holds a "
+                           "pickled "
+                           "`{name}` object ({qualified}), and weights_only accepts only tensors, state dicts and "
+                           "plain "
                            "values", name=refused.rsplit(".", 1)[-1], qualified=refused))
         verdict.fail(t("torch.load(path, weights_only=True) on the file save_checkpoint wrote {outcome}; a checkpoint "
                        "must hold only tensors and plain values", outcome=_short(outcome)))
@@ -134,14 +139,16 @@ def test_load_refuses_pickled_code(obs, verdict):
                        "it; save a dict", kind=p.value("checkpoint_type")))
     outcome = p.value("load_planted")
     if p.value("canary_ran"):
-        verdict.fail(t("load_checkpoint executed code stored in the file: the grader added one pickled object to a copy "
+        verdict.fail(t("load_checkpoint executed code stored in the file: the grader added one pickled object to a "
+                       "copy "
                        "of your own checkpoint, and loading that copy ran the function the object names (then "
                        "load_checkpoint {outcome}); a loader that unpickles arbitrary objects lets any downloaded "
                        "checkpoint run code on your machine", outcome=describe_outcome(outcome)))
     clean = p.value("load_clean")
     if raised(clean):
         verdict.fail(t("load_checkpoint on the checkpoint exactly as save_checkpoint wrote it {outcome}: a loader that "
-                       "refuses every file also refuses the planted one, which proves nothing; the clean file must load",
+                       "refuses every file also refuses the planted one, which proves nothing; the clean file must "
+                       "load",
                        outcome=describe_outcome(clean)))
     if not p.value("clean_restored"):
         verdict.fail(t("load_checkpoint on the checkpoint exactly as save_checkpoint wrote it returned, but the model "
@@ -187,14 +194,16 @@ def test_atomic_save(obs, verdict):
                       ("after_second", t("after a second save_checkpoint onto the same path"))):
         listed = p.value(key)
         if listed != ["run.pt"]:
-            verdict.fail(t("{when} the folder holds {listed}; expected only ['run.pt']: a temporary file was left behind "
+            verdict.fail(t("{when} the folder holds {listed}; expected only ['run.pt']: a temporary file was left "
+                           "behind "
                            "or the checkpoint was written under another name", when=when, listed=listed))
     failed = p.value("failed_save")
     after = p.value("info_after_failure") or {}
     verdict.note(failed_save=failed, listing_after_failure=p.value("after_failed"))
     if p.value("digest_after_failed_save") != p.value("digest_before_failed_save"):
         if not raised(failed) and after and after.get("step") == 3:
-            verdict.fail(t("save_checkpoint succeeded with a model and an optimizer whose state_dict() cannot be written "
+            verdict.fail(t("save_checkpoint succeeded with a model and an optimizer whose state_dict() cannot be "
+                           "written "
                            "completely (the file now holds step 3), so the grader could not make it fail halfway: save "
                            "model.state_dict() and optimizer.state_dict() as they are"))
         if raised(p.value("load_after_failure")):
@@ -205,18 +214,23 @@ def test_atomic_save(obs, verdict):
                        "the previous checkpoint at `path`: its bytes are no longer those of the step-2 checkpoint"))
     listed = p.value("after_failed")
     if listed != ["run.pt"]:
-        verdict.fail(t("after a save that failed halfway the folder holds {listed}; expected only ['run.pt']: delete the "
+        verdict.fail(t("after a save that failed halfway the folder holds {listed}; expected only ['run.pt']: delete "
+                       "the "
                        "temporary file when the save fails", listed=listed))
     loaded = p.value("load_after_failure")
     if raised(loaded):
-        verdict.fail(t("after a failed save, load_checkpoint on the intact previous file {outcome}", outcome=_short(loaded)))
-    verdict.check(after.get("step") == 2, t("after a failed save, load_checkpoint returned step={step}; expected 2, the "
+        verdict.fail(t("after a failed save, load_checkpoint on the intact previous file "
+                       "{outcome}", outcome=_short(loaded)))
+    verdict.check(after.get("step") == 2, t("after a failed save, load_checkpoint returned step={step}; expected 2, "
+                                            "the "
                                             "step of the previous checkpoint", step=repr(after.get("step"))))
     if raised(failed):
-        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step 2), "
+        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step "
+                     "2), "
                      "with no temporary file left behind"))
     else:
-        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step 2), "
+        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step "
+                     "2), "
                      "with no temporary file left behind (note: your save_checkpoint returned without raising; a "
                      "failed save should raise)"))
 
@@ -236,7 +250,8 @@ def test_resume_bitwise(obs, verdict):
     verdict.note(parameters=len(names), differing=differing[:10])
     if not differing:
         verdict.ok(t("{half} steps, save, load in a new process with other weights and another RNG state, {more} more "
-                     "steps: all {count} parameter tensors equal the {steps}-step straight run bit for bit (dropout 0.1)",
+                     "steps: all {count} parameter tensors equal the {steps}-step straight run bit for bit (dropout "
+                     "0.1)",
                      half=half, more=steps - half, count=len(names), steps=steps))
         return
     summary = t("after {half} steps, save, load in a new process and {more} more steps, {differing} of {count} "
@@ -258,16 +273,20 @@ def test_resume_bitwise(obs, verdict):
         problem = difference(fresh.tensor(key + "_after_load"), first.tensor(key + "_at_save"), atol=EXACT)
         if problem:
             verdict.fail(t("{summary}: the optimizer state was not restored as saved: AdamW's {moments} after loading "
-                           "differ from those at save time ({problem})", summary=summary, moments=label, problem=problem))
+                           "differ from those at save time "
+                           "({problem})", summary=summary, moments=label, problem=problem))
 
     rng_after = fresh.tensor("rng_after_load")
     if not torch.equal(rng_after, first.tensor("rng_at_save")):
         if torch.equal(rng_after, fresh.tensor("rng_before_load")):
-            verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not "
-                           "where it was when the checkpoint was saved (load_checkpoint left the new process's generator "
+            verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is "
+                           "not "
+                           "where it was when the checkpoint was saved (load_checkpoint left the new process's "
+                           "generator "
                            "untouched), so the resumed steps draw other dropout masks than the straight run",
                            summary=summary))
-        verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not where "
+        verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not "
+                       "where "
                        "it was when the checkpoint was saved, so the resumed steps draw other dropout masks than the "
                        "straight run", summary=summary))
 
@@ -437,7 +456,8 @@ def test_generate_eval_mode(obs, verdict):
     training = sum(1 for c in calls if c["training"])
     verdict.note(calls=calls)
     verdict.check(bool(calls), t("generate never called the model, so its mode could not be observed"))
-    verdict.check(training == 0, t("a model handed to generate in train() mode was still in training mode in {training} "
+    verdict.check(training == 0, t("a model handed to generate in train() mode was still in training mode in "
+                                   "{training} "
                                    "of {calls} forward calls: dropout stays active during generation",
                                    training=training, calls=len(calls)))
     verdict.ok(t("a model handed over in train() mode ran all {calls} forward calls in eval() mode", calls=len(calls)))

@@ -14,7 +14,8 @@ READS_THE_PAST = 1e-6     # float64: a position that attends to position 0 moves
 VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-point operations may differ
 CAUSAL_SHAPE = [2, 8, 16] # the causality probe's x, [B, T, C]: the output keeps that shape
 DROPOUT_P = 0.5           # the dropout probe's rate: kept elements are scaled by 1 / (1 - p) = 2, exactly
-NON_FINITE_CAUSE = t("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * -inf "
+NON_FINITE_CAUSE = t("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * "
+                     "-inf "
                      "gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
 OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the eval value; weight dropout mixes values
 # A weight that dropout kept is exactly 2 x its eval value (a power of two; float32 inside rounds both passes alike);
@@ -58,7 +59,8 @@ def test_causality(obs, verdict):
     if bad:
         first = bad[0]
         if not torch.isfinite(base[:, : first + 1]).all():
-            verdict.fail(t("the output at positions 0..{position} holds NaN or inf even before any input changes, so no "
+            verdict.fail(t("the output at positions 0..{position} holds NaN or inf even before any input changes, so "
+                           "no "
                            "change there can be measured", position=first))
         change = t("became NaN") if math.isnan(leaks[first]) else t("by up to {leak:.3g}", leak=leaks[first])
         verdict.fail(t("changing the inputs after position {position} changed the output at positions 0..{position} "
@@ -94,7 +96,8 @@ def test_values_match_reference(obs, ref, verdict):
                      t("the module also holds {biases}, which the reference does not have (the projections are "
                        "bias-free), so the seeded weights alone do not fix the output", biases=", ".join(biases))
                      if biases else
-                     t("likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from q "
+                     t("likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from "
+                       "q "
                        "and k, or merging heads without transpose(1, 2)"))
             verdict.fail(t("with the same projection weights ({sizes}) the output differs from the reference: "
                            "{problem}; {cause}", sizes=label, problem=problem, cause=cause))
@@ -114,7 +117,8 @@ def test_gradients_reach_projections(obs, verdict):
     for name in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"):
         g = grads.get(name, "missing")
         if g == "missing":
-            verdict.fail(t("the module has no parameter `{name}`; the contract asks for q_proj, k_proj, v_proj, out_proj = "
+            verdict.fail(t("the module has no parameter `{name}`; the contract asks for q_proj, k_proj, v_proj, "
+                           "out_proj = "
                            "nn.Linear(d_model, d_model, bias=False)", name=name))
         if g is None:
             verdict.fail(t("`{name}` received no gradient: it is not used on the path from the input to the output",
@@ -144,7 +148,8 @@ def test_eval_deterministic(obs, verdict):
     verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same input differ: {problem}",
                                      problem=problem))
     verdict.check(difference(other, first, atol=0.0) is not None,
-                  t("in eval mode another input gives exactly the same output: the output does not depend on the input, "
+                  t("in eval mode another input gives exactly the same output: the output does not depend on the "
+                    "input, "
                     "and a constant is deterministic by construction"))
     verdict.ok(t("with dropout=0.5, two eval-mode calls on the same input give identical outputs"))
 
@@ -156,7 +161,8 @@ def test_eval_deterministic(obs, verdict):
 def test_dropout_in_training(obs, verdict):
     p = obs.probe("dropout")
     verdict.check(bool(torch.isfinite(p.tensor("eval_first")).all()),
-                  t("with dropout=0.5 the eval-mode output is not finite, so whether dropout acts cannot be seen: {cause}",
+                  t("with dropout=0.5 the eval-mode output is not finite, so whether dropout acts cannot be seen: "
+                    "{cause}",
                     cause=NON_FINITE_CAUSE))
     same = difference(p.tensor("train"), p.tensor("eval_first"), atol=0.0) is None
     verdict.check(not same, t("with dropout=0.5 the train-mode output equals the eval-mode output: dropout is not "
@@ -172,11 +178,13 @@ def test_dropout_on_attention_weights(obs, verdict):
     p = obs.probe("dropout")
     train, evaluated = p.tensor("train").double(), p.tensor("eval_first").double()
     kept = evaluated / (1.0 - DROPOUT_P)
-    dropped_or_scaled = (train.abs() <= OUTPUT_DROPOUT_TOLERANCE) | ((train - kept).abs() <= OUTPUT_DROPOUT_TOLERANCE * (1 + kept.abs()))
+    dropped_or_scaled = (train.abs() <= OUTPUT_DROPOUT_TOLERANCE) \
+        | ((train - kept).abs() <= OUTPUT_DROPOUT_TOLERANCE * (1 + kept.abs()))
     zeros = int((train.abs() <= OUTPUT_DROPOUT_TOLERANCE).sum())
     verdict.note(elements=train.numel(), zero_elements=zeros)
     if bool(dropped_or_scaled.all()):
-        verdict.fail(t("with dropout={p} every one of the {count} train-mode output elements is either 0 ({zeros} of them) "
+        verdict.fail(t("with dropout={p} every one of the {count} train-mode output elements is either 0 ({zeros} of "
+                       "them) "
                        "or exactly {scale:g} x its eval-mode value: the dropout is applied to the output, element by "
                        "element, not to the attention weights",
                        p=DROPOUT_P, count=train.numel(), zeros=zeros, scale=1 / (1 - DROPOUT_P)))
@@ -197,7 +205,8 @@ def test_projections_bias_free(obs, verdict):
     verdict.check(not vectors, t("CausalSelfAttention(16, 4) registers {count} bias-like parameters ({vectors}); the "
                                  "contract's Q/K/V/O projections are nn.Linear(..., bias=False)",
                                  count=len(vectors), vectors=", ".join(vectors[:4])))
-    verdict.ok(t("CausalSelfAttention(16, 4) holds only weight matrices ({count} parameters), no bias", count=len(shapes)))
+    verdict.ok(t("CausalSelfAttention(16, 4) holds only weight matrices ({count} parameters), no "
+                 "bias", count=len(shapes)))
 
 
 @criterion("rejects_nonpositive_heads", kind="errors",
@@ -249,7 +258,8 @@ def test_rejects_bad_heads(obs, verdict):
 def test_parameter_count_small(obs, ref, verdict):
     got, want = obs.probe("parameter_count"), ref.probe("parameter_count")
     verdict.note(counts=[{"part": f"count_block_parameters{tuple(size)}", "expected": w, "observed": g}
-                         for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small"), strict=False)])
+                         for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small"),
+                                               strict=False)])
     for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small"), strict=False):
         if g != w:
             d, h, f = size
@@ -272,7 +282,8 @@ def test_parameter_count_large(obs, ref, verdict):
     kind = got.value("large_type")
     verdict.check(kind == "int", t("count_block_parameters({d}, {h}, {f}) returned {got}, a {kind}: the value is right "
                                    "but the count must be a Python int; use integer arithmetic only (// not /, d * d "
-                                   "not d ** 2.0 or math.pow, no float(), numpy or torch), which stays exact at any size",
+                                   "not d ** 2.0 or math.pow, no float(), numpy or torch), which stays exact at any "
+                                   "size",
                                    d=d, h=h, f=f, got=repr(g), kind=kind))
     verdict.ok(t("count_block_parameters({d}, {h}, {f}) = {want:,}, an exact Python int, without building the block",
                  d=d, h=h, f=f, want=w))

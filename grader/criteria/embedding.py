@@ -10,7 +10,8 @@ from grader.judge.criterion import criterion
 EXERCISE = "embedding"
 VOCAB, DIM, PADDED = 13, 6, 9   # as in the probes
 LOOKUP_TOLERANCE = 0.0   # a lookup copies rows, and even a one-hot matmul only adds exact zeros: no rounding at all
-GRAD_TOLERANCE = 1e-4    # float32 sums of up to ~10 upstream gradients of size ~3: rounding stays below ~1e-5; a wrong row is off by O(1)
+GRAD_TOLERANCE = 1e-4    # float32 sums of up to ~10 upstream gradients of size ~3: rounding stays below ~1e-5; a wrong
+                         # row is off by O(1)
 # (vocab_size, dim) of the probes' edge cases: no ids, no ids in two rows, a 0-d id, a one-row one-column table
 EDGE_SIZES = {"empty": (VOCAB, DIM), "empty_rows": (VOCAB, DIM), "scalar": (VOCAB, DIM), "one_by_one": (1, 1)}
 PAD_GRAD_TOLERANCE = 0.0  # the contract says exactly zero: any non-zero gradient moves the padding row
@@ -23,7 +24,8 @@ PAD_GRAD_TOLERANCE = 0.0  # the contract says exactly zero: any non-zero gradien
                   "requires_grad=True) is not registered, so model.parameters() and the optimizer never see it."))
 def test_weight_registered(obs, verdict):
     p = obs.probe("table")
-    verdict.note(weight_type=p.value("weight_type"), weight_shape=p.value("weight_shape"), parameters=p.value("parameters"))
+    verdict.note(weight_type=p.value("weight_type"), weight_shape=p.value("weight_shape"),
+                 parameters=p.value("parameters"))
     verdict.check(p.value("is_module"), t("TokenEmbedding(13, 6) is not an nn.Module: subclass nn.Module and call "
                                           "super().__init__()"))
     kind, shape = p.value("weight_type"), p.value("weight_shape")
@@ -31,7 +33,8 @@ def test_weight_registered(obs, verdict):
                                         "asks for self.weight, an nn.Parameter of shape [13, 6]"))
     listed = ", ".join(p.value("parameters")) or t("nothing")
     verdict.check(p.value("weight_is_parameter"),
-                  t("`weight` is a {kind}, not an nn.Parameter: model.parameters() lists {listed}, so an optimizer would "
+                  t("`weight` is a {kind}, not an nn.Parameter: model.parameters() lists {listed}, so an optimizer "
+                    "would "
                     "never train the table", kind=kind, listed=listed))
     if shape == [DIM, VOCAB]:
         verdict.fail(t("TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = "
@@ -39,7 +42,8 @@ def test_weight_registered(obs, verdict):
     if shape != [VOCAB, DIM]:
         verdict.fail(t("TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = "
                        "[13, 6]", shape=shape))
-    verdict.check(p.value("weight_registered"), t("`weight` is an nn.Parameter but not among the module's parameters(): "
+    verdict.check(p.value("weight_registered"), t("`weight` is an nn.Parameter but not among the module's "
+                                                  "parameters(): "
                                                   "assign it as an attribute of the module (self.weight = "
                                                   "nn.Parameter(...))"))
     verdict.check(p.value("weight_requires_grad"), t("`weight` has requires_grad=False: the table could never be "
@@ -68,10 +72,12 @@ def test_output_shape(obs, ref, verdict):
                 n *= size
             said = {"ids": ids_of, "shape": shape, "expected": expected}
             if shape == [n, DIM]:
-                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the ids "
+                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the "
+                               "ids "
                                "were flattened and the result never reshaped back to (*ids.shape, dim)", **said))
             if shape == [DIM] + ids_shape or shape == ids_shape[:-1] + [DIM, ids_shape[-1]]:
-                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the dim "
+                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the "
+                               "dim "
                                "axis is in the wrong place (a transposed result)", **said))
             verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}", **said))
         seen.append(ids_shape)
@@ -141,7 +147,8 @@ def test_padding_row_zero_at_init(obs, verdict):
         if nonzero:
             said = {"pad": pad, "row": _fmt(row), "nonzero": nonzero, "entries": row.numel()}
             if pad != 0 and bool((weight[0] == 0).all()):
-                verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} ({nonzero} "
+                verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} "
+                               "({nonzero} "
                                "of {entries} entries non-zero); expected all zeros; row 0 is zero instead, as if the "
                                "padding row were always 0", **said))
             verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} ({nonzero} of "
@@ -199,7 +206,8 @@ def test_rejects_float_ids(obs, verdict):
             verdict.fail(t("emb({ids}) {outcome}; expected TypeError", **said))
     control = p.value("same_ids_int64")
     verdict.check(raised(control) is None, t("emb(int64 ids [[1, 2], [3, 4]]) {outcome}: the same ids as integers must "
-                                             "be looked up; reject floating-point ids only", outcome=_describe(control)))
+                                             "be looked up; reject floating-point ids "
+                                             "only", outcome=_describe(control)))
     verdict.ok(t("float32 and float64 ids raise TypeError; the same ids as int64 are looked up"))
 
 
@@ -279,7 +287,8 @@ def _check_gradient(obs, ref, verdict, key, pad):
     setting = f"padding_idx={pad}"
     backward = got.value(f"backward_{key}")
     if raised(backward):
-        verdict.fail(t("with {setting}, backward through the output {outcome}: the output must stay connected to weight "
+        verdict.fail(t("with {setting}, backward through the output {outcome}: the output must stay connected to "
+                       "weight "
                        "in the autograd graph", setting=setting, outcome=_describe(backward)))
     if f"grad_{key}" in got.not_tensors:
         verdict.fail(t("with {setting}, weight.grad is None after backward: the output is not connected to weight (a "
@@ -316,7 +325,8 @@ def _check_gradient(obs, ref, verdict, key, pad):
             if n == 0:
                 verdict.fail(t("with {setting}, row {row} received gradient {got} although id {row} does not appear in "
                                "the batch", setting=setting, row=r, got=_fmt(grad[r])))
-            verdict.fail(t("with {setting}, row {row} received {got}; expected {want}, the sum of the upstream gradients "
+            verdict.fail(t("with {setting}, row {row} received {got}; expected {want}, the sum of the upstream "
+                           "gradients "
                            "at the {count} positions holding id {row} (largest difference {difference:.3g})",
                            setting=setting, row=r, got=_fmt(grad[r]), want=_fmt(want[r]), count=n, difference=diff))
     return worst
@@ -333,7 +343,8 @@ def _first_wrong_row(out, rows, ids, weight) -> Text:
     said = {"pos": ", ".join(str(i) for i in position), "got": _fmt(vec), "token": token, "row": _fmt(weight[token]),
             "wrong": int(bad.sum()), "positions": bad.numel()}
     if torch.equal(out, rows.movedim(-1, 0).reshape(out.shape)):
-        return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, although every "
+        return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, although "
+                 "every "
                  "number is right: the output is weight[ids] laid out as [dim, *ids.shape] and then reshaped; reshape "
                  "does not swap axes, use .t() / .transpose (or look up rows, weight[ids], directly); {wrong} of "
                  "{positions} positions are wrong", **said)
@@ -342,9 +353,11 @@ def _first_wrong_row(out, rows, ids, weight) -> Text:
                  "{same} instead; {wrong} of {positions} positions are wrong", same=same[0], **said)
     if torch.allclose(vec, weight[token], atol=1e-4):
         return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row} (close but not "
-                 "equal: largest difference {difference:.3g}; a lookup copies exactly); {wrong} of {positions} positions "
+                 "equal: largest difference {difference:.3g}; a lookup copies exactly); {wrong} of {positions} "
+                 "positions "
                  "are wrong", difference=float((vec - weight[token]).abs().max()), **said)
-    return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, and it is no row of "
+    return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, and it is no row "
+             "of "
              "weight at all; {wrong} of {positions} positions are wrong", **said)
 
 

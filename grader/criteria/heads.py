@@ -104,7 +104,8 @@ def test_merge_values(obs, ref, verdict):
                  y.permute(0, 2, 3, 1).reshape(B, T, H * D)),
             ])
             wrong.append(t("{call}{equal}: out[{b}, {position}, {c}] is {got:.6g}; expected "
-                           "y[{b}, {head}, {position}, {channel}] = {want:.6g} (head c // D, channel c % D of position t)"
+                           "y[{b}, {head}, {position}, {channel}] = {want:.6g} (head c // D, channel c % D of position "
+                           "t)"
                            "{alike}", call=t("merge_heads(y of shape {shape}{note})", shape=[B, H, T, D], note=note),
                            equal=_same_shape_note(H, T), b=b, position=position, c=c, got=g, head=c // D,
                            channel=c % D, want=w, alike=alike))
@@ -142,7 +143,8 @@ def test_rejects_indivisible(obs, verdict):
     for key, C, H in (("c10_h3", 10, 3), ("c12_h5", 12, 5)):
         outcome = p.value(key)
         if raised(outcome) != "ValueError":
-            verdict.fail(t("{outcome}; expected ValueError ({channels} channels cannot be cut into {heads} equal heads)",
+            verdict.fail(t("{outcome}; expected ValueError ({channels} channels cannot be cut into {heads} equal "
+                           "heads)",
                            outcome=_describe(_split_call(C, H), outcome), channels=C, heads=H))
     ok = p.value("c12_h12")
     verdict.check(raised(ok) is None, t("{outcome}; it is valid (12 heads of 1 channel) and must return",

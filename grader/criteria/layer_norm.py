@@ -188,14 +188,16 @@ def test_normalises_last_axis(obs, ref, verdict):
             if difference(out, layer_norm(x, dim=dim), atol=DIAGNOSE, rtol=DIAGNOSE) is None:
                 axis = t(" Your output matches a normalisation over {axis}.", axis=name)
         verdict.fail(t("on x of shape [B, T, C] = {shape}, changing only token (b=0, t=3) changed the output of token "
-                       "(b={b}, t={pos}) by up to {moved:.3g} (expected no change): the statistics mix tokens instead of "
+                       "(b={b}, t={pos}) by up to {moved:.3g} (expected no change): the statistics mix tokens instead "
+                       "of "
                        "being taken over the last axis alone.{axis}", shape=shape, b=b, pos=pos,
                        moved=float(moved.max()), axis=axis))
     means = out.double().mean(dim=-1)
     worst = means.abs().max()
     if worst > ZERO_MEAN:
         b, pos = (int(i) for i in torch.nonzero(means.abs() == worst)[0])
-        verdict.fail(t("with weight 1 and bias 0 the output of token (b={b}, t={pos}) has mean {mean:.6g} over the last "
+        verdict.fail(t("with weight 1 and bias 0 the output of token (b={b}, t={pos}) has mean {mean:.6g} over the "
+                       "last "
                        "axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)",
                        b=b, pos=pos, mean=float(means[b, pos])))
     verdict.ok(t("on {shape} each token's output has mean 0 over the last axis (max |mean| {worst:.1e}) and does not "
@@ -215,8 +217,10 @@ def test_population_variance(obs, ref, verdict):
         biased = layer_norm(x, unbiased=True)
         if difference(out, biased, atol=POPULATION_TOLERANCE) is None:
             ratio = float((out.double() / want).median())
-            verdict.fail(t("on rows of D = 4 channels every output is {ratio:.4f} times the expected value (sqrt(3/4) = "
-                           "0.8660): your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by D = 4",
+            verdict.fail(t("on rows of D = 4 channels every output is {ratio:.4f} times the expected value (sqrt(3/4) "
+                           "= "
+                           "0.8660): your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by D "
+                           "= 4",
                            ratio=ratio))
         verdict.fail(t("on rows of D = 4 channels (weight 1, bias 0) the output differs from the population-variance "
                        "normalisation: {problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
@@ -240,11 +244,13 @@ def test_eps_inside_sqrt(obs, ref, verdict):
                        value=float(constant[~torch.isfinite(constant)][0])))
     if constant.abs().max() > EPS_TOLERANCE:
         verdict.fail(t("a constant row must normalise to 0 (then the output is the bias, here 0); got values up to "
-                       "{largest:.3g}.{cause}", largest=float(constant.abs().max()), cause=diagnose(out, x) or verbatim("")))
+                       "{largest:.3g}.{cause}", largest=float(constant.abs().max()),
+                       cause=diagnose(out, x) or verbatim("")))
     accepted = [layer_norm(x), layer_norm(x, unbiased=True)]   # the variance estimator is judged by its own criterion
     if all(difference(out, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
         problem = difference(out[:4], accepted[0][:4], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
-        outside = any(difference(out, layer_norm(x, eps_outside=True, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
+        outside = any(difference(out, layer_norm(x, eps_outside=True, unbiased=u), atol=EPS_TOLERANCE,
+                                 rtol=EPS_TOLERANCE) is None
                       for u in (False, True))
         eps = eps_used(out[:4], x[:4])
         if not outside and eps is not None and abs(eps - 1e-5) > 1e-3 * 1e-5:
@@ -256,13 +262,15 @@ def test_eps_inside_sqrt(obs, ref, verdict):
                            "the root gives {want:.4g}: your code adds eps outside the square root, "
                            "(x - mean) / (sqrt(var) + eps)",
                            got=float(out[:4].abs().max()), want=float(accepted[0][:4].abs().max())))
-        verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) the output differs from (x - mean) / sqrt(var + eps): "
+        verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) the output differs from (x - mean) / sqrt(var + "
+                       "eps): "
                        "{problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
     x_custom, out_custom = inputs.tensor("x_custom"), got.tensor("out_custom")
     accepted = [layer_norm(x_custom, eps=1e-2), layer_norm(x_custom, eps=1e-2, unbiased=True)]
     if all(difference(out_custom, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
         problem = difference(out_custom, accepted[0], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
-        ignored = any(difference(out_custom, layer_norm(x_custom, eps=1e-5, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
+        ignored = any(difference(out_custom, layer_norm(x_custom, eps=1e-5, unbiased=u), atol=EPS_TOLERANCE,
+                                 rtol=EPS_TOLERANCE) is None
                       for u in (False, True))
         reason = (t(" It matches eps = 1e-5: the eps passed to __init__ is ignored (store it as self.eps and use it).")
                   if ignored else verbatim(""))
@@ -312,7 +320,8 @@ def test_matches_reference(obs, ref, verdict):
                   "or the variance, and use self.weight and self.bias themselves in forward."))
 def test_gradients_flow(obs, ref, verdict):
     got, inputs = obs.probe("gradients"), ref.probe("gradients")
-    for key, name in (("x_grad", t("the input x")), ("weight_grad", verbatim("weight")), ("bias_grad", verbatim("bias"))):
+    for key, name in (("x_grad", t("the input "
+                                   "x")), ("weight_grad", verbatim("weight")), ("bias_grad", verbatim("bias"))):
         if missing_tensor(got, key):
             seen = verbatim("None") if got.not_tensors[key] == "NoneType" else t("a {kind}", kind=got.not_tensors[key])
             verdict.fail(t("no gradient reached {name} (its .grad is {seen}): it is not an nn.Parameter that requires "
@@ -335,8 +344,10 @@ def test_gradients_flow(obs, ref, verdict):
         numeric = (plus - minus) / (2 * step)
         checks.append({"parameter": name, "autograd": analytic, "finite_difference": numeric})
         if not abs(analytic - numeric) <= FD_TOLERANCE * max(1.0, abs(numeric)):  # NaN fails too
-            verdict.fail(t("along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} and "
-                           "re-running your forward changes the loss at a rate of {numeric:.8g}: part of the computation "
+            verdict.fail(t("along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} "
+                           "and "
+                           "re-running your forward changes the loss at a rate of {numeric:.8g}: part of the "
+                           "computation "
                            "is hidden from autograd", name=name, analytic=analytic, numeric=numeric),
                          checks=checks)
     verdict.ok(t("x, weight and bias receive finite gradients equal to finite differences of your forward (relative "
@@ -391,7 +402,8 @@ def test_prenorm_identity(obs, ref, verdict):
 def test_prenorm_structure(obs, ref, verdict):
     got, inputs = obs.probe("prenorm_structure"), ref.probe("prenorm_structure")
     verdict.check(got.value("norm_is_layernorm"),
-                  t("block.norm is a {kind}; it must be the LayerNorm class of your norm.py", kind=got.value("norm_class")))
+                  t("block.norm is a {kind}; it must be the LayerNorm class of your "
+                    "norm.py", kind=got.value("norm_class")))
     verdict.check(got.value("sublayer_registered"),
                   t("the sublayer's parameters are not among block.parameters(): store it as a module attribute "
                     "(self.sublayer = sublayer)"))
@@ -420,7 +432,8 @@ def test_prenorm_structure(obs, ref, verdict):
     received, own = got.tensor("received").double(), got.tensor("own_norm").double()
     if not bool(torch.isfinite(own).all()):
         verdict.fail(t("block.norm(x) holds NaN or inf for a finite x of shape {shape} (rows of spread ~2), so "
-                       "what the sublayer receives cannot be judged; LayerNorm must be finite here", shape=list(x.shape)))
+                       "what the sublayer receives cannot be judged; LayerNorm must be finite "
+                       "here", shape=list(x.shape)))
     problem = difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)
     if problem:
         if difference(received, x, atol=SAME_TOKEN) is None:
@@ -452,7 +465,8 @@ def test_input_not_modified(obs, ref, verdict):
     block, drawn = obs.probe("prenorm_inplace"), ref.probe("prenorm_inplace")
     x = drawn.tensor("x")
     change = _largest_change(block.tensor("x_after_call"), x)
-    verdict.check(change == 0.0, t("PreNormResidual's forward changed the caller's x by up to {change}: the residual is "
+    verdict.check(change == 0.0, t("PreNormResidual's forward changed the caller's x by up to {change}: the residual "
+                                   "is "
                                    "modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) instead",
                                    change=change))
     W, c = drawn.tensor("sub_weight"), drawn.tensor("sub_bias")
@@ -483,7 +497,8 @@ def test_residual_gradient(obs, ref, verdict):
     g = ref.probe("residual_gradient").tensor("g")
     problem = difference(got.tensor("x_grad"), g, atol=SAME_TOKEN)
     if problem:
-        verdict.fail(t("with a zero sublayer x.grad should equal the upstream gradient exactly: {problem}", problem=problem))
+        verdict.fail(t("with a zero sublayer x.grad should equal the upstream gradient exactly: "
+                       "{problem}", problem=problem))
     outcome = got.value("linear_sublayer")
     if raised(outcome) and outcome["raised"].get("breach"):
         verdict.fail(t("with a linear sublayer, {breach}", breach=recorded_breach(outcome["raised"])))

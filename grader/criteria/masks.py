@@ -71,7 +71,8 @@ def test_causal_mask_shape(obs, verdict):
             verdict.fail(t("{call} has dtype {dtype}; expected bool (True = may attend). A float mask mixes two "
                            "conventions: additive masks (0 / -inf) are added to scores, bool masks select them",
                            call=call, dtype=info["dtype"]))
-    for key, call in (("device_str", 'causal_mask(5, device="cpu")'), ("device_obj", 'causal_mask(5, device=torch.device("cpu"))')):
+    for key, call in (("device_str", 'causal_mask(5, device="cpu")'), ("device_obj", 'causal_mask(5, '
+                                                                                     'device=torch.device("cpu"))')):
         info = _returned_tensor(verdict, p, key, call)
         if info["device"] != "cpu":
             verdict.fail(t("{call} is on {device}; expected cpu", call=call, device=info["device"]))
@@ -128,7 +129,8 @@ def test_causal_mask_direction(obs, verdict):
                   "[B, 1, T, 1] would hide queries instead."))
 def test_padding_mask_shape(obs, verdict):
     p = obs.probe("padding")
-    for key, call, B, T in (("right", "padding_mask(ids [3, 6], pad_id=0)", 3, 6), ("pad3", "padding_mask(ids [3, 5], pad_id=3)", 3, 5)):
+    for key, call, B, T in (("right", "padding_mask(ids [3, 6], pad_id=0)", 3, 6), ("pad3", "padding_mask(ids [3, 5], "
+                                                                                            "pad_id=3)", 3, 5)):
         info = _returned_tensor(verdict, p, key, call)
         if info["shape"] != [B, 1, 1, T]:
             why = {str([B, 1, T, 1]): t(": the padding sits on the query axis; it must hide keys, the last axis"),
@@ -306,7 +308,8 @@ def test_masked_softmax_normalised(obs, ref, verdict):
                            count=int(leaked.sum()), value=float(got[i]), index=i))
         error = (got.sum(-1) - 1).abs()
         if not float(error.max()) <= SUM_TOLERANCE:
-            i = tuple(int(x) for x in torch.unravel_index(torch.argmax(torch.nan_to_num(error, nan=float("inf"))), error.shape))
+            worst = torch.argmax(torch.nan_to_num(error, nan=float("inf")))
+            i = tuple(int(x) for x in torch.unravel_index(worst, error.shape))
             why = (t(". The masked entries are 0 but still took their share: the mask was applied after the softmax")
                    if float(got.sum(-1).max()) <= 1 + SUM_TOLERANCE else verbatim(""))
             verdict.fail(t("{call}: the row at index {index} sums to {total:.6g}; expected 1 (tolerance {tolerance:g})"
@@ -378,7 +381,8 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
         sums = got.double().sum(dim, keepdim=True)
         off = ((sums - 1).abs() * ~empty).amax()
         if not float(off) <= SUM_TOLERANCE:
-            verdict.fail(t("{call}: the lines along dim={dim} that have allowed entries sum to as far as {off:.3g} from "
+            verdict.fail(t("{call}: the lines along dim={dim} that have allowed entries sum to as far as {off:.3g} "
+                           "from "
                            "1; zeros on the fully masked lines count only where the others are a softmax", call=call,
                            dim=dim, off=float(off)))
         nonzero = (got != 0) & empty
@@ -414,12 +418,14 @@ def test_masked_softmax_gradients(obs, ref, verdict):
     leak = grad.abs() * ~mask
     if float(leak.max()) > ZERO_GRADIENT:
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
-        verdict.fail(t("the masked score at index {index} receives gradient {grad:.3g}; expected 0: a masked score must "
+        verdict.fail(t("the masked score at index {index} receives gradient {grad:.3g}; expected 0: a masked score "
+                       "must "
                        "not influence the result (it still sits in the softmax's normalisation)", index=i,
                        grad=float(grad[i])))
     problem = difference(grad, ref.probe("gradients").tensor("grad"), atol=GRAD_TOLERANCE)
     if problem:
-        verdict.fail(t("the gradient with respect to the scores differs from the reference: {problem}", problem=problem))
+        verdict.fail(t("the gradient with respect to the scores differs from the reference: "
+                       "{problem}", problem=problem))
     verdict.ok(t("the gradient is finite, exactly 0 for masked scores (fully masked rows included), and matches the "
                  "reference"))
 
@@ -444,7 +450,8 @@ def test_masked_softmax_dim(obs, ref, verdict):
                 sums = got.double().sum(-1)
                 if bool(((sums - 1).abs()[rows] <= SUM_TOLERANCE).all()):
                     why = t("; your result sums to 1 over the last axis instead: dim is not used")
-            verdict.fail(t("{call} differs from the softmax along dim {dim}: {problem}{why}", call=call, dim=case["dim"],
+            verdict.fail(t("{call} differs from the softmax along dim {dim}: "
+                           "{problem}{why}", call=call, dim=case["dim"],
                            problem=problem, why=why))
     verdict.ok(t("masked_softmax normalises along the requested dim (-2, 1 and -4), also with a [4, 3] mask "
                  "against [2, 5, 4, 3] scores"))

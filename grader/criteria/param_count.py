@@ -264,7 +264,8 @@ def test_total_matches_model(obs, ref, verdict):
                          for c, g, w in zip(configs, values, expected, strict=False) if g != w][:EXAMPLES])
     if wrong:
         integral = all(g == int(g) for g in values)
-        cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected, strict=False)]) if integral else (None, None)
+        cause, _ = (explain(configs, [int(g) - w for g, w in zip(values, expected, strict=False)]) if integral
+                    else (None, None))
         i = example(wrong)
         said = t("count_parameters({config}) returned {got}; the model built from this config has {want:_} parameters "
                  "(off by {off}). {wrong} of {total} configs are off{cause}", config=describe_config(configs[i]),
@@ -420,7 +421,8 @@ def test_breakdown_parts_exact(obs, ref, verdict):
         # the likely causes alone, in Chinese, as evidence next to the message (the bilingual message holds them too)
         verdict.fail(legend(join(problems, t("; ")), explained),
                      likely_causes_zh=[cause.render("zh") for cause in causes])
-    for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large"), strict=False):
+    for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large"),
+                                       strict=False):
         call = f"parameter_breakdown({describe_config(c)})"
         if "raised" in outcome:
             student_raised(call, outcome, 1, 1)
@@ -435,7 +437,8 @@ def test_breakdown_parts_exact(obs, ref, verdict):
                          limit=FLOAT_EXACT_LIMIT) if item["type"] != "int" else verbatim(""))
                 verdict.fail(t("{call}['{key}'] is {got}; expected exactly {want:_} (off by {off}){why}", call=call,
                                key=part, got=show(item), want=w, off=off_by(item["value"], w), why=why))
-    verdict.ok(t("every part matches the built model on {count} configs, and the reference exactly on {large} sizes too "
+    verdict.ok(t("every part matches the built model on {count} configs, and the reference exactly on {large} sizes "
+                 "too "
                  "large to build", count=len(configs), large=len(want.value("large_configs"))))
 
 
@@ -487,7 +490,8 @@ def test_accepts_any_config_object(obs, verdict):
     want = base["returned"]["value"]
     counts = obs.probe("counts")
     reads_no_size(verdict, "count_parameters", counts.value("counts"), counts.value("configs"))
-    labels = {"with_extra_fields": t("a SimpleNamespace with extra attributes {fields}", fields=p.value("extra_fields")),
+    labels = {"with_extra_fields": t("a SimpleNamespace with extra attributes "
+                                     "{fields}", fields=p.value("extra_fields")),
               "slots": t("an object with __slots__ (no __dict__) holding only the six attributes"),
               "getattr_only": t("an object whose attributes are computed by __getattr__ (no __dict__ entries)")}
     for key, label in labels.items():
@@ -495,10 +499,12 @@ def test_accepts_any_config_object(obs, verdict):
         if "raised" in outcome:
             verdict.fail(t("count_parameters on {label} raised {error}{where}; a plain SimpleNamespace with the same "
                            "sizes gives {count}: read the sizes as attributes (config.vocab_size)", label=label,
-                           error=raised_error(outcome), where=where_raised(outcome["raised"]), count=show(base["returned"])))
+                           error=raised_error(outcome), where=where_raised(outcome["raised"]),
+                           count=show(base["returned"])))
         g = outcome["returned"]["value"]
         if g != want:
-            verdict.fail(t("count_parameters on {label} returned {got}, but {count} on a plain SimpleNamespace with the "
+            verdict.fail(t("count_parameters on {label} returned {got}, but {count} on a plain SimpleNamespace with "
+                           "the "
                            "same sizes; only the six size attributes may matter", label=label,
                            got=show(outcome["returned"]), count=show(base["returned"])))
     verdict.ok(t("a SimpleNamespace with extra attributes, a __slots__ object and a __getattr__ object all give the "
@@ -513,5 +519,6 @@ def _first_config_off(configs, outcomes, expected) -> dict:
         items = outcome["returned"]["items"]
         if any(items[part]["value"] != want[part] for part in PARTS):
             return {"counts_config": describe_config(config),
-                    "counts": [{"part": part, "expected": want[part], "observed": items[part]["value"]} for part in PARTS]}
+                    "counts": [{"part": part, "expected": want[part], "observed": items[part]["value"]}
+                               for part in PARTS]}
     return {}

@@ -51,7 +51,8 @@ def rope(x, positions=None, base=10000.0, *, pairing="half", exponent=2.0, first
 
 # the formula mistakes we can name: (what the student's code does, how `rope` reproduces it)
 FORMULA_MISTAKES = [
-    (t("pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + D/2)"), {"pairing": "interleaved"}),
+    (t("pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + "
+       "D/2)"), {"pairing": "interleaved"}),
     (t("uses the angle p * base**(-i/D); the exponent is -2i/D"), {"exponent": 1.0}),
     (t("counts i from 1 (base**(-2(i+1)/D)); i runs from 0 to D/2 - 1"), {"first_i": 1}),
     (t("rotates the other way; the first half is x1*cos - x2*sin and the second half x2*cos + x1*sin"),
@@ -127,9 +128,11 @@ def test_output_shape_dtype(obs, verdict):
     for key, shape, dtype in (("bhtd", [2, 3, 5, 8], torch.float32), ("td", [5, 8], torch.float32),
                               ("btd_float64", [2, 5, 8], torch.float64), ("d2", [3, 4, 2], torch.float32)):
         out = p.tensor(f"out_{key}")
-        verdict.check(list(out.shape) == shape, t("apply_rope on x of shape {shape} returned shape {got}; expected {shape}",
+        verdict.check(list(out.shape) == shape, t("apply_rope on x of shape {shape} returned shape {got}; expected "
+                                                  "{shape}",
                                                   shape=shape, got=list(out.shape)))
-        verdict.check(out.dtype == dtype, t("apply_rope on a {dtype} x of shape {shape} returned {got}; expected {dtype} "
+        verdict.check(out.dtype == dtype, t("apply_rope on a {dtype} x of shape {shape} returned {got}; expected "
+                                            "{dtype} "
                                             "(the input's dtype)", dtype=str(dtype)[6:], shape=shape,
                                             got=str(out.dtype)[6:]))
     verdict.ok(t("shapes [2, 3, 5, 8], [5, 8], [2, 5, 8] and [3, 4, 2] are kept, and so are float32 and float64"))
@@ -225,7 +228,8 @@ def test_rotate_half_pairing(obs, verdict):
                            "pairing mixes it only with channel {partner} (channels {pair})", channel=j,
                            reached=mixes[j], partner=partner, pair=half[j]))
     unpaired = [j for j in range(D) if set(mixes[j]) != set(half[j])]
-    verdict.check(not unpaired, t("with D = 8, the one-hot input on channel {channel} never reached its partner channel "
+    verdict.check(not unpaired, t("with D = 8, the one-hot input on channel {channel} never reached its partner "
+                                  "channel "
                                   "at positions 1 and 2: that pair is not rotated",
                                   channel=unpaired[0] if unpaired else 0))
     verdict.ok(t("with D = 8, every channel i is mixed with channel i + D/2 (mod D) and with no other channel"))
@@ -253,7 +257,8 @@ def test_values_match_reference(obs, ref, verdict):
     x_long, out_long = inputs.tensor("x_long"), got.tensor("out_long")
     problem = difference(out_long, rope(x_long), atol=LONG_TOLERANCE)
     if problem:
-        verdict.fail(t("on a sequence of T = 4096 rows (positions 0..4095, D = 8) the output differs from the reference: "
+        verdict.fail(t("on a sequence of T = 4096 rows (positions 0..4095, D = 8) the output differs from the "
+                       "reference: "
                        "{problem} (index = (position, channel)).{cause}", problem=problem,
                        cause=diagnose(out_long, x_long, atol=LONG_TOLERANCE)))
     verdict.ok(t("matches the rotate-half reference on [2, 3, 6, 16] (within {tolerance:g}), on float32 [2, 9, 10], "
@@ -280,7 +285,8 @@ def test_explicit_positions(obs, ref, verdict):
         if problem:
             ignored = verbatim("")
             if difference(part, rope(x[..., s:e, :], **kwargs), atol=VALUE_TOLERANCE) is None:
-                ignored = t(" Your rows are rotated as positions 0..{last}: the positions argument is ignored (build the "
+                ignored = t(" Your rows are rotated as positions 0..{last}: the positions argument is ignored (build "
+                            "the "
                             "angles from positions, not from arange(T)).", last=e - s - 1)
             verdict.fail(t("apply_rope(x[..., {start}:{end}, :], positions=arange({start}, {end})) differs from rows "
                            "{start}..{last} of apply_rope(x): {problem}.{ignored}", start=s, end=e, last=e - 1,
@@ -289,10 +295,12 @@ def test_explicit_positions(obs, ref, verdict):
     positions = inputs.tensor("far_positions").tolist()
     problem = difference(far, far_rows, atol=SAME_CALL)
     if problem:
-        verdict.fail(t("rows at the unordered positions {positions}, rotated with those positions, differ from the same "
+        verdict.fail(t("rows at the unordered positions {positions}, rotated with those positions, differ from the "
+                       "same "
                        "rows of apply_rope on the whole 4096-row sequence: {problem} (index = (row, channel))",
                        positions=positions, problem=problem))
-    verdict.ok(t("a slice with positions arange(4, 9), a single decoding step at position 11, and ten scattered positions "
+    verdict.ok(t("a slice with positions arange(4, 9), a single decoding step at position 11, and ten scattered "
+                 "positions "
                  "up to 4095 all give the rows of the full call"))
 
 
@@ -308,7 +316,8 @@ def test_custom_base(obs, ref, verdict):
         problem = difference(out, want, atol=VALUE_TOLERANCE)
         if problem:
             if difference(out, rope(x, **kwargs), atol=VALUE_TOLERANCE) is None:
-                verdict.fail(t("apply_rope(x, base={base:g}) returned the same rotation as base 10000: the base argument "
+                verdict.fail(t("apply_rope(x, base={base:g}) returned the same rotation as base 10000: the base "
+                               "argument "
                                "is ignored", base=base))
             verdict.fail(t("apply_rope(x, base={base:g}) on x of shape [6, 12] differs from the reference: "
                            "{problem}.{cause}", base=base, problem=problem, cause=diagnose(out, x, base=base)))
@@ -321,7 +330,8 @@ def test_custom_base(obs, ref, verdict):
                   "[T, D/2] angles broadcast; do not assume 4 axes or put the positions on axis 1."))
 def test_leading_dims(obs, ref, verdict):
     got, inputs = obs.probe("leading_dims"), ref.probe("leading_dims")
-    for key, label in (("square", verbatim("[B, H, T, D] = [2, 4, 4, 6] (H == T)")), ("5d", verbatim("[2, 2, 3, 5, 4]"))):
+    for key, label in (("square", verbatim("[B, H, T, D] = [2, 4, 4, 6] (H == T)")), ("5d", verbatim("[2, 2, 3, 5, "
+                                                                                                     "4]"))):
         x, out, slices = inputs.tensor(f"x_{key}"), got.tensor(f"out_{key}"), got.tensor(f"slices_{key}")
         check_shape(verdict, out, x, label)
         verdict.check(difference(out, x, atol=ROTATED) is not None,
@@ -331,11 +341,13 @@ def test_leading_dims(obs, ref, verdict):
             axis = verbatim("")
             if x.shape[-3] == x.shape[-2] and difference(out, rope(x, seq_dim=-3), atol=VALUE_TOLERANCE) is None:
                 axis = t(" The positions run along axis -3 (H) instead of axis -2 (T).")
-            verdict.fail(t("on x of shape {shape} the batched output differs from rotating each [T, D] matrix on its own: "
+            verdict.fail(t("on x of shape {shape} the batched output differs from rotating each [T, D] matrix on its "
+                           "own: "
                            "{problem}.{axis}", shape=label, problem=problem, axis=axis))
     x_td, out_td = inputs.tensor("x_td"), got.tensor("out_td")
     check_shape(verdict, out_td, x_td, verbatim("[T, D] = [7, 6]"))
-    verdict.ok(t("for [2, 4, 4, 6] (H == T) and [2, 2, 3, 5, 4] the batched output equals each [T, D] matrix rotated on "
+    verdict.ok(t("for [2, 4, 4, 6] (H == T) and [2, 2, 3, 5, 4] the batched output equals each [T, D] matrix rotated "
+                 "on "
                  "its own; [7, 6] works too"))
 
 
@@ -388,6 +400,8 @@ def test_rejects_bad_input(obs, verdict):
             verdict.fail(t("apply_rope on {label} {outcome}; expected ValueError", label=label,
                            outcome=describe_outcome(outcome)))
     valid = p.value("valid")
-    verdict.check(raised(valid) is None, t("apply_rope on x of shape [6, 8] with positions arange(10, 16) {outcome}; it is "
+    verdict.check(raised(valid) is None, t("apply_rope on x of shape [6, 8] with positions arange(10, 16) {outcome}; "
+                                           "it is "
                                            "valid and must return", outcome=describe_outcome(valid)))
-    verdict.ok(t("ValueError for D = 7, D = 5, and positions of length 5 and 7 for T = 6; valid positions are accepted"))
+    verdict.ok(t("ValueError for D = 7, D = 5, and positions of length 5 and 7 for T = 6; valid positions are "
+                 "accepted"))

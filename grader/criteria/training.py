@@ -19,14 +19,22 @@ from grader.judge.criterion import criterion
 EXERCISE = "training"
 
 HYPER_TOLERANCE = 1e-9      # relative; lr, betas and weight decay are copied, not computed: only rounding may differ
-LOSS_TOLERANCE = 1e-9       # float64, the same trusted model, weights and batch: the returned loss equals the probe's up to rounding (~1e-15)
-CLIP_ABOVE = 1e-6           # relative slack above max_grad_norm: clip_grad_norm_ lands at max·n/(n + 1e-6), just below the limit
-CLIP_BELOW = 1e-2           # relative slack below it: an eps in the clip coefficient costs ~1e-6; 1 % lower is scaling too hard
-UNTOUCHED_TOLERANCE = 1e-9  # relative; with max_grad_norm=1e6 the gradient must not be rescaled at all (float64 rounding only)
-RESET_TOLERANCE = 1e-9      # relative, float64: the step's gradient is one fresh backward; a stale 1e3 or a doubled gradient is ≥ 100 %
-OVERFIT_THRESHOLD = 0.1     # fixed by the course (seed 000). Reference, measured: final eval loss 5e-6 .. 3.3e-4 (41 seeds × 3 betas)
-OPTIMUM_SLACK = 1e-9        # no loss can be below the analytic optimum (identical rows share logits): float64 rounding only
-CONTRADICTORY_MARGIN = 0.05  # above the optimum (0.3466 here). Reference, measured: final - optimum +1.2e-4 .. +5.8e-3 (41 seeds × 3 betas)
+LOSS_TOLERANCE = 1e-9       # float64, the same trusted model, weights and batch: the returned loss equals the probe's
+                            # up to rounding (~1e-15)
+CLIP_ABOVE = 1e-6           # relative slack above max_grad_norm: clip_grad_norm_ lands at max·n/(n + 1e-6), just below
+                            # the limit
+CLIP_BELOW = 1e-2           # relative slack below it: an eps in the clip coefficient costs ~1e-6; 1 % lower is scaling
+                            # too hard
+UNTOUCHED_TOLERANCE = 1e-9  # relative; with max_grad_norm=1e6 the gradient must not be rescaled at all (float64
+                            # rounding only)
+RESET_TOLERANCE = 1e-9      # relative, float64: the step's gradient is one fresh backward; a stale 1e3 or a doubled
+                            # gradient is ≥ 100 %
+OVERFIT_THRESHOLD = 0.1     # fixed by the course (seed 000). Reference, measured: final eval loss 5e-6 .. 3.3e-4 (41
+                            # seeds × 3 betas)
+OPTIMUM_SLACK = 1e-9        # no loss can be below the analytic optimum (identical rows share logits): float64 rounding
+                            # only
+CONTRADICTORY_MARGIN = 0.05  # above the optimum (0.3466 here). Reference, measured: final - optimum +1.2e-4 .. +5.8e-3
+                             # (41 seeds × 3 betas)
 DEFAULT_CLIP = 1.0          # train_step's default max_grad_norm, and the clipping of every fit_fixed_batch step
 DEFAULT_FIT_STEPS, DEFAULT_FIT_LR = 120, 0.02  # fit_fixed_batch's defaults (the contract's signature)
 LISTED = 5                  # names shown in a message before "and N more"
@@ -47,7 +55,8 @@ def test_optimizer_is_adamw(obs, verdict):
         opt, asked = p.value("optimizer"), p.value("asked")
         asked_by[name] = f"lr={asked['lr']:g}, betas={tuple(asked['betas'])}"
         call = _call(name, asked)
-        verdict.note(**{name: {"type": opt["type"], "groups": [{k: g.get(k) for k in ("lr", "betas")} for g in opt["groups"]]}})
+        groups = [{k: g.get(k) for k in ("lr", "betas")} for g in opt["groups"]]
+        verdict.note(**{name: {"type": opt["type"], "groups": groups}})
         verdict.check(opt["is_adamw"], t("{call} returned {what}; expected a torch.optim.AdamW", call=call,
                                          what=_of_type(opt["type"])))
         verdict.check(len(opt["groups"]) > 0, t("{call} returned an AdamW with no parameter group", call=call))
@@ -287,23 +296,28 @@ def test_gradient_clipping(obs, verdict):
     tight, loose = p.value("tight"), p.value("loose")
     for label, case in (("tight", tight), ("loose", loose)):
         verdict.check(len(case["with_grad_at_step"]) > 0 and case["with_grad_at_step"][-1] > 0,
-                      t("with max_grad_norm={limit:g}, optimizer.step() ran with no gradient", limit=case["max_grad_norm"]))
+                      t("with max_grad_norm={limit:g}, optimizer.step() ran with no "
+                        "gradient", limit=case["max_grad_norm"]))
         case["unclipped_norm"] = _total_norm(_tensors(p, f"{label}.fresh").values())
         case["norm_at_last_step"] = _total_norm(_tensors(p, f"{label}.at_step").values())
     verdict.note(tight=tight, loose=loose)
     limit, norm, raw = tight["max_grad_norm"], tight["norm_at_last_step"], tight["unclipped_norm"]
     diagnosis = t("it was not clipped") if abs(norm - raw) <= 1e-9 * raw else t("it was clipped to another limit")
     verdict.check(norm <= limit * (1 + CLIP_ABOVE),
-                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g} (the "
-                    "unclipped gradient has {raw:.4g}); expected at most {limit:g}: {diagnosis}", limit=limit, norm=norm,
+                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g} "
+                    "(the "
+                    "unclipped gradient has {raw:.4g}); expected at most {limit:g}: "
+                    "{diagnosis}", limit=limit, norm=norm,
                     raw=raw, diagnosis=diagnosis))
     verdict.check(norm >= limit * (1 - CLIP_BELOW),
-                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g}, far "
+                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g}, "
+                    "far "
                     "below the limit (the unclipped norm is {raw:.4g}); clipping rescales to the limit, not below it",
                     limit=limit, norm=norm, raw=raw))
     norm, raw = loose["norm_at_last_step"], loose["unclipped_norm"]
     verdict.check(abs(norm - raw) <= UNTOUCHED_TOLERANCE * raw,  # NaN fails too
-                  t("with max_grad_norm={limit:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; a gradient "
+                  t("with max_grad_norm={limit:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; a "
+                    "gradient "
                     "already below the limit must be left as it is", limit=loose["max_grad_norm"], raw=raw, norm=norm))
     default = p.value("default")
     verdict.check(len(default["with_grad_at_step"]) > 0 and default["with_grad_at_step"][-1] > 0,
@@ -338,7 +352,8 @@ def test_gradients_reset(obs, verdict):
         for name, want in fresh.items():
             got = at_step.get(name)
             if got is None:
-                verdict.fail(t("at {situation}, `{name}` had no gradient at optimizer.step() although backward reaches it",
+                verdict.fail(t("at {situation}, `{name}` had no gradient at optimizer.step() although backward reaches "
+                               "it",
                                situation=situation, name=name))
             fresh_norm, step_norm = float(want.double().norm()), float(got.double().norm())
             difference = float((got.double() - want.double()).norm()) if got.shape == want.shape else math.inf
@@ -349,7 +364,8 @@ def test_gradients_reset(obs, verdict):
                                fresh=fresh_norm, difference=difference))
     held = [c for c in p.value("grads_at_backward") if c > 0]
     if held:
-        verdict.fail(t("when backward() began, {held} of {total} parameters still held a .grad tensor (values were reset, "
+        verdict.fail(t("when backward() began, {held} of {total} parameters still held a .grad tensor (values were "
+                       "reset, "
                        "but not to None); the contract asks for zero_grad(set_to_none=True)", held=held[0],
                        total=n_params))
     verdict.ok(t("at both calls every parameter's step gradient equals one fresh backward, and no .grad survived into "
@@ -416,7 +432,8 @@ def test_fit_protocol(obs, verdict):
                   t("{call} made {made} optimizer steps; expected {steps}, one per step", call=call, made=len(log),
                     steps=asked["steps"]))
     step = log[0]
-    verdict.check(step["is_adamw"], t("{call} stepped an optimizer of type {kind}; expected torch.optim.AdamW", call=call,
+    verdict.check(step["is_adamw"], t("{call} stepped an optimizer of type {kind}; expected "
+                                      "torch.optim.AdamW", call=call,
                                       kind=step["type"]))
     for g in step["groups"]:
         verdict.check(_same(g["lr"], asked["lr"]), t("{call} stepped AdamW with lr {got}; expected {want:g}, the lr "
@@ -428,7 +445,8 @@ def test_fit_protocol(obs, verdict):
     verdict.check(not missing, t("{call}: the optimizer does not hold {count} trainable parameters: {names}", call=call,
                                  count=len(missing), names=_names(missing)))
     big = obs.probe("overfit_fixed_batch")
-    _check_loss_list(verdict, f"fit_fixed_batch(..., steps={big.value('steps')})", big.value("losses"), big.value("steps"))
+    _check_loss_list(verdict, f"fit_fixed_batch(..., steps={big.value('steps')})", big.value("losses"),
+                     big.value("steps"))
     _check_fit_defaults(verdict, obs.probe("fit_defaults"))
     verdict.ok(t("{steps} AdamW steps at lr {lr:g} without weight decay over every parameter; a list of one float per "
                  "step (also {big} for {big} steps), the first the loss before training", steps=asked["steps"],
@@ -444,7 +462,8 @@ def test_overfit_fixed_batch(obs, ref, verdict):
     p = obs.probe("overfit_fixed_batch")
     y = ref.probe("overfit_fixed_batch").value("y")
     final, _, prediction = evaluation(trained_logits(verdict, p, ref.probe("overfit_fixed_batch")), y)
-    setting = t("x={x}, y={y}, {steps} steps at lr {lr:g}", x=p.value("x"), y=y, steps=p.value("steps"), lr=p.value("lr"))
+    setting = t("x={x}, y={y}, {steps} steps at lr "
+                "{lr:g}", x=p.value("x"), y=y, steps=p.value("steps"), lr=p.value("lr"))
     verdict.note(initial_loss=p.value("initial_loss"), final_loss=final, prediction=prediction, expected=y,
                  returned_losses=_every_tenth(p.value("losses")))
     verdict.note(curve_steps=_every_tenth_step(p.value("losses")), threshold=OVERFIT_THRESHOLD)
@@ -477,7 +496,8 @@ def test_contradictory_labels(obs, ref, verdict):
                 steps=p.value("steps"), lr=p.value("lr"))
     verdict.note(optimum=best, final_loss=final, initial_loss=p.value("initial_loss"),
                  per_position_loss=per_position_loss, returned_losses=_every_tenth(p.value("losses")))
-    verdict.check(math.isfinite(final), t("after fit_fixed_batch ({setting}) the loss in eval mode is {final}; expected "
+    verdict.check(math.isfinite(final), t("after fit_fixed_batch ({setting}) the loss in eval mode is {final}; "
+                                          "expected "
                                           "a finite loss near the optimum {best:.4f}", setting=setting, final=final,
                                           best=best))
     verdict.check(final >= best - OPTIMUM_SLACK,
@@ -486,7 +506,8 @@ def test_contradictory_labels(obs, ref, verdict):
                     "predictions", setting=setting, final=final, best=best))
     verdict.check(final <= best + CONTRADICTORY_MARGIN,
                   t("after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4f} (it started at "
-                    "{initial:.4f}); the optimum is {best:.4f} (log 2 at each contested position, 0 elsewhere); expected "
+                    "{initial:.4f}); the optimum is {best:.4f} (log 2 at each contested position, 0 elsewhere); "
+                    "expected "
                     "at most {limit:.4f}", setting=setting, final=final, initial=p.value("initial_loss"), best=best,
                     limit=best + CONTRADICTORY_MARGIN))
     verdict.ok(t("loss {final:.4f}, within {gap:.1e} of the optimum {best:.4f} = log 2 × {contested}·2/{positions} "
@@ -591,7 +612,8 @@ def _float(value):
 
 def _same(got, want) -> bool:
     """Equal hyper-parameters: `got` is a number and equals `want` to HYPER_TOLERANCE relative."""
-    return isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(got, want, rel_tol=HYPER_TOLERANCE, abs_tol=0.0)
+    return isinstance(got, (int, float)) and not isinstance(got, bool) \
+        and math.isclose(got, want, rel_tol=HYPER_TOLERANCE, abs_tol=0.0)
 
 
 def _float32_note(got, want) -> Text:
@@ -605,7 +627,8 @@ def _float32_note(got, want) -> Text:
 def _call(probe_name: str, asked: dict) -> str:
     if probe_name == "optimizer_defaults":
         return "make_optimizer(model)"
-    return f"make_optimizer(model, lr={asked['lr']:g}, weight_decay={asked['weight_decay']:g}, betas={tuple(asked['betas'])})"
+    return (f"make_optimizer(model, lr={asked['lr']:g}, weight_decay={asked['weight_decay']:g}, "
+            f"betas={tuple(asked['betas'])})")
 
 
 def _names(names: list[str | Text]) -> Text:

@@ -14,12 +14,14 @@ EXERCISE = "transformer_lm"
 IGNORE_INDEX = -100
 CAUSAL_TOLERANCE = 1e-10   # float64 model: anything above rounding noise is information from the future
 CAUSAL_SHAPE = [2, 10, 13] # the causality probe's logits: tokens [B, T] = [2, 10], V = 13
-READS_THE_PAST = 1e-6      # float64: a position attending to position 0 moves its logits by ~1e-2 when that token changes
+READS_THE_PAST = 1e-6      # float64: a position attending to position 0 moves its logits by ~1e-2 when that token
+                           # changes
 LOSS_TOLERANCE = 1e-5      # float32 logits of order one: correct reductions (mean, sum / count, log_softmax + gather)
                            # agree to ~1e-6; every bug this catches moves the loss by more than 1e-3
 VALUE_TOLERANCE = 1e-5     # float32, same weights: only the order of floating-point operations may differ
 LIMIT_TOLERANCE = 1e-5     # float32 hand-computed limit: rounding of LayerNorm and log-sum-exp is ~1e-7
-OVERFIT_THRESHOLD = 0.1    # the chapter's bar; the reference ends at 2.7e-05..5.0e-05 (100 seeds, bench/calibrate_transformer_lm.py)
+OVERFIT_THRESHOLD = 0.1    # the chapter's bar; the reference ends at 2.7e-05..5.0e-05 (100 seeds,
+                           # bench/calibrate_transformer_lm.py)
 CONTRADICTORY_BELOW = 1e-3  # below the optimum is impossible for a deterministic model: only rounding may go under
 CONTRADICTORY_MARGIN = 0.05  # above the optimum: the reference ends 8.0e-05..3.7e-03 above it (100 seeds, 120 steps),
                              # a model that does not learn stays ~1.1 above; never demand lower than log 2
@@ -96,7 +98,8 @@ def test_config_rejects_bad_sizes(obs, verdict):
         verdict.fail(_list_failures(good, t("{count} valid configurations were rejected; they must construct",
                                             count=len(good))))
     verdict.ok(t("ValueError for all {total} invalid size settings (vocab_size < 3, zero or negative sizes, heads not "
-                 "dividing d_model); the valid edge cases (vocab_size=3, n_heads=d_model, sizes 1) construct", total=total))
+                 "dividing d_model); the valid edge cases (vocab_size=3, n_heads=d_model, sizes 1) "
+                 "construct", total=total))
 
 
 @criterion("config_rejects_bad_dropout", kind="errors",
@@ -122,7 +125,8 @@ def test_config_rejects_bad_dropout(obs, verdict):
 def test_logits_shape(obs, verdict):
     p = obs.probe("forward")
     returned = p.value("returned")
-    verdict.check(returned["type"] == "dict", t("forward returned a {kind}; expected a dict with keys 'logits', 'loss', "
+    verdict.check(returned["type"] == "dict", t("forward returned a {kind}; expected a dict with keys 'logits', "
+                                                "'loss', "
                                                 "'past_key_values'", kind=returned["type"]))
     keys = p.value("keys")
     missing = [k for k in ("logits", "loss", "past_key_values") if k not in keys]
@@ -135,7 +139,8 @@ def test_logits_shape(obs, verdict):
                            tokens=tokens, kind=got["type"], want=size))
         if got["shape"] != size:
             if got["shape"] in ([size[0], size[2]], [size[0], 1, size[2]]) and size[1] > 1:
-                verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]: only the last position "
+                verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]: only the last "
+                               "position "
                                "was returned, but every position needs its logits",
                                tokens=tokens, got=got["shape"], want=size))
             verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]",
@@ -170,7 +175,8 @@ def test_loss_in_graph(obs, verdict):
             verdict.fail(t("{condition} the loss is not connected to the model's parameters: {how}; backward() cannot "
                            "reach any weight", condition=condition, how=how))
     none = p.value("without_targets")
-    verdict.check(none["type"] == "NoneType", t("without targets the loss is a {kind}; expected None", kind=none["type"]))
+    verdict.check(none["type"] == "NoneType", t("without targets the loss is a {kind}; expected "
+                                                "None", kind=none["type"]))
     verdict.ok(t("the loss is a 0-dim tensor with grad_fn {grad_fn}; without targets it is None",
                  grad_fn=p.value("plain")["grad_fn"]))
 
@@ -199,7 +205,8 @@ def test_loss_value(obs, verdict):
         shifted = _cross_entropy(logits[:, :-1], targets[:, 1:])
         cause = NO_REMARK
         if abs(got - float(flat) / total) <= 1e-4 and scored != total:
-            cause = t(" = the summed cross-entropy divided by all {total} positions: the {ignored} ignored positions are "
+            cause = t(" = the summed cross-entropy divided by all {total} positions: the {ignored} ignored positions "
+                      "are "
                       "counted in the mean", total=total, ignored=total - scored)
         elif abs(got - shifted) <= 1e-4:
             cause = t(" = the cross-entropy of logits[:, :-1] against targets[:, 1:]: the targets are shifted a second "
@@ -222,7 +229,8 @@ def test_logits_match_reference(obs, ref, verdict):
     problem = difference(got, want, atol=VALUE_TOLERANCE, rtol=1e-4)
     verdict.check(problem is None, t("with every parameter set to the same seeded values as the reference "
                                      "(tokens [2, 7], two blocks), the logits differ: {problem}", problem=problem))
-    verdict.ok(t("with the same weights the logits match the reference within {tolerance:g}", tolerance=VALUE_TOLERANCE))
+    verdict.ok(t("with the same weights the logits match the reference within "
+                 "{tolerance:g}", tolerance=VALUE_TOLERANCE))
 
 
 @criterion("hand_computed_limit", kind="values",
@@ -232,7 +240,8 @@ def test_logits_match_reference(obs, ref, verdict):
                   "last position only, or targets shifted inside forward."))
 def test_hand_computed_limit(obs, verdict):
     p = obs.probe("hand_limit")
-    expected = {"high": torch.tensor([[[A, -A, 0.0], [-A, A, 0.0]]]), "low": torch.tensor([[[-A, A, 0.0], [A, -A, 0.0]]])}
+    expected = {"high": torch.tensor([[[A, -A, 0.0], [-A, A, 0.0]]]),
+                "low": torch.tensor([[[-A, A, 0.0], [A, -A, 0.0]]])}
     closed = {"high": LSE + A, "low": LSE - A}
     heads = {"high": t("head rows (1,0), (0,1), (0,0)"), "low": t("head rows 0 and 1 swapped")}
     losses = {}
@@ -240,7 +249,8 @@ def test_hand_computed_limit(obs, verdict):
         logits = p.tensor(f"logits_{key}")
         if list(logits.shape) != [1, 2, 3]:
             if list(logits.shape) in ([1, 3], [1, 1, 3]):
-                verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]: only the last "
+                verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]: only the "
+                               "last "
                                "position was returned", shape=list(logits.shape)))
             verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]",
                            shape=list(logits.shape)))
@@ -253,7 +263,8 @@ def test_hand_computed_limit(obs, verdict):
             if raw:
                 cause = t(": they equal the head applied to the raw embeddings, so final_norm was skipped")
             elif never:
-                cause = t("; forward never called {modules} (the limit is set up through each module's output: skipped, "
+                cause = t("; forward never called {modules} (the limit is set up through each module's output: "
+                          "skipped, "
                           "or its .forward called directly instead of the module)", modules=", ".join(never))
             verdict.fail(t("with {heads} the logits should be {logits} with a = {a:.7f}; {problem}{cause}",
                            heads=heads[key], logits="(a,-a,0), (-a,a,0)" if key == "high" else "(-a,a,0), (a,-a,0)",
@@ -262,7 +273,8 @@ def test_hand_computed_limit(obs, verdict):
         if losses[key] is None:
             verdict.fail(t("with targets [[1, 0]] the loss is a {kind}; expected a scalar",
                            kind=p.value(f"loss_{key}")["type"]))
-    verdict.note(loss_high=losses["high"], loss_low=losses["low"], expected_high=closed["high"], expected_low=closed["low"], a=A)
+    verdict.note(loss_high=losses["high"], loss_low=losses["low"], expected_high=closed["high"],
+                 expected_low=closed["low"], a=A)
     for key in ("high", "low"):
         if not abs(losses[key] - closed[key]) <= LIMIT_TOLERANCE:  # NaN fails too
             other = closed["low" if key == "high" else "high"]
@@ -288,8 +300,10 @@ def test_causality(obs, verdict):
     p = obs.probe("causality")
     base, repeat = p.tensor("base"), p.tensor("repeat")
     if list(base.shape) != CAUSAL_SHAPE or list(repeat.shape) != CAUSAL_SHAPE:
-        verdict.fail(t("tokens of shape {tokens} (V = {vocab}) gave logits of shape {first}, then {second}; expected {want}",
-                       tokens=CAUSAL_SHAPE[:2], vocab=CAUSAL_SHAPE[2], first=list(base.shape), second=list(repeat.shape),
+        verdict.fail(t("tokens of shape {tokens} (V = {vocab}) gave logits of shape {first}, then {second}; expected "
+                       "{want}",
+                       tokens=CAUSAL_SHAPE[:2], vocab=CAUSAL_SHAPE[2], first=list(base.shape),
+                       second=list(repeat.shape),
                        want=CAUSAL_SHAPE))
     repeat_change = float((repeat.double() - base.double()).abs().max())
     perturbed = []
@@ -343,7 +357,8 @@ def test_eval_deterministic(obs, verdict):
     first, second, other = p.tensor("first"), p.tensor("second"), p.tensor("other")
     for logits in (first, second):
         verdict.check(bool(torch.isfinite(logits).all()),
-                      t("with dropout=0.5 in eval mode the logits hold NaN or inf for valid tokens, so whether two calls "
+                      t("with dropout=0.5 in eval mode the logits hold NaN or inf for valid tokens, so whether two "
+                        "calls "
                         "agree cannot be judged"))
     problem = difference(second, first, atol=0.0)
     verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same tokens differ: {problem}",
@@ -386,21 +401,25 @@ def test_gradients_reach_every_parameter(obs, verdict):
     bad = [n for n, g in grads.items() if not g["finite"]]
     verdict.check(not bad, t("non-finite (NaN or inf) gradients in {names}", names=", ".join(bad[:6])))
     zero = [n for n, g in grads.items() if g["norm"] == 0.0]
-    verdict.check(not zero, t("all-zero gradients in {names}: with a random init every parameter tensor should move the "
+    verdict.check(not zero, t("all-zero gradients in {names}: with a random init every parameter tensor should move "
+                              "the "
                               "loss", names=", ".join(zero[:6])))
-    token_rows, position_rows = _largest_per_row(p, "token_embedding_grad"), _largest_per_row(p, "position_embedding_grad")
+    token_rows = _largest_per_row(p, "token_embedding_grad")
+    position_rows = _largest_per_row(p, "position_embedding_grad")
     unused, used, T = p.value("unused_tokens"), p.value("used_tokens"), p.value("T")
     leaked = [(i, token_rows[i]) for i in unused if token_rows[i] != 0.0]
     if leaked:
         verdict.fail(t("token ids {ids} never appear in the batch, yet their embedding rows got gradient up to "
-                       "{largest:.3g}; expected exactly 0", ids=[i for i, _ in leaked], largest=max(v for _, v in leaked)))
+                       "{largest:.3g}; expected exactly "
+                       "0", ids=[i for i, _ in leaked], largest=max(v for _, v in leaked)))
     beyond = [(row, v) for row, v in enumerate(position_rows) if row >= T and v != 0.0]
     if beyond:
         verdict.fail(t("position rows {rows} lie beyond T = {length} yet got gradient up to {largest:.3g}; expected "
                        "exactly 0", rows=[row for row, _ in beyond], length=T, largest=max(v for _, v in beyond)))
     unused_pos = [row for row in range(T) if position_rows[row] == 0.0]
     if unused_pos == [T - 1]:
-        verdict.fail(t("position row {row} (the last position, T = {length}) got no gradient: the last position's logits "
+        verdict.fail(t("position row {row} (the last position, T = {length}) got no gradient: the last position's "
+                       "logits "
                        "never reach the loss; are the targets shifted a second time (logits[:, :-1] against "
                        "targets[:, 1:])?", row=T - 1, length=T))
     verdict.check(not unused_pos, t("position rows {rows} (< T = {length}) got no gradient: positions 0..T-1 must be "
@@ -436,7 +455,8 @@ def test_registration(obs, ref, verdict):
                        "model.parameters() holds {count:,} parameters instead of {expected:,}",
                        kind=got.value("blocks_type"), count=count, expected=expected))
     if got.value("n_blocks") != n or got.value("distinct_blocks") != n:
-        verdict.fail(t("with n_layers={n_layers} model.blocks holds {entries} entries but only {distinct} distinct block "
+        verdict.fail(t("with n_layers={n_layers} model.blocks holds {entries} entries but only {distinct} distinct "
+                       "block "
                        "objects: the layers share weights ({count:,} parameters instead of {expected:,})",
                        n_layers=n, entries=got.value("n_blocks"), distinct=got.value("distinct_blocks"), count=count,
                        expected=expected))
@@ -513,7 +533,8 @@ def test_rejects_too_long(obs, verdict):
         failures = _list_failures(bad, t("{count} sequences longer than block_size = 8 did not raise ValueError",
                                          count=len(bad)))
         if any(raised(o) is None for _, o in bad):
-            verdict.fail(t("{failures}; returning logits means the positions were wrapped or clipped", failures=failures))
+            verdict.fail(t("{failures}; returning logits means the positions were wrapped or "
+                           "clipped", failures=failures))
         verdict.fail(failures)
     ok = _failures(p.value("at_block_size"), None)
     verdict.check(not ok, _list_failures(ok, t("{count} sequences of exactly block_size tokens were rejected; they are "
@@ -587,11 +608,14 @@ def test_overfit_fixed_batch(obs, verdict):
     verdict.note(curve=curve, final_eval_loss=final, prediction=pred.tolist(), targets=targets.tolist())
     start = verbatim(f"{curve[0]:.4f}") if curve else t("n/a")
     if not final < OVERFIT_THRESHOLD:
-        verdict.fail(t("after {steps} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your logits "
-                       "against y) is {loss:.4f}, first training loss {start}; expected below {threshold} (the reference "
+        verdict.fail(t("after {steps} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your "
+                       "logits "
+                       "against y) is {loss:.4f}, first training loss {start}; expected below {threshold} (the "
+                       "reference "
                        "reaches about 5e-05){remark}", steps=p.value("steps"), loss=final, start=start,
                        threshold=OVERFIT_THRESHOLD, remark=_own_loss_note(p, final)))
-    verdict.check(torch.equal(pred, targets), t("the eval loss is {loss:.4g} but the predictions {predicted} differ from "
+    verdict.check(torch.equal(pred, targets), t("the eval loss is {loss:.4g} but the predictions {predicted} differ "
+                                                "from "
                                                 "the targets {targets}", loss=final, predicted=pred.tolist(),
                                                 targets=targets.tolist()))
     verdict.ok(t("after {steps} steps the eval loss fell from {start} to {loss:.2e} and argmax equals the targets",
@@ -621,8 +645,10 @@ def test_contradictory_labels(obs, verdict):
               "(optimum = {count} x log 2 / {length} = {optimum:.4f})",
               length=T, positions=contradictory, count=len(contradictory), optimum=optimum)
     if final < optimum - CONTRADICTORY_BELOW:
-        verdict.fail(t("for {where} the eval loss is {loss:.4f}, below the optimum: no deterministic model of the input "
-                       "can do that; the logits must depend on something other than the tokens", where=where, loss=final))
+        verdict.fail(t("for {where} the eval loss is {loss:.4f}, below the optimum: no deterministic model of the "
+                       "input "
+                       "can do that; the logits must depend on something other than the "
+                       "tokens", where=where, loss=final))
     if not final <= optimum + CONTRADICTORY_MARGIN:  # NaN fails too
         verdict.fail(t("for {where} the eval loss after {steps} steps is {loss:.4f}, {excess:.3f} above the optimum "
                        "(allowed {margin}); the reference ends within 0.004 of it{remark}", where=where,
