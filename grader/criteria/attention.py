@@ -221,8 +221,8 @@ def test_masked_weights_zero(obs, ref, verdict):
         reversed_ = bool((weights[mask] == 0).all())
         why = (t(" Your weights are zero exactly where the mask is True: the mask is read the wrong way round "
                  "(True must mean 'may attend').") if reversed_ else
-               t(" The -inf fill reached the weights: it was applied after the softmax instead of to the scores "
-                 "before it.") if bool((weights[leaked] == float("-inf")).all()) else verbatim(""))
+               t(" The -inf fill reached the weights: it was applied after the softmax instead of to the scores before "
+                 "it.") if bool((weights[leaked] == float("-inf")).all()) else verbatim(""))
         verdict.fail(t("{leaked} of {masked} masked positions have a non-zero weight, e.g. {weight:.4g} at {location} "
                        "where the mask is False.{why}", leaked=int(leaked.sum()), masked=int((~mask).sum()),
                        weight=float(weights[i]), location=_at(i), why=why))
@@ -236,8 +236,7 @@ def test_masked_weights_zero(obs, ref, verdict):
                if float((weights.sum(-1) - 1).max()) <= SUM_TOLERANCE else
                t("A sum above 1 means the softmax normalised over another axis than the keys (dim=-1)."))
         verdict.fail(t("the masked positions are 0, but the weights of {location} sum to {total:.6g} over its "
-                       "{allowed} "
-                       "allowed keys; expected 1. {why}", location=_at(i, AXES[:3]), total=total,
+                       "{allowed} allowed keys; expected 1. {why}", location=_at(i, AXES[:3]), total=total,
                        allowed=int(mask[i].sum()), why=why))
     problem = difference(out, weights @ v.double(), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
@@ -434,13 +433,11 @@ def test_gradients_finite(obs, ref, verdict):
                           cause=_non_finite_cause(weights, mask))
             elif bool(forward_bad.any()):
                 cause = t("the forward's weights are NaN for queries whose every key is masked: a softmax over a row "
-                          "of "
-                          "only -inf is 0/0 = NaN, and it flows back through the scores")
+                          "of only -inf is 0/0 = NaN, and it flows back through the scores")
             else:
                 cause = t("the forward is finite, so the NaN comes from the backward of a row of only -inf scores: "
                           "repairing the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes "
-                          "only "
-                          "the forward")
+                          "only the forward")
             verdict.fail(t("{name}.grad holds {count} non-finite values (NaN or inf) of {total}, the first at "
                            "{location}; {cause}", name=name, count=int(bad.sum()), total=g.numel(),
                            location=_at(i, axes), cause=cause))
@@ -466,8 +463,8 @@ def test_gradients_finite(obs, ref, verdict):
             verdict.fail(t("key {j} (batch {b}, head {h}) is masked for every query, yet {name}.grad there reaches "
                            "{grad:.3g}; expected 0. That key still influences the result: through a query with no "
                            "allowed key (uniform weights instead of zeros), or through a mask applied after the "
-                           "softmax "
-                           "(the masked score still sits in the softmax's denominator)", j=j, b=b, h=h, name=name,
+                           "softmax (the masked score still sits in the softmax's "
+                           "denominator)", j=j, b=b, h=h, name=name,
                            grad=float(leak[b, h, j])))
     verdict.ok(t("q, k and v receive finite gradients; fully masked queries and keys masked for every query receive "
                  "none"))

@@ -45,8 +45,7 @@ def test_reload_identical_logits(obs, verdict):
         return
     if torch.equal(loaded, before):
         verdict.fail(t("after load_checkpoint the freshly built model still gives its own initial logits, not the "
-                       "saved "
-                       "model's: the stored weights never reached `model`"))
+                       "saved model's: the stored weights never reached `model`"))
     verdict.fail(t("after load_checkpoint the logits differ from the saved model's: {problem}; expected bitwise "
                    "equality",
                    problem=difference(loaded, saved, atol=EXACT)))
@@ -116,10 +115,8 @@ def test_file_weights_only(obs, verdict):
         refused = p.value("refused_global") if p.has("refused_global") else None
         if refused:
             verdict.fail(t("torch.load(path, weights_only=True) refused the file save_checkpoint wrote: it holds a "
-                           "pickled "
-                           "`{name}` object ({qualified}), and weights_only accepts only tensors, state dicts and "
-                           "plain "
-                           "values", name=refused.rsplit(".", 1)[-1], qualified=refused))
+                           "pickled `{name}` object ({qualified}), and weights_only accepts only tensors, state dicts "
+                           "and plain values", name=refused.rsplit(".", 1)[-1], qualified=refused))
         verdict.fail(t("torch.load(path, weights_only=True) on the file save_checkpoint wrote {outcome}; a checkpoint "
                        "must hold only tensors and plain values", outcome=_short(outcome)))
     keys = p.value("keys")
@@ -140,8 +137,7 @@ def test_load_refuses_pickled_code(obs, verdict):
     outcome = p.value("load_planted")
     if p.value("canary_ran"):
         verdict.fail(t("load_checkpoint executed code stored in the file: the grader added one pickled object to a "
-                       "copy "
-                       "of your own checkpoint, and loading that copy ran the function the object names (then "
+                       "copy of your own checkpoint, and loading that copy ran the function the object names (then "
                        "load_checkpoint {outcome}); a loader that unpickles arbitrary objects lets any downloaded "
                        "checkpoint run code on your machine", outcome=describe_outcome(outcome)))
     clean = p.value("load_clean")
@@ -195,17 +191,15 @@ def test_atomic_save(obs, verdict):
         listed = p.value(key)
         if listed != ["run.pt"]:
             verdict.fail(t("{when} the folder holds {listed}; expected only ['run.pt']: a temporary file was left "
-                           "behind "
-                           "or the checkpoint was written under another name", when=when, listed=listed))
+                           "behind or the checkpoint was written under another name", when=when, listed=listed))
     failed = p.value("failed_save")
     after = p.value("info_after_failure") or {}
     verdict.note(failed_save=failed, listing_after_failure=p.value("after_failed"))
     if p.value("digest_after_failed_save") != p.value("digest_before_failed_save"):
         if not raised(failed) and after and after.get("step") == 3:
             verdict.fail(t("save_checkpoint succeeded with a model and an optimizer whose state_dict() cannot be "
-                           "written "
-                           "completely (the file now holds step 3), so the grader could not make it fail halfway: save "
-                           "model.state_dict() and optimizer.state_dict() as they are"))
+                           "written completely (the file now holds step 3), so the grader could not make it fail "
+                           "halfway: save model.state_dict() and optimizer.state_dict() as they are"))
         if raised(p.value("load_after_failure")):
             verdict.fail(t("a save that failed halfway (torch.save raised OSError while writing the model's state) "
                            "changed the previous checkpoint at `path`: its bytes are no longer those of the step-2 "
@@ -215,23 +209,19 @@ def test_atomic_save(obs, verdict):
     listed = p.value("after_failed")
     if listed != ["run.pt"]:
         verdict.fail(t("after a save that failed halfway the folder holds {listed}; expected only ['run.pt']: delete "
-                       "the "
-                       "temporary file when the save fails", listed=listed))
+                       "the temporary file when the save fails", listed=listed))
     loaded = p.value("load_after_failure")
     if raised(loaded):
         verdict.fail(t("after a failed save, load_checkpoint on the intact previous file "
                        "{outcome}", outcome=_short(loaded)))
     verdict.check(after.get("step") == 2, t("after a failed save, load_checkpoint returned step={step}; expected 2, "
-                                            "the "
-                                            "step of the previous checkpoint", step=repr(after.get("step"))))
+                                            "the step of the previous checkpoint", step=repr(after.get("step"))))
     if raised(failed):
         verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step "
-                     "2), "
-                     "with no temporary file left behind"))
+                     "2), with no temporary file left behind"))
     else:
         verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step "
-                     "2), "
-                     "with no temporary file left behind (note: your save_checkpoint returned without raising; a "
+                     "2), with no temporary file left behind (note: your save_checkpoint returned without raising; a "
                      "failed save should raise)"))
 
 
@@ -280,15 +270,12 @@ def test_resume_bitwise(obs, verdict):
     if not torch.equal(rng_after, first.tensor("rng_at_save")):
         if torch.equal(rng_after, fresh.tensor("rng_before_load")):
             verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is "
-                           "not "
-                           "where it was when the checkpoint was saved (load_checkpoint left the new process's "
-                           "generator "
-                           "untouched), so the resumed steps draw other dropout masks than the straight run",
+                           "not where it was when the checkpoint was saved (load_checkpoint left the new process's "
+                           "generator untouched), so the resumed steps draw other dropout masks than the straight run",
                            summary=summary))
         verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not "
-                       "where "
-                       "it was when the checkpoint was saved, so the resumed steps draw other dropout masks than the "
-                       "straight run", summary=summary))
+                       "where it was when the checkpoint was saved, so the resumed steps draw other dropout masks than "
+                       "the straight run", summary=summary))
 
     n = differing[0]
     problem = difference(fresh.tensor("resumed." + n), first.tensor("straight." + n), atol=EXACT)
@@ -457,7 +444,6 @@ def test_generate_eval_mode(obs, verdict):
     verdict.note(calls=calls)
     verdict.check(bool(calls), t("generate never called the model, so its mode could not be observed"))
     verdict.check(training == 0, t("a model handed to generate in train() mode was still in training mode in "
-                                   "{training} "
-                                   "of {calls} forward calls: dropout stays active during generation",
+                                   "{training} of {calls} forward calls: dropout stays active during generation",
                                    training=training, calls=len(calls)))
     verdict.ok(t("a model handed over in train() mode ran all {calls} forward calls in eval() mode", calls=len(calls)))

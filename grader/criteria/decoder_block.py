@@ -15,8 +15,7 @@ VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-po
 CAUSAL_SHAPE = [2, 8, 16] # the causality probe's x, [B, T, C]: the output keeps that shape
 DROPOUT_P = 0.5           # the dropout probe's rate: kept elements are scaled by 1 / (1 - p) = 2, exactly
 NON_FINITE_CAUSE = t("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * "
-                     "-inf "
-                     "gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
+                     "-inf gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
 OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the eval value; weight dropout mixes values
 # A weight that dropout kept is exactly 2 x its eval value (a power of two; float32 inside rounds both passes alike);
 # dropout on the scores before the softmax renormalises the row and moves the kept weights by ~10 %.
@@ -60,8 +59,7 @@ def test_causality(obs, verdict):
         first = bad[0]
         if not torch.isfinite(base[:, : first + 1]).all():
             verdict.fail(t("the output at positions 0..{position} holds NaN or inf even before any input changes, so "
-                           "no "
-                           "change there can be measured", position=first))
+                           "no change there can be measured", position=first))
         change = t("became NaN") if math.isnan(leaks[first]) else t("by up to {leak:.3g}", leak=leaks[first])
         verdict.fail(t("changing the inputs after position {position} changed the output at positions 0..{position} "
                        "{change} (expected no change at all); {leaking} of {prefixes} prefixes leak",
@@ -97,8 +95,7 @@ def test_values_match_reference(obs, ref, verdict):
                        "bias-free), so the seeded weights alone do not fix the output", biases=", ".join(biases))
                      if biases else
                      t("likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from "
-                       "q "
-                       "and k, or merging heads without transpose(1, 2)"))
+                       "q and k, or merging heads without transpose(1, 2)"))
             verdict.fail(t("with the same projection weights ({sizes}) the output differs from the reference: "
                            "{problem}; {cause}", sizes=label, problem=problem, cause=cause))
     verdict.ok(t("with the same weights the output matches the reference within {tolerance:g}, also when H == T",
@@ -118,8 +115,7 @@ def test_gradients_reach_projections(obs, verdict):
         g = grads.get(name, "missing")
         if g == "missing":
             verdict.fail(t("the module has no parameter `{name}`; the contract asks for q_proj, k_proj, v_proj, "
-                           "out_proj = "
-                           "nn.Linear(d_model, d_model, bias=False)", name=name))
+                           "out_proj = nn.Linear(d_model, d_model, bias=False)", name=name))
         if g is None:
             verdict.fail(t("`{name}` received no gradient: it is not used on the path from the input to the output",
                            name=name))
@@ -149,8 +145,7 @@ def test_eval_deterministic(obs, verdict):
                                      problem=problem))
     verdict.check(difference(other, first, atol=0.0) is not None,
                   t("in eval mode another input gives exactly the same output: the output does not depend on the "
-                    "input, "
-                    "and a constant is deterministic by construction"))
+                    "input, and a constant is deterministic by construction"))
     verdict.ok(t("with dropout=0.5, two eval-mode calls on the same input give identical outputs"))
 
 
@@ -184,9 +179,8 @@ def test_dropout_on_attention_weights(obs, verdict):
     verdict.note(elements=train.numel(), zero_elements=zeros)
     if bool(dropped_or_scaled.all()):
         verdict.fail(t("with dropout={p} every one of the {count} train-mode output elements is either 0 ({zeros} of "
-                       "them) "
-                       "or exactly {scale:g} x its eval-mode value: the dropout is applied to the output, element by "
-                       "element, not to the attention weights",
+                       "them) or exactly {scale:g} x its eval-mode value: the dropout is applied to the output, "
+                       "element by element, not to the attention weights",
                        p=DROPOUT_P, count=train.numel(), zeros=zeros, scale=1 / (1 - DROPOUT_P)))
     verdict.ok(t("the train-mode output mixes values (dropout on the attention weights), not 0 or 2 x the eval output "
                  "element by element"))

@@ -34,8 +34,7 @@ def test_weight_registered(obs, verdict):
     listed = ", ".join(p.value("parameters")) or t("nothing")
     verdict.check(p.value("weight_is_parameter"),
                   t("`weight` is a {kind}, not an nn.Parameter: model.parameters() lists {listed}, so an optimizer "
-                    "would "
-                    "never train the table", kind=kind, listed=listed))
+                    "would never train the table", kind=kind, listed=listed))
     if shape == [DIM, VOCAB]:
         verdict.fail(t("TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = "
                        "[13, 6] (rows and columns swapped: row i must be the vector of token i)", shape=shape))
@@ -43,9 +42,8 @@ def test_weight_registered(obs, verdict):
         verdict.fail(t("TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = "
                        "[13, 6]", shape=shape))
     verdict.check(p.value("weight_registered"), t("`weight` is an nn.Parameter but not among the module's "
-                                                  "parameters(): "
-                                                  "assign it as an attribute of the module (self.weight = "
-                                                  "nn.Parameter(...))"))
+                                                  "parameters(): assign it as an attribute of the module (self.weight "
+                                                  "= nn.Parameter(...))"))
     verdict.check(p.value("weight_requires_grad"), t("`weight` has requires_grad=False: the table could never be "
                                                      "trained"))
     verdict.ok(t("weight is an nn.Parameter of shape [13, 6] registered on the module (parameters: {listed})",
@@ -73,12 +71,10 @@ def test_output_shape(obs, ref, verdict):
             said = {"ids": ids_of, "shape": shape, "expected": expected}
             if shape == [n, DIM]:
                 verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the "
-                               "ids "
-                               "were flattened and the result never reshaped back to (*ids.shape, dim)", **said))
+                               "ids were flattened and the result never reshaped back to (*ids.shape, dim)", **said))
             if shape == [DIM] + ids_shape or shape == ids_shape[:-1] + [DIM, ids_shape[-1]]:
                 verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the "
-                               "dim "
-                               "axis is in the wrong place (a transposed result)", **said))
+                               "dim axis is in the wrong place (a transposed result)", **said))
             verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}", **said))
         seen.append(ids_shape)
     edge = obs.probe("edge_ids")
@@ -148,9 +144,8 @@ def test_padding_row_zero_at_init(obs, verdict):
             said = {"pad": pad, "row": _fmt(row), "nonzero": nonzero, "entries": row.numel()}
             if pad != 0 and bool((weight[0] == 0).all()):
                 verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} "
-                               "({nonzero} "
-                               "of {entries} entries non-zero); expected all zeros; row 0 is zero instead, as if the "
-                               "padding row were always 0", **said))
+                               "({nonzero} of {entries} entries non-zero); expected all zeros; row 0 is zero instead, "
+                               "as if the padding row were always 0", **said))
             verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} ({nonzero} of "
                            "{entries} entries non-zero); expected all zeros", **said))
         others = torch.cat([weight[:pad], weight[pad + 1:]])
@@ -288,8 +283,7 @@ def _check_gradient(obs, ref, verdict, key, pad):
     backward = got.value(f"backward_{key}")
     if raised(backward):
         verdict.fail(t("with {setting}, backward through the output {outcome}: the output must stay connected to "
-                       "weight "
-                       "in the autograd graph", setting=setting, outcome=_describe(backward)))
+                       "weight in the autograd graph", setting=setting, outcome=_describe(backward)))
     if f"grad_{key}" in got.not_tensors:
         verdict.fail(t("with {setting}, weight.grad is None after backward: the output is not connected to weight (a "
                        "copy, .data or .detach() cut the graph)", setting=setting))
@@ -326,8 +320,7 @@ def _check_gradient(obs, ref, verdict, key, pad):
                 verdict.fail(t("with {setting}, row {row} received gradient {got} although id {row} does not appear in "
                                "the batch", setting=setting, row=r, got=_fmt(grad[r])))
             verdict.fail(t("with {setting}, row {row} received {got}; expected {want}, the sum of the upstream "
-                           "gradients "
-                           "at the {count} positions holding id {row} (largest difference {difference:.3g})",
+                           "gradients at the {count} positions holding id {row} (largest difference {difference:.3g})",
                            setting=setting, row=r, got=_fmt(grad[r]), want=_fmt(want[r]), count=n, difference=diff))
     return worst
 
@@ -344,21 +337,18 @@ def _first_wrong_row(out, rows, ids, weight) -> Text:
             "wrong": int(bad.sum()), "positions": bad.numel()}
     if torch.equal(out, rows.movedim(-1, 0).reshape(out.shape)):
         return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, although "
-                 "every "
-                 "number is right: the output is weight[ids] laid out as [dim, *ids.shape] and then reshaped; reshape "
-                 "does not swap axes, use .t() / .transpose (or look up rows, weight[ids], directly); {wrong} of "
-                 "{positions} positions are wrong", **said)
+                 "every number is right: the output is weight[ids] laid out as [dim, *ids.shape] and then reshaped; "
+                 "reshape does not swap axes, use .t() / .transpose (or look up rows, weight[ids], directly); {wrong} "
+                 "of {positions} positions are wrong", **said)
     if same:
         return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}; it equals row "
                  "{same} instead; {wrong} of {positions} positions are wrong", same=same[0], **said)
     if torch.allclose(vec, weight[token], atol=1e-4):
         return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row} (close but not "
                  "equal: largest difference {difference:.3g}; a lookup copies exactly); {wrong} of {positions} "
-                 "positions "
-                 "are wrong", difference=float((vec - weight[token]).abs().max()), **said)
+                 "positions are wrong", difference=float((vec - weight[token]).abs().max()), **said)
     return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, and it is no row "
-             "of "
-             "weight at all; {wrong} of {positions} positions are wrong", **said)
+             "of weight at all; {wrong} of {positions} positions are wrong", **said)
 
 
 def _describe(outcome):

@@ -103,10 +103,9 @@ def test_merge_values(obs, ref, verdict):
                 (t("y.permute(0, 2, 3, 1).reshape(B, T, D*H): channels ordered d*H + h instead of h*D + d"),
                  y.permute(0, 2, 3, 1).reshape(B, T, H * D)),
             ])
-            wrong.append(t("{call}{equal}: out[{b}, {position}, {c}] is {got:.6g}; expected "
-                           "y[{b}, {head}, {position}, {channel}] = {want:.6g} (head c // D, channel c % D of position "
-                           "t)"
-                           "{alike}", call=t("merge_heads(y of shape {shape}{note})", shape=[B, H, T, D], note=note),
+            wrong.append(t("{call}{equal}: out[{b}, {position}, {c}] is {got:.6g}; expected y[{b}, {head}, {position}, "
+                           "{channel}] = {want:.6g} (head c // D, channel c % D of position "
+                           "t){alike}", call=t("merge_heads(y of shape {shape}{note})", shape=[B, H, T, D], note=note),
                            equal=_same_shape_note(H, T), b=b, position=position, c=c, got=g, head=c // D,
                            channel=c % D, want=w, alike=alike))
     _fail_first(verdict, wrong, len(cases))
@@ -130,8 +129,8 @@ def test_round_trip(obs, ref, verdict):
         call = t("split_heads(merge_heads(y), {heads}) for y of shape {shape}", heads=H, shape=[B, H, T, D])
         _check_same(verdict, _output(got, verdict, f"y_{i}", call, prefix="back_"), y, call, "y", "h, t, d")
         _check_between(verdict, got, f"y_{i}", t("merge_heads(y)"), [B, T, H * D])
-    verdict.ok(t("merge_heads(split_heads(x, H)) == x and split_heads(merge_heads(y), H) == y bitwise, for H != T "
-                 "and H == T"))
+    verdict.ok(t("merge_heads(split_heads(x, H)) == x and split_heads(merge_heads(y), H) == y bitwise, for H != T and "
+                 "H == T"))
 
 
 @criterion("rejects_indivisible", kind="errors",

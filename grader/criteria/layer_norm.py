@@ -189,16 +189,14 @@ def test_normalises_last_axis(obs, ref, verdict):
                 axis = t(" Your output matches a normalisation over {axis}.", axis=name)
         verdict.fail(t("on x of shape [B, T, C] = {shape}, changing only token (b=0, t=3) changed the output of token "
                        "(b={b}, t={pos}) by up to {moved:.3g} (expected no change): the statistics mix tokens instead "
-                       "of "
-                       "being taken over the last axis alone.{axis}", shape=shape, b=b, pos=pos,
+                       "of being taken over the last axis alone.{axis}", shape=shape, b=b, pos=pos,
                        moved=float(moved.max()), axis=axis))
     means = out.double().mean(dim=-1)
     worst = means.abs().max()
     if worst > ZERO_MEAN:
         b, pos = (int(i) for i in torch.nonzero(means.abs() == worst)[0])
         verdict.fail(t("with weight 1 and bias 0 the output of token (b={b}, t={pos}) has mean {mean:.6g} over the "
-                       "last "
-                       "axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)",
+                       "last axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)",
                        b=b, pos=pos, mean=float(means[b, pos])))
     verdict.ok(t("on {shape} each token's output has mean 0 over the last axis (max |mean| {worst:.1e}) and does not "
                  "move when another token changes", shape=shape, worst=float(worst)))
@@ -218,9 +216,8 @@ def test_population_variance(obs, ref, verdict):
         if difference(out, biased, atol=POPULATION_TOLERANCE) is None:
             ratio = float((out.double() / want).median())
             verdict.fail(t("on rows of D = 4 channels every output is {ratio:.4f} times the expected value (sqrt(3/4) "
-                           "= "
-                           "0.8660): your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by D "
-                           "= 4",
+                           "= 0.8660): your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by "
+                           "D = 4",
                            ratio=ratio))
         verdict.fail(t("on rows of D = 4 channels (weight 1, bias 0) the output differs from the population-variance "
                        "normalisation: {problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
@@ -263,8 +260,7 @@ def test_eps_inside_sqrt(obs, ref, verdict):
                            "(x - mean) / (sqrt(var) + eps)",
                            got=float(out[:4].abs().max()), want=float(accepted[0][:4].abs().max())))
         verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) the output differs from (x - mean) / sqrt(var + "
-                       "eps): "
-                       "{problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
+                       "eps): {problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
     x_custom, out_custom = inputs.tensor("x_custom"), got.tensor("out_custom")
     accepted = [layer_norm(x_custom, eps=1e-2), layer_norm(x_custom, eps=1e-2, unbiased=True)]
     if all(difference(out_custom, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
@@ -345,10 +341,8 @@ def test_gradients_flow(obs, ref, verdict):
         checks.append({"parameter": name, "autograd": analytic, "finite_difference": numeric})
         if not abs(analytic - numeric) <= FD_TOLERANCE * max(1.0, abs(numeric)):  # NaN fails too
             verdict.fail(t("along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} "
-                           "and "
-                           "re-running your forward changes the loss at a rate of {numeric:.8g}: part of the "
-                           "computation "
-                           "is hidden from autograd", name=name, analytic=analytic, numeric=numeric),
+                           "and re-running your forward changes the loss at a rate of {numeric:.8g}: part of the "
+                           "computation is hidden from autograd", name=name, analytic=analytic, numeric=numeric),
                          checks=checks)
     verdict.ok(t("x, weight and bias receive finite gradients equal to finite differences of your forward (relative "
                  "agreement {tolerance:g})", tolerance=FD_TOLERANCE), checks=checks)
@@ -431,9 +425,8 @@ def test_prenorm_structure(obs, ref, verdict):
     # What the sublayer received in the block as written, against the student's own norm called directly.
     received, own = got.tensor("received").double(), got.tensor("own_norm").double()
     if not bool(torch.isfinite(own).all()):
-        verdict.fail(t("block.norm(x) holds NaN or inf for a finite x of shape {shape} (rows of spread ~2), so "
-                       "what the sublayer receives cannot be judged; LayerNorm must be finite "
-                       "here", shape=list(x.shape)))
+        verdict.fail(t("block.norm(x) holds NaN or inf for a finite x of shape {shape} (rows of spread ~2), so what "
+                       "the sublayer receives cannot be judged; LayerNorm must be finite here", shape=list(x.shape)))
     problem = difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)
     if problem:
         if difference(received, x, atol=SAME_TOKEN) is None:
@@ -466,8 +459,8 @@ def test_input_not_modified(obs, ref, verdict):
     x = drawn.tensor("x")
     change = _largest_change(block.tensor("x_after_call"), x)
     verdict.check(change == 0.0, t("PreNormResidual's forward changed the caller's x by up to {change}: the residual "
-                                   "is "
-                                   "modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) instead",
+                                   "is modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) "
+                                   "instead",
                                    change=change))
     W, c = drawn.tensor("sub_weight"), drawn.tensor("sub_bias")
     residual, post_norm = x + layer_norm(x) @ W.T + c, layer_norm(x + x @ W.T + c)

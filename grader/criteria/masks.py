@@ -82,8 +82,8 @@ def test_causal_mask_shape(obs, verdict):
                        "holds no data, so nothing needs to be computed on the CPU)", call=call,
                        error=verbatim(f"{meta['raised']['type']}: {meta['raised']['message'][:200]}")))
     if meta.get("device") != "meta" or meta.get("shape") != [5, 5] or meta.get("dtype") != "bool":
-        verdict.fail(t("{call} gave {what}; expected a bool [5, 5] tensor on the meta device: the device argument "
-                       "is not used", call=call,
+        verdict.fail(t("{call} gave {what}; expected a bool [5, 5] tensor on the meta device: the device argument is "
+                       "not used", call=call,
                        what=verbatim(f"{meta.get('dtype')} {meta.get('shape')} on {meta.get('device')}"
                                      if "device" in meta else meta.get("returned", "?"))))
     verdict.ok(t("causal_mask(T) is a bool [T, T] tensor for T = 1, 4, 7, and is built on the device it is given "
@@ -382,8 +382,8 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
         off = ((sums - 1).abs() * ~empty).amax()
         if not float(off) <= SUM_TOLERANCE:
             verdict.fail(t("{call}: the lines along dim={dim} that have allowed entries sum to as far as {off:.3g} "
-                           "from "
-                           "1; zeros on the fully masked lines count only where the others are a softmax", call=call,
+                           "from 1; zeros on the fully masked lines count only where the others are a "
+                           "softmax", call=call,
                            dim=dim, off=float(off)))
         nonzero = (got != 0) & empty
         if nonzero.any():
@@ -405,8 +405,8 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
 def test_masked_softmax_gradients(obs, ref, verdict):
     p = obs.probe("gradients")
     if "grad" in p.not_tensors:
-        verdict.fail(t("after backward through masked_softmax the scores have no gradient: the result is detached "
-                       "from them"))
+        verdict.fail(t("after backward through masked_softmax the scores have no gradient: the result is detached from "
+                       "them"))
     grad, mask = p.tensor("grad"), p.tensor("mask")
     verdict.note(attention_map=attention_map(grad, ref.probe("gradients").tensor("grad")))
     bad = ~torch.isfinite(grad)
@@ -419,8 +419,7 @@ def test_masked_softmax_gradients(obs, ref, verdict):
     if float(leak.max()) > ZERO_GRADIENT:
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
         verdict.fail(t("the masked score at index {index} receives gradient {grad:.3g}; expected 0: a masked score "
-                       "must "
-                       "not influence the result (it still sits in the softmax's normalisation)", index=i,
+                       "must not influence the result (it still sits in the softmax's normalisation)", index=i,
                        grad=float(grad[i])))
     problem = difference(grad, ref.probe("gradients").tensor("grad"), atol=GRAD_TOLERANCE)
     if problem:

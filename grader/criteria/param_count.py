@@ -362,8 +362,8 @@ def _sum_disagrees(config: dict, values: dict, returned: dict, want, index: int)
     if total == model_total:
         wrong = [k for k in PARTS if values[k] != model_parts[k]]
         return t("for {config} count_parameters returns {got}, the model's count, but the parts of parameter_breakdown "
-                 "sum to {parts:_} (off by {off}): '{part}' is {value}, where the model's {part} holds {want:_}"
-                 "{more}", part=wrong[0], value=show({"type": type(values[wrong[0]]).__name__,
+                 "sum to {parts:_} (off by {off}): '{part}' is {value}, where the model's {part} holds "
+                 "{want:_}{more}", part=wrong[0], value=show({"type": type(values[wrong[0]]).__name__,
                                                          "value": values[wrong[0]]}),
                  want=model_parts[wrong[0]], more=t(" ({count} parts are off)", count=len(wrong)) if len(wrong) > 1
                  else verbatim(""), **said)
@@ -438,8 +438,7 @@ def test_breakdown_parts_exact(obs, ref, verdict):
                 verdict.fail(t("{call}['{key}'] is {got}; expected exactly {want:_} (off by {off}){why}", call=call,
                                key=part, got=show(item), want=w, off=off_by(item["value"], w), why=why))
     verdict.ok(t("every part matches the built model on {count} configs, and the reference exactly on {large} sizes "
-                 "too "
-                 "large to build", count=len(configs), large=len(want.value("large_configs"))))
+                 "too large to build", count=len(configs), large=len(want.value("large_configs"))))
 
 
 @criterion("returns_python_ints", kind="api",
@@ -504,8 +503,7 @@ def test_accepts_any_config_object(obs, verdict):
         g = outcome["returned"]["value"]
         if g != want:
             verdict.fail(t("count_parameters on {label} returned {got}, but {count} on a plain SimpleNamespace with "
-                           "the "
-                           "same sizes; only the six size attributes may matter", label=label,
+                           "the same sizes; only the six size attributes may matter", label=label,
                            got=show(outcome["returned"]), count=show(base["returned"])))
     verdict.ok(t("a SimpleNamespace with extra attributes, a __slots__ object and a __getattr__ object all give the "
                  "same count, {count:_}", count=want) if isinstance(want, int) else

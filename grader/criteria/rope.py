@@ -132,8 +132,7 @@ def test_output_shape_dtype(obs, verdict):
                                                   "{shape}",
                                                   shape=shape, got=list(out.shape)))
         verdict.check(out.dtype == dtype, t("apply_rope on a {dtype} x of shape {shape} returned {got}; expected "
-                                            "{dtype} "
-                                            "(the input's dtype)", dtype=str(dtype)[6:], shape=shape,
+                                            "{dtype} (the input's dtype)", dtype=str(dtype)[6:], shape=shape,
                                             got=str(out.dtype)[6:]))
     verdict.ok(t("shapes [2, 3, 5, 8], [5, 8], [2, 5, 8] and [3, 4, 2] are kept, and so are float32 and float64"))
 
@@ -229,8 +228,7 @@ def test_rotate_half_pairing(obs, verdict):
                            reached=mixes[j], partner=partner, pair=half[j]))
     unpaired = [j for j in range(D) if set(mixes[j]) != set(half[j])]
     verdict.check(not unpaired, t("with D = 8, the one-hot input on channel {channel} never reached its partner "
-                                  "channel "
-                                  "at positions 1 and 2: that pair is not rotated",
+                                  "channel at positions 1 and 2: that pair is not rotated",
                                   channel=unpaired[0] if unpaired else 0))
     verdict.ok(t("with D = 8, every channel i is mixed with channel i + D/2 (mod D) and with no other channel"))
 
@@ -258,8 +256,7 @@ def test_values_match_reference(obs, ref, verdict):
     problem = difference(out_long, rope(x_long), atol=LONG_TOLERANCE)
     if problem:
         verdict.fail(t("on a sequence of T = 4096 rows (positions 0..4095, D = 8) the output differs from the "
-                       "reference: "
-                       "{problem} (index = (position, channel)).{cause}", problem=problem,
+                       "reference: {problem} (index = (position, channel)).{cause}", problem=problem,
                        cause=diagnose(out_long, x_long, atol=LONG_TOLERANCE)))
     verdict.ok(t("matches the rotate-half reference on [2, 3, 6, 16] (within {tolerance:g}), on float32 [2, 9, 10], "
                  "and at positions up to 4095 (within {long_tolerance:g})", tolerance=VALUE_TOLERANCE,
@@ -286,8 +283,7 @@ def test_explicit_positions(obs, ref, verdict):
             ignored = verbatim("")
             if difference(part, rope(x[..., s:e, :], **kwargs), atol=VALUE_TOLERANCE) is None:
                 ignored = t(" Your rows are rotated as positions 0..{last}: the positions argument is ignored (build "
-                            "the "
-                            "angles from positions, not from arange(T)).", last=e - s - 1)
+                            "the angles from positions, not from arange(T)).", last=e - s - 1)
             verdict.fail(t("apply_rope(x[..., {start}:{end}, :], positions=arange({start}, {end})) differs from rows "
                            "{start}..{last} of apply_rope(x): {problem}.{ignored}", start=s, end=e, last=e - 1,
                            problem=problem, ignored=ignored))
@@ -296,12 +292,10 @@ def test_explicit_positions(obs, ref, verdict):
     problem = difference(far, far_rows, atol=SAME_CALL)
     if problem:
         verdict.fail(t("rows at the unordered positions {positions}, rotated with those positions, differ from the "
-                       "same "
-                       "rows of apply_rope on the whole 4096-row sequence: {problem} (index = (row, channel))",
+                       "same rows of apply_rope on the whole 4096-row sequence: {problem} (index = (row, channel))",
                        positions=positions, problem=problem))
     verdict.ok(t("a slice with positions arange(4, 9), a single decoding step at position 11, and ten scattered "
-                 "positions "
-                 "up to 4095 all give the rows of the full call"))
+                 "positions up to 4095 all give the rows of the full call"))
 
 
 @criterion("custom_base", kind="values",
@@ -317,8 +311,7 @@ def test_custom_base(obs, ref, verdict):
         if problem:
             if difference(out, rope(x, **kwargs), atol=VALUE_TOLERANCE) is None:
                 verdict.fail(t("apply_rope(x, base={base:g}) returned the same rotation as base 10000: the base "
-                               "argument "
-                               "is ignored", base=base))
+                               "argument is ignored", base=base))
             verdict.fail(t("apply_rope(x, base={base:g}) on x of shape [6, 12] differs from the reference: "
                            "{problem}.{cause}", base=base, problem=problem, cause=diagnose(out, x, base=base)))
     verdict.ok(t("base = 100 and base = 500000 change the frequencies as base ** (-2i/D) predicts"))
@@ -342,13 +335,11 @@ def test_leading_dims(obs, ref, verdict):
             if x.shape[-3] == x.shape[-2] and difference(out, rope(x, seq_dim=-3), atol=VALUE_TOLERANCE) is None:
                 axis = t(" The positions run along axis -3 (H) instead of axis -2 (T).")
             verdict.fail(t("on x of shape {shape} the batched output differs from rotating each [T, D] matrix on its "
-                           "own: "
-                           "{problem}.{axis}", shape=label, problem=problem, axis=axis))
+                           "own: {problem}.{axis}", shape=label, problem=problem, axis=axis))
     x_td, out_td = inputs.tensor("x_td"), got.tensor("out_td")
     check_shape(verdict, out_td, x_td, verbatim("[T, D] = [7, 6]"))
     verdict.ok(t("for [2, 4, 4, 6] (H == T) and [2, 2, 3, 5, 4] the batched output equals each [T, D] matrix rotated "
-                 "on "
-                 "its own; [7, 6] works too"))
+                 "on its own; [7, 6] works too"))
 
 
 @criterion("gradient_flows", kind="gradient",
@@ -401,7 +392,6 @@ def test_rejects_bad_input(obs, verdict):
                            outcome=describe_outcome(outcome)))
     valid = p.value("valid")
     verdict.check(raised(valid) is None, t("apply_rope on x of shape [6, 8] with positions arange(10, 16) {outcome}; "
-                                           "it is "
-                                           "valid and must return", outcome=describe_outcome(valid)))
+                                           "it is valid and must return", outcome=describe_outcome(valid)))
     verdict.ok(t("ValueError for D = 7, D = 5, and positions of length 5 and 7 for T = 6; valid positions are "
                  "accepted"))

@@ -305,20 +305,19 @@ def test_gradient_clipping(obs, verdict):
     diagnosis = t("it was not clipped") if abs(norm - raw) <= 1e-9 * raw else t("it was clipped to another limit")
     verdict.check(norm <= limit * (1 + CLIP_ABOVE),
                   t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g} "
-                    "(the "
-                    "unclipped gradient has {raw:.4g}); expected at most {limit:g}: "
+                    "(the unclipped gradient has {raw:.4g}); expected at most {limit:g}: "
                     "{diagnosis}", limit=limit, norm=norm,
                     raw=raw, diagnosis=diagnosis))
     verdict.check(norm >= limit * (1 - CLIP_BELOW),
                   t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g}, "
-                    "far "
-                    "below the limit (the unclipped norm is {raw:.4g}); clipping rescales to the limit, not below it",
+                    "far below the limit (the unclipped norm is {raw:.4g}); clipping rescales to the limit, not below "
+                    "it",
                     limit=limit, norm=norm, raw=raw))
     norm, raw = loose["norm_at_last_step"], loose["unclipped_norm"]
     verdict.check(abs(norm - raw) <= UNTOUCHED_TOLERANCE * raw,  # NaN fails too
                   t("with max_grad_norm={limit:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; a "
-                    "gradient "
-                    "already below the limit must be left as it is", limit=loose["max_grad_norm"], raw=raw, norm=norm))
+                    "gradient already below the limit must be left as it "
+                    "is", limit=loose["max_grad_norm"], raw=raw, norm=norm))
     default = p.value("default")
     verdict.check(len(default["with_grad_at_step"]) > 0 and default["with_grad_at_step"][-1] > 0,
                   t("with max_grad_norm left at its default, optimizer.step() ran with no gradient"))
@@ -365,8 +364,7 @@ def test_gradients_reset(obs, verdict):
     held = [c for c in p.value("grads_at_backward") if c > 0]
     if held:
         verdict.fail(t("when backward() began, {held} of {total} parameters still held a .grad tensor (values were "
-                       "reset, "
-                       "but not to None); the contract asks for zero_grad(set_to_none=True)", held=held[0],
+                       "reset, but not to None); the contract asks for zero_grad(set_to_none=True)", held=held[0],
                        total=n_params))
     verdict.ok(t("at both calls every parameter's step gradient equals one fresh backward, and no .grad survived into "
                  "backward()"))
@@ -497,8 +495,8 @@ def test_contradictory_labels(obs, ref, verdict):
     verdict.note(optimum=best, final_loss=final, initial_loss=p.value("initial_loss"),
                  per_position_loss=per_position_loss, returned_losses=_every_tenth(p.value("losses")))
     verdict.check(math.isfinite(final), t("after fit_fixed_batch ({setting}) the loss in eval mode is {final}; "
-                                          "expected "
-                                          "a finite loss near the optimum {best:.4f}", setting=setting, final=final,
+                                          "expected a finite loss near the optimum "
+                                          "{best:.4f}", setting=setting, final=final,
                                           best=best))
     verdict.check(final >= best - OPTIMUM_SLACK,
                   t("after fit_fixed_batch ({setting}) the loss is {final:.6f}, below the optimum {best:.6f} that "
@@ -507,8 +505,8 @@ def test_contradictory_labels(obs, ref, verdict):
     verdict.check(final <= best + CONTRADICTORY_MARGIN,
                   t("after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4f} (it started at "
                     "{initial:.4f}); the optimum is {best:.4f} (log 2 at each contested position, 0 elsewhere); "
-                    "expected "
-                    "at most {limit:.4f}", setting=setting, final=final, initial=p.value("initial_loss"), best=best,
+                    "expected at most "
+                    "{limit:.4f}", setting=setting, final=final, initial=p.value("initial_loss"), best=best,
                     limit=best + CONTRADICTORY_MARGIN))
     verdict.ok(t("loss {final:.4f}, within {gap:.1e} of the optimum {best:.4f} = log 2 × {contested}·2/{positions} "
                  "(never demanded lower, not judged against 0.1)", final=final, gap=final - best, best=best,

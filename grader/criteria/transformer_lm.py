@@ -126,8 +126,7 @@ def test_logits_shape(obs, verdict):
     p = obs.probe("forward")
     returned = p.value("returned")
     verdict.check(returned["type"] == "dict", t("forward returned a {kind}; expected a dict with keys 'logits', "
-                                                "'loss', "
-                                                "'past_key_values'", kind=returned["type"]))
+                                                "'loss', 'past_key_values'", kind=returned["type"]))
     keys = p.value("keys")
     missing = [k for k in ("logits", "loss", "past_key_values") if k not in keys]
     verdict.check(not missing, t("forward's dict has keys {keys}; it lacks {missing}", keys=keys, missing=missing))
@@ -140,8 +139,7 @@ def test_logits_shape(obs, verdict):
         if got["shape"] != size:
             if got["shape"] in ([size[0], size[2]], [size[0], 1, size[2]]) and size[1] > 1:
                 verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]: only the last "
-                               "position "
-                               "was returned, but every position needs its logits",
+                               "position was returned, but every position needs its logits",
                                tokens=tokens, got=got["shape"], want=size))
             verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]",
                            tokens=tokens, got=got["shape"], want=size))
@@ -206,8 +204,7 @@ def test_loss_value(obs, verdict):
         cause = NO_REMARK
         if abs(got - float(flat) / total) <= 1e-4 and scored != total:
             cause = t(" = the summed cross-entropy divided by all {total} positions: the {ignored} ignored positions "
-                      "are "
-                      "counted in the mean", total=total, ignored=total - scored)
+                      "are counted in the mean", total=total, ignored=total - scored)
         elif abs(got - shifted) <= 1e-4:
             cause = t(" = the cross-entropy of logits[:, :-1] against targets[:, 1:]: the targets are shifted a second "
                       "time inside forward")
@@ -250,8 +247,7 @@ def test_hand_computed_limit(obs, verdict):
         if list(logits.shape) != [1, 2, 3]:
             if list(logits.shape) in ([1, 3], [1, 1, 3]):
                 verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]: only the "
-                               "last "
-                               "position was returned", shape=list(logits.shape)))
+                               "last position was returned", shape=list(logits.shape)))
             verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]",
                            shape=list(logits.shape)))
         problem = difference(logits, expected[key], atol=LIMIT_TOLERANCE)
@@ -264,8 +260,7 @@ def test_hand_computed_limit(obs, verdict):
                 cause = t(": they equal the head applied to the raw embeddings, so final_norm was skipped")
             elif never:
                 cause = t("; forward never called {modules} (the limit is set up through each module's output: "
-                          "skipped, "
-                          "or its .forward called directly instead of the module)", modules=", ".join(never))
+                          "skipped, or its .forward called directly instead of the module)", modules=", ".join(never))
             verdict.fail(t("with {heads} the logits should be {logits} with a = {a:.7f}; {problem}{cause}",
                            heads=heads[key], logits="(a,-a,0), (-a,a,0)" if key == "high" else "(-a,a,0), (a,-a,0)",
                            a=A, problem=problem, cause=cause))
@@ -358,8 +353,7 @@ def test_eval_deterministic(obs, verdict):
     for logits in (first, second):
         verdict.check(bool(torch.isfinite(logits).all()),
                       t("with dropout=0.5 in eval mode the logits hold NaN or inf for valid tokens, so whether two "
-                        "calls "
-                        "agree cannot be judged"))
+                        "calls agree cannot be judged"))
     problem = difference(second, first, atol=0.0)
     verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same tokens differ: {problem}",
                                      problem=problem))
@@ -402,8 +396,7 @@ def test_gradients_reach_every_parameter(obs, verdict):
     verdict.check(not bad, t("non-finite (NaN or inf) gradients in {names}", names=", ".join(bad[:6])))
     zero = [n for n, g in grads.items() if g["norm"] == 0.0]
     verdict.check(not zero, t("all-zero gradients in {names}: with a random init every parameter tensor should move "
-                              "the "
-                              "loss", names=", ".join(zero[:6])))
+                              "the loss", names=", ".join(zero[:6])))
     token_rows = _largest_per_row(p, "token_embedding_grad")
     position_rows = _largest_per_row(p, "position_embedding_grad")
     unused, used, T = p.value("unused_tokens"), p.value("used_tokens"), p.value("T")
@@ -419,8 +412,7 @@ def test_gradients_reach_every_parameter(obs, verdict):
     unused_pos = [row for row in range(T) if position_rows[row] == 0.0]
     if unused_pos == [T - 1]:
         verdict.fail(t("position row {row} (the last position, T = {length}) got no gradient: the last position's "
-                       "logits "
-                       "never reach the loss; are the targets shifted a second time (logits[:, :-1] against "
+                       "logits never reach the loss; are the targets shifted a second time (logits[:, :-1] against "
                        "targets[:, 1:])?", row=T - 1, length=T))
     verdict.check(not unused_pos, t("position rows {rows} (< T = {length}) got no gradient: positions 0..T-1 must be "
                                     "added", rows=unused_pos, length=T))
@@ -456,8 +448,7 @@ def test_registration(obs, ref, verdict):
                        kind=got.value("blocks_type"), count=count, expected=expected))
     if got.value("n_blocks") != n or got.value("distinct_blocks") != n:
         verdict.fail(t("with n_layers={n_layers} model.blocks holds {entries} entries but only {distinct} distinct "
-                       "block "
-                       "objects: the layers share weights ({count:,} parameters instead of {expected:,})",
+                       "block objects: the layers share weights ({count:,} parameters instead of {expected:,})",
                        n_layers=n, entries=got.value("n_blocks"), distinct=got.value("distinct_blocks"), count=count,
                        expected=expected))
     verdict.check(count == expected, t("the model has {count:,} parameters; the contract's model has {expected:,} "
@@ -609,14 +600,11 @@ def test_overfit_fixed_batch(obs, verdict):
     start = verbatim(f"{curve[0]:.4f}") if curve else t("n/a")
     if not final < OVERFIT_THRESHOLD:
         verdict.fail(t("after {steps} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your "
-                       "logits "
-                       "against y) is {loss:.4f}, first training loss {start}; expected below {threshold} (the "
-                       "reference "
-                       "reaches about 5e-05){remark}", steps=p.value("steps"), loss=final, start=start,
+                       "logits against y) is {loss:.4f}, first training loss {start}; expected below {threshold} (the "
+                       "reference reaches about 5e-05){remark}", steps=p.value("steps"), loss=final, start=start,
                        threshold=OVERFIT_THRESHOLD, remark=_own_loss_note(p, final)))
     verdict.check(torch.equal(pred, targets), t("the eval loss is {loss:.4g} but the predictions {predicted} differ "
-                                                "from "
-                                                "the targets {targets}", loss=final, predicted=pred.tolist(),
+                                                "from the targets {targets}", loss=final, predicted=pred.tolist(),
                                                 targets=targets.tolist()))
     verdict.ok(t("after {steps} steps the eval loss fell from {start} to {loss:.2e} and argmax equals the targets",
                  steps=p.value("steps"), start=start, loss=final))
@@ -646,8 +634,7 @@ def test_contradictory_labels(obs, verdict):
               length=T, positions=contradictory, count=len(contradictory), optimum=optimum)
     if final < optimum - CONTRADICTORY_BELOW:
         verdict.fail(t("for {where} the eval loss is {loss:.4f}, below the optimum: no deterministic model of the "
-                       "input "
-                       "can do that; the logits must depend on something other than the "
+                       "input can do that; the logits must depend on something other than the "
                        "tokens", where=where, loss=final))
     if not final <= optimum + CONTRADICTORY_MARGIN:  # NaN fails too
         verdict.fail(t("for {where} the eval loss after {steps} steps is {loss:.4f}, {excess:.3f} above the optimum "
