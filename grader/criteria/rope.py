@@ -204,12 +204,13 @@ def test_relative_position(obs, ref, verdict):
            title=t("Channel i is rotated together with channel i + D/2 (rotate-half)"),
            hint=t("Split the last axis into halves, x1 = x[..., :D/2] and x2 = x[..., D/2:], and return cat(x1*cos - "
                   "x2*sin, x2*cos + x1*sin); do not pair x[..., 0::2] with x[..., 1::2]."))
-def test_rotate_half_pairing(obs, verdict):
+def test_rotate_half_pairing(obs, ref, verdict):
     out = obs.probe("pairing").tensor("out").double()
-    D = 8
-    verdict.check(list(out.shape) == [D, 3, D], t("x of shape [8, 3, 8] gave an output of shape {got}",
-                                                  got=list(out.shape)))
-    check_finite(verdict, out, t("one-hot inputs of shape [8, 3, 8]"))
+    D, T = (ref.probe("pairing").value(key) for key in ("channels", "positions"))   # the probe's one-hot inputs
+    shape = [D, T, D]
+    verdict.check(list(out.shape) == shape, t("x of shape {shape} gave an output of shape {got}", shape=shape,
+                                              got=list(out.shape)))
+    check_finite(verdict, out, t("one-hot inputs of shape {shape}", shape=shape))
     mixes = {}
     for j in range(D):
         mixes[j] = [c for c in range(D) if out[j, :, c].abs().max() > LEAK]
@@ -219,18 +220,19 @@ def test_rotate_half_pairing(obs, verdict):
     adjacent = {j: sorted({j, j ^ 1}) for j in range(D)}
     if mixes == adjacent:
         verdict.fail(t("your rotation pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing "
-                       "(i, i + D/2): with D = 8, channel 0 must turn with channel 4, not with channel 1"))
+                       "(i, i + D/2): with D = {d}, channel 0 must turn with channel {half}, not with channel 1", d=D,
+                       half=D // 2))
     for j in range(D):
         if not set(mixes[j]) <= set(half[j]):
             partner = half[j][0] if half[j][0] != j else half[j][1]
-            verdict.fail(t("with D = 8, the one-hot input on channel {channel} reached channels {reached}; rotate-half "
-                           "pairing mixes it only with channel {partner} (channels {pair})", channel=j,
+            verdict.fail(t("with D = {d}, the one-hot input on channel {channel} reached channels {reached}; "
+                           "rotate-half pairing mixes it only with channel {partner} (channels {pair})", d=D, channel=j,
                            reached=mixes[j], partner=partner, pair=half[j]))
     unpaired = [j for j in range(D) if set(mixes[j]) != set(half[j])]
-    verdict.check(not unpaired, t("with D = 8, the one-hot input on channel {channel} never reached its partner "
-                                  "channel at positions 1 and 2: that pair is not rotated",
+    verdict.check(not unpaired, t("with D = {d}, the one-hot input on channel {channel} never reached its partner "
+                                  "channel at positions 1 and 2: that pair is not rotated", d=D,
                                   channel=unpaired[0] if unpaired else 0))
-    verdict.ok(t("with D = 8, every channel i is mixed with channel i + D/2 (mod D) and with no other channel"))
+    verdict.ok(t("with D = {d}, every channel i is mixed with channel i + D/2 (mod D) and with no other channel", d=D))
 
 
 @criterion("values_match_reference", kind="values",
@@ -243,23 +245,26 @@ def test_values_match_reference(obs, ref, verdict):
     out = got.tensor("out64")
     problem = difference(out, rope(x), atol=VALUE_TOLERANCE)
     if problem:
-        verdict.fail(t("on x of shape [B, H, T, D] = [2, 3, 6, 16] (float64) the output differs from the rotate-half "
-                       "reference: {problem}.{cause}", problem=problem, cause=diagnose(out, x)))
+        verdict.fail(t("on x of shape [B, H, T, D] = {shape} (float64) the output differs from the rotate-half "
+                       "reference: {problem}.{cause}", shape=list(x.shape), problem=problem, cause=diagnose(out, x)))
     x32, out32 = inputs.tensor("x32"), got.tensor("out32")
     verdict.check(out32.dtype == torch.float32, t("a float32 input gave a {dtype} output; expected float32",
                                                   dtype=str(out32.dtype)[6:]))
     problem = difference(out32, rope(x32), atol=FLOAT32_TOLERANCE, rtol=FLOAT32_TOLERANCE)
     if problem:
-        verdict.fail(t("on a float32 x of shape [2, 9, 10] (D/2 = 5 pairs) the output differs from the reference: "
-                       "{problem}.{cause}", problem=problem, cause=diagnose(out32, x32, atol=FLOAT32_TOLERANCE)))
+        verdict.fail(t("on a float32 x of shape {shape} (D/2 = {pairs} pairs) the output differs from the reference: "
+                       "{problem}.{cause}", shape=list(x32.shape), pairs=x32.shape[-1] // 2, problem=problem,
+                       cause=diagnose(out32, x32, atol=FLOAT32_TOLERANCE)))
     x_long, out_long = inputs.tensor("x_long"), got.tensor("out_long")
     problem = difference(out_long, rope(x_long), atol=LONG_TOLERANCE)
     if problem:
-        verdict.fail(t("on a sequence of T = 4096 rows (positions 0..4095, D = 8) the output differs from the "
-                       "reference: {problem} (index = (position, channel)).{cause}", problem=problem,
+        verdict.fail(t("on a sequence of T = {rows} rows (positions 0..{last}, D = {d}) the output differs from the "
+                       "reference: {problem} (index = (position, channel)).{cause}", rows=x_long.shape[0],
+                       last=x_long.shape[0] - 1, d=x_long.shape[-1], problem=problem,
                        cause=diagnose(out_long, x_long, atol=LONG_TOLERANCE)))
-    verdict.ok(t("matches the rotate-half reference on [2, 3, 6, 16] (within {tolerance:g}), on float32 [2, 9, 10], "
-                 "and at positions up to 4095 (within {long_tolerance:g})", tolerance=VALUE_TOLERANCE,
+    verdict.ok(t("matches the rotate-half reference on {shape} (within {tolerance:g}), on float32 {shape32}, "
+                 "and at positions up to {last} (within {long_tolerance:g})", shape=list(x.shape),
+                 tolerance=VALUE_TOLERANCE, shape32=list(x32.shape), last=x_long.shape[0] - 1,
                  long_tolerance=LONG_TOLERANCE))
 
 
