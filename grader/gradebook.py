@@ -655,7 +655,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     """Totals, exercises and criteria over the submissions with a verdict on the student's work; empty,
     unreadable and grader-failed ones are listed with the reason, and counted apart, as are the roster's students
     with no submission."""
-    from grader.judge.session import criteria_of
+    from grader.judge.listing import criteria_of
 
     from grader.policy import load_policy
 

@@ -310,7 +310,7 @@ def judge_outcomes(judge, probed: Probed) -> dict:
 def unavailable_outcomes(course: Course, exercises: list[ExerciseConfig], exc: Exception) -> dict:
     """Every criterion the grader's error: the judge could not run."""
     from grader.judge.criterion import Outcome
-    from grader.judge.session import criteria_of
+    from grader.judge.listing import criteria_of
 
     said = t("the judge could not run ({error}): this is the grader's fault, no point is taken for it, and the "
              "submission will be graded again", error=verbatim(str(exc)[:300])).texts()

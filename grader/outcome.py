@@ -66,7 +66,7 @@ def _parsed_report(text: str | None) -> dict | None:
 def failure_rows(course: Course, status: str, said: Text, graded_at: str) -> tuple[dict, list[dict]]:
     """A submission that could not be graded still gets every row: no points, the reason. Its criteria are
     `error` when the submission is at fault, `grader_error` when the grader is."""
-    from grader.judge.session import criteria_of
+    from grader.judge.listing import criteria_of
 
     criterion_status = GRADER_ERROR if status == GRADER_ERROR else "error"
     message = said.texts()

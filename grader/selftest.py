@@ -113,7 +113,7 @@ def expected_statuses(manifest: dict) -> dict[str, str]:
 def coverage_problems(course: Course, cases: list[Case]) -> list[str]:
     """Every criterion must itself catch some mutant (reach `failed` or `error` on it): one that is only ever
     blocked, crashed or grader-faulted has never been shown to detect anything."""
-    from grader.judge.session import criteria_of
+    from grader.judge.listing import criteria_of
 
     problems = []
     for ex in course.exercises:
@@ -254,7 +254,7 @@ def record(report: dict, group: list[Case]) -> None:
 def matrix_markdown(course: Course, cases: list[Case]) -> str:
     """One table per exercise: a row per mutant, a column per criterion; ✗ caught (expected), · passed,
     ! a disagreement with the manifest."""
-    from grader.judge.session import criteria_of
+    from grader.judge.listing import criteria_of
 
     lines = ["# Selftest matrix", "",
              "Every known-bug submission (mutant) against every criterion of its exercise. "

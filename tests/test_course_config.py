@@ -1,6 +1,8 @@
 """course.toml and the grader's modules agree: every criterion has points, every point has a criterion."""
 
 import importlib
+import subprocess
+import sys
 
 import pytest
 
@@ -125,3 +127,43 @@ def test_a_bad_course_name_is_named(tmp_path, name):
     named(folder, name)
     with pytest.raises(CourseError, match=r"\[course\] name"):
         load_course(folder)
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_criteria_read_from_source_are_the_ones_the_judge_imports(exercise_id):
+    """What a gradebook lists without importing the criteria (grader.judge.listing) is what the decorator made."""
+    module = importlib.import_module(f"grader.criteria.{exercise_id}")
+    decorated = [fn.criterion for name, fn in vars(module).items() if name.startswith("test_")
+                 and hasattr(fn, "criterion")]
+    assert criteria_of(exercise_id) == decorated
+
+
+def test_titles_are_read_without_importing_the_judge():
+    """The gradebook, a report for an ungraded submission and the warm grader name criteria without pytest or torch."""
+    code = ("import sys; import grader.gradebook, grader.outcome, grader.warm; "
+            "from grader.judge.listing import criteria_of; "
+            f"metas = [m for ex in {IDS!r} for m in criteria_of(ex)]; "
+            "assert all(m.title['zh'] != m.title['en'] for m in metas), 'a title without its Chinese'; "
+            "print(len(metas), sorted(m for m in ('torch', 'pytest', 'grader.criteria') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    count, imported = done.stdout.split(" ", 1)
+    assert int(count) == sum(len(COURSE.exercise(ex).points) for ex in IDS)
+    assert imported.strip() == "[]"
+
+
+def test_a_title_is_a_template_not_a_dict(tmp_path):
+    from grader.i18n import t
+    from grader.judge.criterion import criterion
+    from grader.judge.listing import CriteriaSourceError
+
+    with pytest.raises(ValueError, match="t\\("):
+        criterion("x", kind="shape", title={"en": "x", "zh": "x"}, hint=t("x"))   # type: ignore[arg-type]
+    (tmp_path / "rope.py").write_text('@criterion("x", kind="shape", title={"en": "x", "zh": "x"}, hint=t("y"))\n'
+                                      "def test_x(obs, verdict):\n    pass\n")
+    with pytest.raises(CriteriaSourceError, match="rope.py:1"):
+        criteria_of("rope", tmp_path)
+    (tmp_path / "rope.py").write_text('@criterion("x", kind="shape", requires=("w",), title=t("Logits are [B, T, V]"),'
+                                      ' hint=t("look {{here}}"))\ndef test_x(obs, verdict):\n    pass\n')
+    (meta,) = criteria_of("rope", tmp_path)
+    assert (meta.id, meta.kind, meta.requires, meta.hint["en"]) == ("x", "shape", ("w",), "look {here}")

@@ -6,7 +6,7 @@ import torch
 
 from grader.i18n import Text, join, t, verbatim
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import difference, position_changes, prefix_leaks
+from grader.judge.compare import difference, position_changes, prefix_leaks, where_raised
 from grader.judge.criterion import criterion
 from grader.judge.evidence import attention_map
 from grader.judge.observations import recorded_breach
@@ -70,7 +70,8 @@ def _wrong_formulas(q: torch.Tensor, k: torch.Tensor, d_v: int) -> list[tuple[Te
 
 def _diagnosis(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, d_v: int) -> Text:
     for label, candidate in _wrong_formulas(q, k, d_v):
-        if list(candidate.shape) == list(weights.shape) and difference(weights, candidate, atol=DIAGNOSE_TOLERANCE) is None:
+        if list(candidate.shape) == list(weights.shape) \
+                and difference(weights, candidate, atol=DIAGNOSE_TOLERANCE) is None:
             return t("; your weights equal {mistake}", mistake=label)
     return verbatim("")
 
@@ -93,7 +94,7 @@ def _judge_case(verdict, case: dict) -> None:
         if r["type"] == "WrongReturn":          # the probe's own complaint about what came back
             verdict.fail(t("with {setting}, {breach}", setting=where, breach=recorded_breach(r)))
         verdict.fail(t("with {setting} your function raised {error}{at}", setting=where, error=_raised(r),
-                       at=_located(r)))
+                       at=where_raised(r)))
     want_out, want_w = _expected_shapes(case)
     if case["out"] != want_out or case["weights"] != want_w:
         verdict.fail(t("with {setting} it returned out {out} and weights {weights}; "
@@ -107,32 +108,22 @@ def _raised(r: dict) -> Text:
     return verbatim(f"{r['type']}: {r['message'][:200]}")
 
 
-def _located(r: dict) -> Text:
-    """' at attention.py:12 in ...' when the exception passed through the student's file, else nothing."""
-    return t(" at {where}", where=r["where"]) if r.get("where") else verbatim("")
-
-
 @criterion("output_shapes", kind="shape",
-           title={"en": "out is [B, H, Tq, Dv] and weights [B, H, Tq, Tk]",
-                  "zh": "out 形状为 [B, H, Tq, Dv]，weights 为 [B, H, Tq, Tk]"},
-           hint={"en": "Scores are q @ k.transpose(-2, -1) (transpose the last two axes, never .T or transpose(1, 2)); "
-                       "the output is weights @ v, so its last axis is the width of v (Dv), not of k. Return the tuple (out, weights).",
-                 "zh": "分数是 q @ k.transpose(-2, -1)（只交换最后两个轴，不要用 .T 或 transpose(1, 2)）；"
-                       "输出是 weights @ v，最后一维是 v 的宽度 Dv，而不是 k 的宽度。返回元组 (out, weights)。"})
+           title=t("out is [B, H, Tq, Dv] and weights [B, H, Tq, Tk]"),
+           hint=t("Scores are q @ k.transpose(-2, -1) (transpose the last two axes, never .T or transpose(1, 2)); the "
+                  "output is weights @ v, so its last axis is the width of v (Dv), not of k. Return the tuple (out, "
+                  "weights)."))
 def test_output_shapes(obs, verdict):
     case = obs.probe("shapes").value("cases")["batch_heads"]
     _judge_case(verdict, case)
-    verdict.ok(t("q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12] give out {out} and weights {weights}",
+    verdict.ok(t("q {q}, k {k}, v {v} give out {out} and weights {weights}", q=case["q"], k=case["k"], v=case["v"],
                  out=case["out"], weights=case["weights"]))
 
 
 @criterion("any_batch_axes", kind="shape",
-           title={"en": "Works with any number of leading batch axes (none, one, three)",
-                  "zh": "支持任意数量的前导批量轴（0 个、1 个、3 个）"},
-           hint={"en": "Index axes from the end: k.transpose(-2, -1), softmax(dim=-1), q.size(-1). "
-                       "Never hard-code 4 axes (transpose(2, 3), view(B, H, T, T)) or assume a 2-D k (k.T).",
-                 "zh": "从末尾数轴：k.transpose(-2, -1)、softmax(dim=-1)、q.size(-1)。"
-                       "不要写死 4 个轴（transpose(2, 3)、view(B, H, T, T)），也不要假设 k 是二维的（k.T）。"})
+           title=t("Works with any number of leading batch axes (none, one, three)"),
+           hint=t("Index axes from the end: k.transpose(-2, -1), softmax(dim=-1), q.size(-1). Never hard-code 4 axes "
+                  "(transpose(2, 3), view(B, H, T, T)) or assume a 2-D k (k.T)."))
 def test_any_batch_axes(obs, verdict):
     cases = obs.probe("shapes").value("cases")
     names = ("no_batch", "one_batch_axis", "three_batch_axes", "three_batch_axes_masked")
@@ -142,58 +133,56 @@ def test_any_batch_axes(obs, verdict):
 
 
 @criterion("values_match_reference", kind="values", requires=("output_shapes",),
-           title={"en": "out and weights equal softmax(q·kᵀ/√D)·v", "zh": "out 与 weights 等于 softmax(q·kᵀ/√D)·v"},
-           hint={"en": "weights = softmax(q @ k.transpose(-2, -1) / sqrt(D), dim=-1) with D = q.size(-1); out = weights @ v. "
-                       "Keys meet the queries, values are what is read: do not swap k and v.",
-                 "zh": "weights = softmax(q @ k.transpose(-2, -1) / sqrt(D), dim=-1)，其中 D = q.size(-1)；out = weights @ v。"
-                       "key 与 query 相乘，value 是被读取的内容：不要把 k 和 v 弄反。"})
+           title=t("out and weights equal softmax(q·kᵀ/√D)·v"),
+           hint=t("weights = softmax(q @ k.transpose(-2, -1) / sqrt(D), dim=-1) with D = q.size(-1); out = weights @ "
+                  "v. Keys meet the queries, values are what is read: do not swap k and v."))
 def test_values_match_reference(obs, ref, verdict):
     got, want = obs.probe("values"), ref.probe("values")
     q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
+    inputs = {"q": list(q.shape), "k": list(k.shape), "v": list(v.shape)}   # the probe's inputs, as it drew them
     weights = got.tensor("weights")
     verdict.note(attention_map=attention_map(weights, want.tensor("weights")))
     problem = difference(weights, want.tensor("weights"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the weights differ from "
-                       "softmax(q·kᵀ/√16): {problem}{diagnosis}", problem=problem,
+        verdict.fail(t("without a mask (q {q}, k {k}, v {v}) the weights differ from softmax(q·kᵀ/√{d}): "
+                       "{problem}{diagnosis}", **inputs, d=q.shape[-1], problem=problem,
                        diagnosis=_diagnosis(weights, q, k, v.shape[-1])))
     problem = difference(got.tensor("out"), want.tensor("out"), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the weights are right but "
-                       "out differs from weights @ v: {problem}", problem=problem))
-    verdict.ok(t("without a mask (q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) out and weights match the "
-                 "reference within {atol:g} + {rtol:g}·|expected|", atol=VALUE_ATOL, rtol=VALUE_RTOL))
+        verdict.fail(t("without a mask (q {q}, k {k}, v {v}) the weights are right but out differs from weights @ v: "
+                       "{problem}", **inputs, problem=problem))
+    verdict.ok(t("without a mask (q {q}, k {k}, v {v}) out and weights match the reference within {atol:g} + "
+                 "{rtol:g}·|expected|", **inputs, atol=VALUE_ATOL, rtol=VALUE_RTOL))
 
 
 @criterion("scaled_by_sqrt_d", kind="values", requires=("output_shapes",),
-           title={"en": "Scores are divided by √D (checked with D = 64)", "zh": "分数除以 √D（用 D = 64 检查）"},
-           hint={"en": "Divide q·kᵀ by math.sqrt(D) with D = q.size(-1), the width of q and k (not of v, not the number of keys). "
-                       "Without it the scores' spread grows with D and the softmax saturates to nearly one-hot.",
-                 "zh": "把 q·kᵀ 除以 math.sqrt(D)，D = q.size(-1) 是 q、k 的宽度（不是 v 的宽度，也不是 key 的个数）。"
-                       "不缩放时分数的方差随 D 增大，softmax 过早饱和成近似 one-hot。"})
+           title=t("Scores are divided by √D (checked with D = 64)"),
+           hint=t("Divide q·kᵀ by math.sqrt(D) with D = q.size(-1), the width of q and k (not of v, not the number of "
+                  "keys). Without it the scores' spread grows with D and the softmax saturates to nearly one-hot."))
 def test_scaled_by_sqrt_d(obs, ref, verdict):
     got, want = obs.probe("scale"), ref.probe("scale")
     q, k, v = want.tensor("q"), want.tensor("k"), want.tensor("v")
     weights, expected = got.tensor("weights"), want.tensor("weights")
+    d = q.shape[-1]
     verdict.note(first_row_weights=_row(weights, (0, 0, 0)), expected_first_row=_row(expected, (0, 0, 0)))
     verdict.note(attention_map=attention_map(weights, expected))
     problem = difference(weights, expected, atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
-        verdict.fail(t("with D = 64 (q [2, 1, 4, 64], k [2, 1, 6, 64], v [2, 1, 6, 8]) the weights differ from "
-                       "softmax(q·kᵀ/8): {problem}{diagnosis}", problem=problem,
-                       diagnosis=_diagnosis(weights, q, k, v.shape[-1])))
-    verdict.ok(t("with D = 64 the weights equal softmax(q·kᵀ/8): the scores are divided by √D"))
+        verdict.fail(t("with D = {d} (q {q}, k {k}, v {v}) the weights differ from softmax(q·kᵀ/{root:g}): "
+                       "{problem}{diagnosis}", d=d, q=list(q.shape), k=list(k.shape), v=list(v.shape),
+                       root=math.sqrt(d), problem=problem, diagnosis=_diagnosis(weights, q, k, v.shape[-1])))
+    verdict.ok(t("with D = {d} the weights equal softmax(q·kᵀ/{root:g}): the scores are divided by √D", d=d,
+                 root=math.sqrt(d)))
 
 
 @criterion("softmax_over_keys", kind="values", requires=("output_shapes",),
-           title={"en": "Each query's weights sum to 1 over the keys (Tq ≠ Tk)", "zh": "每个 query 的权重沿 key 轴求和为 1（Tq ≠ Tk）"},
-           hint={"en": "Normalise over the last axis, the keys: softmax(dim=-1). Over dim=-2 (the queries) the shape is still "
-                       "[..., Tq, Tk] but it is each key's column that sums to 1.",
-                 "zh": "沿最后一维（key 轴）归一化：softmax(dim=-1)。沿 dim=-2（query 轴）时形状仍是 [..., Tq, Tk]，"
-                       "但求和为 1 的是每个 key 的列。"})
+           title=t("Each query's weights sum to 1 over the keys (Tq ≠ Tk)"),
+           hint=t("Normalise over the last axis, the keys: softmax(dim=-1). Over dim=-2 (the queries) the shape is "
+                  "still [..., Tq, Tk] but it is each key's column that sums to 1."))
 def test_softmax_over_keys(obs, ref, verdict):
-    weights = obs.probe("values").tensor("weights").double()
-    verdict.note(attention_map=attention_map(weights, ref.probe("values").tensor("weights")))
+    weights, expected = obs.probe("values").tensor("weights").double(), ref.probe("values").tensor("weights")
+    queries, keys = expected.shape[-2:]
+    verdict.note(attention_map=attention_map(weights, expected))
     negative = weights < 0
     if negative.any():
         i = _first(negative)
@@ -206,26 +195,25 @@ def test_softmax_over_keys(obs, ref, verdict):
         columns = float((weights.sum(-2) - 1).abs().max())
         why = (t(" Each key's column sums to 1 instead: the softmax runs over the query axis.")
                if columns <= SUM_TOLERANCE else verbatim(""))
-        verdict.fail(t("with Tq = 5 queries and Tk = 7 keys, the weights of {location} sum to {total:.6g} over the "
-                       "keys; expected 1 (tolerance {tolerance:g}).{why}", location=_at(i, AXES[:3]),
+        verdict.fail(t("with Tq = {queries} queries and Tk = {keys} keys, the weights of {location} sum to {total:.6g} "
+                       "over the keys; expected 1 (tolerance {tolerance:g}).{why}", queries=queries, keys=keys,
+                       location=_at(i, AXES[:3]),
                        total=float(weights[i].sum()), tolerance=SUM_TOLERANCE, why=why))
-    verdict.ok(t("every query's 7 weights sum to 1 (largest error {error:.1e})", error=float(error.max())))
+    verdict.ok(t("every query's {keys} weights sum to 1 (largest error {error:.1e})", keys=keys,
+                 error=float(error.max())))
 
 
 @criterion("masked_weights_zero", kind="values", requires=("output_shapes",),
-           title={"en": "Masked weights are exactly 0 and the rest still sum to 1",
-                  "zh": "被屏蔽的权重恰好为 0，其余权重之和仍为 1"},
-           hint={"en": "True means 'may attend'. Before the softmax: scores.masked_fill(~mask, float('-inf')). "
-                       "Multiplying the weights by the mask after the softmax leaves rows that no longer sum to 1; "
-                       "masked_fill(mask, ...) hides exactly the keys that should be read.",
-                 "zh": "True 表示“可以关注”。在 softmax 之前：scores.masked_fill(~mask, float('-inf'))。"
-                       "softmax 之后再乘 mask，行和就不再为 1；写成 masked_fill(mask, ...) 则恰好屏蔽了应当读取的 key。"})
+           title=t("Masked weights are exactly 0 and the rest still sum to 1"),
+           hint=t("True means 'may attend'. Before the softmax: scores.masked_fill(~mask, float('-inf')). Multiplying "
+                  "the weights by the mask after the softmax leaves rows that no longer sum to 1; masked_fill(mask, "
+                  "...) hides exactly the keys that should be read."))
 def test_masked_weights_zero(obs, ref, verdict):
     p = obs.probe("masked")
     mask, weights, out, v = p.tensor("mask"), p.tensor("weights").double(), p.tensor("out"), p.tensor("v")
     verdict.note(attention_map=attention_map(weights, ref.probe("masked").tensor("weights")))
     if list(weights.shape) != list(mask.shape):
-        verdict.fail(t("with a [2, 3, 5, 7] mask the weights have shape {shape}; expected [2, 3, 5, 7]",
+        verdict.fail(t("with a {mask} mask the weights have shape {shape}; expected {mask}", mask=list(mask.shape),
                        shape=list(weights.shape)))
     leaked = (weights != 0) & ~mask
     if leaked.any():
@@ -233,8 +221,8 @@ def test_masked_weights_zero(obs, ref, verdict):
         reversed_ = bool((weights[mask] == 0).all())
         why = (t(" Your weights are zero exactly where the mask is True: the mask is read the wrong way round "
                  "(True must mean 'may attend').") if reversed_ else
-               t(" The -inf fill reached the weights: it was applied after the softmax instead of to the scores "
-                 "before it.") if bool((weights[leaked] == float("-inf")).all()) else verbatim(""))
+               t(" The -inf fill reached the weights: it was applied after the softmax instead of to the scores before "
+                 "it.") if bool((weights[leaked] == float("-inf")).all()) else verbatim(""))
         verdict.fail(t("{leaked} of {masked} masked positions have a non-zero weight, e.g. {weight:.4g} at {location} "
                        "where the mask is False.{why}", leaked=int(leaked.sum()), masked=int((~mask).sum()),
                        weight=float(weights[i]), location=_at(i), why=why))
@@ -247,8 +235,8 @@ def test_masked_weights_zero(obs, ref, verdict):
                t("Zeroing after the softmax does this: the masked keys still took their share of the probability.")
                if float((weights.sum(-1) - 1).max()) <= SUM_TOLERANCE else
                t("A sum above 1 means the softmax normalised over another axis than the keys (dim=-1)."))
-        verdict.fail(t("the masked positions are 0, but the weights of {location} sum to {total:.6g} over its {allowed} "
-                       "allowed keys; expected 1. {why}", location=_at(i, AXES[:3]), total=total,
+        verdict.fail(t("the masked positions are 0, but the weights of {location} sum to {total:.6g} over its "
+                       "{allowed} allowed keys; expected 1. {why}", location=_at(i, AXES[:3]), total=total,
                        allowed=int(mask[i].sum()), why=why))
     problem = difference(out, weights @ v.double(), atol=VALUE_ATOL, rtol=VALUE_RTOL)
     if problem:
@@ -258,11 +246,9 @@ def test_masked_weights_zero(obs, ref, verdict):
 
 
 @criterion("causality", kind="causality", requires=("output_shapes",),
-           title={"en": "With a causal mask, no query reads the future", "zh": "使用因果 mask 时，任何 query 都读不到未来"},
-           hint={"en": "The mask must act before the softmax (masked_fill with -inf): zeroing weights afterwards still lets "
-                       "future scores change the normalisation. Softmax over the keys (dim=-1), not over the queries.",
-                 "zh": "mask 必须在 softmax 之前生效（masked_fill 为 -inf）：softmax 之后再置零，未来的分数仍会影响归一化。"
-                       "softmax 沿 key 轴（dim=-1），不是 query 轴。"})
+           title=t("With a causal mask, no query reads the future"),
+           hint=t("The mask must act before the softmax (masked_fill with -inf): zeroing weights afterwards still lets "
+                  "future scores change the normalisation. Softmax over the keys (dim=-1), not over the queries."))
 def test_causality(obs, verdict):
     p = obs.probe("causality")
     base = p.tensor("base")
@@ -307,14 +293,10 @@ def test_causality(obs, verdict):
 
 
 @criterion("mask_broadcasting", kind="shape", requires=("masked_weights_zero",),
-           title={"en": "A mask that broadcasts ([Tk], [Tq, Tk], [1, 1, Tq, Tk], [B, 1, 1, Tk]) acts like the full mask",
-                  "zh": "可广播的 mask（[Tk]、[Tq, Tk]、[1, 1, Tq, Tk]、[B, 1, 1, Tk]）与完整 mask 效果相同"},
-           hint={"en": "Let broadcasting do the work: scores.masked_fill(~mask, -inf) and mask.any(dim=-1, keepdim=True) accept any "
-                       "broadcastable mask. Boolean indexing (scores[~mask] = ...), view/reshape to the scores' shape, or "
-                       "indexing the mask by batch and head only work for a full-size mask.",
-                 "zh": "交给广播：scores.masked_fill(~mask, -inf) 和 mask.any(dim=-1, keepdim=True) 接受任何可广播的 mask。"
-                       "布尔索引（scores[~mask] = ...）、把 mask view/reshape 成分数的形状、按 batch/head 索引 mask，"
-                       "都只适用于完整尺寸的 mask。"})
+           title=t("A mask that broadcasts ([Tk], [Tq, Tk], [1, 1, Tq, Tk], [B, 1, 1, Tk]) acts like the full mask"),
+           hint=t("Let broadcasting do the work: scores.masked_fill(~mask, -inf) and mask.any(dim=-1, keepdim=True) "
+                  "accept any broadcastable mask. Boolean indexing (scores[~mask] = ...), view/reshape to the scores' "
+                  "shape, or indexing the mask by batch and head only work for a full-size mask."))
 def test_mask_broadcasting(obs, verdict):
     p = obs.probe("broadcast")
     forms = p.value("forms")
@@ -327,7 +309,7 @@ def test_mask_broadcasting(obs, verdict):
                 which = setting if tag == "broadcast" else t("the same mask expanded to {scores}",
                                                              scores=shapes["scores"])
                 verdict.fail(t("with {setting} your function raised {error}{at}", setting=which, error=_raised(r),
-                               at=_located(r)))
+                               at=where_raised(r)))
         for part in ("weights", "out"):
             problem = difference(p.tensor(f"{name}.broadcast.{part}"), p.tensor(f"{name}.full.{part}"),
                                  atol=BROADCAST_TOLERANCE)
@@ -339,22 +321,20 @@ def test_mask_broadcasting(obs, verdict):
 
 
 @criterion("fully_masked_row_zero", kind="values", requires=("output_shapes",),
-           title={"en": "A query with every key masked gets all-zero weights and output, no NaN",
-                  "zh": "所有 key 都被屏蔽的 query：权重与输出全为 0，没有 NaN"},
-           hint={"en": "softmax over a row of only -inf is 0/0 = NaN; a large negative fill (-1e9, finfo.min) instead gives uniform "
-                       "weights. Find such rows with has_key = mask.any(dim=-1, keepdim=True), give them finite scores "
-                       "(masked_fill(~has_key, 0.0)) and zero their weights after the softmax (masked_fill(~has_key, 0.0)).",
-                 "zh": "对全为 -inf 的一行做 softmax 得到 0/0 = NaN；改用很大的负数（-1e9、finfo.min）填充则会得到均匀权重。"
-                       "用 has_key = mask.any(dim=-1, keepdim=True) 找到这些行，先给它们有限的分数（masked_fill(~has_key, 0.0)），"
-                       "softmax 之后再把它们的权重置零（masked_fill(~has_key, 0.0)）。"})
+           title=t("A query with every key masked gets all-zero weights and output, no NaN"),
+           hint=t("softmax over a row of only -inf is 0/0 = NaN; a large negative fill (-1e9, finfo.min) instead gives "
+                  "uniform weights. Find such rows with has_key = mask.any(dim=-1, keepdim=True), give them finite "
+                  "scores (masked_fill(~has_key, 0.0)) and zero their weights after the softmax (masked_fill(~has_key, "
+                  "0.0))."))
 def test_fully_masked_row_zero(obs, ref, verdict):
     p = obs.probe("fully_masked")
     mask, out, weights = p.tensor("mask"), p.tensor("out"), p.tensor("weights")
     v = ref.probe("fully_masked").tensor("v")        # the input, as the reference run drew it
     want_out = list(mask.shape[:-1]) + [v.shape[-1]]
     if list(weights.shape) != list(mask.shape) or list(out.shape) != want_out:
-        verdict.fail(t("with a [2, 2, 5, 6] mask the function returned out {out} and weights {weights}; expected out "
-                       "{want_out} and weights {want_weights}", out=list(out.shape), weights=list(weights.shape),
+        verdict.fail(t("with a {mask} mask the function returned out {out} and weights {weights}; expected out "
+                       "{want_out} and weights {want_weights}", mask=list(mask.shape), out=list(out.shape),
+                       weights=list(weights.shape),
                        want_out=want_out, want_weights=list(mask.shape)))
     verdict.note(attention_map=attention_map(weights, ref.probe("fully_masked").tensor("weights")))
     empty = ~mask.any(-1)                             # [B, H, Tq]: queries that may read nothing
@@ -424,14 +404,11 @@ def _non_finite_cause(weights, mask) -> Text:
 
 
 @criterion("gradients_finite", kind="gradient", requires=("output_shapes",),
-           title={"en": "Backward: finite gradients for q, k and v, none through masked keys or fully masked queries",
-                  "zh": "反向传播：q、k、v 梯度有限，被屏蔽的 key 与被完全屏蔽的 query 不产生梯度"},
-           hint={"en": "NaN in the forward pass also poisons the backward pass, and so does repairing it afterwards "
-                       "(nan_to_num or weights[weights != weights] = 0 only fix the forward). Give fully masked rows finite scores "
-                       "before the softmax and zero them after it; keep everything in autograd (no .detach(), .data or .item()).",
-                 "zh": "前向中的 NaN 会污染反向梯度，事后修补也一样（nan_to_num 或 weights[weights != weights] = 0 只修好了前向）。"
-                       "在 softmax 之前给全屏蔽的行有限的分数，softmax 之后再置零；整个计算保持在自动微分图中"
-                       "（不要 .detach()、.data 或 .item()）。"})
+           title=t("Backward: finite gradients for q, k and v, none through masked keys or fully masked queries"),
+           hint=t("NaN in the forward pass also poisons the backward pass, and so does repairing it afterwards "
+                  "(nan_to_num or weights[weights != weights] = 0 only fix the forward). Give fully masked rows finite "
+                  "scores before the softmax and zero them after it; keep everything in autograd (no .detach(), .data "
+                  "or .item())."))
 def test_gradients_finite(obs, ref, verdict):
     p = obs.probe("gradients")
     mask = p.tensor("mask")
@@ -455,12 +432,12 @@ def test_gradients_finite(obs, ref, verdict):
                 cause = t("the forward's weights are already non-finite for queries that have allowed keys: {cause}",
                           cause=_non_finite_cause(weights, mask))
             elif bool(forward_bad.any()):
-                cause = t("the forward's weights are NaN for queries whose every key is masked: a softmax over a row of "
-                          "only -inf is 0/0 = NaN, and it flows back through the scores")
+                cause = t("the forward's weights are NaN for queries whose every key is masked: a softmax over a row "
+                          "of only -inf is 0/0 = NaN, and it flows back through the scores")
             else:
                 cause = t("the forward is finite, so the NaN comes from the backward of a row of only -inf scores: "
-                          "repairing the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes only "
-                          "the forward")
+                          "repairing the NaN after the softmax (nan_to_num, weights[weights != weights] = 0) fixes "
+                          "only the forward")
             verdict.fail(t("{name}.grad holds {count} non-finite values (NaN or inf) of {total}, the first at "
                            "{location}; {cause}", name=name, count=int(bad.sum()), total=g.numel(),
                            location=_at(i, axes), cause=cause))
@@ -485,29 +462,31 @@ def test_gradients_finite(obs, ref, verdict):
             b, h, j = (int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
             verdict.fail(t("key {j} (batch {b}, head {h}) is masked for every query, yet {name}.grad there reaches "
                            "{grad:.3g}; expected 0. That key still influences the result: through a query with no "
-                           "allowed key (uniform weights instead of zeros), or through a mask applied after the softmax "
-                           "(the masked score still sits in the softmax's denominator)", j=j, b=b, h=h, name=name,
+                           "allowed key (uniform weights instead of zeros), or through a mask applied after the "
+                           "softmax (the masked score still sits in the softmax's "
+                           "denominator)", j=j, b=b, h=h, name=name,
                            grad=float(leak[b, h, j])))
     verdict.ok(t("q, k and v receive finite gradients; fully masked queries and keys masked for every query receive "
                  "none"))
 
 
 @criterion("masked_weights_zero_large_scores", kind="values", requires=("masked_weights_zero",),
-           title={"en": "Masked weights stay exactly 0 when the scores are large (spread ~1e5)",
-                  "zh": "分数很大（量级约 1e5）时，被屏蔽的权重仍恰好为 0"},
-           hint={"en": "Fill the masked scores with float('-inf') (masked_fill(~mask, float('-inf'))) before the "
-                       "softmax. Adding or filling a finite number such as -1e4 only hides keys whose scores are "
-                       "within 1e4 of the others; exp(-inf) is 0 at any scale.",
-                 "zh": "在 softmax 之前把被屏蔽的分数填为 float('-inf')（masked_fill(~mask, float('-inf'))）。加上或填入 -1e4 "
-                       "这样的有限数，只能屏蔽那些分数与其他 key 相差不到 1e4 的 key；而 exp(-inf) 在任何量级下都是 0。"})
+           title=t("Masked weights stay exactly 0 when the scores are large (spread ~1e5)"),
+           hint=t("Fill the masked scores with float('-inf') (masked_fill(~mask, float('-inf'))) before the softmax. "
+                  "Adding or filling a finite number such as -1e4 only hides keys whose scores are within 1e4 of the "
+                  "others; exp(-inf) is 0 at any scale."))
 def test_masked_weights_zero_large_scores(obs, ref, verdict):
     p = obs.probe("large_scores")
-    mask, weights = ref.probe("large_scores").tensor("mask"), p.tensor("weights").double()
-    verdict.note(attention_map=attention_map(weights, ref.probe("large_scores").tensor("weights")))
-    setting = t("with q and k of size ~316 (scores of spread ~1e5) and a [4, 4, 5, 7] mask")
+    want = ref.probe("large_scores")
+    mask, weights = want.tensor("mask"), p.tensor("weights").double()
+    verdict.note(attention_map=attention_map(weights, want.tensor("weights")))
+    scale = want.value("scale")
+    spread = verbatim(f"1e{round(math.log10(scale ** 2))}")   # the scores' spread: q·k of size scale² (over √D)
+    setting = t("with q and k of size ~{scale:g} (scores of spread ~{spread}) and a {mask} mask", scale=scale,
+                spread=spread, mask=list(mask.shape))
     if list(weights.shape) != list(mask.shape):
-        verdict.fail(t("{setting} the weights have shape {shape}; expected [4, 4, 5, 7]", setting=setting,
-                       shape=list(weights.shape)))
+        verdict.fail(t("{setting} the weights have shape {shape}; expected {mask}", setting=setting,
+                       shape=list(weights.shape), mask=list(mask.shape)))
     bad = ~torch.isfinite(weights)
     if bad.any():
         verdict.fail(t("{setting} {count} weights are NaN or inf, the first at {location}: exp of a large score "
@@ -525,29 +504,28 @@ def test_masked_weights_zero_large_scores(obs, ref, verdict):
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
         verdict.fail(t("{setting} the weights of {location} sum to {total:.6g} over the keys; expected 1",
                        setting=setting, location=_at(i, AXES[:3]), total=float(weights[i].sum())))
-    verdict.ok(t("with scores of spread ~1e5 all {masked} masked weights are exactly 0 and every row sums to 1",
-                 masked=int((~mask).sum())))
+    verdict.ok(t("with scores of spread ~{spread} all {masked} masked weights are exactly 0 and every row sums to 1",
+                 spread=spread, masked=int((~mask).sum())))
 
 
 @criterion("gradients_match_reference", kind="gradient", requires=("values_match_reference", "masked_weights_zero"),
-           title={"en": "Backward: the gradients of q, k and v equal the reference's, with and without a mask",
-                  "zh": "反向传播：q、k、v 的梯度与参考实现一致（有 mask 和无 mask）"},
-           hint={"en": "Let autograd differentiate the forward. A hand-written softmax backward must be "
-                       "grad_scores = w * (g - (g * w).sum(-1, keepdim=True)); dropping the second term, or a backward "
-                       "that does not match its forward, gives finite but wrong gradients.",
-                 "zh": "让自动微分对前向求导。手写 softmax 的反向必须是 grad_scores = w * (g - (g * w).sum(-1, keepdim=True))；"
-                       "漏掉第二项，或反向与前向不对应，都会得到有限但错误的梯度。"})
+           title=t("Backward: the gradients of q, k and v equal the reference's, with and without a mask"),
+           hint=t("Let autograd differentiate the forward. A hand-written softmax backward must be grad_scores = w * "
+                  "(g - (g * w).sum(-1, keepdim=True)); dropping the second term, or a backward that does not match "
+                  "its forward, gives finite but wrong gradients."))
 def test_gradients_match_reference(obs, ref, verdict):
     got, want = obs.probe("backward"), ref.probe("backward")
+    inputs = want.value("inputs")   # the shapes the probe drew q, k, v and the mask in
     worst = {}
-    for case, setting in (("unmasked", t("without a mask")), ("masked", t("with a [2, 3, 5, 7] mask"))):
+    for case, setting in (("unmasked", t("without a mask")),
+                          ("masked", t("with a {mask} mask", mask=inputs["mask"]))):
         for part in ("out", "weights"):
             problem = difference(got.tensor(f"{case}.{part}"), want.tensor(f"{case}.{part}"), atol=VALUE_ATOL,
                                  rtol=VALUE_RTOL)
             if problem:
-                verdict.fail(t("{setting} (float64 q [2, 3, 5, 16], k [2, 3, 7, 16], v [2, 3, 7, 12]) the forward's "
-                               "{part} already differs from the reference, so its gradients cannot match: {problem}",
-                               setting=setting, part=part, problem=problem))
+                verdict.fail(t("{setting} (float64 q {q}, k {k}, v {v}) the forward's {part} already differs from "
+                               "the reference, so its gradients cannot match: {problem}", setting=setting,
+                               q=inputs["q"], k=inputs["k"], v=inputs["v"], part=part, problem=problem))
         for name in ("q", "k", "v"):
             key = f"{case}.{name}.grad"
             if key in got.not_tensors:

@@ -33,10 +33,9 @@ def _short(outcome: dict) -> Text | str:
 # --- save / load ----------------------------------------------------------------------------------
 
 @criterion("reload_identical_logits", kind="determinism",
-           title={"en": "A reloaded model gives bitwise-identical logits",
-                  "zh": "重新加载的模型输出逐位相同的 logits"},
-           hint={"en": "Save model.state_dict() and restore it with model.load_state_dict(...) on the model passed to load_checkpoint (strict, every key); do not rebuild, re-initialise or round the weights.",
-                 "zh": "保存 model.state_dict()，并在传入 load_checkpoint 的那个模型上用 model.load_state_dict(...) 恢复（严格匹配所有键）；不要重建、重新初始化或舍入权重。"})
+           title=t("A reloaded model gives bitwise-identical logits"),
+           hint=t("Save model.state_dict() and restore it with model.load_state_dict(...) on the model passed to "
+                  "load_checkpoint (strict, every key); do not rebuild, re-initialise or round the weights."))
 def test_reload_identical_logits(obs, verdict):
     p = obs.probe("reload")
     saved, loaded, before = p.tensor("logits_saved"), p.tensor("logits_loaded"), p.tensor("logits_before_load")
@@ -45,17 +44,17 @@ def test_reload_identical_logits(obs, verdict):
                      "load_checkpoint"))
         return
     if torch.equal(loaded, before):
-        verdict.fail(t("after load_checkpoint the freshly built model still gives its own initial logits, not the saved "
-                       "model's: the stored weights never reached `model`"))
-    verdict.fail(t("after load_checkpoint the logits differ from the saved model's: {problem}; expected bitwise equality",
+        verdict.fail(t("after load_checkpoint the freshly built model still gives its own initial logits, not the "
+                       "saved model's: the stored weights never reached `model`"))
+    verdict.fail(t("after load_checkpoint the logits differ from the saved model's: {problem}; expected bitwise "
+                   "equality",
                    problem=difference(loaded, saved, atol=EXACT)))
 
 
 @criterion("returns_step_and_meta", kind="api",
-           title={"en": "load_checkpoint returns {\"step\": ..., \"meta\": {...}} as saved",
-                  "zh": "load_checkpoint 返回保存时的 {\"step\": ..., \"meta\": {...}}"},
-           hint={"en": "Store step as an int and the **meta keyword arguments as a dict, and return {\"step\": state[...], \"meta\": state[...]} from load_checkpoint.",
-                 "zh": "把 step 存为 int，把 **meta 关键字参数存为字典；load_checkpoint 返回 {\"step\": ..., \"meta\": ...}。"})
+           title=t("load_checkpoint returns {{\"step\": ..., \"meta\": {{...}}}} as saved"),
+           hint=t("Store step as an int and the **meta keyword arguments as a dict, and return {{\"step\": state[...], "
+                  "\"meta\": state[...]}} from load_checkpoint."))
 def test_returns_step_and_meta(obs, ref, verdict):
     info = obs.probe("reload").value("info")
     want = ref.probe("reload")
@@ -81,7 +80,8 @@ def test_returns_step_and_meta(obs, ref, verdict):
         changed = [k for k in meta if k in got and got[k] != meta[k]]
         parts = ([t("missing {keys}", keys=absent)] if absent else []) \
             + ([t("unexpected {keys}", keys=extra)] if extra else []) \
-            + [t("{key} is {got}, saved {saved}", key=repr(k), got=repr(got[k]), saved=repr(meta[k])) for k in changed[:3]]
+            + [t("{key} is {got}, saved "
+                 "{saved}", key=repr(k), got=repr(got[k]), saved=repr(meta[k])) for k in changed[:3]]
         differences = join(parts, t("; "))  # built apart: Babel misses a t(...) nested in another call's arguments
         verdict.fail(t("the returned meta is not what was saved: {differences}", differences=differences))
     kinds = info.get("meta_types")
@@ -104,19 +104,19 @@ def test_returns_step_and_meta(obs, ref, verdict):
 
 
 @criterion("file_weights_only", kind="api",
-           title={"en": "The checkpoint file loads with torch.load(weights_only=True)",
-                  "zh": "检查点文件可用 torch.load(weights_only=True) 读取"},
-           hint={"en": "Save a dict of state_dicts, tensors and plain values (int, str, float, bool, None, list, dict): model.state_dict(), optimizer.state_dict(), torch.get_rng_state(), never the model or optimizer object itself, nor instances of your own classes.",
-                 "zh": "保存由 state_dict、张量和普通值（int、str、float、bool、None、list、dict）组成的字典：model.state_dict()、optimizer.state_dict()、torch.get_rng_state()；不要保存模型或优化器对象本身，也不要保存自定义类的实例。"})
+           title=t("The checkpoint file loads with torch.load(weights_only=True)"),
+           hint=t("Save a dict of state_dicts, tensors and plain values (int, str, float, bool, None, list, dict): "
+                  "model.state_dict(), optimizer.state_dict(), torch.get_rng_state(), never the model or optimizer "
+                  "object itself, nor instances of your own classes."))
 def test_file_weights_only(obs, verdict):
     p = obs.probe("saved_file")
     outcome = p.value("weights_only_load")
     if raised(outcome):
         refused = p.value("refused_global") if p.has("refused_global") else None
         if refused:
-            verdict.fail(t("torch.load(path, weights_only=True) refused the file save_checkpoint wrote: it holds a pickled "
-                           "`{name}` object ({qualified}), and weights_only accepts only tensors, state dicts and plain "
-                           "values", name=refused.rsplit(".", 1)[-1], qualified=refused))
+            verdict.fail(t("torch.load(path, weights_only=True) refused the file save_checkpoint wrote: it holds a "
+                           "pickled `{name}` object ({qualified}), and weights_only accepts only tensors, state dicts "
+                           "and plain values", name=refused.rsplit(".", 1)[-1], qualified=refused))
         verdict.fail(t("torch.load(path, weights_only=True) on the file save_checkpoint wrote {outcome}; a checkpoint "
                        "must hold only tensors and plain values", outcome=_short(outcome)))
     keys = p.value("keys")
@@ -126,10 +126,9 @@ def test_file_weights_only(obs, verdict):
 
 
 @criterion("load_refuses_pickled_code", kind="api",
-           title={"en": "load_checkpoint never runs code stored in the file",
-                  "zh": "load_checkpoint 不会执行文件中保存的代码"},
-           hint={"en": "Read the file with torch.load(path, map_location=\"cpu\", weights_only=True) and nothing else: no weights_only=False, no fallback to it when the safe load fails.",
-                 "zh": "只用 torch.load(path, map_location=\"cpu\", weights_only=True) 读取文件：不要用 weights_only=False，安全读取失败时也不要退回到它。"})
+           title=t("load_checkpoint never runs code stored in the file"),
+           hint=t("Read the file with torch.load(path, map_location=\"cpu\", weights_only=True) and nothing else: no "
+                  "weights_only=False, no fallback to it when the safe load fails."))
 def test_load_refuses_pickled_code(obs, verdict):
     p = obs.probe("pickled_code")
     if not p.value("planted"):
@@ -137,14 +136,15 @@ def test_load_refuses_pickled_code(obs, verdict):
                        "it; save a dict", kind=p.value("checkpoint_type")))
     outcome = p.value("load_planted")
     if p.value("canary_ran"):
-        verdict.fail(t("load_checkpoint executed code stored in the file: the grader added one pickled object to a copy "
-                       "of your own checkpoint, and loading that copy ran the function the object names (then "
+        verdict.fail(t("load_checkpoint executed code stored in the file: the grader added one pickled object to a "
+                       "copy of your own checkpoint, and loading that copy ran the function the object names (then "
                        "load_checkpoint {outcome}); a loader that unpickles arbitrary objects lets any downloaded "
                        "checkpoint run code on your machine", outcome=describe_outcome(outcome)))
     clean = p.value("load_clean")
     if raised(clean):
         verdict.fail(t("load_checkpoint on the checkpoint exactly as save_checkpoint wrote it {outcome}: a loader that "
-                       "refuses every file also refuses the planted one, which proves nothing; the clean file must load",
+                       "refuses every file also refuses the planted one, which proves nothing; the clean file must "
+                       "load",
                        outcome=describe_outcome(clean)))
     if not p.value("clean_restored"):
         verdict.fail(t("load_checkpoint on the checkpoint exactly as save_checkpoint wrote it returned, but the model "
@@ -159,10 +159,9 @@ def test_load_refuses_pickled_code(obs, verdict):
 
 
 @criterion("expect_mismatch_raises", kind="errors",
-           title={"en": "ValueError when `expect` disagrees with the stored meta",
-                  "zh": "`expect` 与保存的 meta 不一致时抛出 ValueError"},
-           hint={"en": "Before restoring anything, compare every key of `expect` with the stored meta and raise ValueError naming the key and both values; a matching `expect` must load normally.",
-                 "zh": "在恢复任何状态之前，逐个比较 `expect` 的每个键与保存的 meta，不一致时抛出 ValueError，消息写出键名和两个值；全部一致时应正常加载。"})
+           title=t("ValueError when `expect` disagrees with the stored meta"),
+           hint=t("Before restoring anything, compare every key of `expect` with the stored meta and raise ValueError "
+                  "naming the key and both values; a matching `expect` must load normally."))
 def test_expect_mismatch_raises(obs, ref, verdict):
     p = obs.probe("expect")
     expects = ref.probe("expect").value("expects")
@@ -181,26 +180,26 @@ def test_expect_mismatch_raises(obs, ref, verdict):
 
 
 @criterion("atomic_save", kind="errors",
-           title={"en": "A save that fails halfway leaves the previous checkpoint intact",
-                  "zh": "中途失败的保存不会破坏原来的检查点"},
-           hint={"en": "torch.save to a temporary file in the same folder as `path`, flush and os.fsync it, then os.replace it onto `path`; if anything raises, delete the temporary file and re-raise. Never write `path` directly.",
-                 "zh": "先 torch.save 到与 `path` 同一目录的临时文件，flush 并 os.fsync，再 os.replace 到 `path`；任何一步出错都删除临时文件并重新抛出异常。不要直接写 `path`。"})
+           title=t("A save that fails halfway leaves the previous checkpoint intact"),
+           hint=t("torch.save to a temporary file in the same folder as `path`, flush and os.fsync it, then os.replace "
+                  "it onto `path`; if anything raises, delete the temporary file and re-raise. Never write `path` "
+                  "directly."))
 def test_atomic_save(obs, verdict):
     p = obs.probe("atomic_save")
     for key, when in (("after_first", t("after the first save_checkpoint")),
                       ("after_second", t("after a second save_checkpoint onto the same path"))):
         listed = p.value(key)
         if listed != ["run.pt"]:
-            verdict.fail(t("{when} the folder holds {listed}; expected only ['run.pt']: a temporary file was left behind "
-                           "or the checkpoint was written under another name", when=when, listed=listed))
+            verdict.fail(t("{when} the folder holds {listed}; expected only ['run.pt']: a temporary file was left "
+                           "behind or the checkpoint was written under another name", when=when, listed=listed))
     failed = p.value("failed_save")
     after = p.value("info_after_failure") or {}
     verdict.note(failed_save=failed, listing_after_failure=p.value("after_failed"))
     if p.value("digest_after_failed_save") != p.value("digest_before_failed_save"):
         if not raised(failed) and after and after.get("step") == 3:
-            verdict.fail(t("save_checkpoint succeeded with a model and an optimizer whose state_dict() cannot be written "
-                           "completely (the file now holds step 3), so the grader could not make it fail halfway: save "
-                           "model.state_dict() and optimizer.state_dict() as they are"))
+            verdict.fail(t("save_checkpoint succeeded with a model and an optimizer whose state_dict() cannot be "
+                           "written completely (the file now holds step 3), so the grader could not make it fail "
+                           "halfway: save model.state_dict() and optimizer.state_dict() as they are"))
         if raised(p.value("load_after_failure")):
             verdict.fail(t("a save that failed halfway (torch.save raised OSError while writing the model's state) "
                            "changed the previous checkpoint at `path`: its bytes are no longer those of the step-2 "
@@ -209,27 +208,28 @@ def test_atomic_save(obs, verdict):
                        "the previous checkpoint at `path`: its bytes are no longer those of the step-2 checkpoint"))
     listed = p.value("after_failed")
     if listed != ["run.pt"]:
-        verdict.fail(t("after a save that failed halfway the folder holds {listed}; expected only ['run.pt']: delete the "
-                       "temporary file when the save fails", listed=listed))
+        verdict.fail(t("after a save that failed halfway the folder holds {listed}; expected only ['run.pt']: delete "
+                       "the temporary file when the save fails", listed=listed))
     loaded = p.value("load_after_failure")
     if raised(loaded):
-        verdict.fail(t("after a failed save, load_checkpoint on the intact previous file {outcome}", outcome=_short(loaded)))
-    verdict.check(after.get("step") == 2, t("after a failed save, load_checkpoint returned step={step}; expected 2, the "
-                                            "step of the previous checkpoint", step=repr(after.get("step"))))
+        verdict.fail(t("after a failed save, load_checkpoint on the intact previous file "
+                       "{outcome}", outcome=_short(loaded)))
+    verdict.check(after.get("step") == 2, t("after a failed save, load_checkpoint returned step={step}; expected 2, "
+                                            "the step of the previous checkpoint", step=repr(after.get("step"))))
     if raised(failed):
-        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step 2), "
-                     "with no temporary file left behind"))
+        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step "
+                     "2), with no temporary file left behind"))
     else:
-        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step 2), "
-                     "with no temporary file left behind (note: your save_checkpoint returned without raising; a "
+        verdict.ok(t("a save that failed halfway left the previous checkpoint byte for byte and still loadable (step "
+                     "2), with no temporary file left behind (note: your save_checkpoint returned without raising; a "
                      "failed save should raise)"))
 
 
 @criterion("resume_bitwise", kind="resume",
-           title={"en": "Resume in a fresh process equals straight training, bit for bit (dropout on)",
-                  "zh": "在新进程中续训与连续训练逐位相同（开启 dropout）"},
-           hint={"en": "Weights alone do not resume training: save optimizer.state_dict() (AdamW's exp_avg, exp_avg_sq, step) and torch.get_rng_state() (the dropout masks), and restore them with optimizer.load_state_dict(...) and torch.set_rng_state(...) in load_checkpoint.",
-                 "zh": "只有权重不足以续训：还要保存 optimizer.state_dict()（AdamW 的 exp_avg、exp_avg_sq、step）和 torch.get_rng_state()（dropout 的 mask），并在 load_checkpoint 中用 optimizer.load_state_dict(...) 和 torch.set_rng_state(...) 恢复。"})
+           title=t("Resume in a fresh process equals straight training, bit for bit (dropout on)"),
+           hint=t("Weights alone do not resume training: save optimizer.state_dict() (AdamW's exp_avg, exp_avg_sq, "
+                  "step) and torch.get_rng_state() (the dropout masks), and restore them with "
+                  "optimizer.load_state_dict(...) and torch.set_rng_state(...) in load_checkpoint."))
 def test_resume_bitwise(obs, verdict):
     first, fresh = obs.probe("resume_first_half"), obs.probe("resume_fresh_process")
     steps, half = first.value("steps"), first.value("saved_step")
@@ -240,7 +240,8 @@ def test_resume_bitwise(obs, verdict):
     verdict.note(parameters=len(names), differing=differing[:10])
     if not differing:
         verdict.ok(t("{half} steps, save, load in a new process with other weights and another RNG state, {more} more "
-                     "steps: all {count} parameter tensors equal the {steps}-step straight run bit for bit (dropout 0.1)",
+                     "steps: all {count} parameter tensors equal the {steps}-step straight run bit for bit (dropout "
+                     "0.1)",
                      half=half, more=steps - half, count=len(names), steps=steps))
         return
     summary = t("after {half} steps, save, load in a new process and {more} more steps, {differing} of {count} "
@@ -262,18 +263,19 @@ def test_resume_bitwise(obs, verdict):
         problem = difference(fresh.tensor(key + "_after_load"), first.tensor(key + "_at_save"), atol=EXACT)
         if problem:
             verdict.fail(t("{summary}: the optimizer state was not restored as saved: AdamW's {moments} after loading "
-                           "differ from those at save time ({problem})", summary=summary, moments=label, problem=problem))
+                           "differ from those at save time "
+                           "({problem})", summary=summary, moments=label, problem=problem))
 
     rng_after = fresh.tensor("rng_after_load")
     if not torch.equal(rng_after, first.tensor("rng_at_save")):
         if torch.equal(rng_after, fresh.tensor("rng_before_load")):
-            verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not "
-                           "where it was when the checkpoint was saved (load_checkpoint left the new process's generator "
-                           "untouched), so the resumed steps draw other dropout masks than the straight run",
+            verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is "
+                           "not where it was when the checkpoint was saved (load_checkpoint left the new process's "
+                           "generator untouched), so the resumed steps draw other dropout masks than the straight run",
                            summary=summary))
-        verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not where "
-                       "it was when the checkpoint was saved, so the resumed steps draw other dropout masks than the "
-                       "straight run", summary=summary))
+        verdict.fail(t("{summary}: the torch RNG state was not restored. After load_checkpoint the generator is not "
+                       "where it was when the checkpoint was saved, so the resumed steps draw other dropout masks than "
+                       "the straight run", summary=summary))
 
     n = differing[0]
     problem = difference(fresh.tensor("resumed." + n), first.tensor("straight." + n), atol=EXACT)
@@ -282,13 +284,10 @@ def test_resume_bitwise(obs, verdict):
 
 
 @criterion("rng_restored_on_every_load", kind="resume",
-           title={"en": "load_checkpoint restores the RNG state with or without an optimizer",
-                  "zh": "无论是否传入优化器，load_checkpoint 都恢复随机数状态"},
-           hint={"en": "Call torch.set_rng_state(state['rng_state']) on every path of load_checkpoint, not inside "
-                       "the `if optimizer is not None:` branch: resuming for evaluation or with a new optimizer still "
-                       "needs the generator where it was saved.",
-                 "zh": "在 load_checkpoint 的每条路径上都调用 torch.set_rng_state(state['rng_state'])，不要只放在 "
-                       "`if optimizer is not None:` 分支里：只为评估而加载、或换一个新优化器续训，也需要随机数生成器回到保存时的状态。"})
+           title=t("load_checkpoint restores the RNG state with or without an optimizer"),
+           hint=t("Call torch.set_rng_state(state['rng_state']) on every path of load_checkpoint, not inside the `if "
+                  "optimizer is not None:` branch: resuming for evaluation or with a new optimizer still needs the "
+                  "generator where it was saved."))
 def test_rng_restored_on_every_load(obs, verdict):
     p = obs.probe("rng_every_load")
     saved = p.tensor("rng_at_save")
@@ -361,10 +360,9 @@ def _check_runs(obs, ref, verdict, keys, vocab=None, explain=None):
 
 
 @criterion("generate_stops_at_eos", kind="values",
-           title={"en": "generate: seed 004's ^pa -> ^pab$ and ^qa -> ^qac$, stopping at EOS",
-                  "zh": "generate：种子 004 的 ^pa -> ^pab$、^qa -> ^qac$，在 EOS 处停止"},
-           hint={"en": "Append the chosen token first, then, if it equals eos_id, return (ids, \"eos\"): the EOS token is part of the output. Return the ids as a list of Python ints (int(...)).",
-                 "zh": "先追加选出的词元，若它等于 eos_id 再返回 (ids, \"eos\")：EOS 属于输出。ids 以 Python int 列表返回（用 int(...)）。"})
+           title=t("generate: seed 004's ^pa -> ^pab$ and ^qa -> ^qac$, stopping at EOS"),
+           hint=t("Append the chosen token first, then, if it equals eos_id, return (ids, \"eos\"): the EOS token is "
+                  "part of the output. Return the ids as a list of Python ints (int(...))."))
 def test_generate_stops_at_eos(obs, ref, verdict):
     def explain(g, w):
         if g["ids"] == w["ids"][:-1]:
@@ -388,20 +386,19 @@ def test_generate_stops_at_eos(obs, ref, verdict):
 
 
 @criterion("generate_max_new_tokens", kind="values",
-           title={"en": "generate stops after max_new_tokens new tokens",
-                  "zh": "generate 在生成 max_new_tokens 个新词元后停止"},
-           hint={"en": "Loop at most max_new_tokens times (zero means no new token) and return (prompt + new tokens, \"max_new_tokens\") when the budget is spent; eos_id may be None.",
-                 "zh": "最多循环 max_new_tokens 次（为 0 时不生成），用完后返回 (提示 + 新词元, \"max_new_tokens\")；eos_id 可以是 None。"})
+           title=t("generate stops after max_new_tokens new tokens"),
+           hint=t("Loop at most max_new_tokens times (zero means no new token) and return (prompt + new tokens, "
+                  "\"max_new_tokens\") when the budget is spent; eos_id may be None."))
 def test_generate_max_new_tokens(obs, ref, verdict):
     _check_runs(obs, ref, verdict, ["budget", "budget_no_eos_id", "budget_zero"])
     verdict.ok(t("3, 4 and 0 new tokens without EOS give exactly that many new tokens and reason 'max_new_tokens'"))
 
 
 @criterion("generate_context_limit", kind="values",
-           title={"en": "generate stops at block_size with \"context_limit\", checked before each new token",
-                  "zh": "generate 在达到 block_size 时以 \"context_limit\" 停止（每个新词元之前检查）"},
-           hint={"en": "At the top of each iteration, before calling the model: if len(ids) >= model.config.block_size, return (ids, \"context_limit\"). Never crop the prompt, and never call the model on more than block_size tokens.",
-                 "zh": "每轮循环开头、调用模型之前：若 len(ids) >= model.config.block_size，返回 (ids, \"context_limit\")。不要截断提示，也不要用超过 block_size 个词元调用模型。"})
+           title=t("generate stops at block_size with \"context_limit\", checked before each new token"),
+           hint=t("At the top of each iteration, before calling the model: if len(ids) >= model.config.block_size, "
+                  "return (ids, \"context_limit\"). Never crop the prompt, and never call the model on more than "
+                  "block_size tokens."))
 def test_generate_context_limit(obs, ref, verdict):
     def explain(g, w):
         lengths = [c["length"] for c in g["calls"]]
@@ -420,10 +417,10 @@ def test_generate_context_limit(obs, ref, verdict):
 
 
 @criterion("generate_last_position", kind="values",
-           title={"en": "generate is greedy on the LAST position's logits",
-                  "zh": "generate 对最后一个位置的 logits 取 argmax"},
-           hint={"en": "logits has shape [1, T, V]; the next token is int(logits[0, -1].argmax()). Position 0 (or the argmax of the flattened [T, V] table) predicts the token after the first token, not after the last.",
-                 "zh": "logits 的形状是 [1, T, V]；下一个词元是 int(logits[0, -1].argmax())。位置 0（或把 [T, V] 展平后的 argmax）预测的是第一个词元之后的词元，而不是最后一个之后的。"})
+           title=t("generate is greedy on the LAST position's logits"),
+           hint=t("logits has shape [1, T, V]; the next token is int(logits[0, -1].argmax()). Position 0 (or the "
+                  "argmax of the flattened [T, V] table) predicts the token after the first token, not after the "
+                  "last."))
 def test_generate_last_position(obs, ref, verdict):
     def explain(g, w):
         return t("each position of this model prefers another token (position 0 the most strongly); only the last "
@@ -434,10 +431,9 @@ def test_generate_last_position(obs, ref, verdict):
 
 
 @criterion("generate_eval_mode", kind="determinism",
-           title={"en": "generate runs the model in eval() mode",
-                  "zh": "generate 在 eval() 模式下运行模型"},
-           hint={"en": "Call model.eval() at the start of generate (and run under torch.no_grad()): in train() mode dropout makes the greedy continuation random.",
-                 "zh": "在 generate 开头调用 model.eval()（并在 torch.no_grad() 下运行）：train() 模式下 dropout 会让贪心续写变得随机。"})
+           title=t("generate runs the model in eval() mode"),
+           hint=t("Call model.eval() at the start of generate (and run under torch.no_grad()): in train() mode dropout "
+                  "makes the greedy continuation random."))
 def test_generate_eval_mode(obs, verdict):
     entry = obs.probe("generate").value("train_mode")
     if "raised" in entry or "returned" in entry:
@@ -447,7 +443,7 @@ def test_generate_eval_mode(obs, verdict):
     training = sum(1 for c in calls if c["training"])
     verdict.note(calls=calls)
     verdict.check(bool(calls), t("generate never called the model, so its mode could not be observed"))
-    verdict.check(training == 0, t("a model handed to generate in train() mode was still in training mode in {training} "
-                                   "of {calls} forward calls: dropout stays active during generation",
+    verdict.check(training == 0, t("a model handed to generate in train() mode was still in training mode in "
+                                   "{training} of {calls} forward calls: dropout stays active during generation",
                                    training=training, calls=len(calls)))
     verdict.ok(t("a model handed over in train() mode ran all {calls} forward calls in eval() mode", calls=len(calls)))

@@ -5,7 +5,7 @@ import math
 import torch
 
 from grader.i18n import t, verbatim
-from grader.judge.compare import describe_outcome, difference, position_changes, prefix_leaks, raised
+from grader.judge.compare import describe_outcome, difference, gradient_summary, position_changes, prefix_leaks, raised
 from grader.judge.criterion import criterion
 
 EXERCISE = "decoder_block"
@@ -14,8 +14,8 @@ READS_THE_PAST = 1e-6     # float64: a position that attends to position 0 moves
 VALUE_TOLERANCE = 1e-5    # float32, same weights: only the order of floating-point operations may differ
 CAUSAL_SHAPE = [2, 8, 16] # the causality probe's x, [B, T, C]: the output keeps that shape
 DROPOUT_P = 0.5           # the dropout probe's rate: kept elements are scaled by 1 / (1 - p) = 2, exactly
-NON_FINITE_CAUSE = t("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * -inf "
-                     "gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
+NON_FINITE_CAUSE = t("the output holds NaN or inf for finite inputs: a mask applied by arithmetic (scores + (~mask) * "
+                     "-inf gives 0 * -inf = NaN at every allowed score) or scores divided by zero; use masked_fill")
 OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the eval value; weight dropout mixes values
 # A weight that dropout kept is exactly 2 x its eval value (a power of two; float32 inside rounds both passes alike);
 # dropout on the scores before the softmax renormalises the row and moves the kept weights by ~10 %.
@@ -24,10 +24,9 @@ READ_SHAPE = [8, 16]      # the dropout-position probe: 8 positions, 2 heads of 
 
 
 @criterion("output_shape", kind="shape",
-           title={"en": "CausalSelfAttention keeps the shape [B, T, C]",
-                  "zh": "CausalSelfAttention 输出形状保持 [B, T, C]"},
-           hint={"en": "Split C into H heads of D = C / H channels, attend, then merge the heads back (transpose(1, 2) before the view) and apply out_proj.",
-                 "zh": "把 C 拆成 H 个 D = C / H 的头，注意力之后再合并（先 transpose(1, 2) 再 view），最后经过 out_proj。"})
+           title=t("CausalSelfAttention keeps the shape [B, T, C]"),
+           hint=t("Split C into H heads of D = C / H channels, attend, then merge the heads back (transpose(1, 2) "
+                  "before the view) and apply out_proj."))
 def test_output_shape(obs, verdict):
     out = obs.probe("forward").tensor("out")
     verdict.check(list(out.shape) == [2, 7, 16], t("the output for x of shape [2, 7, 16] has shape {shape}; expected "
@@ -36,9 +35,9 @@ def test_output_shape(obs, verdict):
 
 
 @criterion("causality", kind="causality", requires=("output_shape",),
-           title={"en": "No position reads the future", "zh": "任何位置都读不到未来"},
-           hint={"en": "Mask scores of keys after the query (positions j > i) with -inf before the softmax; the mask is True on and below the diagonal (tril), not above it.",
-                 "zh": "在 softmax 之前把查询之后的键（j > i）的分数置为 -inf；允许的位置是对角线及以下（tril），不是以上。"})
+           title=t("No position reads the future"),
+           hint=t("Mask scores of keys after the query (positions j > i) with -inf before the softmax; the mask is "
+                  "True on and below the diagonal (tril), not above it."))
 def test_causality(obs, verdict):
     p = obs.probe("causality")
     verdict.note(leak_tolerance=CAUSAL_TOLERANCE)
@@ -59,8 +58,8 @@ def test_causality(obs, verdict):
     if bad:
         first = bad[0]
         if not torch.isfinite(base[:, : first + 1]).all():
-            verdict.fail(t("the output at positions 0..{position} holds NaN or inf even before any input changes, so no "
-                           "change there can be measured", position=first))
+            verdict.fail(t("the output at positions 0..{position} holds NaN or inf even before any input changes, so "
+                           "no change there can be measured", position=first))
         change = t("became NaN") if math.isnan(leaks[first]) else t("by up to {leak:.3g}", leak=leaks[first])
         verdict.fail(t("changing the inputs after position {position} changed the output at positions 0..{position} "
                        "{change} (expected no change at all); {leaking} of {prefixes} prefixes leak",
@@ -82,9 +81,9 @@ def test_causality(obs, verdict):
 
 
 @criterion("values_match_reference", kind="values", requires=("output_shape",),
-           title={"en": "Output equals the reference with the same weights", "zh": "相同权重下输出与参考实现一致"},
-           hint={"en": "Check the 1/sqrt(D) scale (D is the head size, not C), the softmax over the key axis (dim=-1), q·k (not q·v), and merging heads with transpose(1, 2) before view.",
-                 "zh": "检查缩放 1/sqrt(D)（D 是头维度而不是 C）、softmax 沿键轴（dim=-1）、用 q·k 而不是 q·v，以及合并头时先 transpose(1, 2) 再 view。"})
+           title=t("Output equals the reference with the same weights"),
+           hint=t("Check the 1/sqrt(D) scale (D is the head size, not C), the softmax over the key axis (dim=-1), q·k "
+                  "(not q·v), and merging heads with transpose(1, 2) before view."))
 def test_values_match_reference(obs, ref, verdict):
     got, want = obs.probe("forward"), ref.probe("forward")
     for key, label in (("out", "T=7, H=4"), ("out_h_equals_t", "T=H=4")):
@@ -95,8 +94,8 @@ def test_values_match_reference(obs, ref, verdict):
                      t("the module also holds {biases}, which the reference does not have (the projections are "
                        "bias-free), so the seeded weights alone do not fix the output", biases=", ".join(biases))
                      if biases else
-                     t("likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from q "
-                       "and k, or merging heads without transpose(1, 2)"))
+                     t("likely causes: the scale (1/sqrt(D), D = C / H), the softmax axis (keys, dim=-1), scores from "
+                       "q and k, or merging heads without transpose(1, 2)"))
             verdict.fail(t("with the same projection weights ({sizes}) the output differs from the reference: "
                            "{problem}; {cause}", sizes=label, problem=problem, cause=cause))
     verdict.ok(t("with the same weights the output matches the reference within {tolerance:g}, also when H == T",
@@ -104,18 +103,19 @@ def test_values_match_reference(obs, ref, verdict):
 
 
 @criterion("gradients_reach_projections", kind="gradient", requires=("output_shape",),
-           title={"en": "Finite gradients reach all four projections", "zh": "四个投影都得到有限梯度"},
-           hint={"en": "Use q_proj, k_proj, v_proj and out_proj in forward, keep the computation in autograd (no .detach(), .item() or .data), and make sure masked scores use -inf via masked_fill, not NaN-producing arithmetic.",
-                 "zh": "forward 中要用到 q_proj、k_proj、v_proj 和 out_proj，保持计算在自动微分图中（不要 .detach()、.item() 或 .data），屏蔽分数用 masked_fill 设为 -inf，不要产生 NaN。"})
+           title=t("Finite gradients reach all four projections"),
+           hint=t("Use q_proj, k_proj, v_proj and out_proj in forward, keep the computation in autograd (no .detach(), "
+                  ".item() or .data), and make sure masked scores use -inf via masked_fill, not NaN-producing "
+                  "arithmetic."))
 def test_gradients_reach_projections(obs, verdict):
     p = obs.probe("gradients")
-    grads = {name: _gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
+    grads = {name: gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
     verdict.note(grads=grads)
     for name in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"):
         g = grads.get(name, "missing")
         if g == "missing":
-            verdict.fail(t("the module has no parameter `{name}`; the contract asks for q_proj, k_proj, v_proj, out_proj = "
-                           "nn.Linear(d_model, d_model, bias=False)", name=name))
+            verdict.fail(t("the module has no parameter `{name}`; the contract asks for q_proj, k_proj, v_proj, "
+                           "out_proj = nn.Linear(d_model, d_model, bias=False)", name=name))
         if g is None:
             verdict.fail(t("`{name}` received no gradient: it is not used on the path from the input to the output",
                            name=name))
@@ -123,24 +123,16 @@ def test_gradients_reach_projections(obs, verdict):
             verdict.fail(t("`{name}` received a non-finite gradient (NaN or inf)", name=name))
         if g["norm"] == 0.0:
             verdict.fail(t("`{name}` received an all-zero gradient: its output does not reach the result", name=name))
-    x_grad = _gradient_summary(p, "input_grad")
+    x_grad = gradient_summary(p, "input_grad")
     verdict.check(x_grad is not None and x_grad["finite"], t("the gradient with respect to the input is missing or not "
                                                              "finite"))
     verdict.ok(t("q_proj, k_proj, v_proj and out_proj all receive finite, non-zero gradients"))
 
 
-def _gradient_summary(p, key):
-    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
-    if key in p.not_tensors:
-        return None
-    grad = p.tensor(key).double()
-    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
-
-
 @criterion("eval_deterministic", kind="determinism", requires=("output_shape",),
-           title={"en": "Eval mode is deterministic with dropout > 0", "zh": "dropout > 0 时 eval 模式输出确定"},
-           hint={"en": "Use nn.Dropout (or F.dropout with training=self.training) on the attention weights, so that model.eval() turns it off.",
-                 "zh": "对注意力权重使用 nn.Dropout（或 F.dropout(training=self.training)），这样 model.eval() 会关闭它。"})
+           title=t("Eval mode is deterministic with dropout > 0"),
+           hint=t("Use nn.Dropout (or F.dropout with training=self.training) on the attention weights, so that "
+                  "model.eval() turns it off."))
 def test_eval_deterministic(obs, verdict):
     p = obs.probe("dropout")
     first, second, other = p.tensor("eval_first"), p.tensor("eval_second"), p.tensor("eval_other")
@@ -152,19 +144,20 @@ def test_eval_deterministic(obs, verdict):
     verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same input differ: {problem}",
                                      problem=problem))
     verdict.check(difference(other, first, atol=0.0) is not None,
-                  t("in eval mode another input gives exactly the same output: the output does not depend on the input, "
-                    "and a constant is deterministic by construction"))
+                  t("in eval mode another input gives exactly the same output: the output does not depend on the "
+                    "input, and a constant is deterministic by construction"))
     verdict.ok(t("with dropout=0.5, two eval-mode calls on the same input give identical outputs"))
 
 
 @criterion("dropout_in_training", kind="values", requires=("eval_deterministic",),
-           title={"en": "Dropout acts in training mode", "zh": "训练模式下 dropout 生效"},
-           hint={"en": "Store the dropout probability and apply dropout to the attention weights after the softmax; it must change the output in train() mode.",
-                 "zh": "保存 dropout 概率，并在 softmax 之后对注意力权重做 dropout；train() 模式下它应改变输出。"})
+           title=t("Dropout acts in training mode"),
+           hint=t("Store the dropout probability and apply dropout to the attention weights after the softmax; it must "
+                  "change the output in train() mode."))
 def test_dropout_in_training(obs, verdict):
     p = obs.probe("dropout")
     verdict.check(bool(torch.isfinite(p.tensor("eval_first")).all()),
-                  t("with dropout=0.5 the eval-mode output is not finite, so whether dropout acts cannot be seen: {cause}",
+                  t("with dropout=0.5 the eval-mode output is not finite, so whether dropout acts cannot be seen: "
+                    "{cause}",
                     cause=NON_FINITE_CAUSE))
     same = difference(p.tensor("train"), p.tensor("eval_first"), atol=0.0) is None
     verdict.check(not same, t("with dropout=0.5 the train-mode output equals the eval-mode output: dropout is not "
@@ -173,31 +166,30 @@ def test_dropout_in_training(obs, verdict):
 
 
 @criterion("dropout_on_attention_weights", kind="values", requires=("dropout_in_training",),
-           title={"en": "Dropout acts on the attention weights, not on the output",
-                  "zh": "dropout 作用在注意力权重上，而不是输出上"},
-           hint={"en": "Apply the dropout to the attention weights right after the softmax (weights = dropout(softmax(scores))), then multiply by V; not to the block's output or after out_proj.",
-                 "zh": "在 softmax 之后立即对注意力权重做 dropout（weights = dropout(softmax(scores))），再乘以 V；不要对整个模块的输出或 out_proj 之后的结果做 dropout。"})
+           title=t("Dropout acts on the attention weights, not on the output"),
+           hint=t("Apply the dropout to the attention weights right after the softmax (weights = "
+                  "dropout(softmax(scores))), then multiply by V; not to the block's output or after out_proj."))
 def test_dropout_on_attention_weights(obs, verdict):
     p = obs.probe("dropout")
     train, evaluated = p.tensor("train").double(), p.tensor("eval_first").double()
     kept = evaluated / (1.0 - DROPOUT_P)
-    dropped_or_scaled = (train.abs() <= OUTPUT_DROPOUT_TOLERANCE) | ((train - kept).abs() <= OUTPUT_DROPOUT_TOLERANCE * (1 + kept.abs()))
+    dropped_or_scaled = (train.abs() <= OUTPUT_DROPOUT_TOLERANCE) \
+        | ((train - kept).abs() <= OUTPUT_DROPOUT_TOLERANCE * (1 + kept.abs()))
     zeros = int((train.abs() <= OUTPUT_DROPOUT_TOLERANCE).sum())
     verdict.note(elements=train.numel(), zero_elements=zeros)
     if bool(dropped_or_scaled.all()):
-        verdict.fail(t("with dropout={p} every one of the {count} train-mode output elements is either 0 ({zeros} of them) "
-                       "or exactly {scale:g} x its eval-mode value: the dropout is applied to the output, element by "
-                       "element, not to the attention weights",
+        verdict.fail(t("with dropout={p} every one of the {count} train-mode output elements is either 0 ({zeros} of "
+                       "them) or exactly {scale:g} x its eval-mode value: the dropout is applied to the output, "
+                       "element by element, not to the attention weights",
                        p=DROPOUT_P, count=train.numel(), zeros=zeros, scale=1 / (1 - DROPOUT_P)))
     verdict.ok(t("the train-mode output mixes values (dropout on the attention weights), not 0 or 2 x the eval output "
                  "element by element"))
 
 
 @criterion("dropout_defaults_to_zero", kind="values", requires=("dropout_in_training",),
-           title={"en": "Dropout defaults to 0.0: without a rate, train mode equals eval mode",
-                  "zh": "dropout 默认为 0.0：不传概率时训练模式与 eval 模式输出相同"},
-           hint={"en": "Keep the contract's signature __init__(self, d_model, n_heads, dropout=0.0): a module built without a dropout rate drops nothing, in train() mode too.",
-                 "zh": "保持约定的签名 __init__(self, d_model, n_heads, dropout=0.0)：不传 dropout 概率构建的模块在 train() 模式下也不丢弃任何权重。"})
+           title=t("Dropout defaults to 0.0: without a rate, train mode equals eval mode"),
+           hint=t("Keep the contract's signature __init__(self, d_model, n_heads, dropout=0.0): a module built without "
+                  "a dropout rate drops nothing, in train() mode too."))
 def test_dropout_defaults_to_zero(obs, verdict):
     # the positive control is the required dropout_in_training: with dropout=0.5 train mode does drop, so an
     # equality here means the default rate is 0, not that train mode never drops
@@ -217,9 +209,9 @@ def test_dropout_defaults_to_zero(obs, verdict):
 
 
 @criterion("projections_bias_free", kind="registration",
-           title={"en": "Q, K, V and O projections have no bias", "zh": "Q、K、V、O 投影没有偏置"},
-           hint={"en": "Build each projection as nn.Linear(d_model, d_model, bias=False): the contract's attention holds four [d_model, d_model] weights and no vector.",
-                 "zh": "每个投影都写成 nn.Linear(d_model, d_model, bias=False)：约定中的注意力只有四个 [d_model, d_model] 权重，没有向量参数。"})
+           title=t("Q, K, V and O projections have no bias"),
+           hint=t("Build each projection as nn.Linear(d_model, d_model, bias=False): the contract's attention holds "
+                  "four [d_model, d_model] weights and no vector."))
 def test_projections_bias_free(obs, verdict):
     shapes = obs.probe("forward").value("parameter_shapes")
     verdict.note(parameter_shapes=shapes)
@@ -229,13 +221,14 @@ def test_projections_bias_free(obs, verdict):
     verdict.check(not vectors, t("CausalSelfAttention(16, 4) registers {count} bias-like parameters ({vectors}); the "
                                  "contract's Q/K/V/O projections are nn.Linear(..., bias=False)",
                                  count=len(vectors), vectors=", ".join(vectors[:4])))
-    verdict.ok(t("CausalSelfAttention(16, 4) holds only weight matrices ({count} parameters), no bias", count=len(shapes)))
+    verdict.ok(t("CausalSelfAttention(16, 4) holds only weight matrices ({count} parameters), no "
+                 "bias", count=len(shapes)))
 
 
 @criterion("rejects_nonpositive_heads", kind="errors",
-           title={"en": "ValueError for n_heads <= 0", "zh": "n_heads <= 0 时抛出 ValueError"},
-           hint={"en": "Check n_heads > 0 before d_model % n_heads: 12 % -4 == 0 passes the divisibility check, and 12 % 0 raises ZeroDivisionError instead of ValueError.",
-                 "zh": "先检查 n_heads > 0，再检查 d_model % n_heads：12 % -4 == 0 能通过整除检查，而 12 % 0 抛出的是 ZeroDivisionError 而不是 ValueError。"})
+           title=t("ValueError for n_heads <= 0"),
+           hint=t("Check n_heads > 0 before d_model % n_heads: 12 % -4 == 0 passes the divisibility check, and 12 % 0 "
+                  "raises ZeroDivisionError instead of ValueError."))
 def test_rejects_nonpositive_heads(obs, verdict):
     p = obs.probe("bad_heads")
     ok = p.value("d12_h4")
@@ -259,9 +252,8 @@ def test_rejects_nonpositive_heads(obs, verdict):
 
 
 @criterion("rejects_bad_heads", kind="errors",
-           title={"en": "ValueError when n_heads does not divide d_model", "zh": "n_heads 不整除 d_model 时抛出 ValueError"},
-           hint={"en": "Check d_model % n_heads in __init__ and raise ValueError with both numbers in the message.",
-                 "zh": "在 __init__ 中检查 d_model % n_heads，并抛出包含两个数值的 ValueError。"})
+           title=t("ValueError when n_heads does not divide d_model"),
+           hint=t("Check d_model % n_heads in __init__ and raise ValueError with both numbers in the message."))
 def test_rejects_bad_heads(obs, verdict):
     p = obs.probe("bad_heads")
     for key, arguments in (("d10_h3", "d_model=10, n_heads=3"), ("d12_h5", "d_model=12, n_heads=5")):
@@ -276,13 +268,14 @@ def test_rejects_bad_heads(obs, verdict):
 
 
 @criterion("parameter_count_small", kind="param_count",
-           title={"en": "count_block_parameters is exact on small sizes", "zh": "count_block_parameters 在小尺寸上精确"},
-           hint={"en": "Add up Q, K, V, O (d·d each, no bias), the feed-forward (d·f + f + f·d + d, with biases) and both LayerNorms (2·d each).",
-                 "zh": "逐项相加：Q、K、V、O（每个 d·d，无偏置），前馈（d·f + f + f·d + d，含偏置），两个 LayerNorm（每个 2·d）。"})
+           title=t("count_block_parameters is exact on small sizes"),
+           hint=t("Add up Q, K, V, O (d·d each, no bias), the feed-forward (d·f + f + f·d + d, with biases) and both "
+                  "LayerNorms (2·d each)."))
 def test_parameter_count_small(obs, ref, verdict):
     got, want = obs.probe("parameter_count"), ref.probe("parameter_count")
     verdict.note(counts=[{"part": f"count_block_parameters{tuple(size)}", "expected": w, "observed": g}
-                         for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small"), strict=False)])
+                         for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small"),
+                                               strict=False)])
     for size, g, w in zip(want.value("small_sizes"), got.value("small"), want.value("small"), strict=False):
         if g != w:
             d, h, f = size
@@ -292,10 +285,8 @@ def test_parameter_count_small(obs, ref, verdict):
 
 
 @criterion("parameter_count_large", kind="param_count", requires=("parameter_count_small",),
-           title={"en": "count_block_parameters is exact on a size too large to build",
-                  "zh": "count_block_parameters 在无法构建的超大尺寸上精确"},
-           hint={"en": "Compute the closed form with Python integers; never build a module or a tensor to count.",
-                 "zh": "用 Python 整数计算闭式表达式；不要为了计数去构建模块或张量。"})
+           title=t("count_block_parameters is exact on a size too large to build"),
+           hint=t("Compute the closed form with Python integers; never build a module or a tensor to count."))
 def test_parameter_count_large(obs, ref, verdict):
     got, want = obs.probe("parameter_count_large"), ref.probe("parameter_count_large")
     g, w = got.value("large"), want.value("large")
@@ -307,7 +298,8 @@ def test_parameter_count_large(obs, ref, verdict):
     kind = got.value("large_type")
     verdict.check(kind == "int", t("count_block_parameters({d}, {h}, {f}) returned {got}, a {kind}: the value is right "
                                    "but the count must be a Python int; use integer arithmetic only (// not /, d * d "
-                                   "not d ** 2.0 or math.pow, no float(), numpy or torch), which stays exact at any size",
+                                   "not d ** 2.0 or math.pow, no float(), numpy or torch), which stays exact at any "
+                                   "size",
                                    d=d, h=h, f=f, got=repr(g), kind=kind))
     verdict.ok(t("count_block_parameters({d}, {h}, {f}) = {want:,}, an exact Python int, without building the block",
                  d=d, h=h, f=f, want=w))
@@ -322,13 +314,10 @@ def _off(got, want):
 
 @criterion("dropout_after_softmax", kind="values",
            requires=("dropout_in_training", "values_match_reference", "projections_bias_free"),
-           title={"en": "Dropout zeroes attention weights after the softmax and scales the rest by 1/(1-p)",
-                  "zh": "dropout 在 softmax 之后把部分注意力权重置零，其余乘以 1/(1-p)"},
-           hint={"en": "Apply dropout to the weights the softmax returned: "
-                       "weights = self.attn_dropout(scores.softmax(dim=-1)). Dropout on the scores before the softmax "
-                       "only shifts them: the softmax renormalises and no weight is dropped.",
-                 "zh": "对 softmax 输出的权重做 dropout：weights = self.attn_dropout(scores.softmax(dim=-1))。在 softmax 之前对分数做 "
-                       "dropout 只是改变分数：softmax 会重新归一化，没有任何权重被丢弃。"})
+           title=t("Dropout zeroes attention weights after the softmax and scales the rest by 1/(1-p)"),
+           hint=t("Apply dropout to the weights the softmax returned: weights = "
+                  "self.attn_dropout(scores.softmax(dim=-1)). Dropout on the scores before the softmax only shifts "
+                  "them: the softmax renormalises and no weight is dropped."))
 def test_dropout_after_softmax(obs, verdict):
     p = obs.probe("dropout_position")
     evaluated, trained = p.tensor("eval").double(), p.tensor("train").double()
@@ -366,13 +355,10 @@ def test_dropout_after_softmax(obs, verdict):
 
 
 @criterion("parameter_count_above_2_53", kind="param_count", requires=("parameter_count_large",),
-           title={"en": "count_block_parameters is exact above 2^53, where floats skip integers",
-                  "zh": "count_block_parameters 在 2^53 以上仍然精确（浮点数在那里跳过整数）"},
-           hint={"en": "Keep every step in Python ints: d * d, not d ** 2.0, float() or / (even when the result is "
-                       "turned back into an int at the end, float64 holds only every second integer above 2^53, every "
-                       "32nd near 2^58).",
-                 "zh": "每一步都用 Python 整数：写 d * d，不要 d ** 2.0、float() 或 /（即使最后再转回 int 也不行：在 2^53 以上，"
-                       "float64 只能表示每隔一个的整数，在 2^58 附近每 32 个才有一个）。"})
+           title=t("count_block_parameters is exact above 2^53, where floats skip integers"),
+           hint=t("Keep every step in Python ints: d * d, not d ** 2.0, float() or / (even when the result is turned "
+                  "back into an int at the end, float64 holds only every second integer above 2^53, every 32nd near "
+                  "2^58)."))
 def test_parameter_count_above_2_53(obs, ref, verdict):
     got, want = obs.probe("parameter_count_huge"), ref.probe("parameter_count_huge")
     g, w = got.value("huge"), want.value("huge")

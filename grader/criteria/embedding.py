@@ -10,23 +10,22 @@ from grader.judge.criterion import criterion
 EXERCISE = "embedding"
 VOCAB, DIM, PADDED = 13, 6, 9   # as in the probes
 LOOKUP_TOLERANCE = 0.0   # a lookup copies rows, and even a one-hot matmul only adds exact zeros: no rounding at all
-GRAD_TOLERANCE = 1e-4    # float32 sums of up to ~10 upstream gradients of size ~3: rounding stays below ~1e-5; a wrong row is off by O(1)
+GRAD_TOLERANCE = 1e-4    # float32 sums of up to ~10 upstream gradients of size ~3: rounding stays below ~1e-5; a wrong
+                         # row is off by O(1)
 # (vocab_size, dim) of the probes' edge cases: no ids, no ids in two rows, a 0-d id, a one-row one-column table
 EDGE_SIZES = {"empty": (VOCAB, DIM), "empty_rows": (VOCAB, DIM), "scalar": (VOCAB, DIM), "one_by_one": (1, 1)}
 PAD_GRAD_TOLERANCE = 0.0  # the contract says exactly zero: any non-zero gradient moves the padding row
 
 
 @criterion("weight_registered", kind="registration",
-           title={"en": "weight is an nn.Parameter of shape [vocab_size, dim]",
-                  "zh": "weight 是形状为 [vocab_size, dim] 的 nn.Parameter"},
-           hint={"en": "In __init__ call super().__init__() first, then assign self.weight = nn.Parameter(torch.randn(vocab_size, dim)): "
-                       "one row per token. A plain tensor (even with requires_grad=True) is not registered, so model.parameters() "
-                       "and the optimizer never see it.",
-                 "zh": "在 __init__ 中先调用 super().__init__()，再写 self.weight = nn.Parameter(torch.randn(vocab_size, dim))：每个 token 一行。"
-                       "普通张量（即使 requires_grad=True）不会被注册，model.parameters() 和优化器都看不到它。"})
+           title=t("weight is an nn.Parameter of shape [vocab_size, dim]"),
+           hint=t("In __init__ call super().__init__() first, then assign self.weight = "
+                  "nn.Parameter(torch.randn(vocab_size, dim)): one row per token. A plain tensor (even with "
+                  "requires_grad=True) is not registered, so model.parameters() and the optimizer never see it."))
 def test_weight_registered(obs, verdict):
     p = obs.probe("table")
-    verdict.note(weight_type=p.value("weight_type"), weight_shape=p.value("weight_shape"), parameters=p.value("parameters"))
+    verdict.note(weight_type=p.value("weight_type"), weight_shape=p.value("weight_shape"),
+                 parameters=p.value("parameters"))
     verdict.check(p.value("is_module"), t("TokenEmbedding(13, 6) is not an nn.Module: subclass nn.Module and call "
                                           "super().__init__()"))
     kind, shape = p.value("weight_type"), p.value("weight_shape")
@@ -34,17 +33,17 @@ def test_weight_registered(obs, verdict):
                                         "asks for self.weight, an nn.Parameter of shape [13, 6]"))
     listed = ", ".join(p.value("parameters")) or t("nothing")
     verdict.check(p.value("weight_is_parameter"),
-                  t("`weight` is a {kind}, not an nn.Parameter: model.parameters() lists {listed}, so an optimizer would "
-                    "never train the table", kind=kind, listed=listed))
+                  t("`weight` is a {kind}, not an nn.Parameter: model.parameters() lists {listed}, so an optimizer "
+                    "would never train the table", kind=kind, listed=listed))
     if shape == [DIM, VOCAB]:
         verdict.fail(t("TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = "
                        "[13, 6] (rows and columns swapped: row i must be the vector of token i)", shape=shape))
     if shape != [VOCAB, DIM]:
         verdict.fail(t("TokenEmbedding(vocab_size=13, dim=6).weight has shape {shape}; expected [vocab_size, dim] = "
                        "[13, 6]", shape=shape))
-    verdict.check(p.value("weight_registered"), t("`weight` is an nn.Parameter but not among the module's parameters(): "
-                                                  "assign it as an attribute of the module (self.weight = "
-                                                  "nn.Parameter(...))"))
+    verdict.check(p.value("weight_registered"), t("`weight` is an nn.Parameter but not among the module's "
+                                                  "parameters(): assign it as an attribute of the module (self.weight "
+                                                  "= nn.Parameter(...))"))
     verdict.check(p.value("weight_requires_grad"), t("`weight` has requires_grad=False: the table could never be "
                                                      "trained"))
     verdict.ok(t("weight is an nn.Parameter of shape [13, 6] registered on the module (parameters: {listed})",
@@ -52,11 +51,10 @@ def test_weight_registered(obs, verdict):
 
 
 @criterion("output_shape", kind="shape",
-           title={"en": "The output has shape ids.shape + (dim,)", "zh": "输出形状为 ids.shape + (dim,)"},
-           hint={"en": "Index the table with the whole id tensor, weight[ids]: it keeps every axis of ids and appends dim. "
-                       "If you flatten ids (for index_select or one-hot), reshape back to (*ids.shape, dim), and never transpose the result.",
-                 "zh": "直接用整个 id 张量索引表：weight[ids]，它会保留 ids 的所有轴并在末尾追加 dim。"
-                       "若为 index_select 或 one-hot 把 ids 展平了，最后要 reshape 回 (*ids.shape, dim)，不要转置结果。"})
+           title=t("The output has shape ids.shape + (dim,)"),
+           hint=t("Index the table with the whole id tensor, weight[ids]: it keeps every axis of ids and appends dim. "
+                  "If you flatten ids (for index_select or one-hot), reshape back to (*ids.shape, dim), and never "
+                  "transpose the result."))
 def test_output_shape(obs, ref, verdict):
     got, want = obs.probe("lookup"), ref.probe("lookup")
     seen = []
@@ -72,11 +70,11 @@ def test_output_shape(obs, ref, verdict):
                 n *= size
             said = {"ids": ids_of, "shape": shape, "expected": expected}
             if shape == [n, DIM]:
-                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the ids "
-                               "were flattened and the result never reshaped back to (*ids.shape, dim)", **said))
+                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the "
+                               "ids were flattened and the result never reshaped back to (*ids.shape, dim)", **said))
             if shape == [DIM] + ids_shape or shape == ids_shape[:-1] + [DIM, ids_shape[-1]]:
-                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the dim "
-                               "axis is in the wrong place (a transposed result)", **said))
+                verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}: the "
+                               "dim axis is in the wrong place (a transposed result)", **said))
             verdict.fail(t("for {ids} the output has shape {shape}; expected ids.shape + (dim,) = {expected}", **said))
         seen.append(ids_shape)
     edge = obs.probe("edge_ids")
@@ -98,12 +96,10 @@ def test_output_shape(obs, ref, verdict):
 
 
 @criterion("values_are_rows", kind="values", requires=("output_shape",),
-           title={"en": "The output is weight[ids], the one-hot product one_hot(ids) @ weight",
-                  "zh": "输出等于 weight[ids]，即 one_hot(ids) @ weight"},
-           hint={"en": "Position i of the output is row ids[i] of your own weight, copied exactly. Look up rows (axis 0) of weight, "
-                       "not columns; do not add, scale or re-normalise; if you flatten the ids, restore the order with reshape, not transpose.",
-                 "zh": "输出的第 i 个位置就是你自己的 weight 的第 ids[i] 行，原样复制。按行（第 0 轴）查表而不是按列；"
-                       "不要再加、乘或归一化；若把 ids 展平了，用 reshape 恢复顺序，不要用转置。"})
+           title=t("The output is weight[ids], the one-hot product one_hot(ids) @ weight"),
+           hint=t("Position i of the output is row ids[i] of your own weight, copied exactly. Look up rows (axis 0) of "
+                  "weight, not columns; do not add, scale or re-normalise; if you flatten the ids, restore the order "
+                  "with reshape, not transpose."))
 def test_values_are_rows(obs, ref, verdict):
     got, want = obs.probe("lookup"), ref.probe("lookup")
     for key in ("0", "1", "2", "pad"):
@@ -128,11 +124,9 @@ def test_values_are_rows(obs, ref, verdict):
 
 
 @criterion("padding_row_zero_at_init", kind="values",
-           title={"en": "The padding row is zero right after construction", "zh": "构造后 padding 行全为零"},
-           hint={"en": "After creating the table, zero row padding_idx in place under torch.no_grad() (self.weight[padding_idx].zero_()); "
-                       "use the padding_idx you were given, not a fixed 0.",
-                 "zh": "创建权重表后，在 torch.no_grad() 下原地把第 padding_idx 行清零（self.weight[padding_idx].zero_()）；"
-                       "用传入的 padding_idx，而不是固定的 0。"})
+           title=t("The padding row is zero right after construction"),
+           hint=t("After creating the table, zero row padding_idx in place under torch.no_grad() "
+                  "(self.weight[padding_idx].zero_()); use the padding_idx you were given, not a fixed 0."))
 def test_padding_row_zero_at_init(obs, verdict):
     p = obs.probe("table")
     for pad in (0, PADDED):
@@ -149,9 +143,9 @@ def test_padding_row_zero_at_init(obs, verdict):
         if nonzero:
             said = {"pad": pad, "row": _fmt(row), "nonzero": nonzero, "entries": row.numel()}
             if pad != 0 and bool((weight[0] == 0).all()):
-                verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} ({nonzero} "
-                               "of {entries} entries non-zero); expected all zeros; row 0 is zero instead, as if the "
-                               "padding row were always 0", **said))
+                verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} "
+                               "({nonzero} of {entries} entries non-zero); expected all zeros; row 0 is zero instead, "
+                               "as if the padding row were always 0", **said))
             verdict.fail(t("with padding_idx={pad} row {pad} of weight right after construction is {row} ({nonzero} of "
                            "{entries} entries non-zero); expected all zeros", **said))
         others = torch.cat([weight[:pad], weight[pad + 1:]])
@@ -164,11 +158,10 @@ def test_padding_row_zero_at_init(obs, verdict):
 
 
 @criterion("gradient_reaches_rows", kind="gradient", requires=("values_are_rows",),
-           title={"en": "Backpropagation reaches every used row", "zh": "反向传播到达每个被用到的行"},
-           hint={"en": "Keep the lookup inside autograd: index self.weight itself (no .data, .detach(), .item() or torch.tensor(...) copies). "
-                       "Without padding_idx no row is special: row 0 must get its gradient like any other.",
-                 "zh": "查表要保留在自动微分图中：直接索引 self.weight（不要用 .data、.detach()、.item() 或 torch.tensor(...) 复制）。"
-                       "没有 padding_idx 时没有特殊的行：第 0 行也要像其他行一样得到梯度。"})
+           title=t("Backpropagation reaches every used row"),
+           hint=t("Keep the lookup inside autograd: index self.weight itself (no .data, .detach(), .item() or "
+                  "torch.tensor(...) copies). Without padding_idx no row is special: row 0 must get its gradient like "
+                  "any other."))
 def test_gradient_reaches_rows(obs, ref, verdict):
     max_diff = _check_gradient(obs, ref, verdict, "nopad", None)
     verdict.ok(t("with padding_idx=None every used row, row 0 included, receives the sum of its upstream gradients "
@@ -176,13 +169,11 @@ def test_gradient_reaches_rows(obs, ref, verdict):
 
 
 @criterion("padding_gradient_zero", kind="gradient", requires=("values_are_rows",),
-           title={"en": "The padding row gets exactly zero gradient; other used rows still learn",
-                  "zh": "padding 行梯度严格为零，其他被用到的行照常得到梯度"},
-           hint={"en": "Stop the gradient only at padding positions: e.g. out = torch.where((ids == padding_idx).unsqueeze(-1), out.detach(), out), "
-                       "or multiply by a mask (ids != padding_idx). Zeroing the row's values is not enough: "
-                       "weight[ids] still sends every padding position's gradient into that row.",
-                 "zh": "只在 padding 位置截断梯度：例如 out = torch.where((ids == padding_idx).unsqueeze(-1), out.detach(), out)，"
-                       "或乘以掩码 (ids != padding_idx)。只把该行的值清零是不够的：weight[ids] 仍会把每个 padding 位置的梯度送回这一行。"})
+           title=t("The padding row gets exactly zero gradient; other used rows still learn"),
+           hint=t("Stop the gradient only at padding positions: e.g. out = torch.where((ids == "
+                  "padding_idx).unsqueeze(-1), out.detach(), out), or multiply by a mask (ids != padding_idx). Zeroing "
+                  "the row's values is not enough: weight[ids] still sends every padding position's gradient into that "
+                  "row."))
 def test_padding_gradient_zero(obs, ref, verdict):
     worst = max(_check_gradient(obs, ref, verdict, key, pad) for key, pad in (("pad0", 0), ("pad9", PADDED)))
     verdict.ok(t("with padding_idx=0 and padding_idx=9 the padding row's gradient is exactly zero and every other used "
@@ -191,11 +182,10 @@ def test_padding_gradient_zero(obs, ref, verdict):
 
 
 @criterion("rejects_float_ids", kind="errors",
-           title={"en": "TypeError for floating-point ids", "zh": "浮点 id 抛出 TypeError"},
-           hint={"en": "Check ids.dtype before the lookup (e.g. if ids.is_floating_point(): raise TypeError(...)) and name the dtype. "
-                       "Do not cast with .long(): a float id means the caller passed the wrong tensor, and casting hides it.",
-                 "zh": "查表前检查 ids.dtype（例如 if ids.is_floating_point(): raise TypeError(...)），并在信息里写出 dtype。"
-                       "不要用 .long() 强转：浮点 id 说明调用方传错了张量，强转只会把错误藏起来。"})
+           title=t("TypeError for floating-point ids"),
+           hint=t("Check ids.dtype before the lookup (e.g. if ids.is_floating_point(): raise TypeError(...)) and name "
+                  "the dtype. Do not cast with .long(): a float id means the caller passed the wrong tensor, and "
+                  "casting hides it."))
 def test_rejects_float_ids(obs, verdict):
     p = obs.probe("bad_ids")
     for key, shown in (("float32", t("float32 ids [[1., 2.], [3., 4.]]")), ("float64", t("float64 ids [0., 5., 7.]"))):
@@ -211,16 +201,16 @@ def test_rejects_float_ids(obs, verdict):
             verdict.fail(t("emb({ids}) {outcome}; expected TypeError", **said))
     control = p.value("same_ids_int64")
     verdict.check(raised(control) is None, t("emb(int64 ids [[1, 2], [3, 4]]) {outcome}: the same ids as integers must "
-                                             "be looked up; reject floating-point ids only", outcome=_describe(control)))
+                                             "be looked up; reject floating-point ids "
+                                             "only", outcome=_describe(control)))
     verdict.ok(t("float32 and float64 ids raise TypeError; the same ids as int64 are looked up"))
 
 
 @criterion("rejects_out_of_range_ids", kind="errors",
-           title={"en": "IndexError for ids outside [0, vocab_size)", "zh": "id 超出 [0, vocab_size) 时抛出 IndexError"},
-           hint={"en": "Check ids.min() < 0 or ids.max() >= vocab_size over the whole tensor and raise IndexError naming the value. "
-                       "Negative ids matter most: weight[-1] silently returns the last row, so torch never complains.",
-                 "zh": "对整个张量检查 ids.min() < 0 或 ids.max() >= vocab_size，并抛出写明该值的 IndexError。"
-                       "负数 id 尤其重要：weight[-1] 会悄悄返回最后一行，torch 不会报错。"})
+           title=t("IndexError for ids outside [0, vocab_size)"),
+           hint=t("Check ids.min() < 0 or ids.max() >= vocab_size over the whole tensor and raise IndexError naming "
+                  "the value. Negative ids matter most: weight[-1] silently returns the last row, so torch never "
+                  "complains."))
 def test_rejects_out_of_range_ids(obs, verdict):
     p = obs.probe("bad_ids")
     boundary = p.value("boundary")
@@ -249,13 +239,10 @@ def test_rejects_out_of_range_ids(obs, verdict):
 
 
 @criterion("padding_outputs_are_the_row", kind="values", requires=("values_are_rows",),
-           title={"en": "At padding positions the output is the padding row itself, whatever it holds",
-                  "zh": "padding 位置的输出就是 padding 行本身，无论它存着什么"},
-           hint={"en": "padding_idx changes the gradient, not the lookup: the output is weight[ids] everywhere. Stop "
-                       "the gradient at padding positions (out.detach() there) instead of zeroing the output; a "
-                       "padding row that holds values (loaded, or set by hand) must come out as it is.",
-                 "zh": "padding_idx 改变的是梯度，而不是查表：所有位置的输出都是 weight[ids]。应在 padding 位置截断梯度（在那里用 "
-                       "out.detach()），而不是把输出置零；存有数值的 padding 行（加载得到或手动设置）必须原样输出。"})
+           title=t("At padding positions the output is the padding row itself, whatever it holds"),
+           hint=t("padding_idx changes the gradient, not the lookup: the output is weight[ids] everywhere. Stop the "
+                  "gradient at padding positions (out.detach() there) instead of zeroing the output; a padding row "
+                  "that holds values (loaded, or set by hand) must come out as it is."))
 def test_padding_outputs_are_the_row(obs, ref, verdict):
     got, want = obs.probe("padding_lookup"), ref.probe("padding_lookup")
     ids, table, out = want.tensor("ids"), want.tensor("weight"), got.tensor("out")
@@ -295,8 +282,8 @@ def _check_gradient(obs, ref, verdict, key, pad):
     setting = f"padding_idx={pad}"
     backward = got.value(f"backward_{key}")
     if raised(backward):
-        verdict.fail(t("with {setting}, backward through the output {outcome}: the output must stay connected to weight "
-                       "in the autograd graph", setting=setting, outcome=_describe(backward)))
+        verdict.fail(t("with {setting}, backward through the output {outcome}: the output must stay connected to "
+                       "weight in the autograd graph", setting=setting, outcome=_describe(backward)))
     if f"grad_{key}" in got.not_tensors:
         verdict.fail(t("with {setting}, weight.grad is None after backward: the output is not connected to weight (a "
                        "copy, .data or .detach() cut the graph)", setting=setting))
@@ -332,8 +319,8 @@ def _check_gradient(obs, ref, verdict, key, pad):
             if n == 0:
                 verdict.fail(t("with {setting}, row {row} received gradient {got} although id {row} does not appear in "
                                "the batch", setting=setting, row=r, got=_fmt(grad[r])))
-            verdict.fail(t("with {setting}, row {row} received {got}; expected {want}, the sum of the upstream gradients "
-                           "at the {count} positions holding id {row} (largest difference {difference:.3g})",
+            verdict.fail(t("with {setting}, row {row} received {got}; expected {want}, the sum of the upstream "
+                           "gradients at the {count} positions holding id {row} (largest difference {difference:.3g})",
                            setting=setting, row=r, got=_fmt(grad[r]), want=_fmt(want[r]), count=n, difference=diff))
     return worst
 
@@ -349,19 +336,19 @@ def _first_wrong_row(out, rows, ids, weight) -> Text:
     said = {"pos": ", ".join(str(i) for i in position), "got": _fmt(vec), "token": token, "row": _fmt(weight[token]),
             "wrong": int(bad.sum()), "positions": bad.numel()}
     if torch.equal(out, rows.movedim(-1, 0).reshape(out.shape)):
-        return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, although every "
-                 "number is right: the output is weight[ids] laid out as [dim, *ids.shape] and then reshaped; reshape "
-                 "does not swap axes, use .t() / .transpose (or look up rows, weight[ids], directly); {wrong} of "
-                 "{positions} positions are wrong", **said)
+        return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, although "
+                 "every number is right: the output is weight[ids] laid out as [dim, *ids.shape] and then reshaped; "
+                 "reshape does not swap axes, use .t() / .transpose (or look up rows, weight[ids], directly); {wrong} "
+                 "of {positions} positions are wrong", **said)
     if same:
         return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}; it equals row "
                  "{same} instead; {wrong} of {positions} positions are wrong", same=same[0], **said)
     if torch.allclose(vec, weight[token], atol=1e-4):
         return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row} (close but not "
-                 "equal: largest difference {difference:.3g}; a lookup copies exactly); {wrong} of {positions} positions "
-                 "are wrong", difference=float((vec - weight[token]).abs().max()), **said)
-    return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, and it is no row of "
-             "weight at all; {wrong} of {positions} positions are wrong", **said)
+                 "equal: largest difference {difference:.3g}; a lookup copies exactly); {wrong} of {positions} "
+                 "positions are wrong", difference=float((vec - weight[token]).abs().max()), **said)
+    return t("out[{pos}] is {got} but ids[{pos}] = {token}, so it should be weight[{token}] = {row}, and it is no row "
+             "of weight at all; {wrong} of {positions} positions are wrong", **said)
 
 
 def _describe(outcome):

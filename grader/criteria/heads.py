@@ -15,10 +15,9 @@ NONCONTIGUOUS_CASE = (2, 3, 5, 4)
 
 
 @criterion("split_shape", kind="shape",
-           title={"en": "split_heads returns [B, H, T, C/H]", "zh": "split_heads 返回 [B, H, T, C/H]"},
-           hint={"en": "First cut the channels of each position into heads with reshape(B, T, H, C // H) (or view), then move the "
-                       "head axis forward with transpose(1, 2). Return the tensor.",
-                 "zh": "先用 reshape(B, T, H, C // H)（或 view）把每个位置的通道切成 head，再用 transpose(1, 2) 把 head 轴移到前面，并返回该张量。"})
+           title=t("split_heads returns [B, H, T, C/H]"),
+           hint=t("First cut the channels of each position into heads with reshape(B, T, H, C // H) (or view), then "
+                  "move the head axis forward with transpose(1, 2). Return the tensor."))
 def test_split_shape(obs, verdict):
     p = obs.probe("split")
     for i, (B, T, C, H) in enumerate(SPLIT_CASES):
@@ -35,12 +34,10 @@ def test_split_shape(obs, verdict):
 
 
 @criterion("split_values", kind="values", requires=("split_shape",),
-           title={"en": "Head h at position t holds the channels h*D:(h+1)*D", "zh": "第 h 个 head 在位置 t 上恰为通道 h*D:(h+1)*D"},
-           hint={"en": "reshape(B, T, H, D) first, transpose(1, 2) second. Reshaping straight to [B, H, T, D] always gives the right "
-                       "shape but mixes positions with channels, and a view(B, T, H, D) without the transpose has the right shape "
-                       "whenever H == T: only the values give these away.",
-                 "zh": "先 reshape(B, T, H, D)，再 transpose(1, 2)。直接 reshape 成 [B, H, T, D] 形状总是对的，却把位置和通道混在一起；"
-                       "漏掉 transpose 的 view(B, T, H, D) 在 H == T 时形状也对：只有数值能暴露这些错误。"})
+           title=t("Head h at position t holds the channels h*D:(h+1)*D"),
+           hint=t("reshape(B, T, H, D) first, transpose(1, 2) second. Reshaping straight to [B, H, T, D] always gives "
+                  "the right shape but mixes positions with channels, and a view(B, T, H, D) without the transpose has "
+                  "the right shape whenever H == T: only the values give these away."))
 def test_split_values(obs, ref, verdict):
     got, inputs = obs.probe("split"), ref.probe("split")
     wrong = []
@@ -68,11 +65,10 @@ def test_split_values(obs, ref, verdict):
 
 
 @criterion("merge_shape", kind="shape",
-           title={"en": "merge_heads returns [B, T, H*D]", "zh": "merge_heads 返回 [B, T, H*D]"},
-           hint={"en": "Move T back next to B with transpose(1, 2), then flatten the last two axes: .contiguous().view(B, T, H * D) "
-                       "or .reshape(B, T, H * D). A view right after a transpose fails, because the memory is no longer in that order.",
-                 "zh": "先用 transpose(1, 2) 把 T 移回 B 旁边，再把最后两个轴展平：.contiguous().view(B, T, H * D) 或 .reshape(B, T, H * D)。"
-                       "transpose 之后直接 view 会报错，因为内存顺序已经变了。"})
+           title=t("merge_heads returns [B, T, H*D]"),
+           hint=t("Move T back next to B with transpose(1, 2), then flatten the last two axes: .contiguous().view(B, "
+                  "T, H * D) or .reshape(B, T, H * D). A view right after a transpose fails, because the memory is no "
+                  "longer in that order."))
 def test_merge_shape(obs, verdict):
     p = obs.probe("merge")
     cases = [(str(i), case, verbatim("")) for i, case in enumerate(MERGE_CASES)]
@@ -87,11 +83,9 @@ def test_merge_shape(obs, verdict):
 
 
 @criterion("merge_values", kind="values", requires=("merge_shape",),
-           title={"en": "merge_heads puts head h back at channels h*D:(h+1)*D", "zh": "merge_heads 把第 h 个 head 放回通道 h*D:(h+1)*D"},
-           hint={"en": "transpose(1, 2) back to [B, T, H, D] before flattening the heads. Viewing [B, H, T, D] directly as [B, T, H*D] "
-                       "keeps the shape but puts values of other positions into each position.",
-                 "zh": "展平 head 之前先 transpose(1, 2) 回到 [B, T, H, D]。把 [B, H, T, D] 直接 view 成 [B, T, H*D] 形状不变，"
-                       "却会把别的位置的数值放进每个位置。"})
+           title=t("merge_heads puts head h back at channels h*D:(h+1)*D"),
+           hint=t("transpose(1, 2) back to [B, T, H, D] before flattening the heads. Viewing [B, H, T, D] directly as "
+                  "[B, T, H*D] keeps the shape but puts values of other positions into each position."))
 def test_merge_values(obs, ref, verdict):
     got, inputs = obs.probe("merge"), ref.probe("merge")
     cases = [(str(i), case, verbatim("")) for i, case in enumerate(MERGE_CASES)]
@@ -109,9 +103,9 @@ def test_merge_values(obs, ref, verdict):
                 (t("y.permute(0, 2, 3, 1).reshape(B, T, D*H): channels ordered d*H + h instead of h*D + d"),
                  y.permute(0, 2, 3, 1).reshape(B, T, H * D)),
             ])
-            wrong.append(t("{call}{equal}: out[{b}, {position}, {c}] is {got:.6g}; expected "
-                           "y[{b}, {head}, {position}, {channel}] = {want:.6g} (head c // D, channel c % D of position t)"
-                           "{alike}", call=t("merge_heads(y of shape {shape}{note})", shape=[B, H, T, D], note=note),
+            wrong.append(t("{call}{equal}: out[{b}, {position}, {c}] is {got:.6g}; expected y[{b}, {head}, {position}, "
+                           "{channel}] = {want:.6g} (head c // D, channel c % D of position "
+                           "t){alike}", call=t("merge_heads(y of shape {shape}{note})", shape=[B, H, T, D], note=note),
                            equal=_same_shape_note(H, T), b=b, position=position, c=c, got=g, head=c // D,
                            channel=c % D, want=w, alike=alike))
     _fail_first(verdict, wrong, len(cases))
@@ -119,11 +113,10 @@ def test_merge_values(obs, ref, verdict):
 
 
 @criterion("round_trip", kind="values",
-           title={"en": "merge_heads and split_heads undo each other exactly", "zh": "merge_heads 与 split_heads 精确互逆"},
-           hint={"en": "merge_heads must reverse every step of split_heads in the opposite order: split is view then transpose(1, 2), "
-                       "so merge is transpose(1, 2) then view/reshape. Pure data movement: the result must be bitwise identical.",
-                 "zh": "merge_heads 要按相反顺序撤销 split_heads 的每一步：拆分是先 view 再 transpose(1, 2)，"
-                       "合并就是先 transpose(1, 2) 再 view/reshape。纯数据搬运：结果必须逐位相同。"})
+           title=t("merge_heads and split_heads undo each other exactly"),
+           hint=t("merge_heads must reverse every step of split_heads in the opposite order: split is view then "
+                  "transpose(1, 2), so merge is transpose(1, 2) then view/reshape. Pure data movement: the result must "
+                  "be bitwise identical."))
 def test_round_trip(obs, ref, verdict):
     got, inputs = obs.probe("round_trip"), ref.probe("round_trip")
     for i, (B, T, C, H) in enumerate(SPLIT_CASES):
@@ -136,22 +129,21 @@ def test_round_trip(obs, ref, verdict):
         call = t("split_heads(merge_heads(y), {heads}) for y of shape {shape}", heads=H, shape=[B, H, T, D])
         _check_same(verdict, _output(got, verdict, f"y_{i}", call, prefix="back_"), y, call, "y", "h, t, d")
         _check_between(verdict, got, f"y_{i}", t("merge_heads(y)"), [B, T, H * D])
-    verdict.ok(t("merge_heads(split_heads(x, H)) == x and split_heads(merge_heads(y), H) == y bitwise, for H != T "
-                 "and H == T"))
+    verdict.ok(t("merge_heads(split_heads(x, H)) == x and split_heads(merge_heads(y), H) == y bitwise, for H != T and "
+                 "H == T"))
 
 
 @criterion("rejects_indivisible", kind="errors",
-           title={"en": "ValueError when n_heads does not divide C", "zh": "n_heads 不整除 C 时抛出 ValueError"},
-           hint={"en": "At the top of split_heads check C % n_heads != 0 and raise ValueError naming C and n_heads, "
-                       "instead of letting a later view fail with a confusing RuntimeError.",
-                 "zh": "在 split_heads 开头检查 C % n_heads != 0，并抛出写明 C 和 n_heads 的 ValueError，"
-                       "不要等后面的 view 抛出难懂的 RuntimeError。"})
+           title=t("ValueError when n_heads does not divide C"),
+           hint=t("At the top of split_heads check C % n_heads != 0 and raise ValueError naming C and n_heads, instead "
+                  "of letting a later view fail with a confusing RuntimeError."))
 def test_rejects_indivisible(obs, verdict):
     p = obs.probe("bad_heads")
     for key, C, H in (("c10_h3", 10, 3), ("c12_h5", 12, 5)):
         outcome = p.value(key)
         if raised(outcome) != "ValueError":
-            verdict.fail(t("{outcome}; expected ValueError ({channels} channels cannot be cut into {heads} equal heads)",
+            verdict.fail(t("{outcome}; expected ValueError ({channels} channels cannot be cut into {heads} equal "
+                           "heads)",
                            outcome=_describe(_split_call(C, H), outcome), channels=C, heads=H))
     ok = p.value("c12_h12")
     verdict.check(raised(ok) is None, t("{outcome}; it is valid (12 heads of 1 channel) and must return",
@@ -160,11 +152,9 @@ def test_rejects_indivisible(obs, verdict):
 
 
 @criterion("rejects_non_positive_heads", kind="errors",
-           title={"en": "ValueError when n_heads <= 0", "zh": "n_heads <= 0 时抛出 ValueError"},
-           hint={"en": "Check n_heads <= 0 first, before C % n_heads: 12 % 0 raises ZeroDivisionError, and 12 % -3 == 0 in Python, "
-                       "so the divisibility test alone lets negative head counts through.",
-                 "zh": "先检查 n_heads <= 0，再算 C % n_heads：12 % 0 会抛 ZeroDivisionError，而 Python 中 12 % -3 == 0，"
-                       "只检查整除会放过负的 head 数。"})
+           title=t("ValueError when n_heads <= 0"),
+           hint=t("Check n_heads <= 0 first, before C % n_heads: 12 % 0 raises ZeroDivisionError, and 12 % -3 == 0 in "
+                  "Python, so the divisibility test alone lets negative head counts through."))
 def test_rejects_non_positive_heads(obs, verdict):
     p = obs.probe("bad_heads")
     for key, H in (("c12_h0", 0), ("c12_hm2", -2), ("c12_hm3", -3)):

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from grader.i18n import Text, t, verbatim
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.compare import describe_outcome, difference, gradient_summary, raised, where_raised
 from grader.judge.criterion import criterion
 from grader.judge.observations import recorded_breach
 
@@ -110,18 +110,13 @@ def missing_tensor(p, key: str) -> bool:
     return key in p.not_tensors
 
 
-def raised_where(outcome: dict) -> Text:
-    where = outcome.get("raised", {}).get("where")
-    return t(" (at {where})", where=where) if where else verbatim("")
-
-
 # --- LayerNorm ------------------------------------------------------------------------------------
 
 @criterion("parameters_registered", kind="registration",
-           title={"en": "weight (ones) and bias (zeros) are registered nn.Parameters of shape [dim]",
-                  "zh": "weight（全 1）与 bias（全 0）是形状为 [dim] 的已注册 nn.Parameter"},
-           hint={"en": "In __init__ write self.weight = nn.Parameter(torch.ones(dim)) and self.bias = nn.Parameter(torch.zeros(dim)); a plain tensor attribute is invisible to optimizers and state_dict.",
-                 "zh": "在 __init__ 中写 self.weight = nn.Parameter(torch.ones(dim))、self.bias = nn.Parameter(torch.zeros(dim))；普通张量属性对优化器和 state_dict 不可见。"})
+           title=t("weight (ones) and bias (zeros) are registered nn.Parameters of shape [dim]"),
+           hint=t("In __init__ write self.weight = nn.Parameter(torch.ones(dim)) and self.bias = "
+                  "nn.Parameter(torch.zeros(dim)); a plain tensor attribute is invisible to optimizers and "
+                  "state_dict."))
 def test_parameters_registered(obs, verdict):
     p = obs.probe("parameters")
     names = p.value("parameter_names")
@@ -154,9 +149,9 @@ def test_parameters_registered(obs, verdict):
 
 
 @criterion("output_shape_dtype", kind="shape",
-           title={"en": "LayerNorm keeps the input's shape and dtype", "zh": "LayerNorm 输出保持输入的形状与 dtype"},
-           hint={"en": "Reduce with keepdim=True so mean and var broadcast back over the last axis, and create no tensor of a fixed dtype (torch.tensor(eps) is float32).",
-                 "zh": "求统计量时用 keepdim=True，使均值和方差能沿最后一轴广播回去；不要创建固定 dtype 的张量（torch.tensor(eps) 默认是 float32）。"})
+           title=t("LayerNorm keeps the input's shape and dtype"),
+           hint=t("Reduce with keepdim=True so mean and var broadcast back over the last axis, and create no tensor of "
+                  "a fixed dtype (torch.tensor(eps) is float32)."))
 def test_output_shape_dtype(obs, verdict):
     p = obs.probe("shapes")
     for key, shape, dtype in (("out_btc", [2, 5, 8], torch.float32), ("out_2d", [4, 8], torch.float32),
@@ -171,17 +166,19 @@ def test_output_shape_dtype(obs, verdict):
 
 
 @criterion("normalises_last_axis", kind="values",
-           title={"en": "Each token is normalised on its own, over the last axis", "zh": "每个 token 单独沿最后一轴归一化"},
-           hint={"en": "Take mean and variance with dim=-1, keepdim=True. dim=1 on [B, T, C] averages over the sequence, so one token's output depends on the others.",
-                 "zh": "均值和方差用 dim=-1、keepdim=True 计算。在 [B, T, C] 上用 dim=1 是对序列求平均，一个 token 的输出会受其他 token 影响。"})
+           title=t("Each token is normalised on its own, over the last axis"),
+           hint=t("Take mean and variance with dim=-1, keepdim=True. dim=1 on [B, T, C] averages over the sequence, so "
+                  "one token's output depends on the others."))
 def test_normalises_last_axis(obs, ref, verdict):
     got, inputs = obs.probe("last_axis"), ref.probe("last_axis")
     x = inputs.tensor("x")
+    shape = list(x.shape)   # [B, T, C], as the probe drew it
     out, out_changed = got.tensor("out"), got.tensor("out_changed")
     for value in (out, out_changed):
-        verdict.check(list(value.shape) == [2, 5, 8], t("x of shape [2, 5, 8] gave an output of shape {got}",
-                                                        got=list(value.shape)))
-        verdict.check(bool(torch.isfinite(value).all()), t("on x of shape [2, 5, 8] the output holds NaN or inf values"))
+        verdict.check(list(value.shape) == shape, t("x of shape {shape} gave an output of shape {got}", shape=shape,
+                                                    got=list(value.shape)))
+        verdict.check(bool(torch.isfinite(value).all()), t("on x of shape {shape} the output holds NaN or inf values",
+                                                           shape=shape))
     moved = (out_changed.double() - out.double()).abs().amax(dim=-1)   # [B, T]
     moved[0, 3] = 0.0                                                # the token that was changed
     if moved.max() > SAME_TOKEN:
@@ -190,24 +187,25 @@ def test_normalises_last_axis(obs, ref, verdict):
         for dim, name in ((-2, t("axis -2 (the sequence axis T)")), (0, t("axis 0 (the batch axis B)"))):
             if difference(out, layer_norm(x, dim=dim), atol=DIAGNOSE, rtol=DIAGNOSE) is None:
                 axis = t(" Your output matches a normalisation over {axis}.", axis=name)
-        verdict.fail(t("on x of shape [B, T, C] = [2, 5, 8], changing only token (b=0, t=3) changed the output of token "
-                       "(b={b}, t={pos}) by up to {moved:.3g} (expected no change): the statistics mix tokens instead of "
-                       "being taken over the last axis alone.{axis}", b=b, pos=pos, moved=float(moved.max()), axis=axis))
+        verdict.fail(t("on x of shape [B, T, C] = {shape}, changing only token (b=0, t=3) changed the output of token "
+                       "(b={b}, t={pos}) by up to {moved:.3g} (expected no change): the statistics mix tokens instead "
+                       "of being taken over the last axis alone.{axis}", shape=shape, b=b, pos=pos,
+                       moved=float(moved.max()), axis=axis))
     means = out.double().mean(dim=-1)
     worst = means.abs().max()
     if worst > ZERO_MEAN:
         b, pos = (int(i) for i in torch.nonzero(means.abs() == worst)[0])
-        verdict.fail(t("with weight 1 and bias 0 the output of token (b={b}, t={pos}) has mean {mean:.6g} over the last "
-                       "axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)",
+        verdict.fail(t("with weight 1 and bias 0 the output of token (b={b}, t={pos}) has mean {mean:.6g} over the "
+                       "last axis; a normalised vector has mean 0 (subtract the mean taken over dim=-1)",
                        b=b, pos=pos, mean=float(means[b, pos])))
-    verdict.ok(t("on [2, 5, 8] each token's output has mean 0 over the last axis (max |mean| {worst:.1e}) and does not "
-                 "move when another token changes", worst=float(worst)))
+    verdict.ok(t("on {shape} each token's output has mean 0 over the last axis (max |mean| {worst:.1e}) and does not "
+                 "move when another token changes", shape=shape, worst=float(worst)))
 
 
 @criterion("population_variance", kind="values",
-           title={"en": "The variance is the population variance (divide by D)", "zh": "方差是总体方差（除以 D）"},
-           hint={"en": "torch.var, Tensor.var and Tensor.std divide by D - 1 by default; pass unbiased=False (or correction=0), or compute ((x - mean) ** 2).mean(-1).",
-                 "zh": "torch.var、Tensor.var 和 Tensor.std 默认除以 D - 1；请传 unbiased=False（或 correction=0），或直接计算 ((x - mean) ** 2).mean(-1)。"})
+           title=t("The variance is the population variance (divide by D)"),
+           hint=t("torch.var, Tensor.var and Tensor.std divide by D - 1 by default; pass unbiased=False (or "
+                  "correction=0), or compute ((x - mean) ** 2).mean(-1)."))
 def test_population_variance(obs, ref, verdict):
     x = ref.probe("population").tensor("x")
     out = obs.probe("population").tensor("out")
@@ -217,8 +215,9 @@ def test_population_variance(obs, ref, verdict):
         biased = layer_norm(x, unbiased=True)
         if difference(out, biased, atol=POPULATION_TOLERANCE) is None:
             ratio = float((out.double() / want).median())
-            verdict.fail(t("on rows of D = 4 channels every output is {ratio:.4f} times the expected value (sqrt(3/4) = "
-                           "0.8660): your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by D = 4",
+            verdict.fail(t("on rows of D = 4 channels every output is {ratio:.4f} times the expected value (sqrt(3/4) "
+                           "= 0.8660): your variance divides by D - 1 = 3, the unbiased estimate; LayerNorm divides by "
+                           "D = 4",
                            ratio=ratio))
         verdict.fail(t("on rows of D = 4 channels (weight 1, bias 0) the output differs from the population-variance "
                        "normalisation: {problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
@@ -227,9 +226,9 @@ def test_population_variance(obs, ref, verdict):
 
 
 @criterion("eps_inside_sqrt", kind="values",
-           title={"en": "eps is added to the variance inside the square root", "zh": "eps 加在根号内的方差上"},
-           hint={"en": "Divide by torch.sqrt(var + self.eps) (or multiply by torch.rsqrt(var + self.eps)), with the eps given to __init__; (x - mean) / (std + eps) is a different function.",
-                 "zh": "除以 torch.sqrt(var + self.eps)（或乘以 torch.rsqrt(var + self.eps)），eps 用 __init__ 传入的值；(x - mean) / (std + eps) 是另一个函数。"})
+           title=t("eps is added to the variance inside the square root"),
+           hint=t("Divide by torch.sqrt(var + self.eps) (or multiply by torch.rsqrt(var + self.eps)), with the eps "
+                  "given to __init__; (x - mean) / (std + eps) is a different function."))
 def test_eps_inside_sqrt(obs, ref, verdict):
     got, inputs = obs.probe("eps"), ref.probe("eps")
     x, out = inputs.tensor("x_default"), got.tensor("out_default")
@@ -242,11 +241,13 @@ def test_eps_inside_sqrt(obs, ref, verdict):
                        value=float(constant[~torch.isfinite(constant)][0])))
     if constant.abs().max() > EPS_TOLERANCE:
         verdict.fail(t("a constant row must normalise to 0 (then the output is the bias, here 0); got values up to "
-                       "{largest:.3g}.{cause}", largest=float(constant.abs().max()), cause=diagnose(out, x) or verbatim("")))
+                       "{largest:.3g}.{cause}", largest=float(constant.abs().max()),
+                       cause=diagnose(out, x) or verbatim("")))
     accepted = [layer_norm(x), layer_norm(x, unbiased=True)]   # the variance estimator is judged by its own criterion
     if all(difference(out, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
         problem = difference(out[:4], accepted[0][:4], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
-        outside = any(difference(out, layer_norm(x, eps_outside=True, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
+        outside = any(difference(out, layer_norm(x, eps_outside=True, unbiased=u), atol=EPS_TOLERANCE,
+                                 rtol=EPS_TOLERANCE) is None
                       for u in (False, True))
         eps = eps_used(out[:4], x[:4])
         if not outside and eps is not None and abs(eps - 1e-5) > 1e-3 * 1e-5:
@@ -258,13 +259,14 @@ def test_eps_inside_sqrt(obs, ref, verdict):
                            "the root gives {want:.4g}: your code adds eps outside the square root, "
                            "(x - mean) / (sqrt(var) + eps)",
                            got=float(out[:4].abs().max()), want=float(accepted[0][:4].abs().max())))
-        verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) the output differs from (x - mean) / sqrt(var + eps): "
-                       "{problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
+        verdict.fail(t("on rows of variance 1e-6 (below eps = 1e-5) the output differs from (x - mean) / sqrt(var + "
+                       "eps): {problem}.{cause}", problem=problem, cause=diagnose(out, x) or verbatim("")))
     x_custom, out_custom = inputs.tensor("x_custom"), got.tensor("out_custom")
     accepted = [layer_norm(x_custom, eps=1e-2), layer_norm(x_custom, eps=1e-2, unbiased=True)]
     if all(difference(out_custom, want, atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) for want in accepted):
         problem = difference(out_custom, accepted[0], atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE)
-        ignored = any(difference(out_custom, layer_norm(x_custom, eps=1e-5, unbiased=u), atol=EPS_TOLERANCE, rtol=EPS_TOLERANCE) is None
+        ignored = any(difference(out_custom, layer_norm(x_custom, eps=1e-5, unbiased=u), atol=EPS_TOLERANCE,
+                                 rtol=EPS_TOLERANCE) is None
                       for u in (False, True))
         reason = (t(" It matches eps = 1e-5: the eps passed to __init__ is ignored (store it as self.eps and use it).")
                   if ignored else verbatim(""))
@@ -275,9 +277,9 @@ def test_eps_inside_sqrt(obs, ref, verdict):
 
 
 @criterion("matches_reference", kind="values",
-           title={"en": "Matches torch.nn.LayerNorm with the same weight and bias", "zh": "相同 weight 与 bias 下与 torch.nn.LayerNorm 一致"},
-           hint={"en": "y = (x - mean) / sqrt(var + eps) * weight + bias, with mean and population variance over the last axis; apply the weight first, then add the bias.",
-                 "zh": "y = (x - mean) / sqrt(var + eps) * weight + bias，均值与总体方差沿最后一轴；先乘 weight，再加 bias。"})
+           title=t("Matches torch.nn.LayerNorm with the same weight and bias"),
+           hint=t("y = (x - mean) / sqrt(var + eps) * weight + bias, with mean and population variance over the last "
+                  "axis; apply the weight first, then add the bias."))
 def test_matches_reference(obs, ref, verdict):
     got, inputs = obs.probe("reference"), ref.probe("reference")
     x, w, b = inputs.tensor("x64"), inputs.tensor("w64"), inputs.tensor("b64")
@@ -290,30 +292,32 @@ def test_matches_reference(obs, ref, verdict):
         if eps is not None and abs(eps - 1e-5) > 1e-3 * 1e-5:
             cause = t(" Your output is a LayerNorm with eps = {eps:.3g}: the default is eps=1e-5 (__init__(self, dim, "
                       "eps=1e-5)), stored and used as given.", eps=eps)
-        verdict.fail(t("in float64 on x of shape [3, 5, 10] with random weight and bias, the output differs from "
-                       "torch.nn.LayerNorm: {problem}.{cause}", problem=problem, cause=cause or verbatim("")))
+        verdict.fail(t("in float64 on x of shape {shape} with random weight and bias, the output differs from "
+                       "torch.nn.LayerNorm: {problem}.{cause}", shape=list(x.shape), problem=problem,
+                       cause=cause or verbatim("")))
     x32, w32, b32 = inputs.tensor("x32"), inputs.tensor("w32"), inputs.tensor("b32")
     out32 = got.tensor("out32")
     verdict.check(out32.dtype == torch.float32, t("a float32 input gave a {dtype} output; expected float32",
                                                   dtype=str(out32.dtype)[6:]))
-    want32 = F.layer_norm(x32.double(), (12,), w32.double(), b32.double(), eps=1e-5)
+    want32 = F.layer_norm(x32.double(), (x32.shape[-1],), w32.double(), b32.double(), eps=1e-5)
     problem = difference(out32, want32, atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL)
     if problem:
-        verdict.fail(t("in float32 on x of shape [2, 7, 12] with random weight and bias, the output differs from "
-                       "torch.nn.LayerNorm (computed in float64): {problem}.{cause}", problem=problem,
+        verdict.fail(t("in float32 on x of shape {shape} with random weight and bias, the output differs from "
+                       "torch.nn.LayerNorm (computed in float64): {problem}.{cause}", shape=list(x32.shape),
+                       problem=problem,
                        cause=diagnose(out32, x32, w32, b32, tolerance=FLOAT32_ATOL) or verbatim("")))
     verdict.ok(t("with random weight and bias, in float64 and in float32: within {atol:g} + {rtol:g}·|expected| of "
                  "torch.nn.LayerNorm", atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL))
 
 
 @criterion("gradients_flow", kind="gradient",
-           title={"en": "Gradients reach x, weight and bias and equal the derivative of your forward",
-                  "zh": "梯度到达 x、weight 和 bias，且等于你的前向计算的导数"},
-           hint={"en": "Keep the whole computation in autograd: no .detach(), .data, .item() or torch.no_grad() on the mean or the variance, and use self.weight and self.bias themselves in forward.",
-                 "zh": "整个计算都要留在自动微分图中：均值和方差上不要用 .detach()、.data、.item() 或 torch.no_grad()，forward 中直接使用 self.weight 和 self.bias。"})
+           title=t("Gradients reach x, weight and bias and equal the derivative of your forward"),
+           hint=t("Keep the whole computation in autograd: no .detach(), .data, .item() or torch.no_grad() on the mean "
+                  "or the variance, and use self.weight and self.bias themselves in forward."))
 def test_gradients_flow(obs, ref, verdict):
     got, inputs = obs.probe("gradients"), ref.probe("gradients")
-    for key, name in (("x_grad", t("the input x")), ("weight_grad", verbatim("weight")), ("bias_grad", verbatim("bias"))):
+    for key, name in (("x_grad", t("the input "
+                                   "x")), ("weight_grad", verbatim("weight")), ("bias_grad", verbatim("bias"))):
         if missing_tensor(got, key):
             seen = verbatim("None") if got.not_tensors[key] == "NoneType" else t("a {kind}", kind=got.not_tensors[key])
             verdict.fail(t("no gradient reached {name} (its .grad is {seen}): it is not an nn.Parameter that requires "
@@ -336,9 +340,9 @@ def test_gradients_flow(obs, ref, verdict):
         numeric = (plus - minus) / (2 * step)
         checks.append({"parameter": name, "autograd": analytic, "finite_difference": numeric})
         if not abs(analytic - numeric) <= FD_TOLERANCE * max(1.0, abs(numeric)):  # NaN fails too
-            verdict.fail(t("along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} and "
-                           "re-running your forward changes the loss at a rate of {numeric:.8g}: part of the computation "
-                           "is hidden from autograd", name=name, analytic=analytic, numeric=numeric),
+            verdict.fail(t("along a random direction the gradient of {name} gives {analytic:.8g}, but nudging {name} "
+                           "and re-running your forward changes the loss at a rate of {numeric:.8g}: part of the "
+                           "computation is hidden from autograd", name=name, analytic=analytic, numeric=numeric),
                          checks=checks)
     verdict.ok(t("x, weight and bias receive finite gradients equal to finite differences of your forward (relative "
                  "agreement {tolerance:g})", tolerance=FD_TOLERANCE), checks=checks)
@@ -357,20 +361,12 @@ def _largest_change(after, before) -> float:
     return float((after.double() - before.double()).abs().max()) if before.numel() else 0.0
 
 
-def _gradient_summary(p, key):
-    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
-    if key in p.not_tensors:
-        return None
-    grad = p.tensor(key).double()
-    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
-
-
 # --- PreNormResidual ------------------------------------------------------------------------------
 
 @criterion("prenorm_identity", kind="values",
-           title={"en": "A zero sublayer makes PreNormResidual the identity", "zh": "子层输出为零时 PreNormResidual 是恒等映射"},
-           hint={"en": "forward must return x + self.sublayer(self.norm(x)); normalising after the addition (post-norm) or scaling the residual breaks the identity.",
-                 "zh": "forward 应返回 x + self.sublayer(self.norm(x))；在相加之后再归一化（post-norm）或缩放残差都会破坏恒等性。"})
+           title=t("A zero sublayer makes PreNormResidual the identity"),
+           hint=t("forward must return x + self.sublayer(self.norm(x)); normalising after the addition (post-norm) or "
+                  "scaling the residual breaks the identity."))
 def test_prenorm_identity(obs, ref, verdict):
     x = ref.probe("prenorm_identity").tensor("x")
     out = obs.probe("prenorm_identity").tensor("out")
@@ -394,13 +390,14 @@ def test_prenorm_identity(obs, ref, verdict):
 
 
 @criterion("prenorm_structure", kind="values",
-           title={"en": "forward is x + sublayer(norm(x)) with norm a LayerNorm", "zh": "forward 为 x + sublayer(norm(x))，且 norm 是 LayerNorm"},
-           hint={"en": "In __init__ store self.norm = LayerNorm(dim) and self.sublayer = sublayer (a module attribute, so its parameters are registered); in forward call the sublayer once, on self.norm(x), and add x.",
-                 "zh": "在 __init__ 中保存 self.norm = LayerNorm(dim) 和 self.sublayer = sublayer（作为模块属性，参数才会被注册）；forward 中只对 self.norm(x) 调用一次子层，再加上 x。"})
+           title=t("forward is x + sublayer(norm(x)) with norm a LayerNorm"),
+           hint=t("In __init__ store self.norm = LayerNorm(dim) and self.sublayer = sublayer (a module attribute, so "
+                  "its parameters are registered); in forward call the sublayer once, on self.norm(x), and add x."))
 def test_prenorm_structure(obs, ref, verdict):
     got, inputs = obs.probe("prenorm_structure"), ref.probe("prenorm_structure")
     verdict.check(got.value("norm_is_layernorm"),
-                  t("block.norm is a {kind}; it must be the LayerNorm class of your norm.py", kind=got.value("norm_class")))
+                  t("block.norm is a {kind}; it must be the LayerNorm class of your "
+                    "norm.py", kind=got.value("norm_class")))
     verdict.check(got.value("sublayer_registered"),
                   t("the sublayer's parameters are not among block.parameters(): store it as a module attribute "
                     "(self.sublayer = sublayer)"))
@@ -428,8 +425,8 @@ def test_prenorm_structure(obs, ref, verdict):
     # What the sublayer received in the block as written, against the student's own norm called directly.
     received, own = got.tensor("received").double(), got.tensor("own_norm").double()
     if not bool(torch.isfinite(own).all()):
-        verdict.fail(t("block.norm(x) holds NaN or inf for a finite x of shape [2, 5, 8] (rows of spread ~2), so "
-                       "what the sublayer receives cannot be judged; LayerNorm must be finite here"))
+        verdict.fail(t("block.norm(x) holds NaN or inf for a finite x of shape {shape} (rows of spread ~2), so what "
+                       "the sublayer receives cannot be judged; LayerNorm must be finite here", shape=list(x.shape)))
     problem = difference(received, own, atol=SAME_TOKEN, rtol=SAME_TOKEN)
     if problem:
         if difference(received, x, atol=SAME_TOKEN) is None:
@@ -440,9 +437,9 @@ def test_prenorm_structure(obs, ref, verdict):
 
 
 @criterion("input_not_modified", kind="values",
-           title={"en": "The input x is never modified in place", "zh": "输入 x 不会被原地修改"},
-           hint={"en": "Write return x + self.sublayer(self.norm(x)), not x += ... or x.add_(...); in LayerNorm, x - mean instead of x.sub_(mean).",
-                 "zh": "写 return x + self.sublayer(self.norm(x))，不要写 x += ... 或 x.add_(...)；LayerNorm 中写 x - mean，不要 x.sub_(mean)。"})
+           title=t("The input x is never modified in place"),
+           hint=t("Write return x + self.sublayer(self.norm(x)), not x += ... or x.add_(...); in LayerNorm, x - mean "
+                  "instead of x.sub_(mean)."))
 def test_input_not_modified(obs, ref, verdict):
     got, inputs = obs.probe("reference"), ref.probe("reference")
     x = inputs.tensor("x64")
@@ -461,8 +458,9 @@ def test_input_not_modified(obs, ref, verdict):
     block, drawn = obs.probe("prenorm_inplace"), ref.probe("prenorm_inplace")
     x = drawn.tensor("x")
     change = _largest_change(block.tensor("x_after_call"), x)
-    verdict.check(change == 0.0, t("PreNormResidual's forward changed the caller's x by up to {change}: the residual is "
-                                   "modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) instead",
+    verdict.check(change == 0.0, t("PreNormResidual's forward changed the caller's x by up to {change}: the residual "
+                                   "is modified in place (x += ... or x.add_(...)); return x + sublayer(norm(x)) "
+                                   "instead",
                                    change=change))
     W, c = drawn.tensor("sub_weight"), drawn.tensor("sub_bias")
     residual, post_norm = x + layer_norm(x) @ W.T + c, layer_norm(x + x @ W.T + c)
@@ -475,9 +473,10 @@ def test_input_not_modified(obs, ref, verdict):
 
 
 @criterion("residual_gradient", kind="gradient",
-           title={"en": "The residual passes the gradient straight through", "zh": "残差把梯度直接传回输入"},
-           hint={"en": "The output is x + sublayer(norm(x)), so d(out)/dx contains the identity: with a zero sublayer x.grad equals the upstream gradient. An in-place add on x, a detach, or a norm after the addition breaks this.",
-                 "zh": "输出是 x + sublayer(norm(x))，所以 d(out)/dx 含有恒等项：子层为零时 x.grad 等于上游梯度。对 x 原地相加、detach 或在相加之后再归一化都会破坏这一点。"})
+           title=t("The residual passes the gradient straight through"),
+           hint=t("The output is x + sublayer(norm(x)), so d(out)/dx contains the identity: with a zero sublayer "
+                  "x.grad equals the upstream gradient. An in-place add on x, a detach, or a norm after the addition "
+                  "breaks this."))
 def test_residual_gradient(obs, ref, verdict):
     got = obs.probe("residual_gradient")
     outcome = got.value("zero_sublayer")
@@ -485,26 +484,27 @@ def test_residual_gradient(obs, ref, verdict):
         verdict.fail(t("with a sublayer that returns zeros, {breach}", breach=recorded_breach(outcome["raised"])))
     if raised(outcome):
         verdict.fail(t("backward through PreNormResidual (input requires grad) {outcome}{where}",
-                       outcome=describe_outcome(outcome), where=raised_where(outcome)))
+                       outcome=describe_outcome(outcome), where=where_raised(outcome["raised"])))
     if missing_tensor(got, "x_grad"):
         verdict.fail(t("no gradient reached x through the residual (x.grad is None)"))
     g = ref.probe("residual_gradient").tensor("g")
     problem = difference(got.tensor("x_grad"), g, atol=SAME_TOKEN)
     if problem:
-        verdict.fail(t("with a zero sublayer x.grad should equal the upstream gradient exactly: {problem}", problem=problem))
+        verdict.fail(t("with a zero sublayer x.grad should equal the upstream gradient exactly: "
+                       "{problem}", problem=problem))
     outcome = got.value("linear_sublayer")
     if raised(outcome) and outcome["raised"].get("breach"):
         verdict.fail(t("with a linear sublayer, {breach}", breach=recorded_breach(outcome["raised"])))
     if raised(outcome):
         verdict.fail(t("backward through PreNormResidual with a linear sublayer {outcome}{where}",
-                       outcome=describe_outcome(outcome), where=raised_where(outcome)))
-    grads = {name: _gradient_summary(got, f"grad.{name}") for name in got.value("parameters")}
+                       outcome=describe_outcome(outcome), where=where_raised(outcome["raised"])))
+    grads = {name: gradient_summary(got, f"grad.{name}") for name in got.value("parameters")}
     verdict.note(grads=grads)
     verdict.check(any(n.startswith("norm.") for n in grads), t("block.norm has no parameters to receive a gradient"))
     for name, grad in grads.items():
         verdict.check(grad is not None, t("parameter `{name}` received no gradient", name=name))
         verdict.check(grad["finite"], t("parameter `{name}` received a non-finite gradient", name=name))
-    x_grad = _gradient_summary(got, "input_grad")
+    x_grad = gradient_summary(got, "input_grad")
     verdict.check(x_grad is not None and x_grad["finite"],
                   t("with a linear sublayer the gradient of x is missing or not finite"))
     verdict.ok(t("with a zero sublayer x.grad equals the upstream gradient exactly; with a linear sublayer x and "

@@ -56,12 +56,9 @@ def _first(condition: torch.Tensor) -> tuple[int, ...]:
 
 # --- causal_mask ----------------------------------------------------------------------------------------
 @criterion("causal_mask_shape", kind="shape",
-           title={"en": "causal_mask(T) is a bool [T, T] tensor on the requested device",
-                  "zh": "causal_mask(T) 是 [T, T] 的布尔张量，位于指定的 device 上"},
-           hint={"en": "Build it from a bool tensor, e.g. torch.ones(T, T, dtype=torch.bool, device=device).tril(); "
-                       "an additive float mask (0 / -inf) is a different convention and does not belong here.",
-                 "zh": "从布尔张量构造，例如 torch.ones(T, T, dtype=torch.bool, device=device).tril()；"
-                       "加性浮点 mask（0 / -inf）是另一种约定，不属于这里。"})
+           title=t("causal_mask(T) is a bool [T, T] tensor on the requested device"),
+           hint=t("Build it from a bool tensor, e.g. torch.ones(T, T, dtype=torch.bool, device=device).tril(); an "
+                  "additive float mask (0 / -inf) is a different convention and does not belong here."))
 def test_causal_mask_shape(obs, verdict):
     p = obs.probe("causal")
     for T in (1, 4, 7):
@@ -74,7 +71,8 @@ def test_causal_mask_shape(obs, verdict):
             verdict.fail(t("{call} has dtype {dtype}; expected bool (True = may attend). A float mask mixes two "
                            "conventions: additive masks (0 / -inf) are added to scores, bool masks select them",
                            call=call, dtype=info["dtype"]))
-    for key, call in (("device_str", 'causal_mask(5, device="cpu")'), ("device_obj", 'causal_mask(5, device=torch.device("cpu"))')):
+    for key, call in (("device_str", 'causal_mask(5, device="cpu")'), ("device_obj", 'causal_mask(5, '
+                                                                                     'device=torch.device("cpu"))')):
         info = _returned_tensor(verdict, p, key, call)
         if info["device"] != "cpu":
             verdict.fail(t("{call} is on {device}; expected cpu", call=call, device=info["device"]))
@@ -84,8 +82,8 @@ def test_causal_mask_shape(obs, verdict):
                        "holds no data, so nothing needs to be computed on the CPU)", call=call,
                        error=verbatim(f"{meta['raised']['type']}: {meta['raised']['message'][:200]}")))
     if meta.get("device") != "meta" or meta.get("shape") != [5, 5] or meta.get("dtype") != "bool":
-        verdict.fail(t("{call} gave {what}; expected a bool [5, 5] tensor on the meta device: the device argument "
-                       "is not used", call=call,
+        verdict.fail(t("{call} gave {what}; expected a bool [5, 5] tensor on the meta device: the device argument is "
+                       "not used", call=call,
                        what=verbatim(f"{meta.get('dtype')} {meta.get('shape')} on {meta.get('device')}"
                                      if "device" in meta else meta.get("returned", "?"))))
     verdict.ok(t("causal_mask(T) is a bool [T, T] tensor for T = 1, 4, 7, and is built on the device it is given "
@@ -93,11 +91,9 @@ def test_causal_mask_shape(obs, verdict):
 
 
 @criterion("causal_mask_direction", kind="causality", requires=("causal_mask_shape",),
-           title={"en": "causal_mask is True on and below the diagonal", "zh": "causal_mask 在对角线及其下方为 True"},
-           hint={"en": "Row i is query i, column j is key j; query i may read keys j <= i, itself included: tril, not triu, "
-                       "and not tril(diagonal=-1). True means 'may attend', never 'blocked'.",
-                 "zh": "第 i 行是 query i，第 j 列是 key j；query i 可以读取 j <= i 的 key（包括自己）：用 tril，不是 triu，"
-                       "也不是 tril(diagonal=-1)。True 表示“可以关注”，而不是“被屏蔽”。"})
+           title=t("causal_mask is True on and below the diagonal"),
+           hint=t("Row i is query i, column j is key j; query i may read keys j <= i, itself included: tril, not triu, "
+                  "and not tril(diagonal=-1). True means 'may attend', never 'blocked'."))
 def test_causal_mask_direction(obs, verdict):
     p = obs.probe("causal")
     for T in (7, 4, 1):
@@ -128,14 +124,13 @@ def test_causal_mask_direction(obs, verdict):
 
 # --- padding_mask ---------------------------------------------------------------------------------------
 @criterion("padding_mask_shape", kind="shape",
-           title={"en": "padding_mask(ids, pad_id) is a bool [B, 1, 1, T] tensor", "zh": "padding_mask(ids, pad_id) 是 [B, 1, 1, T] 的布尔张量"},
-           hint={"en": "Padding hides keys, the last axis of the scores [B, H, Tq, Tk]: (ids != pad_id)[:, None, None, :]. "
-                       "[B, 1, T, 1] would hide queries instead.",
-                 "zh": "padding 屏蔽的是 key，即分数 [B, H, Tq, Tk] 的最后一维：(ids != pad_id)[:, None, None, :]。"
-                       "写成 [B, 1, T, 1] 屏蔽的就成了 query。"})
+           title=t("padding_mask(ids, pad_id) is a bool [B, 1, 1, T] tensor"),
+           hint=t("Padding hides keys, the last axis of the scores [B, H, Tq, Tk]: (ids != pad_id)[:, None, None, :]. "
+                  "[B, 1, T, 1] would hide queries instead."))
 def test_padding_mask_shape(obs, verdict):
     p = obs.probe("padding")
-    for key, call, B, T in (("right", "padding_mask(ids [3, 6], pad_id=0)", 3, 6), ("pad3", "padding_mask(ids [3, 5], pad_id=3)", 3, 5)):
+    for key, call, B, T in (("right", "padding_mask(ids [3, 6], pad_id=0)", 3, 6), ("pad3", "padding_mask(ids [3, 5], "
+                                                                                            "pad_id=3)", 3, 5)):
         info = _returned_tensor(verdict, p, key, call)
         if info["shape"] != [B, 1, 1, T]:
             why = {str([B, 1, T, 1]): t(": the padding sits on the query axis; it must hide keys, the last axis"),
@@ -152,10 +147,9 @@ def test_padding_mask_shape(obs, verdict):
 
 
 @criterion("padding_mask_values", kind="values", requires=("padding_mask_shape",),
-           title={"en": "padding_mask is True exactly where ids != pad_id", "zh": "padding_mask 恰好在 ids != pad_id 处为 True"},
-           hint={"en": "Compare with the pad_id argument (not a hard-coded 0): ids != pad_id. True marks a real token (may attend), "
-                       "False marks padding.",
-                 "zh": "与参数 pad_id 比较（不要写死 0）：ids != pad_id。True 表示真实 token（可以关注），False 表示 padding。"})
+           title=t("padding_mask is True exactly where ids != pad_id"),
+           hint=t("Compare with the pad_id argument (not a hard-coded 0): ids != pad_id. True marks a real token (may "
+                  "attend), False marks padding."))
 def test_padding_mask_values(obs, verdict):
     p = obs.probe("padding")
     for key, pad in (("right", 0), ("pad3", 3)):
@@ -182,12 +176,9 @@ def test_padding_mask_values(obs, verdict):
 
 # --- combine_masks --------------------------------------------------------------------------------------
 @criterion("combine_masks_shape", kind="shape",
-           title={"en": "combine_masks gives a bool [B, 1, T, T] mask, not one copy per head",
-                  "zh": "combine_masks 得到 [B, 1, T, T] 的布尔 mask，而不是每个 head 一份"},
-           hint={"en": "causal [T, T] & padding [B, 1, 1, T] broadcasts to [B, 1, T, T] by itself; keep the head axis 1 "
-                       "(no expand or repeat to H heads) so that it broadcasts against [B, H, T, T] scores.",
-                 "zh": "causal [T, T] & padding [B, 1, 1, T] 自己就会广播成 [B, 1, T, T]；head 轴保持为 1"
-                       "（不要 expand 或 repeat 成 H 个 head），这样它能与 [B, H, T, T] 的分数广播。"})
+           title=t("combine_masks gives a bool [B, 1, T, T] mask, not one copy per head"),
+           hint=t("causal [T, T] & padding [B, 1, 1, T] broadcasts to [B, 1, T, T] by itself; keep the head axis 1 (no "
+                  "expand or repeat to H heads) so that it broadcasts against [B, H, T, T] scores."))
 def test_combine_masks_shape(obs, verdict):
     p = obs.probe("combine")
     for key, B, T in (("B3_T6", 3, 6), ("B1_T4", 1, 4)):
@@ -211,11 +202,9 @@ def test_combine_masks_shape(obs, verdict):
 
 
 @criterion("combine_masks_values", kind="values", requires=("combine_masks_shape",),
-           title={"en": "combine_masks is the logical and: causal and not padding", "zh": "combine_masks 是逻辑与：满足因果且不是 padding"},
-           hint={"en": "A key may be read only if both masks allow it: causal & padding (or torch.logical_and). "
-                       "| would let queries read the future or the padding.",
-                 "zh": "只有两个 mask 都允许时 key 才能被读取：causal & padding（或 torch.logical_and）。"
-                       "用 | 会让 query 读到未来或 padding。"})
+           title=t("combine_masks is the logical and: causal and not padding"),
+           hint=t("A key may be read only if both masks allow it: causal & padding (or torch.logical_and). | would let "
+                  "queries read the future or the padding."))
 def test_combine_masks_values(obs, verdict):
     p = obs.probe("combine")
     for key in ("B3_T6", "B1_T4"):
@@ -240,14 +229,11 @@ def test_combine_masks_values(obs, verdict):
 
 # --- the four together ------------------------------------------------------------------------------------
 @criterion("combined_no_leak", kind="causality",
-           title={"en": "Causal + padding, end to end: no weight on future or padded keys, and they cannot change anything",
-                  "zh": "因果 + padding 端到端：未来和 padding 的 key 权重为 0，且改变它们不影响结果"},
-           hint={"en": "With your own functions: masked_softmax(scores, combine_masks(causal_mask(T), padding_mask(ids, pad))) must "
-                       "give 0 to future and padded keys, keep every visible key, and not change when the masked scores change. "
-                       "Mask before the softmax (masked_fill with -inf), not by multiplying afterwards.",
-                 "zh": "用你自己的函数：masked_softmax(scores, combine_masks(causal_mask(T), padding_mask(ids, pad))) 必须让未来和 padding "
-                       "的 key 权重为 0，保留所有可见的 key，并且被屏蔽的分数改变时结果不变。在 softmax 之前屏蔽（masked_fill 为 -inf），"
-                       "而不是之后再相乘。"})
+           title=t("Causal + padding, end to end: no weight on future or padded keys, and they cannot change anything"),
+           hint=t("With your own functions: masked_softmax(scores, combine_masks(causal_mask(T), padding_mask(ids, "
+                  "pad))) must give 0 to future and padded keys, keep every visible key, and not change when the "
+                  "masked scores change. Mask before the softmax (masked_fill with -inf), not by multiplying "
+                  "afterwards."))
 def test_combined_no_leak(obs, ref, verdict):
     p = obs.probe("no_leak")
     ids, allowed = p.tensor("ids"), p.tensor("allowed")
@@ -300,12 +286,10 @@ def test_combined_no_leak(obs, ref, verdict):
 
 # --- masked_softmax -------------------------------------------------------------------------------------
 @criterion("masked_softmax_normalised", kind="values",
-           title={"en": "masked_softmax: masked entries exactly 0, rows sum to 1, values right (also with a broadcast mask)",
-                  "zh": "masked_softmax：被屏蔽处恰好为 0，每行和为 1，数值正确（包括可广播的 mask）"},
-           hint={"en": "scores.masked_fill(~mask, float('-inf')).softmax(dim): masked_fill broadcasts the mask. Multiplying the "
-                       "softmax by the mask afterwards leaves rows that sum to less than 1.",
-                 "zh": "scores.masked_fill(~mask, float('-inf')).softmax(dim)：masked_fill 会广播 mask。"
-                       "softmax 之后再乘 mask，行和会小于 1。"})
+           title=t("masked_softmax: masked entries exactly 0, rows sum to 1, values right (also with a broadcast "
+                   "mask)"),
+           hint=t("scores.masked_fill(~mask, float('-inf')).softmax(dim): masked_fill broadcasts the mask. Multiplying "
+                  "the softmax by the mask afterwards leaves rows that sum to less than 1."))
 def test_masked_softmax_normalised(obs, ref, verdict):
     p, r = obs.probe("softmax_values"), ref.probe("softmax_values")
     shapes = p.value("mask_shapes")
@@ -324,7 +308,8 @@ def test_masked_softmax_normalised(obs, ref, verdict):
                            count=int(leaked.sum()), value=float(got[i]), index=i))
         error = (got.sum(-1) - 1).abs()
         if not float(error.max()) <= SUM_TOLERANCE:
-            i = tuple(int(x) for x in torch.unravel_index(torch.argmax(torch.nan_to_num(error, nan=float("inf"))), error.shape))
+            worst = torch.argmax(torch.nan_to_num(error, nan=float("inf")))
+            i = tuple(int(x) for x in torch.unravel_index(worst, error.shape))
             why = (t(". The masked entries are 0 but still took their share: the mask was applied after the softmax")
                    if float(got.sum(-1).max()) <= 1 + SUM_TOLERANCE else verbatim(""))
             verdict.fail(t("{call}: the row at index {index} sums to {total:.6g}; expected 1 (tolerance {tolerance:g})"
@@ -338,12 +323,9 @@ def test_masked_softmax_normalised(obs, ref, verdict):
 
 
 @criterion("masked_softmax_large_scores", kind="values", requires=("masked_softmax_normalised",),
-           title={"en": "masked_softmax: masked entries stay exactly 0 when the scores are large (spread ~1e5)",
-                  "zh": "masked_softmax：分数很大（量级约 1e5）时，被屏蔽处仍恰好为 0"},
-           hint={"en": "Fill with float('-inf') before the softmax: a finite fill or an added -1e4 only hides entries "
-                       "whose scores are within 1e4 of the others, while exp(-inf) is 0 at any scale.",
-                 "zh": "在 softmax 之前填充 float('-inf')：有限的填充值或加上的 -1e4 只能屏蔽分数与其他项相差不到 1e4 的项，"
-                       "而 exp(-inf) 在任何量级下都是 0。"})
+           title=t("masked_softmax: masked entries stay exactly 0 when the scores are large (spread ~1e5)"),
+           hint=t("Fill with float('-inf') before the softmax: a finite fill or an added -1e4 only hides entries whose "
+                  "scores are within 1e4 of the others, while exp(-inf) is 0 at any scale."))
 def test_masked_softmax_large_scores(obs, ref, verdict):
     p = obs.probe("softmax_large")
     call = "masked_softmax(scores [4, 4, 5, 7] of spread ~1e5, mask [4, 4, 5, 7])"
@@ -374,11 +356,10 @@ def test_masked_softmax_large_scores(obs, ref, verdict):
 
 
 @criterion("masked_softmax_fully_masked", kind="values",
-           title={"en": "masked_softmax: a fully masked row is all zeros, never NaN", "zh": "masked_softmax：整行被屏蔽时全为 0，绝不出现 NaN"},
-           hint={"en": "A softmax over only -inf is 0/0 = NaN. Find empty lines with has_any = mask.any(dim=dim, keepdim=True) "
-                       "(along the softmax's dim, not always -1), give them finite scores before the softmax and zero them after.",
-                 "zh": "对全为 -inf 的一行做 softmax 得到 0/0 = NaN。用 has_any = mask.any(dim=dim, keepdim=True) 找出空行"
-                       "（沿 softmax 的 dim，而不总是 -1），softmax 之前给它们有限的分数，之后再置零。"})
+           title=t("masked_softmax: a fully masked row is all zeros, never NaN"),
+           hint=t("A softmax over only -inf is 0/0 = NaN. Find empty lines with has_any = mask.any(dim=dim, "
+                  "keepdim=True) (along the softmax's dim, not always -1), give them finite scores before the softmax "
+                  "and zero them after."))
 def test_masked_softmax_fully_masked(obs, ref, verdict):
     p = obs.probe("fully_masked")
     for key, dim, call in (("rows", -1, "masked_softmax(scores [2, 2, 4, 5], mask)"),
@@ -400,8 +381,9 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
         sums = got.double().sum(dim, keepdim=True)
         off = ((sums - 1).abs() * ~empty).amax()
         if not float(off) <= SUM_TOLERANCE:
-            verdict.fail(t("{call}: the lines along dim={dim} that have allowed entries sum to as far as {off:.3g} from "
-                           "1; zeros on the fully masked lines count only where the others are a softmax", call=call,
+            verdict.fail(t("{call}: the lines along dim={dim} that have allowed entries sum to as far as {off:.3g} "
+                           "from 1; zeros on the fully masked lines count only where the others are a "
+                           "softmax", call=call,
                            dim=dim, off=float(off)))
         nonzero = (got != 0) & empty
         if nonzero.any():
@@ -416,17 +398,15 @@ def test_masked_softmax_fully_masked(obs, ref, verdict):
 
 
 @criterion("masked_softmax_gradients", kind="gradient",
-           title={"en": "masked_softmax: finite gradients, zero for masked scores", "zh": "masked_softmax：梯度有限，被屏蔽的分数梯度为 0"},
-           hint={"en": "NaN in the forward pass poisons the backward pass, even when nan_to_num repairs the forward afterwards, "
-                       "unless every score of that row went through masked_fill. Mask before the softmax and keep the "
-                       "computation in autograd (no .detach(), .data or .item()).",
-                 "zh": "前向中的 NaN 会污染反向梯度，即使之后用 nan_to_num 修好了前向也一样（除非该行每个分数都经过了 masked_fill）。"
-                       "在 softmax 之前屏蔽，并让计算保持在自动微分图中（不要 .detach()、.data 或 .item()）。"})
+           title=t("masked_softmax: finite gradients, zero for masked scores"),
+           hint=t("NaN in the forward pass poisons the backward pass, even when nan_to_num repairs the forward "
+                  "afterwards, unless every score of that row went through masked_fill. Mask before the softmax and "
+                  "keep the computation in autograd (no .detach(), .data or .item())."))
 def test_masked_softmax_gradients(obs, ref, verdict):
     p = obs.probe("gradients")
     if "grad" in p.not_tensors:
-        verdict.fail(t("after backward through masked_softmax the scores have no gradient: the result is detached "
-                       "from them"))
+        verdict.fail(t("after backward through masked_softmax the scores have no gradient: the result is detached from "
+                       "them"))
     grad, mask = p.tensor("grad"), p.tensor("mask")
     verdict.note(attention_map=attention_map(grad, ref.probe("gradients").tensor("grad")))
     bad = ~torch.isfinite(grad)
@@ -438,20 +418,21 @@ def test_masked_softmax_gradients(obs, ref, verdict):
     leak = grad.abs() * ~mask
     if float(leak.max()) > ZERO_GRADIENT:
         i = tuple(int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
-        verdict.fail(t("the masked score at index {index} receives gradient {grad:.3g}; expected 0: a masked score must "
-                       "not influence the result (it still sits in the softmax's normalisation)", index=i,
+        verdict.fail(t("the masked score at index {index} receives gradient {grad:.3g}; expected 0: a masked score "
+                       "must not influence the result (it still sits in the softmax's normalisation)", index=i,
                        grad=float(grad[i])))
     problem = difference(grad, ref.probe("gradients").tensor("grad"), atol=GRAD_TOLERANCE)
     if problem:
-        verdict.fail(t("the gradient with respect to the scores differs from the reference: {problem}", problem=problem))
+        verdict.fail(t("the gradient with respect to the scores differs from the reference: "
+                       "{problem}", problem=problem))
     verdict.ok(t("the gradient is finite, exactly 0 for masked scores (fully masked rows included), and matches the "
                  "reference"))
 
 
 @criterion("masked_softmax_dim", kind="values",
-           title={"en": "masked_softmax honours dim (dim=-2, dim=1, and a broadcast mask)", "zh": "masked_softmax 遵循 dim 参数（dim=-2、dim=1，以及可广播的 mask）"},
-           hint={"en": "Pass dim to the softmax and to every reduction (mask.any(dim=dim, keepdim=True)); never hard-code -1.",
-                 "zh": "把 dim 传给 softmax 以及每个归约（mask.any(dim=dim, keepdim=True)）；不要写死 -1。"})
+           title=t("masked_softmax honours dim (dim=-2, dim=1, and a broadcast mask)"),
+           hint=t("Pass dim to the softmax and to every reduction (mask.any(dim=dim, keepdim=True)); never hard-code "
+                  "-1."))
 def test_masked_softmax_dim(obs, ref, verdict):
     p, r = obs.probe("softmax_dim"), ref.probe("softmax_dim")
     for key, case in p.value("cases").items():
@@ -468,7 +449,8 @@ def test_masked_softmax_dim(obs, ref, verdict):
                 sums = got.double().sum(-1)
                 if bool(((sums - 1).abs()[rows] <= SUM_TOLERANCE).all()):
                     why = t("; your result sums to 1 over the last axis instead: dim is not used")
-            verdict.fail(t("{call} differs from the softmax along dim {dim}: {problem}{why}", call=call, dim=case["dim"],
+            verdict.fail(t("{call} differs from the softmax along dim {dim}: "
+                           "{problem}{why}", call=call, dim=case["dim"],
                            problem=problem, why=why))
     verdict.ok(t("masked_softmax normalises along the requested dim (-2, 1 and -4), also with a [4, 3] mask "
                  "against [2, 5, 4, 3] scores"))

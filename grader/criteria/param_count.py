@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from grader.i18n import Text, join, t, verbatim
+from grader.judge.compare import where_raised
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import Blocked, GraderFault, StudentRaised
 
@@ -115,12 +116,6 @@ def raised_error(outcome: dict) -> Text:
     return verbatim(f"{r['type']}: {r['message']}"[:393])
 
 
-def raised_where(outcome: dict) -> Text:
-    """` at file:line in function: code`, the student's frame the exception came from, when there is one."""
-    where = outcome["raised"].get("where")
-    return t(" at {where}", where=where) if where else verbatim("")
-
-
 def student_raised(call: str, outcome: dict, n_raised: int, n_total: int):
     more = (t(" ({raised} of {total} configs raised)", raised=n_raised, total=n_total) if n_raised > 1
             else verbatim(""))
@@ -128,7 +123,7 @@ def student_raised(call: str, outcome: dict, n_raised: int, n_total: int):
     tail = (t("; building a model (or any tensor) to count cannot work at this size: use integer arithmetic")
             if memory else verbatim(""))
     raise StudentRaised(t("{call} raised {error}{where}{more}{tail}", call=call, error=raised_error(outcome),
-                          where=raised_where(outcome), more=more, tail=tail), error=outcome["raised"])
+                          where=where_raised(outcome["raised"]), more=more, tail=tail), error=outcome["raised"])
 
 
 def fit_difference(configs: list[dict], diffs: list[int]) -> dict[str, int] | None:
@@ -234,15 +229,10 @@ def reads_no_size(verdict, call: str, outcomes: list[dict], configs: list[dict])
 
 
 @criterion("total_matches_model", kind="param_count",
-           title={"en": "count_parameters equals the built model's parameter count on 40 configurations",
-                  "zh": "count_parameters 在 40 个配置上与实际构建的模型参数量完全一致"},
-           hint={"en": "Add every part of the model of exercise transformer_lm: token table V·d, position table C·d, "
-                       "per block two LayerNorms (2·d each), Q/K/V/O (4·d², no bias) and the feed-forward "
-                       "(d·f + f + f·d + d, with biases), then final_norm (2·d) and an untied head (d·V, no bias). "
-                       "n_heads adds no parameters.",
-                 "zh": "把练习 transformer_lm 模型的每一部分加起来：词表 V·d、位置表 C·d；每块两个 LayerNorm（各 2·d）、"
-                       "Q/K/V/O（4·d²，无偏置）、前馈（d·f + f + f·d + d，含偏置）；再加 final_norm（2·d）和不绑定的 "
-                       "head（d·V，无偏置）。n_heads 不增加参数。"})
+           title=t("count_parameters equals the built model's parameter count on 40 configurations"),
+           hint=t("Add every part of the model of exercise transformer_lm: token table V·d, position table C·d, per "
+                  "block two LayerNorms (2·d each), Q/K/V/O (4·d², no bias) and the feed-forward (d·f + f + f·d + d, "
+                  "with biases), then final_norm (2·d) and an untied head (d·V, no bias). n_heads adds no parameters."))
 def test_total_matches_model(obs, ref, verdict):
     got, want = obs.probe("counts"), ref.probe("counts")
     configs = want.value("configs")
@@ -274,7 +264,8 @@ def test_total_matches_model(obs, ref, verdict):
                          for c, g, w in zip(configs, values, expected, strict=False) if g != w][:EXAMPLES])
     if wrong:
         integral = all(g == int(g) for g in values)
-        cause, _ = explain(configs, [int(g) - w for g, w in zip(values, expected, strict=False)]) if integral else (None, None)
+        cause, _ = (explain(configs, [int(g) - w for g, w in zip(values, expected, strict=False)]) if integral
+                    else (None, None))
         i = example(wrong)
         said = t("count_parameters({config}) returned {got}; the model built from this config has {want:_} parameters "
                  "(off by {off}). {wrong} of {total} configs are off{cause}", config=describe_config(configs[i]),
@@ -288,12 +279,9 @@ def test_total_matches_model(obs, ref, verdict):
 
 
 @criterion("large_sizes_exact", kind="param_count", requires=("total_matches_model",),
-           title={"en": "count_parameters is exact on sizes far too large to build",
-                  "zh": "count_parameters 在大到无法构建的尺寸上精确"},
-           hint={"en": "Use Python int arithmetic only: no model or tensor, no float (/, ** 2.0, math.pow, float()), "
-                       "no numpy or torch integers (they overflow). Python ints never lose a digit.",
-                 "zh": "只用 Python 整数运算：不构建模型或张量，不用浮点（/、** 2.0、math.pow、float()），"
-                       "也不用会溢出的 numpy 或 torch 整数。Python 的 int 不会丢失任何一位。"})
+           title=t("count_parameters is exact on sizes far too large to build"),
+           hint=t("Use Python int arithmetic only: no model or tensor, no float (/, ** 2.0, math.pow, float()), no "
+                  "numpy or torch integers (they overflow). Python ints never lose a digit."))
 def test_large_sizes_exact(obs, ref, verdict):
     got, want = obs.probe("counts"), ref.probe("counts")
     configs, outcomes = want.value("large_configs"), got.value("large")
@@ -321,13 +309,10 @@ def test_large_sizes_exact(obs, ref, verdict):
 
 
 @criterion("breakdown_keys_and_sum", kind="api",
-           title={"en": "parameter_breakdown has exactly the five keys, summing to count_parameters",
-                  "zh": "parameter_breakdown 恰好有五个键，且各项之和等于 count_parameters"},
-           hint={"en": "Return a dict with exactly the keys token_embedding, position_embedding, blocks (all "
-                       "n_layers blocks together), final_norm and head; compute count_parameters as the sum of "
-                       "its values so the two can never disagree.",
-                 "zh": "返回恰好含 token_embedding、position_embedding、blocks（全部 n_layers 个块的合计）、final_norm、"
-                       "head 五个键的 dict；count_parameters 直接对它的值求和，两者就不会不一致。"})
+           title=t("parameter_breakdown has exactly the five keys, summing to count_parameters"),
+           hint=t("Return a dict with exactly the keys token_embedding, position_embedding, blocks (all n_layers "
+                  "blocks together), final_norm and head; compute count_parameters as the sum of its values so the two "
+                  "can never disagree."))
 def test_breakdown_keys_and_sum(obs, ref, verdict):
     p, want = obs.probe("sums"), ref.probe("sums")
     configs, breakdowns, totals = p.value("configs"), p.value("breakdowns"), p.value("totals")
@@ -377,8 +362,8 @@ def _sum_disagrees(config: dict, values: dict, returned: dict, want, index: int)
     if total == model_total:
         wrong = [k for k in PARTS if values[k] != model_parts[k]]
         return t("for {config} count_parameters returns {got}, the model's count, but the parts of parameter_breakdown "
-                 "sum to {parts:_} (off by {off}): '{part}' is {value}, where the model's {part} holds {want:_}"
-                 "{more}", part=wrong[0], value=show({"type": type(values[wrong[0]]).__name__,
+                 "sum to {parts:_} (off by {off}): '{part}' is {value}, where the model's {part} holds "
+                 "{want:_}{more}", part=wrong[0], value=show({"type": type(values[wrong[0]]).__name__,
                                                          "value": values[wrong[0]]}),
                  want=model_parts[wrong[0]], more=t(" ({count} parts are off)", count=len(wrong)) if len(wrong) > 1
                  else verbatim(""), **said)
@@ -391,12 +376,9 @@ def _sum_disagrees(config: dict, values: dict, returned: dict, want, index: int)
 
 
 @criterion("breakdown_parts_exact", kind="param_count",
-           title={"en": "Each part of parameter_breakdown equals that part of the built model",
-                  "zh": "parameter_breakdown 的每一项都等于模型对应部分的参数量"},
-           hint={"en": "token_embedding = V·d; position_embedding = C·d (block_size rows); blocks = N·(4·d² + 2·d·f "
-                       "+ f + d + 4·d) for all N blocks together; final_norm = 2·d; head = d·V (not tied).",
-                 "zh": "token_embedding = V·d；position_embedding = C·d（block_size 行）；blocks = N·(4·d² + 2·d·f + f + "
-                       "d + 4·d)，是全部 N 个块的合计；final_norm = 2·d；head = d·V（不绑定）。"})
+           title=t("Each part of parameter_breakdown equals that part of the built model"),
+           hint=t("token_embedding = V·d; position_embedding = C·d (block_size rows); blocks = N·(4·d² + 2·d·f + f + d "
+                  "+ 4·d) for all N blocks together; final_norm = 2·d; head = d·V (not tied)."))
 def test_breakdown_parts_exact(obs, ref, verdict):
     got, want = obs.probe("breakdowns"), ref.probe("breakdowns")
     configs = want.value("configs")
@@ -439,7 +421,8 @@ def test_breakdown_parts_exact(obs, ref, verdict):
         # the likely causes alone, in Chinese, as evidence next to the message (the bilingual message holds them too)
         verdict.fail(legend(join(problems, t("; ")), explained),
                      likely_causes_zh=[cause.render("zh") for cause in causes])
-    for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large"), strict=False):
+    for c, outcome, ref_outcome in zip(want.value("large_configs"), got.value("large"), want.value("large"),
+                                       strict=False):
         call = f"parameter_breakdown({describe_config(c)})"
         if "raised" in outcome:
             student_raised(call, outcome, 1, 1)
@@ -454,16 +437,14 @@ def test_breakdown_parts_exact(obs, ref, verdict):
                          limit=FLOAT_EXACT_LIMIT) if item["type"] != "int" else verbatim(""))
                 verdict.fail(t("{call}['{key}'] is {got}; expected exactly {want:_} (off by {off}){why}", call=call,
                                key=part, got=show(item), want=w, off=off_by(item["value"], w), why=why))
-    verdict.ok(t("every part matches the built model on {count} configs, and the reference exactly on {large} sizes too "
-                 "large to build", count=len(configs), large=len(want.value("large_configs"))))
+    verdict.ok(t("every part matches the built model on {count} configs, and the reference exactly on {large} sizes "
+                 "too large to build", count=len(configs), large=len(want.value("large_configs"))))
 
 
 @criterion("returns_python_ints", kind="api",
-           title={"en": "Counts are Python ints", "zh": "计数结果是 Python int"},
-           hint={"en": "Use integer operations only (+, *, //); no /, ** 2.0, math.pow, float(), numpy or torch. "
-                       "A parameter count is an integer, and only Python ints stay exact at any size.",
-                 "zh": "只用整数运算（+、*、//）；不要用 /、** 2.0、math.pow、float()、numpy 或 torch。"
-                       "参数量是整数，只有 Python int 在任何规模下都精确。"})
+           title=t("Counts are Python ints"),
+           hint=t("Use integer operations only (+, *, //); no /, ** 2.0, math.pow, float(), numpy or torch. A "
+                  "parameter count is an integer, and only Python ints stay exact at any size."))
 def test_returns_python_ints(obs, verdict):
     counts, breakdowns = obs.probe("counts"), obs.probe("breakdowns")
     reads_no_size(verdict, "count_parameters", counts.value("counts"), counts.value("configs"))
@@ -495,13 +476,10 @@ def test_returns_python_ints(obs, verdict):
 
 
 @criterion("accepts_any_config_object", kind="api",
-           title={"en": "Any object with the six size attributes works as config",
-                  "zh": "任何带六个尺寸属性的对象都可作为 config"},
-           hint={"en": "Read the sizes as attributes (config.vocab_size, or getattr(config, name)); do not use "
-                       "vars(config), config.__dict__, config['...'] or dataclasses functions, and ignore attributes "
-                       "you do not need (dropout, ...).",
-                 "zh": "按属性读取尺寸（config.vocab_size 或 getattr(config, name)）；不要用 vars(config)、"
-                       "config.__dict__、config['...'] 或 dataclasses 的函数，并忽略用不到的属性（dropout 等）。"})
+           title=t("Any object with the six size attributes works as config"),
+           hint=t("Read the sizes as attributes (config.vocab_size, or getattr(config, name)); do not use "
+                  "vars(config), config.__dict__, config['...'] or dataclasses functions, and ignore attributes you do "
+                  "not need (dropout, ...)."))
 def test_accepts_any_config_object(obs, verdict):
     p = obs.probe("config_objects")
     c = p.value("config")
@@ -511,7 +489,8 @@ def test_accepts_any_config_object(obs, verdict):
     want = base["returned"]["value"]
     counts = obs.probe("counts")
     reads_no_size(verdict, "count_parameters", counts.value("counts"), counts.value("configs"))
-    labels = {"with_extra_fields": t("a SimpleNamespace with extra attributes {fields}", fields=p.value("extra_fields")),
+    labels = {"with_extra_fields": t("a SimpleNamespace with extra attributes "
+                                     "{fields}", fields=p.value("extra_fields")),
               "slots": t("an object with __slots__ (no __dict__) holding only the six attributes"),
               "getattr_only": t("an object whose attributes are computed by __getattr__ (no __dict__ entries)")}
     for key, label in labels.items():
@@ -519,11 +498,12 @@ def test_accepts_any_config_object(obs, verdict):
         if "raised" in outcome:
             verdict.fail(t("count_parameters on {label} raised {error}{where}; a plain SimpleNamespace with the same "
                            "sizes gives {count}: read the sizes as attributes (config.vocab_size)", label=label,
-                           error=raised_error(outcome), where=raised_where(outcome), count=show(base["returned"])))
+                           error=raised_error(outcome), where=where_raised(outcome["raised"]),
+                           count=show(base["returned"])))
         g = outcome["returned"]["value"]
         if g != want:
-            verdict.fail(t("count_parameters on {label} returned {got}, but {count} on a plain SimpleNamespace with the "
-                           "same sizes; only the six size attributes may matter", label=label,
+            verdict.fail(t("count_parameters on {label} returned {got}, but {count} on a plain SimpleNamespace with "
+                           "the same sizes; only the six size attributes may matter", label=label,
                            got=show(outcome["returned"]), count=show(base["returned"])))
     verdict.ok(t("a SimpleNamespace with extra attributes, a __slots__ object and a __getattr__ object all give the "
                  "same count, {count:_}", count=want) if isinstance(want, int) else
@@ -537,5 +517,6 @@ def _first_config_off(configs, outcomes, expected) -> dict:
         items = outcome["returned"]["items"]
         if any(items[part]["value"] != want[part] for part in PARTS):
             return {"counts_config": describe_config(config),
-                    "counts": [{"part": part, "expected": want[part], "observed": items[part]["value"]} for part in PARTS]}
+                    "counts": [{"part": part, "expected": want[part], "observed": items[part]["value"]}
+                               for part in PARTS]}
     return {}

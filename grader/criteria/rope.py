@@ -51,7 +51,8 @@ def rope(x, positions=None, base=10000.0, *, pairing="half", exponent=2.0, first
 
 # the formula mistakes we can name: (what the student's code does, how `rope` reproduces it)
 FORMULA_MISTAKES = [
-    (t("pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + D/2)"), {"pairing": "interleaved"}),
+    (t("pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing (i, i + "
+       "D/2)"), {"pairing": "interleaved"}),
     (t("uses the angle p * base**(-i/D); the exponent is -2i/D"), {"exponent": 1.0}),
     (t("counts i from 1 (base**(-2(i+1)/D)); i runs from 0 to D/2 - 1"), {"first_i": 1}),
     (t("rotates the other way; the first half is x1*cos - x2*sin and the second half x2*cos + x1*sin"),
@@ -119,27 +120,27 @@ def check_finite(verdict, out, label: Text):
 
 
 @criterion("output_shape_dtype", kind="shape",
-           title={"en": "Output has the input's shape and dtype, for any leading axes",
-                  "zh": "输出与输入形状、dtype 相同，支持任意前导轴"},
-           hint={"en": "Index the last two axes with x.shape[-2] and x.shape[-1] (not x.shape[1]), let cos and sin of shape [T, D/2] broadcast over the leading axes, and cast them to x.dtype.",
-                 "zh": "用 x.shape[-2]、x.shape[-1] 取最后两轴（不要用 x.shape[1]），让形状为 [T, D/2] 的 cos、sin 沿前导轴广播，并转换为 x.dtype。"})
+           title=t("Output has the input's shape and dtype, for any leading axes"),
+           hint=t("Index the last two axes with x.shape[-2] and x.shape[-1] (not x.shape[1]), let cos and sin of shape "
+                  "[T, D/2] broadcast over the leading axes, and cast them to x.dtype."))
 def test_output_shape_dtype(obs, verdict):
     p = obs.probe("shapes")
     for key, shape, dtype in (("bhtd", [2, 3, 5, 8], torch.float32), ("td", [5, 8], torch.float32),
                               ("btd_float64", [2, 5, 8], torch.float64), ("d2", [3, 4, 2], torch.float32)):
         out = p.tensor(f"out_{key}")
-        verdict.check(list(out.shape) == shape, t("apply_rope on x of shape {shape} returned shape {got}; expected {shape}",
+        verdict.check(list(out.shape) == shape, t("apply_rope on x of shape {shape} returned shape {got}; expected "
+                                                  "{shape}",
                                                   shape=shape, got=list(out.shape)))
-        verdict.check(out.dtype == dtype, t("apply_rope on a {dtype} x of shape {shape} returned {got}; expected {dtype} "
-                                            "(the input's dtype)", dtype=str(dtype)[6:], shape=shape,
+        verdict.check(out.dtype == dtype, t("apply_rope on a {dtype} x of shape {shape} returned {got}; expected "
+                                            "{dtype} (the input's dtype)", dtype=str(dtype)[6:], shape=shape,
                                             got=str(out.dtype)[6:]))
     verdict.ok(t("shapes [2, 3, 5, 8], [5, 8], [2, 5, 8] and [3, 4, 2] are kept, and so are float32 and float64"))
 
 
 @criterion("norm_preserved", kind="values",
-           title={"en": "Every vector keeps its length, and is rotated", "zh": "每个向量长度不变，且确实被旋转"},
-           hint={"en": "Each pair (x_i, x_{i+D/2}) must go through a true 2-D rotation: (a*cos - b*sin, b*cos + a*sin), with cos and sin of the same angle.",
-                 "zh": "每一对 (x_i, x_{i+D/2}) 都要做真正的二维旋转：(a*cos - b*sin, b*cos + a*sin)，cos 与 sin 用同一个角度。"})
+           title=t("Every vector keeps its length, and is rotated"),
+           hint=t("Each pair (x_i, x_{{i+D/2}}) must go through a true 2-D rotation: (a*cos - b*sin, b*cos + a*sin), "
+                  "with cos and sin of the same angle."))
 def test_norm_preserved(obs, ref, verdict):
     x = ref.probe("norms").tensor("x")
     out = obs.probe("norms").tensor("out")
@@ -162,9 +163,9 @@ def test_norm_preserved(obs, ref, verdict):
 
 
 @criterion("relative_position", kind="values",
-           title={"en": "<rope(q, m), rope(k, n)> depends only on m - n", "zh": "<rope(q, m), rope(k, n)> 只依赖 m - n"},
-           hint={"en": "The angle must be linear in the position, p * theta_i, with the same theta_i for q and k; then rotating q by m and k by n leaves a rotation by m - n in their dot product.",
-                 "zh": "角度必须与位置成线性关系 p * theta_i，q 和 k 用相同的 theta_i；这样 q 转 m、k 转 n 后，点积中只剩下 m - n 的旋转。"})
+           title=t("<rope(q, m), rope(k, n)> depends only on m - n"),
+           hint=t("The angle must be linear in the position, p * theta_i, with the same theta_i for q and k; then "
+                  "rotating q by m and k by n leaves a rotation by m - n in their dot product."))
 def test_relative_position(obs, ref, verdict):
     inputs, got = ref.probe("relative"), obs.probe("relative")
     q, k = inputs.tensor("q"), inputs.tensor("k")
@@ -200,16 +201,16 @@ def test_relative_position(obs, ref, verdict):
 
 
 @criterion("rotate_half_pairing", kind="values",
-           title={"en": "Channel i is rotated together with channel i + D/2 (rotate-half)",
-                  "zh": "通道 i 与通道 i + D/2 一起旋转（rotate-half）"},
-           hint={"en": "Split the last axis into halves, x1 = x[..., :D/2] and x2 = x[..., D/2:], and return cat(x1*cos - x2*sin, x2*cos + x1*sin); do not pair x[..., 0::2] with x[..., 1::2].",
-                 "zh": "把最后一轴分成两半：x1 = x[..., :D/2]、x2 = x[..., D/2:]，返回 cat(x1*cos - x2*sin, x2*cos + x1*sin)；不要把 x[..., 0::2] 与 x[..., 1::2] 配对。"})
-def test_rotate_half_pairing(obs, verdict):
+           title=t("Channel i is rotated together with channel i + D/2 (rotate-half)"),
+           hint=t("Split the last axis into halves, x1 = x[..., :D/2] and x2 = x[..., D/2:], and return cat(x1*cos - "
+                  "x2*sin, x2*cos + x1*sin); do not pair x[..., 0::2] with x[..., 1::2]."))
+def test_rotate_half_pairing(obs, ref, verdict):
     out = obs.probe("pairing").tensor("out").double()
-    D = 8
-    verdict.check(list(out.shape) == [D, 3, D], t("x of shape [8, 3, 8] gave an output of shape {got}",
-                                                  got=list(out.shape)))
-    check_finite(verdict, out, t("one-hot inputs of shape [8, 3, 8]"))
+    D, T = (ref.probe("pairing").value(key) for key in ("channels", "positions"))   # the probe's one-hot inputs
+    shape = [D, T, D]
+    verdict.check(list(out.shape) == shape, t("x of shape {shape} gave an output of shape {got}", shape=shape,
+                                              got=list(out.shape)))
+    check_finite(verdict, out, t("one-hot inputs of shape {shape}", shape=shape))
     mixes = {}
     for j in range(D):
         mixes[j] = [c for c in range(D) if out[j, :, c].abs().max() > LEAK]
@@ -219,56 +220,58 @@ def test_rotate_half_pairing(obs, verdict):
     adjacent = {j: sorted({j, j ^ 1}) for j in range(D)}
     if mixes == adjacent:
         verdict.fail(t("your rotation pairs adjacent channels (2i, 2i+1); the course uses rotate-half pairing "
-                       "(i, i + D/2): with D = 8, channel 0 must turn with channel 4, not with channel 1"))
+                       "(i, i + D/2): with D = {d}, channel 0 must turn with channel {half}, not with channel 1", d=D,
+                       half=D // 2))
     for j in range(D):
         if not set(mixes[j]) <= set(half[j]):
             partner = half[j][0] if half[j][0] != j else half[j][1]
-            verdict.fail(t("with D = 8, the one-hot input on channel {channel} reached channels {reached}; rotate-half "
-                           "pairing mixes it only with channel {partner} (channels {pair})", channel=j,
+            verdict.fail(t("with D = {d}, the one-hot input on channel {channel} reached channels {reached}; "
+                           "rotate-half pairing mixes it only with channel {partner} (channels {pair})", d=D, channel=j,
                            reached=mixes[j], partner=partner, pair=half[j]))
     unpaired = [j for j in range(D) if set(mixes[j]) != set(half[j])]
-    verdict.check(not unpaired, t("with D = 8, the one-hot input on channel {channel} never reached its partner channel "
-                                  "at positions 1 and 2: that pair is not rotated",
+    verdict.check(not unpaired, t("with D = {d}, the one-hot input on channel {channel} never reached its partner "
+                                  "channel at positions 1 and 2: that pair is not rotated", d=D,
                                   channel=unpaired[0] if unpaired else 0))
-    verdict.ok(t("with D = 8, every channel i is mixed with channel i + D/2 (mod D) and with no other channel"))
+    verdict.ok(t("with D = {d}, every channel i is mixed with channel i + D/2 (mod D) and with no other channel", d=D))
 
 
 @criterion("values_match_reference", kind="values",
-           title={"en": "Values equal the reference rotation, including large positions",
-                  "zh": "数值与参考旋转一致（包括较大的位置）"},
-           hint={"en": "theta_i = base ** (-2 * i / D) for i = 0 .. D/2 - 1, angle = position * theta_i; out = cat(x1*cos - x2*sin, x2*cos + x1*sin) with x1, x2 the two halves of the last axis.",
-                 "zh": "theta_i = base ** (-2 * i / D)，i = 0 .. D/2 - 1，角度 = 位置 * theta_i；out = cat(x1*cos - x2*sin, x2*cos + x1*sin)，x1、x2 为最后一轴的前后两半。"})
+           title=t("Values equal the reference rotation, including large positions"),
+           hint=t("theta_i = base ** (-2 * i / D) for i = 0 .. D/2 - 1, angle = position * theta_i; out = cat(x1*cos - "
+                  "x2*sin, x2*cos + x1*sin) with x1, x2 the two halves of the last axis."))
 def test_values_match_reference(obs, ref, verdict):
     got, inputs = obs.probe("values"), ref.probe("values")
     x = inputs.tensor("x64")
     out = got.tensor("out64")
     problem = difference(out, rope(x), atol=VALUE_TOLERANCE)
     if problem:
-        verdict.fail(t("on x of shape [B, H, T, D] = [2, 3, 6, 16] (float64) the output differs from the rotate-half "
-                       "reference: {problem}.{cause}", problem=problem, cause=diagnose(out, x)))
+        verdict.fail(t("on x of shape [B, H, T, D] = {shape} (float64) the output differs from the rotate-half "
+                       "reference: {problem}.{cause}", shape=list(x.shape), problem=problem, cause=diagnose(out, x)))
     x32, out32 = inputs.tensor("x32"), got.tensor("out32")
     verdict.check(out32.dtype == torch.float32, t("a float32 input gave a {dtype} output; expected float32",
                                                   dtype=str(out32.dtype)[6:]))
     problem = difference(out32, rope(x32), atol=FLOAT32_TOLERANCE, rtol=FLOAT32_TOLERANCE)
     if problem:
-        verdict.fail(t("on a float32 x of shape [2, 9, 10] (D/2 = 5 pairs) the output differs from the reference: "
-                       "{problem}.{cause}", problem=problem, cause=diagnose(out32, x32, atol=FLOAT32_TOLERANCE)))
+        verdict.fail(t("on a float32 x of shape {shape} (D/2 = {pairs} pairs) the output differs from the reference: "
+                       "{problem}.{cause}", shape=list(x32.shape), pairs=x32.shape[-1] // 2, problem=problem,
+                       cause=diagnose(out32, x32, atol=FLOAT32_TOLERANCE)))
     x_long, out_long = inputs.tensor("x_long"), got.tensor("out_long")
     problem = difference(out_long, rope(x_long), atol=LONG_TOLERANCE)
     if problem:
-        verdict.fail(t("on a sequence of T = 4096 rows (positions 0..4095, D = 8) the output differs from the reference: "
-                       "{problem} (index = (position, channel)).{cause}", problem=problem,
+        verdict.fail(t("on a sequence of T = {rows} rows (positions 0..{last}, D = {d}) the output differs from the "
+                       "reference: {problem} (index = (position, channel)).{cause}", rows=x_long.shape[0],
+                       last=x_long.shape[0] - 1, d=x_long.shape[-1], problem=problem,
                        cause=diagnose(out_long, x_long, atol=LONG_TOLERANCE)))
-    verdict.ok(t("matches the rotate-half reference on [2, 3, 6, 16] (within {tolerance:g}), on float32 [2, 9, 10], "
-                 "and at positions up to 4095 (within {long_tolerance:g})", tolerance=VALUE_TOLERANCE,
+    verdict.ok(t("matches the rotate-half reference on {shape} (within {tolerance:g}), on float32 {shape32}, "
+                 "and at positions up to {last} (within {long_tolerance:g})", shape=list(x.shape),
+                 tolerance=VALUE_TOLERANCE, shape32=list(x32.shape), last=x_long.shape[0] - 1,
                  long_tolerance=LONG_TOLERANCE))
 
 
 @criterion("explicit_positions", kind="values",
-           title={"en": "Explicit positions: a slice with its positions gives the matching rows",
-                  "zh": "显式位置：取一段序列并传入对应位置，得到对应的行"},
-           hint={"en": "Build the angles from the positions argument when it is given (not from arange(T)): a cached decoding step at position t must be rotated by t, not by 0.",
-                 "zh": "传入 positions 时要用它来计算角度（而不是 arange(T)）：带缓存解码时位置 t 的新 token 应旋转 t 对应的角度，而不是 0。"})
+           title=t("Explicit positions: a slice with its positions gives the matching rows"),
+           hint=t("Build the angles from the positions argument when it is given (not from arange(T)): a cached "
+                  "decoding step at position t must be rotated by t, not by 0."))
 def test_explicit_positions(obs, ref, verdict):
     got, inputs = obs.probe("positions"), ref.probe("positions")
     x = inputs.tensor("x")
@@ -284,8 +287,8 @@ def test_explicit_positions(obs, ref, verdict):
         if problem:
             ignored = verbatim("")
             if difference(part, rope(x[..., s:e, :], **kwargs), atol=VALUE_TOLERANCE) is None:
-                ignored = t(" Your rows are rotated as positions 0..{last}: the positions argument is ignored (build the "
-                            "angles from positions, not from arange(T)).", last=e - s - 1)
+                ignored = t(" Your rows are rotated as positions 0..{last}: the positions argument is ignored (build "
+                            "the angles from positions, not from arange(T)).", last=e - s - 1)
             verdict.fail(t("apply_rope(x[..., {start}:{end}, :], positions=arange({start}, {end})) differs from rows "
                            "{start}..{last} of apply_rope(x): {problem}.{ignored}", start=s, end=e, last=e - 1,
                            problem=problem, ignored=ignored))
@@ -293,17 +296,16 @@ def test_explicit_positions(obs, ref, verdict):
     positions = inputs.tensor("far_positions").tolist()
     problem = difference(far, far_rows, atol=SAME_CALL)
     if problem:
-        verdict.fail(t("rows at the unordered positions {positions}, rotated with those positions, differ from the same "
-                       "rows of apply_rope on the whole 4096-row sequence: {problem} (index = (row, channel))",
+        verdict.fail(t("rows at the unordered positions {positions}, rotated with those positions, differ from the "
+                       "same rows of apply_rope on the whole 4096-row sequence: {problem} (index = (row, channel))",
                        positions=positions, problem=problem))
-    verdict.ok(t("a slice with positions arange(4, 9), a single decoding step at position 11, and ten scattered positions "
-                 "up to 4095 all give the rows of the full call"))
+    verdict.ok(t("a slice with positions arange(4, 9), a single decoding step at position 11, and ten scattered "
+                 "positions up to 4095 all give the rows of the full call"))
 
 
 @criterion("custom_base", kind="values",
-           title={"en": "The base argument sets the frequencies", "zh": "base 参数决定频率"},
-           hint={"en": "Use the base passed in: theta_i = base ** (-2 * i / D), not a hard-coded 10000.",
-                 "zh": "使用传入的 base：theta_i = base ** (-2 * i / D)，不要写死 10000。"})
+           title=t("The base argument sets the frequencies"),
+           hint=t("Use the base passed in: theta_i = base ** (-2 * i / D), not a hard-coded 10000."))
 def test_custom_base(obs, ref, verdict):
     got, x = obs.probe("custom_base"), ref.probe("custom_base").tensor("x")
     kwargs = own_formula(obs, ref)   # a pairing or exponent mistake is judged by values_match_reference, not here
@@ -313,20 +315,21 @@ def test_custom_base(obs, ref, verdict):
         problem = difference(out, want, atol=VALUE_TOLERANCE)
         if problem:
             if difference(out, rope(x, **kwargs), atol=VALUE_TOLERANCE) is None:
-                verdict.fail(t("apply_rope(x, base={base:g}) returned the same rotation as base 10000: the base argument "
-                               "is ignored", base=base))
+                verdict.fail(t("apply_rope(x, base={base:g}) returned the same rotation as base 10000: the base "
+                               "argument is ignored", base=base))
             verdict.fail(t("apply_rope(x, base={base:g}) on x of shape [6, 12] differs from the reference: "
                            "{problem}.{cause}", base=base, problem=problem, cause=diagnose(out, x, base=base)))
     verdict.ok(t("base = 100 and base = 500000 change the frequencies as base ** (-2i/D) predicts"))
 
 
 @criterion("leading_dims", kind="values",
-           title={"en": "Any leading axes: each [T, D] matrix is rotated on its own", "zh": "任意前导轴：每个 [T, D] 矩阵各自旋转"},
-           hint={"en": "The sequence is axis -2 whatever comes before it: with [B, H, T, D] take T = x.shape[-2] and let [T, D/2] angles broadcast; do not assume 4 axes or put the positions on axis 1.",
-                 "zh": "无论前面有几个轴，序列轴都是倒数第二个：[B, H, T, D] 中 T = x.shape[-2]，让 [T, D/2] 的角度自动广播；不要假定恰好 4 个轴，也不要把位置放在第 1 轴。"})
+           title=t("Any leading axes: each [T, D] matrix is rotated on its own"),
+           hint=t("The sequence is axis -2 whatever comes before it: with [B, H, T, D] take T = x.shape[-2] and let "
+                  "[T, D/2] angles broadcast; do not assume 4 axes or put the positions on axis 1."))
 def test_leading_dims(obs, ref, verdict):
     got, inputs = obs.probe("leading_dims"), ref.probe("leading_dims")
-    for key, label in (("square", verbatim("[B, H, T, D] = [2, 4, 4, 6] (H == T)")), ("5d", verbatim("[2, 2, 3, 5, 4]"))):
+    for key, label in (("square", verbatim("[B, H, T, D] = [2, 4, 4, 6] (H == T)")), ("5d", verbatim("[2, 2, 3, 5, "
+                                                                                                     "4]"))):
         x, out, slices = inputs.tensor(f"x_{key}"), got.tensor(f"out_{key}"), got.tensor(f"slices_{key}")
         check_shape(verdict, out, x, label)
         verdict.check(difference(out, x, atol=ROTATED) is not None,
@@ -336,19 +339,18 @@ def test_leading_dims(obs, ref, verdict):
             axis = verbatim("")
             if x.shape[-3] == x.shape[-2] and difference(out, rope(x, seq_dim=-3), atol=VALUE_TOLERANCE) is None:
                 axis = t(" The positions run along axis -3 (H) instead of axis -2 (T).")
-            verdict.fail(t("on x of shape {shape} the batched output differs from rotating each [T, D] matrix on its own: "
-                           "{problem}.{axis}", shape=label, problem=problem, axis=axis))
+            verdict.fail(t("on x of shape {shape} the batched output differs from rotating each [T, D] matrix on its "
+                           "own: {problem}.{axis}", shape=label, problem=problem, axis=axis))
     x_td, out_td = inputs.tensor("x_td"), got.tensor("out_td")
     check_shape(verdict, out_td, x_td, verbatim("[T, D] = [7, 6]"))
-    verdict.ok(t("for [2, 4, 4, 6] (H == T) and [2, 2, 3, 5, 4] the batched output equals each [T, D] matrix rotated on "
-                 "its own; [7, 6] works too"))
+    verdict.ok(t("for [2, 4, 4, 6] (H == T) and [2, 2, 3, 5, 4] the batched output equals each [T, D] matrix rotated "
+                 "on its own; [7, 6] works too"))
 
 
 @criterion("gradient_flows", kind="gradient",
-           title={"en": "Backpropagation through apply_rope gives the exact, finite gradient",
-                  "zh": "通过 apply_rope 反向传播得到精确、有限的梯度"},
-           hint={"en": "Compute the output from x with tensor operations only (no .detach(), .data, .numpy() or in-place writes into a tensor that needs grad); cos and sin need no gradient.",
-                 "zh": "只用张量运算由 x 得到输出（不要 .detach()、.data、.numpy()，也不要原地写入需要梯度的张量）；cos 和 sin 不需要梯度。"})
+           title=t("Backpropagation through apply_rope gives the exact, finite gradient"),
+           hint=t("Compute the output from x with tensor operations only (no .detach(), .data, .numpy() or in-place "
+                  "writes into a tensor that needs grad); cos and sin need no gradient."))
 def test_gradient_flows(obs, ref, verdict):
     got, inputs = obs.probe("gradients"), ref.probe("gradients")
     if "x_grad" in got.not_tensors:
@@ -380,10 +382,10 @@ def test_gradient_flows(obs, ref, verdict):
 
 
 @criterion("rejects_bad_input", kind="errors",
-           title={"en": "ValueError for an odd D and for positions of the wrong length",
-                  "zh": "D 为奇数或 positions 长度不对时抛出 ValueError"},
-           hint={"en": "Check x.shape[-1] % 2 and positions.shape == (T,) at the start and raise ValueError naming the value you saw; do not let a broadcasting error (RuntimeError) or a silent truncation happen instead.",
-                 "zh": "在函数开头检查 x.shape[-1] % 2 和 positions.shape == (T,)，抛出写明实际值的 ValueError；不要让广播错误（RuntimeError）或悄悄截断代替它。"})
+           title=t("ValueError for an odd D and for positions of the wrong length"),
+           hint=t("Check x.shape[-1] % 2 and positions.shape == (T,) at the start and raise ValueError naming the "
+                  "value you saw; do not let a broadcasting error (RuntimeError) or a silent truncation happen "
+                  "instead."))
 def test_rejects_bad_input(obs, verdict):
     p = obs.probe("bad_input")
     for key, label in (("odd_d", t("x of shape [4, 7] (D = 7)")), ("odd_d_4d", t("x of shape [2, 2, 5, 5] (D = 5)")),
@@ -394,6 +396,7 @@ def test_rejects_bad_input(obs, verdict):
             verdict.fail(t("apply_rope on {label} {outcome}; expected ValueError", label=label,
                            outcome=describe_outcome(outcome)))
     valid = p.value("valid")
-    verdict.check(raised(valid) is None, t("apply_rope on x of shape [6, 8] with positions arange(10, 16) {outcome}; it is "
-                                           "valid and must return", outcome=describe_outcome(valid)))
-    verdict.ok(t("ValueError for D = 7, D = 5, and positions of length 5 and 7 for T = 6; valid positions are accepted"))
+    verdict.check(raised(valid) is None, t("apply_rope on x of shape [6, 8] with positions arange(10, 16) {outcome}; "
+                                           "it is valid and must return", outcome=describe_outcome(valid)))
+    verdict.ok(t("ValueError for D = 7, D = 5, and positions of length 5 and 7 for T = 6; valid positions are "
+                 "accepted"))

@@ -19,14 +19,22 @@ from grader.judge.criterion import criterion
 EXERCISE = "training"
 
 HYPER_TOLERANCE = 1e-9      # relative; lr, betas and weight decay are copied, not computed: only rounding may differ
-LOSS_TOLERANCE = 1e-9       # float64, the same trusted model, weights and batch: the returned loss equals the probe's up to rounding (~1e-15)
-CLIP_ABOVE = 1e-6           # relative slack above max_grad_norm: clip_grad_norm_ lands at max·n/(n + 1e-6), just below the limit
-CLIP_BELOW = 1e-2           # relative slack below it: an eps in the clip coefficient costs ~1e-6; 1 % lower is scaling too hard
-UNTOUCHED_TOLERANCE = 1e-9  # relative; with max_grad_norm=1e6 the gradient must not be rescaled at all (float64 rounding only)
-RESET_TOLERANCE = 1e-9      # relative, float64: the step's gradient is one fresh backward; a stale 1e3 or a doubled gradient is ≥ 100 %
-OVERFIT_THRESHOLD = 0.1     # fixed by the course (seed 000). Reference, measured: final eval loss 5e-6 .. 3.3e-4 (41 seeds × 3 betas)
-OPTIMUM_SLACK = 1e-9        # no loss can be below the analytic optimum (identical rows share logits): float64 rounding only
-CONTRADICTORY_MARGIN = 0.05  # above the optimum (0.3466 here). Reference, measured: final - optimum +1.2e-4 .. +5.8e-3 (41 seeds × 3 betas)
+LOSS_TOLERANCE = 1e-9       # float64, the same trusted model, weights and batch: the returned loss equals the probe's
+                            # up to rounding (~1e-15)
+CLIP_ABOVE = 1e-6           # relative slack above max_grad_norm: clip_grad_norm_ lands at max·n/(n + 1e-6), just below
+                            # the limit
+CLIP_BELOW = 1e-2           # relative slack below it: an eps in the clip coefficient costs ~1e-6; 1 % lower is scaling
+                            # too hard
+UNTOUCHED_TOLERANCE = 1e-9  # relative; with max_grad_norm=1e6 the gradient must not be rescaled at all (float64
+                            # rounding only)
+RESET_TOLERANCE = 1e-9      # relative, float64: the step's gradient is one fresh backward; a stale 1e3 or a doubled
+                            # gradient is ≥ 100 %
+OVERFIT_THRESHOLD = 0.1     # fixed by the course (seed 000). Reference, measured: final eval loss 5e-6 .. 3.3e-4 (41
+                            # seeds × 3 betas)
+OPTIMUM_SLACK = 1e-9        # no loss can be below the analytic optimum (identical rows share logits): float64 rounding
+                            # only
+CONTRADICTORY_MARGIN = 0.05  # above the optimum (0.3466 here). Reference, measured: final - optimum +1.2e-4 .. +5.8e-3
+                             # (41 seeds × 3 betas)
 DEFAULT_CLIP = 1.0          # train_step's default max_grad_norm, and the clipping of every fit_fixed_batch step
 DEFAULT_FIT_STEPS, DEFAULT_FIT_LR = 120, 0.02  # fit_fixed_batch's defaults (the contract's signature)
 LISTED = 5                  # names shown in a message before "and N more"
@@ -36,12 +44,10 @@ FOREIGN_OBJECT = re.compile(r"<a (\w+), not a tensor>")
 
 
 @criterion("optimizer_is_adamw", kind="optimizer",
-           title={"en": "make_optimizer returns AdamW with the requested lr and betas",
-                  "zh": "make_optimizer 返回 AdamW，并使用传入的 lr 与 betas"},
-           hint={"en": "Return torch.optim.AdamW(groups, lr=lr, betas=betas): pass the arguments through instead of hard-coding "
-                       "values, and keep the defaults lr=3e-4, betas=(0.9, 0.95). torch.optim.Adam is not AdamW (its weight decay is an L2 term).",
-                 "zh": "返回 torch.optim.AdamW(groups, lr=lr, betas=betas)：把参数原样传进去，不要写死数值，并保留默认值 lr=3e-4、"
-                       "betas=(0.9, 0.95)。torch.optim.Adam 不是 AdamW（它的权重衰减是 L2 项）。"})
+           title=t("make_optimizer returns AdamW with the requested lr and betas"),
+           hint=t("Return torch.optim.AdamW(groups, lr=lr, betas=betas): pass the arguments through instead of "
+                  "hard-coding values, and keep the defaults lr=3e-4, betas=(0.9, 0.95). torch.optim.Adam is not AdamW "
+                  "(its weight decay is an L2 term)."))
 def test_optimizer_is_adamw(obs, verdict):
     asked_by = {}
     for name in ("optimizer_groups", "optimizer_defaults"):
@@ -49,7 +55,8 @@ def test_optimizer_is_adamw(obs, verdict):
         opt, asked = p.value("optimizer"), p.value("asked")
         asked_by[name] = f"lr={asked['lr']:g}, betas={tuple(asked['betas'])}"
         call = _call(name, asked)
-        verdict.note(**{name: {"type": opt["type"], "groups": [{k: g.get(k) for k in ("lr", "betas")} for g in opt["groups"]]}})
+        groups = [{k: g.get(k) for k in ("lr", "betas")} for g in opt["groups"]]
+        verdict.note(**{name: {"type": opt["type"], "groups": groups}})
         verdict.check(opt["is_adamw"], t("{call} returned {what}; expected a torch.optim.AdamW", call=call,
                                          what=_of_type(opt["type"])))
         verdict.check(len(opt["groups"]) > 0, t("{call} returned an AdamW with no parameter group", call=call))
@@ -66,14 +73,11 @@ def test_optimizer_is_adamw(obs, verdict):
 
 
 @criterion("optimizer_coverage", kind="optimizer",
-           title={"en": "Every trainable parameter exactly once, frozen ones never",
-                  "zh": "每个可训练参数恰好出现一次，冻结参数从不出现"},
-           hint={"en": "Loop over model.parameters() (or named_parameters()), skip p.requires_grad == False, and keep a set of id(p) so "
-                       "that a tensor shared by two modules is added once. Do not filter by name (a name test such as 'weight' in name "
-                       "misses biases, or LayerNorm parameters); put every kept parameter in exactly one of the two groups.",
-                 "zh": "遍历 model.parameters()（或 named_parameters()），跳过 requires_grad 为 False 的参数，并用 id(p) 的集合去重，"
-                       "这样被两个模块共享的张量只加入一次。不要按名字筛选（例如 'weight' in name 会漏掉偏置或 LayerNorm 参数）；"
-                       "每个保留的参数只放进两个组中的一个。"})
+           title=t("Every trainable parameter exactly once, frozen ones never"),
+           hint=t("Loop over model.parameters() (or named_parameters()), skip p.requires_grad == False, and keep a set "
+                  "of id(p) so that a tensor shared by two modules is added once. Do not filter by name (a name test "
+                  "such as 'weight' in name misses biases, or LayerNorm parameters); put every kept parameter in "
+                  "exactly one of the two groups."))
 def test_optimizer_coverage(obs, verdict):
     p = obs.probe("optimizer_groups")
     params, frozen, opt = p.value("parameters"), p.value("frozen"), p.value("optimizer")
@@ -119,14 +123,11 @@ def test_optimizer_coverage(obs, verdict):
 
 
 @criterion("weight_decay_split", kind="optimizer",
-           title={"en": "Weight decay on matrices only (dim >= 2), none on biases and LayerNorm",
-                  "zh": "只对矩阵（dim >= 2）做权重衰减，偏置和 LayerNorm 不衰减"},
-           hint={"en": "Split by p.dim(): parameters with dim() >= 2 (Linear weights, embedding tables) go in a group with "
-                       "weight_decay=weight_decay (the argument, default 0.1); the rest (biases, LayerNorm weight and bias) in a group "
-                       "with weight_decay=0.0. A name test ('bias' in name) misses the LayerNorm weights, which are 1-D.",
-                 "zh": "按 p.dim() 划分：dim() >= 2 的参数（Linear 权重、嵌入表）放进 weight_decay=weight_decay（传入的参数，默认 0.1）"
-                       "的组；其余（偏置、LayerNorm 的 weight 和 bias）放进 weight_decay=0.0 的组。按名字判断（'bias' in name）"
-                       "会漏掉同为一维的 LayerNorm weight。"})
+           title=t("Weight decay on matrices only (dim >= 2), none on biases and LayerNorm"),
+           hint=t("Split by p.dim(): parameters with dim() >= 2 (Linear weights, embedding tables) go in a group with "
+                  "weight_decay=weight_decay (the argument, default 0.1); the rest (biases, LayerNorm weight and bias) "
+                  "in a group with weight_decay=0.0. A name test ('bias' in name) misses the LayerNorm weights, which "
+                  "are 1-D."))
 def test_weight_decay_split(obs, verdict):
     for name in ("optimizer_groups", "optimizer_defaults"):
         p = obs.probe(name)
@@ -174,13 +175,10 @@ UNFAMILIAR_MODEL = t("a course model with norms of its own classes (1-D scale an
 
 
 @criterion("optimizer_coverage_any_model", kind="optimizer",
-           title={"en": "Every trainable parameter exactly once on a model built from other classes",
-                  "zh": "在由其他类构成的模型上，每个可训练参数也恰好出现一次"},
-           hint={"en": "Collect the parameters from model.parameters() (or named_parameters()), whatever modules "
-                       "hold them: a loop over nn.Linear, nn.Embedding and nn.LayerNorm modules misses a norm class of "
-                       "the model's own and parameters registered directly on a module.",
-                 "zh": "从 model.parameters()（或 named_parameters()）收集参数，不论它们属于哪个模块：只遍历 nn.Linear、"
-                       "nn.Embedding 和 nn.LayerNorm 会漏掉模型自定义的归一化类，以及直接注册在模块上的参数。"})
+           title=t("Every trainable parameter exactly once on a model built from other classes"),
+           hint=t("Collect the parameters from model.parameters() (or named_parameters()), whatever modules hold them: "
+                  "a loop over nn.Linear, nn.Embedding and nn.LayerNorm modules misses a norm class of the model's own "
+                  "and parameters registered directly on a module."))
 def test_optimizer_coverage_any_model(obs, verdict):
     p = obs.probe("optimizer_any_model")
     params, frozen, opt = p.value("parameters"), p.value("frozen"), p.value("optimizer")
@@ -204,13 +202,10 @@ def test_optimizer_coverage_any_model(obs, verdict):
 
 
 @criterion("weight_decay_split_any_model", kind="optimizer",
-           title={"en": "Weight decay by dimension (dim >= 2) on a model built from other classes",
-                  "zh": "在由其他类构成的模型上，也按维度（dim >= 2）决定权重衰减"},
-           hint={"en": "Decide by p.dim() alone: dim() >= 2 decays, anything else (biases, norm gains and shifts of "
-                       "any class, 0-d scalars) does not. A test of the module's type (isinstance(m, nn.Linear)) or of "
-                       "the name ('bias' in name) misses matrices and vectors that other classes hold.",
-                 "zh": "只按 p.dim() 判断：dim() >= 2 的做衰减，其余（偏置、任何归一化类的增益和偏移、零维标量）都不做。"
-                       "按模块类型（isinstance(m, nn.Linear)）或名字（'bias' in name）判断，会漏掉其他类持有的矩阵和向量。"})
+           title=t("Weight decay by dimension (dim >= 2) on a model built from other classes"),
+           hint=t("Decide by p.dim() alone: dim() >= 2 decays, anything else (biases, norm gains and shifts of any "
+                  "class, 0-d scalars) does not. A test of the module's type (isinstance(m, nn.Linear)) or of the name "
+                  "('bias' in name) misses matrices and vectors that other classes hold."))
 def test_weight_decay_split_any_model(obs, verdict):
     p = obs.probe("optimizer_any_model")
     params, opt, asked = p.value("parameters"), p.value("optimizer"), p.value("asked")
@@ -242,12 +237,9 @@ def test_weight_decay_split_any_model(obs, verdict):
 
 
 @criterion("train_step_returns_loss", kind="values",
-           title={"en": "train_step returns the loss before the update, as a Python float",
-                  "zh": "train_step 以 Python float 返回更新前的损失"},
-           hint={"en": "Keep the loss tensor of this step's forward for backward(), and return float(loss.detach()) (or loss.item()) "
-                       "at the end: not the tensor itself, and not a loss recomputed after optimizer.step().",
-                 "zh": "本步前向得到的损失张量留给 backward()，最后返回 float(loss.detach())（或 loss.item()）："
-                       "不要返回张量本身，也不要在 optimizer.step() 之后重新计算损失。"})
+           title=t("train_step returns the loss before the update, as a Python float"),
+           hint=t("Keep the loss tensor of this step's forward for backward(), and return float(loss.detach()) (or "
+                  "loss.item()) at the end: not the tensor itself, and not a loss recomputed after optimizer.step()."))
 def test_train_step_returns_loss(obs, verdict):
     p = obs.probe("train_step_update")
     got, want = _float(p.value("returned_value")), p.value("expected_loss")
@@ -267,13 +259,10 @@ def test_train_step_returns_loss(obs, verdict):
 
 
 @criterion("train_step_updates", kind="values",
-           title={"en": "One train_step updates every parameter that gets a gradient, in train mode",
-                  "zh": "一次 train_step 更新所有得到梯度的参数，并处于训练模式"},
-           hint={"en": "Call model.train(), then backward() on the loss tensor of the forward (never on a tensor rebuilt from "
-                       "loss.item(), which is cut off from the weights), then optimizer.step(); do not zero the gradients between "
-                       "backward() and step().",
-                 "zh": "先调用 model.train()，再对前向得到的损失张量调用 backward()（不要对由 loss.item() 重建的张量反向传播，"
-                       "它与权重已断开），然后 optimizer.step()；不要在 backward() 和 step() 之间清零梯度。"})
+           title=t("One train_step updates every parameter that gets a gradient, in train mode"),
+           hint=t("Call model.train(), then backward() on the loss tensor of the forward (never on a tensor rebuilt "
+                  "from loss.item(), which is cut off from the weights), then optimizer.step(); do not zero the "
+                  "gradients between backward() and step()."))
 def test_train_step_updates(obs, verdict):
     p = obs.probe("train_step_update")
     reached, changed = p.value("reached_by_gradient"), set(_changed(p, "before", "after"))
@@ -297,36 +286,38 @@ def test_train_step_updates(obs, verdict):
 
 
 @criterion("gradient_clipping", kind="gradient",
-           title={"en": "The gradient is clipped to max_grad_norm before the step", "zh": "step 之前把梯度范数裁剪到 max_grad_norm"},
-           hint={"en": "Between backward() and optimizer.step() call torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm): "
-                       "the total norm over all parameters, using the max_grad_norm argument (not a hard-coded 1.0), and no rescaling "
-                       "when the norm is already below it. clip_grad_value_ is a different operation.",
-                 "zh": "在 backward() 与 optimizer.step() 之间调用 torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)："
-                       "对全部参数的总范数裁剪，使用传入的 max_grad_norm（不要写死 1.0），范数已低于上限时不做缩放。"
-                       "clip_grad_value_ 是另一种操作。"})
+           title=t("The gradient is clipped to max_grad_norm before the step"),
+           hint=t("Between backward() and optimizer.step() call torch.nn.utils.clip_grad_norm_(model.parameters(), "
+                  "max_grad_norm): the total norm over all parameters, using the max_grad_norm argument (not a "
+                  "hard-coded 1.0), and no rescaling when the norm is already below it. clip_grad_value_ is a "
+                  "different operation."))
 def test_gradient_clipping(obs, verdict):
     p = obs.probe("clipping")
     tight, loose = p.value("tight"), p.value("loose")
     for label, case in (("tight", tight), ("loose", loose)):
         verdict.check(len(case["with_grad_at_step"]) > 0 and case["with_grad_at_step"][-1] > 0,
-                      t("with max_grad_norm={limit:g}, optimizer.step() ran with no gradient", limit=case["max_grad_norm"]))
+                      t("with max_grad_norm={limit:g}, optimizer.step() ran with no "
+                        "gradient", limit=case["max_grad_norm"]))
         case["unclipped_norm"] = _total_norm(_tensors(p, f"{label}.fresh").values())
         case["norm_at_last_step"] = _total_norm(_tensors(p, f"{label}.at_step").values())
     verdict.note(tight=tight, loose=loose)
     limit, norm, raw = tight["max_grad_norm"], tight["norm_at_last_step"], tight["unclipped_norm"]
     diagnosis = t("it was not clipped") if abs(norm - raw) <= 1e-9 * raw else t("it was clipped to another limit")
     verdict.check(norm <= limit * (1 + CLIP_ABOVE),
-                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g} (the "
-                    "unclipped gradient has {raw:.4g}); expected at most {limit:g}: {diagnosis}", limit=limit, norm=norm,
+                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g} "
+                    "(the unclipped gradient has {raw:.4g}); expected at most {limit:g}: "
+                    "{diagnosis}", limit=limit, norm=norm,
                     raw=raw, diagnosis=diagnosis))
     verdict.check(norm >= limit * (1 - CLIP_BELOW),
-                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g}, far "
-                    "below the limit (the unclipped norm is {raw:.4g}); clipping rescales to the limit, not below it",
+                  t("with max_grad_norm={limit:g} the gradient reaching optimizer.step() had total norm {norm:.4g}, "
+                    "far below the limit (the unclipped norm is {raw:.4g}); clipping rescales to the limit, not below "
+                    "it",
                     limit=limit, norm=norm, raw=raw))
     norm, raw = loose["norm_at_last_step"], loose["unclipped_norm"]
     verdict.check(abs(norm - raw) <= UNTOUCHED_TOLERANCE * raw,  # NaN fails too
-                  t("with max_grad_norm={limit:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; a gradient "
-                    "already below the limit must be left as it is", limit=loose["max_grad_norm"], raw=raw, norm=norm))
+                  t("with max_grad_norm={limit:g} the gradient norm was changed from {raw:.6g} to {norm:.6g}; a "
+                    "gradient already below the limit must be left as it "
+                    "is", limit=loose["max_grad_norm"], raw=raw, norm=norm))
     default = p.value("default")
     verdict.check(len(default["with_grad_at_step"]) > 0 and default["with_grad_at_step"][-1] > 0,
                   t("with max_grad_norm left at its default, optimizer.step() ran with no gradient"))
@@ -342,12 +333,10 @@ def test_gradient_clipping(obs, verdict):
 
 
 @criterion("gradients_reset", kind="gradient",
-           title={"en": "Gradients are reset (set to None) before each backward",
-                  "zh": "每次反向传播之前梯度都被重置（置为 None）"},
-           hint={"en": "Call optimizer.zero_grad(set_to_none=True) at the start of train_step, before the forward: .grad accumulates "
-                       "across backward() calls, so without it the step applies this gradient plus every earlier one.",
-                 "zh": "在 train_step 开头、前向之前调用 optimizer.zero_grad(set_to_none=True)：.grad 会在多次 backward() 之间累加，"
-                       "不清零时这一步用的是本次梯度加上之前所有的梯度。"})
+           title=t("Gradients are reset (set to None) before each backward"),
+           hint=t("Call optimizer.zero_grad(set_to_none=True) at the start of train_step, before the forward: .grad "
+                  "accumulates across backward() calls, so without it the step applies this gradient plus every "
+                  "earlier one."))
 def test_gradients_reset(obs, verdict):
     p = obs.probe("gradient_reset")
     calls, n_params = p.value("calls"), p.value("n_parameters")
@@ -362,7 +351,8 @@ def test_gradients_reset(obs, verdict):
         for name, want in fresh.items():
             got = at_step.get(name)
             if got is None:
-                verdict.fail(t("at {situation}, `{name}` had no gradient at optimizer.step() although backward reaches it",
+                verdict.fail(t("at {situation}, `{name}` had no gradient at optimizer.step() although backward reaches "
+                               "it",
                                situation=situation, name=name))
             fresh_norm, step_norm = float(want.double().norm()), float(got.double().norm())
             difference = float((got.double() - want.double()).norm()) if got.shape == want.shape else math.inf
@@ -373,20 +363,18 @@ def test_gradients_reset(obs, verdict):
                                fresh=fresh_norm, difference=difference))
     held = [c for c in p.value("grads_at_backward") if c > 0]
     if held:
-        verdict.fail(t("when backward() began, {held} of {total} parameters still held a .grad tensor (values were reset, "
-                       "but not to None); the contract asks for zero_grad(set_to_none=True)", held=held[0],
+        verdict.fail(t("when backward() began, {held} of {total} parameters still held a .grad tensor (values were "
+                       "reset, but not to None); the contract asks for zero_grad(set_to_none=True)", held=held[0],
                        total=n_params))
     verdict.ok(t("at both calls every parameter's step gradient equals one fresh backward, and no .grad survived into "
                  "backward()"))
 
 
 @criterion("nonfinite_loss_guard", kind="errors",
-           title={"en": "A non-finite loss raises FloatingPointError before any update",
-                  "zh": "损失非有限时在任何更新之前抛出 FloatingPointError"},
-           hint={"en": "Right after the forward, check `if not torch.isfinite(loss): raise FloatingPointError(...)`, before backward(), "
-                       "clipping and optimizer.step(). torch.isnan alone misses +inf; one NaN update poisons every weight and the Adam moments.",
-                 "zh": "前向之后立即检查 `if not torch.isfinite(loss): raise FloatingPointError(...)`，放在 backward()、裁剪和 "
-                       "optimizer.step() 之前。只用 torch.isnan 会漏掉 +inf；一次 NaN 更新会污染所有权重和 Adam 的动量。"})
+           title=t("A non-finite loss raises FloatingPointError before any update"),
+           hint=t("Right after the forward, check `if not torch.isfinite(loss): raise FloatingPointError(...)`, before "
+                  "backward(), clipping and optimizer.step(). torch.isnan alone misses +inf; one NaN update poisons "
+                  "every weight and the Adam moments."))
 def test_nonfinite_loss_guard(obs, verdict):
     p = obs.probe("nonfinite_loss")
     cases = (("nan_weight", t("with a NaN weight in the head (loss NaN)")), ("inf_loss", t("with a loss of +inf")))
@@ -423,12 +411,10 @@ def test_nonfinite_loss_guard(obs, verdict):
 
 
 @criterion("fit_protocol", kind="api",
-           title={"en": "fit_fixed_batch: one AdamW step per step, lr passed, no weight decay, one float per step",
-                  "zh": "fit_fixed_batch：每步一次 AdamW 更新，使用传入的 lr，无权重衰减，每步一个 float"},
-           hint={"en": "Build torch.optim.AdamW over the trainable parameters with lr=lr and weight_decay=0.0 once, then call "
-                       "train_step(model, optimizer, tokens, targets, max_grad_norm=1.0) `steps` times and return the list of the floats it returns.",
-                 "zh": "只建一次 torch.optim.AdamW（可训练参数，lr=lr，weight_decay=0.0），然后调用 train_step "
-                       "`steps` 次（max_grad_norm=1.0），返回它每次返回的浮点数组成的列表。"})
+           title=t("fit_fixed_batch: one AdamW step per step, lr passed, no weight decay, one float per step"),
+           hint=t("Build torch.optim.AdamW over the trainable parameters with lr=lr and weight_decay=0.0 once, then "
+                  "call train_step(model, optimizer, tokens, targets, max_grad_norm=1.0) `steps` times and return the "
+                  "list of the floats it returns."))
 def test_fit_protocol(obs, verdict):
     p = obs.probe("fit_protocol")
     asked, losses, log = p.value("asked"), p.value("losses"), p.value("optimizer_steps")
@@ -444,7 +430,8 @@ def test_fit_protocol(obs, verdict):
                   t("{call} made {made} optimizer steps; expected {steps}, one per step", call=call, made=len(log),
                     steps=asked["steps"]))
     step = log[0]
-    verdict.check(step["is_adamw"], t("{call} stepped an optimizer of type {kind}; expected torch.optim.AdamW", call=call,
+    verdict.check(step["is_adamw"], t("{call} stepped an optimizer of type {kind}; expected "
+                                      "torch.optim.AdamW", call=call,
                                       kind=step["type"]))
     for g in step["groups"]:
         verdict.check(_same(g["lr"], asked["lr"]), t("{call} stepped AdamW with lr {got}; expected {want:g}, the lr "
@@ -456,7 +443,8 @@ def test_fit_protocol(obs, verdict):
     verdict.check(not missing, t("{call}: the optimizer does not hold {count} trainable parameters: {names}", call=call,
                                  count=len(missing), names=_names(missing)))
     big = obs.probe("overfit_fixed_batch")
-    _check_loss_list(verdict, f"fit_fixed_batch(..., steps={big.value('steps')})", big.value("losses"), big.value("steps"))
+    _check_loss_list(verdict, f"fit_fixed_batch(..., steps={big.value('steps')})", big.value("losses"),
+                     big.value("steps"))
     _check_fit_defaults(verdict, obs.probe("fit_defaults"))
     verdict.ok(t("{steps} AdamW steps at lr {lr:g} without weight decay over every parameter; a list of one float per "
                  "step (also {big} for {big} steps), the first the loss before training", steps=asked["steps"],
@@ -464,18 +452,16 @@ def test_fit_protocol(obs, verdict):
 
 
 @criterion("overfit_fixed_batch", kind="overfit",
-           title={"en": "The chapter's fixed batch is overfitted: loss < 0.1 and every prediction right",
-                  "zh": "本章的固定批次被过拟合：损失 < 0.1 且每个位置预测正确"},
-           hint={"en": "If the loss does not fall, check the pipeline before adding steps: gradients reset each step, backward on the "
-                       "loss tensor (not one rebuilt from .item()), optimizer.step() called, AdamW at the lr passed in with no weight decay, "
-                       "and the optimizer built over the model's own parameters.",
-                 "zh": "损失降不下去时先检查管线，而不是加步数：每步清零梯度、对损失张量反向传播（不要用 .item() 重建的张量）、"
-                       "调用 optimizer.step()、AdamW 使用传入的 lr 且无权重衰减、优化器建立在模型自己的参数上。"})
+           title=t("The chapter's fixed batch is overfitted: loss < 0.1 and every prediction right"),
+           hint=t("If the loss does not fall, check the pipeline before adding steps: gradients reset each step, "
+                  "backward on the loss tensor (not one rebuilt from .item()), optimizer.step() called, AdamW at the "
+                  "lr passed in with no weight decay, and the optimizer built over the model's own parameters."))
 def test_overfit_fixed_batch(obs, ref, verdict):
     p = obs.probe("overfit_fixed_batch")
     y = ref.probe("overfit_fixed_batch").value("y")
     final, _, prediction = evaluation(trained_logits(verdict, p, ref.probe("overfit_fixed_batch")), y)
-    setting = t("x={x}, y={y}, {steps} steps at lr {lr:g}", x=p.value("x"), y=y, steps=p.value("steps"), lr=p.value("lr"))
+    setting = t("x={x}, y={y}, {steps} steps at lr "
+                "{lr:g}", x=p.value("x"), y=y, steps=p.value("steps"), lr=p.value("lr"))
     verdict.note(initial_loss=p.value("initial_loss"), final_loss=final, prediction=prediction, expected=y,
                  returned_losses=_every_tenth(p.value("losses")))
     verdict.note(curve_steps=_every_tenth_step(p.value("losses")), threshold=OVERFIT_THRESHOLD)
@@ -492,13 +478,11 @@ def test_overfit_fixed_batch(obs, ref, verdict):
 
 
 @criterion("contradictory_labels", kind="overfit",
-           title={"en": "Contradictory labels converge to their optimum (log 2 per contested position), not below",
-                  "zh": "矛盾标签收敛到其最优值（每个矛盾位置 log 2），且不会更低"},
-           hint={"en": "Two identical inputs with different targets cannot both be fitted: the best is probability 1/2 each, a loss of "
-                       "log 2 at those positions. A loss stuck well above that is the same pipeline problem as a fixed batch that does "
-                       "not overfit: check zero_grad, backward on the real loss tensor, the lr and the optimizer step.",
-                 "zh": "两条相同输入、不同目标无法同时拟合：最优是各占一半概率，这些位置的损失为 log 2。损失明显高于该值，"
-                       "与固定批次无法过拟合是同一类管线问题：检查 zero_grad、对真正的损失张量反向传播、学习率和 optimizer.step()。"})
+           title=t("Contradictory labels converge to their optimum (log 2 per contested position), not below"),
+           hint=t("Two identical inputs with different targets cannot both be fitted: the best is probability 1/2 "
+                  "each, a loss of log 2 at those positions. A loss stuck well above that is the same pipeline problem "
+                  "as a fixed batch that does not overfit: check zero_grad, backward on the real loss tensor, the lr "
+                  "and the optimizer step."))
 def test_contradictory_labels(obs, ref, verdict):
     p, trusted = obs.probe("contradictory_labels"), ref.probe("contradictory_labels")
     x, y = trusted.value("x"), trusted.value("y")
@@ -510,8 +494,9 @@ def test_contradictory_labels(obs, ref, verdict):
                 steps=p.value("steps"), lr=p.value("lr"))
     verdict.note(optimum=best, final_loss=final, initial_loss=p.value("initial_loss"),
                  per_position_loss=per_position_loss, returned_losses=_every_tenth(p.value("losses")))
-    verdict.check(math.isfinite(final), t("after fit_fixed_batch ({setting}) the loss in eval mode is {final}; expected "
-                                          "a finite loss near the optimum {best:.4f}", setting=setting, final=final,
+    verdict.check(math.isfinite(final), t("after fit_fixed_batch ({setting}) the loss in eval mode is {final}; "
+                                          "expected a finite loss near the optimum "
+                                          "{best:.4f}", setting=setting, final=final,
                                           best=best))
     verdict.check(final >= best - OPTIMUM_SLACK,
                   t("after fit_fixed_batch ({setting}) the loss is {final:.6f}, below the optimum {best:.6f} that "
@@ -519,8 +504,9 @@ def test_contradictory_labels(obs, ref, verdict):
                     "predictions", setting=setting, final=final, best=best))
     verdict.check(final <= best + CONTRADICTORY_MARGIN,
                   t("after fit_fixed_batch ({setting}) the loss in eval mode is {final:.4f} (it started at "
-                    "{initial:.4f}); the optimum is {best:.4f} (log 2 at each contested position, 0 elsewhere); expected "
-                    "at most {limit:.4f}", setting=setting, final=final, initial=p.value("initial_loss"), best=best,
+                    "{initial:.4f}); the optimum is {best:.4f} (log 2 at each contested position, 0 elsewhere); "
+                    "expected at most "
+                    "{limit:.4f}", setting=setting, final=final, initial=p.value("initial_loss"), best=best,
                     limit=best + CONTRADICTORY_MARGIN))
     verdict.ok(t("loss {final:.4f}, within {gap:.1e} of the optimum {best:.4f} = log 2 × {contested}·2/{positions} "
                  "(never demanded lower, not judged against 0.1)", final=final, gap=final - best, best=best,
@@ -624,7 +610,8 @@ def _float(value):
 
 def _same(got, want) -> bool:
     """Equal hyper-parameters: `got` is a number and equals `want` to HYPER_TOLERANCE relative."""
-    return isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(got, want, rel_tol=HYPER_TOLERANCE, abs_tol=0.0)
+    return isinstance(got, (int, float)) and not isinstance(got, bool) \
+        and math.isclose(got, want, rel_tol=HYPER_TOLERANCE, abs_tol=0.0)
 
 
 def _float32_note(got, want) -> Text:
@@ -638,7 +625,8 @@ def _float32_note(got, want) -> Text:
 def _call(probe_name: str, asked: dict) -> str:
     if probe_name == "optimizer_defaults":
         return "make_optimizer(model)"
-    return f"make_optimizer(model, lr={asked['lr']:g}, weight_decay={asked['weight_decay']:g}, betas={tuple(asked['betas'])})"
+    return (f"make_optimizer(model, lr={asked['lr']:g}, weight_decay={asked['weight_decay']:g}, "
+            f"betas={tuple(asked['betas'])})")
 
 
 def _names(names: list[str | Text]) -> Text:

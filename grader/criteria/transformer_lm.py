@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.i18n import join, t, verbatim
-from grader.judge.compare import describe_outcome, difference, position_changes, prefix_leaks, raised
+from grader.judge.compare import describe_outcome, difference, gradient_summary, position_changes, prefix_leaks, raised
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import CriterionFailed
 
@@ -14,12 +14,14 @@ EXERCISE = "transformer_lm"
 IGNORE_INDEX = -100
 CAUSAL_TOLERANCE = 1e-10   # float64 model: anything above rounding noise is information from the future
 CAUSAL_SHAPE = [2, 10, 13] # the causality probe's logits: tokens [B, T] = [2, 10], V = 13
-READS_THE_PAST = 1e-6      # float64: a position attending to position 0 moves its logits by ~1e-2 when that token changes
+READS_THE_PAST = 1e-6      # float64: a position attending to position 0 moves its logits by ~1e-2 when that token
+                           # changes
 LOSS_TOLERANCE = 1e-5      # float32 logits of order one: correct reductions (mean, sum / count, log_softmax + gather)
                            # agree to ~1e-6; every bug this catches moves the loss by more than 1e-3
 VALUE_TOLERANCE = 1e-5     # float32, same weights: only the order of floating-point operations may differ
 LIMIT_TOLERANCE = 1e-5     # float32 hand-computed limit: rounding of LayerNorm and log-sum-exp is ~1e-7
-OVERFIT_THRESHOLD = 0.1    # the chapter's bar; the reference ends at 2.7e-05..5.0e-05 (100 seeds, bench/calibrate_transformer_lm.py)
+OVERFIT_THRESHOLD = 0.1    # the chapter's bar; the reference ends at 2.7e-05..5.0e-05 (100 seeds,
+                           # bench/calibrate_transformer_lm.py)
 CONTRADICTORY_BELOW = 1e-3  # below the optimum is impossible for a deterministic model: only rounding may go under
 CONTRADICTORY_MARGIN = 0.05  # above the optimum: the reference ends 8.0e-05..3.7e-03 above it (100 seeds, 120 steps),
                              # a model that does not learn stays ~1.1 above; never demand lower than log 2
@@ -80,9 +82,11 @@ def _loss_value(facts):
 
 
 @criterion("config_rejects_bad_sizes", kind="errors",
-           title={"en": "Config rejects bad sizes with ValueError", "zh": "Config 对非法尺寸抛出 ValueError"},
-           hint={"en": "In __post_init__ check, in this order: every size field (vocab_size, block_size, d_model, n_heads, n_layers, d_ff) is a positive int; vocab_size >= 3; d_model % n_heads == 0. Check n_heads > 0 before the modulo (0 would raise ZeroDivisionError), and raise ValueError naming the field and its value.",
-                 "zh": "在 __post_init__ 中依次检查：每个尺寸字段（vocab_size、block_size、d_model、n_heads、n_layers、d_ff）都是正整数；vocab_size >= 3；d_model % n_heads == 0。取模之前先确认 n_heads > 0（否则会抛出 ZeroDivisionError），并抛出写明字段名和值的 ValueError。"})
+           title=t("Config rejects bad sizes with ValueError"),
+           hint=t("In __post_init__ check, in this order: every size field (vocab_size, block_size, d_model, n_heads, "
+                  "n_layers, d_ff) is a positive int; vocab_size >= 3; d_model % n_heads == 0. Check n_heads > 0 "
+                  "before the modulo (0 would raise ZeroDivisionError), and raise ValueError naming the field and its "
+                  "value."))
 def test_config_rejects_bad_sizes(obs, verdict):
     p = obs.probe("config")
     total = len(p.value("bad_sizes"))
@@ -96,13 +100,14 @@ def test_config_rejects_bad_sizes(obs, verdict):
         verdict.fail(_list_failures(good, t("{count} valid configurations were rejected; they must construct",
                                             count=len(good))))
     verdict.ok(t("ValueError for all {total} invalid size settings (vocab_size < 3, zero or negative sizes, heads not "
-                 "dividing d_model); the valid edge cases (vocab_size=3, n_heads=d_model, sizes 1) construct", total=total))
+                 "dividing d_model); the valid edge cases (vocab_size=3, n_heads=d_model, sizes 1) "
+                 "construct", total=total))
 
 
 @criterion("config_rejects_bad_dropout", kind="errors",
-           title={"en": "Config rejects dropout outside [0, 1)", "zh": "Config 拒绝 [0, 1) 之外的 dropout"},
-           hint={"en": "Raise ValueError unless 0 <= dropout < 1: dropout=1.0 would zero every activation, a negative probability is meaningless. 0.0 is valid.",
-                 "zh": "除非 0 <= dropout < 1，否则抛出 ValueError：dropout=1.0 会把所有激活清零，负概率没有意义。0.0 是合法值。"})
+           title=t("Config rejects dropout outside [0, 1)"),
+           hint=t("Raise ValueError unless 0 <= dropout < 1: dropout=1.0 would zero every activation, a negative "
+                  "probability is meaningless. 0.0 is valid."))
 def test_config_rejects_bad_dropout(obs, verdict):
     p = obs.probe("config")
     bad = _failures(p.value("bad_dropout"), "ValueError")
@@ -116,15 +121,14 @@ def test_config_rejects_bad_dropout(obs, verdict):
 
 
 @criterion("logits_shape", kind="shape",
-           title={"en": "forward returns a dict with logits [B, T, V] for every position",
-                  "zh": "forward 返回字典，logits 形状为 [B, T, V]（每个位置）"},
-           hint={"en": "Return {'logits': head(final_norm(x)), 'loss': ..., 'past_key_values': None} with logits of shape [B, T, V]: apply the head to every position, not only x[:, -1]; training scores every position.",
-                 "zh": "返回 {'logits': head(final_norm(x)), 'loss': ..., 'past_key_values': None}，logits 形状为 [B, T, V]：对每个位置都应用 head，不要只取 x[:, -1]；训练要对每个位置计分。"})
+           title=t("forward returns a dict with logits [B, T, V] for every position"),
+           hint=t("Return {{'logits': head(final_norm(x)), 'loss': ..., 'past_key_values': None}} with logits of shape "
+                  "[B, T, V]: apply the head to every position, not only x[:, -1]; training scores every position."))
 def test_logits_shape(obs, verdict):
     p = obs.probe("forward")
     returned = p.value("returned")
-    verdict.check(returned["type"] == "dict", t("forward returned a {kind}; expected a dict with keys 'logits', 'loss', "
-                                                "'past_key_values'", kind=returned["type"]))
+    verdict.check(returned["type"] == "dict", t("forward returned a {kind}; expected a dict with keys 'logits', "
+                                                "'loss', 'past_key_values'", kind=returned["type"]))
     keys = p.value("keys")
     missing = [k for k in ("logits", "loss", "past_key_values") if k not in keys]
     verdict.check(not missing, t("forward's dict has keys {keys}; it lacks {missing}", keys=keys, missing=missing))
@@ -136,8 +140,8 @@ def test_logits_shape(obs, verdict):
                            tokens=tokens, kind=got["type"], want=size))
         if got["shape"] != size:
             if got["shape"] in ([size[0], size[2]], [size[0], 1, size[2]]) and size[1] > 1:
-                verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]: only the last position "
-                               "was returned, but every position needs its logits",
+                verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]: only the last "
+                               "position was returned, but every position needs its logits",
                                tokens=tokens, got=got["shape"], want=size))
             verdict.fail(t("for {tokens} logits have shape {got}; expected {want} = [B, T, V]",
                            tokens=tokens, got=got["shape"], want=size))
@@ -148,10 +152,10 @@ def test_logits_shape(obs, verdict):
 
 
 @criterion("loss_in_graph", kind="gradient",
-           title={"en": "The loss is a 0-dim tensor still in the graph, None without targets",
-                  "zh": "loss 是仍在计算图中的 0 维张量；无 targets 时为 None"},
-           hint={"en": "Return the tensor F.cross_entropy gives you (or your own reduction of it) as it is: no loss.item(), .detach(), float() or torch.tensor(...) around it, no torch.no_grad(). Without targets set loss = None.",
-                 "zh": "直接返回 F.cross_entropy（或你自己的归约）得到的张量：不要用 loss.item()、.detach()、float() 或 torch.tensor(...) 重新包装，也不要在 torch.no_grad() 中计算。没有 targets 时令 loss = None。"})
+           title=t("The loss is a 0-dim tensor still in the graph, None without targets"),
+           hint=t("Return the tensor F.cross_entropy gives you (or your own reduction of it) as it is: no loss.item(), "
+                  ".detach(), float() or torch.tensor(...) around it, no torch.no_grad(). Without targets set loss = "
+                  "None."))
 def test_loss_in_graph(obs, verdict):
     p = obs.probe("loss")
     for key, condition in (("plain", t("with targets")), ("masked", t("with targets holding -100 entries"))):
@@ -171,16 +175,17 @@ def test_loss_in_graph(obs, verdict):
             verdict.fail(t("{condition} the loss is not connected to the model's parameters: {how}; backward() cannot "
                            "reach any weight", condition=condition, how=how))
     none = p.value("without_targets")
-    verdict.check(none["type"] == "NoneType", t("without targets the loss is a {kind}; expected None", kind=none["type"]))
+    verdict.check(none["type"] == "NoneType", t("without targets the loss is a {kind}; expected "
+                                                "None", kind=none["type"]))
     verdict.ok(t("the loss is a 0-dim tensor with grad_fn {grad_fn}; without targets it is None",
                  grad_fn=p.value("plain")["grad_fn"]))
 
 
 @criterion("loss_value", kind="values", requires=("logits_shape",),
-           title={"en": "The loss is the mean cross-entropy over scored positions",
-                  "zh": "loss 等于被计分位置上的平均交叉熵"},
-           hint={"en": "Compute the cross-entropy of logits [B*T, V] against targets [B*T] with ignore_index=-100 and divide by the number of scored positions (F.cross_entropy's default 'mean' does this). The targets are already aligned: do not shift them again, and do not count -100 positions in the mean.",
-                 "zh": "把 logits 展平为 [B*T, V]、targets 展平为 [B*T]，用 ignore_index=-100 计算交叉熵，再除以被计分位置数（F.cross_entropy 默认的 'mean' 即如此）。targets 已经对齐：不要再移位，也不要把 -100 的位置计入平均。"})
+           title=t("The loss is the mean cross-entropy over scored positions"),
+           hint=t("Compute the cross-entropy of logits [B*T, V] against targets [B*T] with ignore_index=-100 and "
+                  "divide by the number of scored positions (F.cross_entropy's default 'mean' does this). The targets "
+                  "are already aligned: do not shift them again, and do not count -100 positions in the mean."))
 def test_loss_value(obs, verdict):
     p = obs.probe("loss")
     for key, targets_kind in (("plain", t("targets without -100")), ("masked", t("targets with some -100 entries"))):
@@ -200,8 +205,8 @@ def test_loss_value(obs, verdict):
         shifted = _cross_entropy(logits[:, :-1], targets[:, 1:])
         cause = NO_REMARK
         if abs(got - float(flat) / total) <= 1e-4 and scored != total:
-            cause = t(" = the summed cross-entropy divided by all {total} positions: the {ignored} ignored positions are "
-                      "counted in the mean", total=total, ignored=total - scored)
+            cause = t(" = the summed cross-entropy divided by all {total} positions: the {ignored} ignored positions "
+                      "are counted in the mean", total=total, ignored=total - scored)
         elif abs(got - shifted) <= 1e-4:
             cause = t(" = the cross-entropy of logits[:, :-1] against targets[:, 1:]: the targets are shifted a second "
                       "time inside forward")
@@ -214,25 +219,28 @@ def test_loss_value(obs, verdict):
 
 
 @criterion("logits_match_reference", kind="values", requires=("logits_shape",),
-           title={"en": "Logits equal the reference with the same weights", "zh": "相同权重下 logits 与参考实现一致"},
-           hint={"en": "Follow the data flow exactly: token_embedding(tokens) + position_embedding(arange(T)), embedding_dropout, then each block of self.blocks in order, each reading the previous block's output, then final_norm, then head. Do not skip a block, the positions or the final norm.",
-                 "zh": "严格按数据流：token_embedding(tokens) + position_embedding(arange(T))，embedding_dropout，然后按顺序经过 self.blocks 的每一块、每块读取上一块的输出，再经过 final_norm 和 head。不要跳过任何一块、位置嵌入或最后的归一化。"})
+           title=t("Logits equal the reference with the same weights"),
+           hint=t("Follow the data flow exactly: token_embedding(tokens) + position_embedding(arange(T)), "
+                  "embedding_dropout, then each block of self.blocks in order, each reading the previous block's "
+                  "output, then final_norm, then head. Do not skip a block, the positions or the final norm."))
 def test_logits_match_reference(obs, ref, verdict):
     got, want = obs.probe("reference_values").tensor("logits"), ref.probe("reference_values").tensor("logits")
     problem = difference(got, want, atol=VALUE_TOLERANCE, rtol=1e-4)
     verdict.check(problem is None, t("with every parameter set to the same seeded values as the reference "
                                      "(tokens [2, 7], two blocks), the logits differ: {problem}", problem=problem))
-    verdict.ok(t("with the same weights the logits match the reference within {tolerance:g}", tolerance=VALUE_TOLERANCE))
+    verdict.ok(t("with the same weights the logits match the reference within "
+                 "{tolerance:g}", tolerance=VALUE_TOLERANCE))
 
 
 @criterion("hand_computed_limit", kind="values",
-           title={"en": "The hand-computed two-block limit: losses differ by exactly 2a",
-                  "zh": "可手算的两块极限：两个损失恰好相差 2a"},
-           hint={"en": "With both blocks the identity, logits are head(final_norm(embedding)): (a, -a, 0) and (-a, a, 0) with a = 0.5/sqrt(0.25+1e-5). Wrong values usually mean a skipped final_norm, a head applied to the last position only, or targets shifted inside forward.",
-                 "zh": "两块都是恒等映射时，logits = head(final_norm(embedding))，即 (a, -a, 0) 与 (-a, a, 0)，a = 0.5/sqrt(0.25+1e-5)。数值不对通常是漏了 final_norm、只对最后一个位置应用 head，或在 forward 里又移了一次目标。"})
+           title=t("The hand-computed two-block limit: losses differ by exactly 2a"),
+           hint=t("With both blocks the identity, logits are head(final_norm(embedding)): (a, -a, 0) and (-a, a, 0) "
+                  "with a = 0.5/sqrt(0.25+1e-5). Wrong values usually mean a skipped final_norm, a head applied to the "
+                  "last position only, or targets shifted inside forward."))
 def test_hand_computed_limit(obs, verdict):
     p = obs.probe("hand_limit")
-    expected = {"high": torch.tensor([[[A, -A, 0.0], [-A, A, 0.0]]]), "low": torch.tensor([[[-A, A, 0.0], [A, -A, 0.0]]])}
+    expected = {"high": torch.tensor([[[A, -A, 0.0], [-A, A, 0.0]]]),
+                "low": torch.tensor([[[-A, A, 0.0], [A, -A, 0.0]]])}
     closed = {"high": LSE + A, "low": LSE - A}
     heads = {"high": t("head rows (1,0), (0,1), (0,0)"), "low": t("head rows 0 and 1 swapped")}
     losses = {}
@@ -240,8 +248,8 @@ def test_hand_computed_limit(obs, verdict):
         logits = p.tensor(f"logits_{key}")
         if list(logits.shape) != [1, 2, 3]:
             if list(logits.shape) in ([1, 3], [1, 1, 3]):
-                verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]: only the last "
-                               "position was returned", shape=list(logits.shape)))
+                verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]: only the "
+                               "last position was returned", shape=list(logits.shape)))
             verdict.fail(t("tokens [[0, 1]] with V=3 gave logits of shape {shape}; expected [1, 2, 3]",
                            shape=list(logits.shape)))
         problem = difference(logits, expected[key], atol=LIMIT_TOLERANCE)
@@ -253,8 +261,8 @@ def test_hand_computed_limit(obs, verdict):
             if raw:
                 cause = t(": they equal the head applied to the raw embeddings, so final_norm was skipped")
             elif never:
-                cause = t("; forward never called {modules} (the limit is set up through each module's output: skipped, "
-                          "or its .forward called directly instead of the module)", modules=", ".join(never))
+                cause = t("; forward never called {modules} (the limit is set up through each module's output: "
+                          "skipped, or its .forward called directly instead of the module)", modules=", ".join(never))
             verdict.fail(t("with {heads} the logits should be {logits} with a = {a:.7f}; {problem}{cause}",
                            heads=heads[key], logits="(a,-a,0), (-a,a,0)" if key == "high" else "(-a,a,0), (a,-a,0)",
                            a=A, problem=problem, cause=cause))
@@ -262,7 +270,8 @@ def test_hand_computed_limit(obs, verdict):
         if losses[key] is None:
             verdict.fail(t("with targets [[1, 0]] the loss is a {kind}; expected a scalar",
                            kind=p.value(f"loss_{key}")["type"]))
-    verdict.note(loss_high=losses["high"], loss_low=losses["low"], expected_high=closed["high"], expected_low=closed["low"], a=A)
+    verdict.note(loss_high=losses["high"], loss_low=losses["low"], expected_high=closed["high"],
+                 expected_low=closed["low"], a=A)
     for key in ("high", "low"):
         if not abs(losses[key] - closed[key]) <= LIMIT_TOLERANCE:  # NaN fails too
             other = closed["low" if key == "high" else "high"]
@@ -281,15 +290,17 @@ def test_hand_computed_limit(obs, verdict):
 
 
 @criterion("causality", kind="causality", requires=("logits_shape",),
-           title={"en": "No position reads the future (eval mode, dropout > 0)", "zh": "任何位置都读不到未来（eval 模式，dropout > 0）"},
-           hint={"en": "The given attention masks keys after the query; keep it (tril, True = may attend), pass the hidden state through the blocks only, and use the given dropout modules so that eval() switches them off.",
-                 "zh": "给定的注意力会屏蔽查询之后的键，请保留它（tril，True 表示可以关注）；隐藏状态只经过各块传递；使用给定的 dropout 模块，这样 eval() 能关闭它们。"})
+           title=t("No position reads the future (eval mode, dropout > 0)"),
+           hint=t("The given attention masks keys after the query; keep it (tril, True = may attend), pass the hidden "
+                  "state through the blocks only, and use the given dropout modules so that eval() switches them off."))
 def test_causality(obs, verdict):
     p = obs.probe("causality")
     base, repeat = p.tensor("base"), p.tensor("repeat")
     if list(base.shape) != CAUSAL_SHAPE or list(repeat.shape) != CAUSAL_SHAPE:
-        verdict.fail(t("tokens of shape {tokens} (V = {vocab}) gave logits of shape {first}, then {second}; expected {want}",
-                       tokens=CAUSAL_SHAPE[:2], vocab=CAUSAL_SHAPE[2], first=list(base.shape), second=list(repeat.shape),
+        verdict.fail(t("tokens of shape {tokens} (V = {vocab}) gave logits of shape {first}, then {second}; expected "
+                       "{want}",
+                       tokens=CAUSAL_SHAPE[:2], vocab=CAUSAL_SHAPE[2], first=list(base.shape),
+                       second=list(repeat.shape),
                        want=CAUSAL_SHAPE))
     repeat_change = float((repeat.double() - base.double()).abs().max())
     perturbed = []
@@ -334,16 +345,17 @@ def test_causality(obs, verdict):
 
 
 @criterion("eval_deterministic", kind="determinism",
-           title={"en": "Eval mode is deterministic with dropout > 0", "zh": "dropout > 0 时 eval 模式输出确定"},
-           hint={"en": "Apply dropout only through self.embedding_dropout (an nn.Dropout) or F.dropout(..., training=self.training), so that model.eval() turns it off. eval() reaches only registered submodules: blocks kept in a plain Python list stay in training mode.",
-                 "zh": "只通过 self.embedding_dropout（nn.Dropout）或 F.dropout(..., training=self.training) 做 dropout，这样 model.eval() 会关闭它。eval() 只作用于已注册的子模块：放在普通 Python 列表里的块仍处于训练模式。"})
+           title=t("Eval mode is deterministic with dropout > 0"),
+           hint=t("Apply dropout only through self.embedding_dropout (an nn.Dropout) or F.dropout(..., "
+                  "training=self.training), so that model.eval() turns it off. eval() reaches only registered "
+                  "submodules: blocks kept in a plain Python list stay in training mode."))
 def test_eval_deterministic(obs, verdict):
     p = obs.probe("determinism")
     first, second, other = p.tensor("first"), p.tensor("second"), p.tensor("other")
     for logits in (first, second):
         verdict.check(bool(torch.isfinite(logits).all()),
-                      t("with dropout=0.5 in eval mode the logits hold NaN or inf for valid tokens, so whether two calls "
-                        "agree cannot be judged"))
+                      t("with dropout=0.5 in eval mode the logits hold NaN or inf for valid tokens, so whether two "
+                        "calls agree cannot be judged"))
     problem = difference(second, first, atol=0.0)
     verdict.check(problem is None, t("with dropout=0.5 in eval mode two calls on the same tokens differ: {problem}",
                                      problem=problem))
@@ -354,9 +366,11 @@ def test_eval_deterministic(obs, verdict):
 
 
 @criterion("gradients_reach_every_parameter", kind="gradient",
-           title={"en": "loss.backward() gives every parameter a finite gradient", "zh": "loss.backward() 让每个参数都得到有限梯度"},
-           hint={"en": "Return the loss tensor itself (never torch.tensor(loss.item())), run every block on the previous block's output, add the position embedding and use final_norm and head. Embedding rows of ids absent from the batch, and position rows >= T, must get exactly zero gradient: look rows up, do not mix the whole table in.",
-                 "zh": "直接返回 loss 张量（不要 torch.tensor(loss.item())），每一块都处理上一块的输出，加上位置嵌入并使用 final_norm 和 head。批次中没出现的词元行以及 >= T 的位置行，梯度必须恰好为零：按行查表，不要把整张表混进来。"})
+           title=t("loss.backward() gives every parameter a finite gradient"),
+           hint=t("Return the loss tensor itself (never torch.tensor(loss.item())), run every block on the previous "
+                  "block's output, add the position embedding and use final_norm and head. Embedding rows of ids "
+                  "absent from the batch, and position rows >= T, must get exactly zero gradient: look rows up, do not "
+                  "mix the whole table in."))
 def test_gradients_reach_every_parameter(obs, verdict):
     p = obs.probe("gradients")
     facts, backward = p.value("loss"), p.value("backward")
@@ -373,7 +387,7 @@ def test_gradients_reach_every_parameter(obs, verdict):
                        "loss.backward() {after}", rebuilt=rebuilt, after=after))
     if raised(backward):
         verdict.fail(t("loss.backward() {outcome}", outcome=describe_outcome(backward)))
-    grads = {name: _gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
+    grads = {name: gradient_summary(p, f"grad.{name}") for name in p.value("parameters")}
     verdict.note(grads=grads)
     none = [n for n, g in grads.items() if g is None]
     if none:
@@ -383,22 +397,24 @@ def test_gradients_reach_every_parameter(obs, verdict):
     bad = [n for n, g in grads.items() if not g["finite"]]
     verdict.check(not bad, t("non-finite (NaN or inf) gradients in {names}", names=", ".join(bad[:6])))
     zero = [n for n, g in grads.items() if g["norm"] == 0.0]
-    verdict.check(not zero, t("all-zero gradients in {names}: with a random init every parameter tensor should move the "
-                              "loss", names=", ".join(zero[:6])))
-    token_rows, position_rows = _largest_per_row(p, "token_embedding_grad"), _largest_per_row(p, "position_embedding_grad")
+    verdict.check(not zero, t("all-zero gradients in {names}: with a random init every parameter tensor should move "
+                              "the loss", names=", ".join(zero[:6])))
+    token_rows = _largest_per_row(p, "token_embedding_grad")
+    position_rows = _largest_per_row(p, "position_embedding_grad")
     unused, used, T = p.value("unused_tokens"), p.value("used_tokens"), p.value("T")
     leaked = [(i, token_rows[i]) for i in unused if token_rows[i] != 0.0]
     if leaked:
         verdict.fail(t("token ids {ids} never appear in the batch, yet their embedding rows got gradient up to "
-                       "{largest:.3g}; expected exactly 0", ids=[i for i, _ in leaked], largest=max(v for _, v in leaked)))
+                       "{largest:.3g}; expected exactly "
+                       "0", ids=[i for i, _ in leaked], largest=max(v for _, v in leaked)))
     beyond = [(row, v) for row, v in enumerate(position_rows) if row >= T and v != 0.0]
     if beyond:
         verdict.fail(t("position rows {rows} lie beyond T = {length} yet got gradient up to {largest:.3g}; expected "
                        "exactly 0", rows=[row for row, _ in beyond], length=T, largest=max(v for _, v in beyond)))
     unused_pos = [row for row in range(T) if position_rows[row] == 0.0]
     if unused_pos == [T - 1]:
-        verdict.fail(t("position row {row} (the last position, T = {length}) got no gradient: the last position's logits "
-                       "never reach the loss; are the targets shifted a second time (logits[:, :-1] against "
+        verdict.fail(t("position row {row} (the last position, T = {length}) got no gradient: the last position's "
+                       "logits never reach the loss; are the targets shifted a second time (logits[:, :-1] against "
                        "targets[:, 1:])?", row=T - 1, length=T))
     verdict.check(not unused_pos, t("position rows {rows} (< T = {length}) got no gradient: positions 0..T-1 must be "
                                     "added", rows=unused_pos, length=T))
@@ -407,14 +423,6 @@ def test_gradients_reach_every_parameter(obs, verdict):
     verdict.ok(t("all {count} parameter tensors got finite, non-zero gradients; the {unused} unused token rows and the "
                  "position rows {first}..{last} got exactly zero", count=len(grads), unused=len(unused), first=T,
                  last=len(position_rows) - 1))
-
-
-def _gradient_summary(p, key):
-    """None when no gradient tensor was recorded under `key`, else whether it is finite and its float64 norm."""
-    if key in p.not_tensors:
-        return None
-    grad = p.tensor(key).double()
-    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
 
 
 def _largest_per_row(p, key):
@@ -427,9 +435,10 @@ def _largest_per_row(p, key):
 
 
 @criterion("registration", kind="registration",
-           title={"en": "Every block is registered and distinct", "zh": "每一块都已注册且彼此独立"},
-           hint={"en": "Keep the given __init__: self.blocks = nn.ModuleList([TransformerBlock(config) for _ in range(n_layers)]). A plain Python list hides the blocks from parameters(), .to() and state_dict(); [block] * n repeats one object, so every layer shares one set of weights.",
-                 "zh": "保持给定的 __init__：self.blocks = nn.ModuleList([TransformerBlock(config) for _ in range(n_layers)])。普通 Python 列表会让 parameters()、.to() 和 state_dict() 看不到这些块；[block] * n 重复同一个对象，所有层共用一套权重。"})
+           title=t("Every block is registered and distinct"),
+           hint=t("Keep the given __init__: self.blocks = nn.ModuleList([TransformerBlock(config) for _ in "
+                  "range(n_layers)]). A plain Python list hides the blocks from parameters(), .to() and state_dict(); "
+                  "[block] * n repeats one object, so every layer shares one set of weights."))
 def test_registration(obs, ref, verdict):
     got, want = obs.probe("registration"), ref.probe("registration")
     count, expected, n = got.value("count"), want.value("count"), got.value("n_layers")
@@ -440,8 +449,8 @@ def test_registration(obs, ref, verdict):
                        "model.parameters() holds {count:,} parameters instead of {expected:,}",
                        kind=got.value("blocks_type"), count=count, expected=expected))
     if got.value("n_blocks") != n or got.value("distinct_blocks") != n:
-        verdict.fail(t("with n_layers={n_layers} model.blocks holds {entries} entries but only {distinct} distinct block "
-                       "objects: the layers share weights ({count:,} parameters instead of {expected:,})",
+        verdict.fail(t("with n_layers={n_layers} model.blocks holds {entries} entries but only {distinct} distinct "
+                       "block objects: the layers share weights ({count:,} parameters instead of {expected:,})",
                        n_layers=n, entries=got.value("n_blocks"), distinct=got.value("distinct_blocks"), count=count,
                        expected=expected))
     verdict.check(count == expected, t("the model has {count:,} parameters; the contract's model has {expected:,} "
@@ -476,15 +485,10 @@ def initialisation_problems(tensors: dict[str, torch.Tensor]) -> tuple[list[dict
 
 
 @criterion("initialisation", kind="values",
-           title={"en": "A new model starts from the contract's init: weights N(0, 0.02), biases 0",
-                  "zh": "新建的模型使用约定的初始化：权重服从 N(0, 0.02)，偏置为 0"},
-           hint={"en": "Keep the given self.apply(self._init_weights) at the end of TransformerLM.__init__ (after "
-                       "every module exists): nn.Linear and nn.Embedding weights from N(0, 0.02), Linear biases zero. "
-                       "PyTorch's defaults (uniform ±1/sqrt(fan_in) for Linear, N(0, 1) for Embedding) are much "
-                       "larger.",
-                 "zh": "保留 TransformerLM.__init__ 末尾给定的 self.apply(self._init_weights)（在所有模块建好之后）：nn.Linear 和 "
-                       "nn.Embedding 的权重取自 N(0, 0.02)，Linear 的偏置为 0。PyTorch 的默认初始化（Linear 为 ±1/sqrt(fan_in) "
-                       "的均匀分布，Embedding 为 N(0, 1)）要大得多。"})
+           title=t("A new model starts from the contract's init: weights N(0, 0.02), biases 0"),
+           hint=t("Keep the given self.apply(self._init_weights) at the end of TransformerLM.__init__ (after every "
+                  "module exists): nn.Linear and nn.Embedding weights from N(0, 0.02), Linear biases zero. PyTorch's "
+                  "defaults (uniform ±1/sqrt(fan_in) for Linear, N(0, 1) for Embedding) are much larger."))
 def test_initialisation(obs, verdict):
     p = obs.probe("initialisation")
     names = p.value("parameters")
@@ -511,9 +515,10 @@ def test_initialisation(obs, verdict):
 
 
 @criterion("rejects_too_long", kind="errors",
-           title={"en": "ValueError when T > block_size (positions never wrap)", "zh": "T > block_size 时抛出 ValueError（位置不回绕）"},
-           hint={"en": "Check T = tokens.shape[1] against config.block_size before the lookup and raise ValueError. Never wrap (positions % block_size) or clip the positions: the position table has exactly block_size learned rows.",
-                 "zh": "查表之前比较 T = tokens.shape[1] 与 config.block_size，超出则抛出 ValueError。不要让位置回绕（positions % block_size）或截断：位置表只有 block_size 行。"})
+           title=t("ValueError when T > block_size (positions never wrap)"),
+           hint=t("Check T = tokens.shape[1] against config.block_size before the lookup and raise ValueError. Never "
+                  "wrap (positions % block_size) or clip the positions: the position table has exactly block_size "
+                  "learned rows."))
 def test_rejects_too_long(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("too_long"), "ValueError")
@@ -521,7 +526,8 @@ def test_rejects_too_long(obs, verdict):
         failures = _list_failures(bad, t("{count} sequences longer than block_size = 8 did not raise ValueError",
                                          count=len(bad)))
         if any(raised(o) is None for _, o in bad):
-            verdict.fail(t("{failures}; returning logits means the positions were wrapped or clipped", failures=failures))
+            verdict.fail(t("{failures}; returning logits means the positions were wrapped or "
+                           "clipped", failures=failures))
         verdict.fail(failures)
     ok = _failures(p.value("at_block_size"), None)
     verdict.check(not ok, _list_failures(ok, t("{count} sequences of exactly block_size tokens were rejected; they are "
@@ -530,10 +536,9 @@ def test_rejects_too_long(obs, verdict):
 
 
 @criterion("rejects_bad_tokens", kind="errors",
-           title={"en": "ValueError for tokens that are not a non-empty 2-D int64 tensor",
-                  "zh": "tokens 不是非空二维 int64 张量时抛出 ValueError"},
-           hint={"en": "At the top of forward check tokens.dim() == 2, tokens.dtype == torch.long and both B and T > 0; raise ValueError with the shape and dtype you got.",
-                 "zh": "在 forward 开头检查 tokens.dim() == 2、tokens.dtype == torch.long，以及 B 和 T 都大于 0；不满足时抛出写明形状和 dtype 的 ValueError。"})
+           title=t("ValueError for tokens that are not a non-empty 2-D int64 tensor"),
+           hint=t("At the top of forward check tokens.dim() == 2, tokens.dtype == torch.long and both B and T > 0; "
+                  "raise ValueError with the shape and dtype you got."))
 def test_rejects_bad_tokens(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("bad_tokens"), "ValueError")
@@ -548,9 +553,9 @@ def test_rejects_bad_tokens(obs, verdict):
 
 
 @criterion("rejects_bad_targets", kind="errors",
-           title={"en": "ValueError for bad targets", "zh": "targets 非法时抛出 ValueError"},
-           hint={"en": "When targets is given, require the same shape as tokens and dtype torch.long, and at least one entry != -100 (otherwise the mean over scored positions is 0/0 = NaN).",
-                 "zh": "给出 targets 时，要求形状与 tokens 相同、dtype 为 torch.long，并且至少有一个不等于 -100 的元素（否则被计分位置上的平均是 0/0 = NaN）。"})
+           title=t("ValueError for bad targets"),
+           hint=t("When targets is given, require the same shape as tokens and dtype torch.long, and at least one "
+                  "entry != -100 (otherwise the mean over scored positions is 0/0 = NaN)."))
 def test_rejects_bad_targets(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("bad_targets"), "ValueError")
@@ -559,9 +564,9 @@ def test_rejects_bad_targets(obs, verdict):
 
 
 @criterion("cache_not_implemented", kind="errors",
-           title={"en": "NotImplementedError when a KV cache is asked for", "zh": "请求 KV 缓存时抛出 NotImplementedError"},
-           hint={"en": "At the top of forward: if past_key_values is not None or use_cache: raise NotImplementedError(...). The cache comes in a later chapter.",
-                 "zh": "在 forward 开头：if past_key_values is not None or use_cache: raise NotImplementedError(...)。缓存留到后面的章节。"})
+           title=t("NotImplementedError when a KV cache is asked for"),
+           hint=t("At the top of forward: if past_key_values is not None or use_cache: raise NotImplementedError(...). "
+                  "The cache comes in a later chapter."))
 def test_cache_not_implemented(obs, verdict):
     p = obs.probe("bad_inputs")
     bad = _failures(p.value("cache"), "NotImplementedError")
@@ -590,10 +595,10 @@ def _training_summary(p, verdict):
 
 
 @criterion("overfit_fixed_batch", kind="overfit", requires=("logits_shape",),
-           title={"en": "120 AdamW steps overfit the fixed batch (loss < 0.1, argmax = targets)",
-                  "zh": "AdamW 120 步拟合固定批次（loss < 0.1，argmax = 目标）"},
-           hint={"en": "If the loss barely moves, the loss is not connected to the parameters (loss.item() re-wrapped, detach) or the targets are shifted; if it falls but the predictions are wrong, check the target alignment (targets[:, t] is the token after tokens[:, t]: do not shift again).",
-                 "zh": "如果 loss 几乎不动，说明 loss 没有连到参数（loss.item() 重新包装、detach）或目标被移位；如果 loss 下降但预测不对，检查目标对齐（targets[:, t] 是 tokens[:, t] 之后的词元，不要再移一次）。"})
+           title=t("120 AdamW steps overfit the fixed batch (loss < 0.1, argmax = targets)"),
+           hint=t("If the loss barely moves, the loss is not connected to the parameters (loss.item() re-wrapped, "
+                  "detach) or the targets are shifted; if it falls but the predictions are wrong, check the target "
+                  "alignment (targets[:, t] is the token after tokens[:, t]: do not shift again)."))
 def test_overfit_fixed_batch(obs, verdict):
     p = obs.probe("overfit")
     curve, logits, targets, final = _training_summary(p, verdict)
@@ -602,22 +607,22 @@ def test_overfit_fixed_batch(obs, verdict):
     verdict.note(curve=curve, final_eval_loss=final, prediction=pred.tolist(), targets=targets.tolist())
     start = verbatim(f"{curve[0]:.4f}") if curve else t("n/a")
     if not final < OVERFIT_THRESHOLD:
-        verdict.fail(t("after {steps} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your logits "
-                       "against y) is {loss:.4f}, first training loss {start}; expected below {threshold} (the reference "
-                       "reaches about 5e-05){remark}", steps=p.value("steps"), loss=final, start=start,
+        verdict.fail(t("after {steps} steps on x=[[0,1,0,1]], y=[[1,0,1,0]] the eval loss (cross-entropy of your "
+                       "logits against y) is {loss:.4f}, first training loss {start}; expected below {threshold} (the "
+                       "reference reaches about 5e-05){remark}", steps=p.value("steps"), loss=final, start=start,
                        threshold=OVERFIT_THRESHOLD, remark=_own_loss_note(p, final)))
-    verdict.check(torch.equal(pred, targets), t("the eval loss is {loss:.4g} but the predictions {predicted} differ from "
-                                                "the targets {targets}", loss=final, predicted=pred.tolist(),
+    verdict.check(torch.equal(pred, targets), t("the eval loss is {loss:.4g} but the predictions {predicted} differ "
+                                                "from the targets {targets}", loss=final, predicted=pred.tolist(),
                                                 targets=targets.tolist()))
     verdict.ok(t("after {steps} steps the eval loss fell from {start} to {loss:.2e} and argmax equals the targets",
                  steps=p.value("steps"), start=start, loss=final))
 
 
 @criterion("contradictory_labels", kind="overfit", requires=("logits_shape",),
-           title={"en": "Contradictory labels settle at their optimum (log 2), never lower",
-                  "zh": "矛盾标签收敛到最优值（log 2），不会更低"},
-           hint={"en": "Two identical inputs with different targets can at best get probability 1/2 each (loss log 2 there). A loss below that optimum means the model sees something it should not; far above it means it is not learning (loss disconnected, targets shifted, positions missing).",
-                 "zh": "两条相同输入、不同目标的样本，最好也只能各得 1/2 的概率（该处损失为 log 2）。低于这个最优值说明模型看到了不该看的信息；远高于它说明没有在学习（loss 断图、目标移位、缺少位置）。"})
+           title=t("Contradictory labels settle at their optimum (log 2), never lower"),
+           hint=t("Two identical inputs with different targets can at best get probability 1/2 each (loss log 2 "
+                  "there). A loss below that optimum means the model sees something it should not; far above it means "
+                  "it is not learning (loss disconnected, targets shifted, positions missing)."))
 def test_contradictory_labels(obs, verdict):
     p = obs.probe("contradictory")
     curve, logits, targets, final = _training_summary(p, verdict)
@@ -636,8 +641,9 @@ def test_contradictory_labels(obs, verdict):
               "(optimum = {count} x log 2 / {length} = {optimum:.4f})",
               length=T, positions=contradictory, count=len(contradictory), optimum=optimum)
     if final < optimum - CONTRADICTORY_BELOW:
-        verdict.fail(t("for {where} the eval loss is {loss:.4f}, below the optimum: no deterministic model of the input "
-                       "can do that; the logits must depend on something other than the tokens", where=where, loss=final))
+        verdict.fail(t("for {where} the eval loss is {loss:.4f}, below the optimum: no deterministic model of the "
+                       "input can do that; the logits must depend on something other than the "
+                       "tokens", where=where, loss=final))
     if not final <= optimum + CONTRADICTORY_MARGIN:  # NaN fails too
         verdict.fail(t("for {where} the eval loss after {steps} steps is {loss:.4f}, {excess:.3f} above the optimum "
                        "(allowed {margin}); the reference ends within 0.004 of it{remark}", where=where,

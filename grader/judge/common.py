@@ -15,10 +15,9 @@ def forbidden_api_criterion():
     """
 
     @criterion("no_forbidden_api", kind="api",
-               title={"en": "Written by hand: no forbidden library call", "zh": "亲手实现：未调用禁用的库函数"},
-               hint={"en": "The exercise asks you to build this yourself from tensor operations; replace the named "
-                           "call with your own code.",
-                     "zh": "本练习要求用张量运算亲手实现；请把报告中点名的调用换成你自己的代码。"})
+               title=t("Written by hand: no forbidden library call"),
+               hint=t("The exercise asks you to build this yourself from tensor operations; replace the named call "
+                      "with your own code."))
     def test_no_forbidden_api(obs, verdict):
         obs.probe("_import")
         if not obs.fully_attempted():

@@ -80,6 +80,21 @@ def raised(outcome: dict) -> str | None:
     return outcome["raised"]["type"] if "raised" in outcome else None
 
 
+def where_raised(raised: dict) -> Text:
+    """' at attention.py:12 in f: code', the student's frame an exception came from (a recorded outcome's
+    "raised"), when it passed through the student's file; else nothing."""
+    return t(" at {where}", where=raised["where"]) if raised.get("where") else verbatim("")
+
+
+def gradient_summary(observation, key: str) -> dict | None:
+    """None when no gradient tensor was recorded under `key` (a `None` .grad is recorded as its type), else
+    whether it is finite and its float64 norm."""
+    if key in observation.not_tensors:
+        return None
+    grad = observation.tensor(key).double()
+    return {"finite": bool(torch.isfinite(grad).all()), "norm": float(grad.norm())}
+
+
 def describe_outcome(outcome: dict) -> Text:
     if "raised" in outcome:
         r = outcome["raised"]

@@ -1,13 +1,14 @@
 """A criterion is a pytest test in the judge with its metadata attached by a small decorator.
 
-    @criterion("logits_shape", kind="shape",
-               title={"en": "...", "zh": "..."}, hint={"en": "...", "zh": "..."})
+    @criterion("logits_shape", kind="shape", title=t("Logits are [B, T, V]"), hint=t("Project every position ..."))
     def test_logits_shape(obs, ref, verdict):
         got = obs.probe("forward").value("logits_shape")
         verdict.check(got == [2, 5, 11], t("logits have shape {got}; expected [2, 5, 11] = [B, T, V]", got=got))
         verdict.ok(t("logits have shape {got} = [B, T, V]", got=got))
 
-Points are not here: they live in course.toml, where instructors change them.
+Points are not here: they live in course.toml, where instructors change them. The title and hint are templates
+like every message (their Chinese is in the exercise's catalog), written as literals: `grader.judge.listing` reads
+them from the source, so that what needs a criterion's title never imports the criteria.
 """
 
 from __future__ import annotations
@@ -42,15 +43,16 @@ class Outcome:
     hint: dict[str, str] | None = None   # language -> sentence, in place of the criterion's own hint
 
 
-def criterion(id: str, *, kind: str, title: dict[str, str], hint: dict[str, str], requires: tuple[str, ...] = ()):
+def criterion(id: str, *, kind: str, title: Text, hint: Text, requires: tuple[str, ...] = ()):
     if kind not in KINDS:
         raise ValueError(f"criterion {id}: unknown kind {kind!r}")
     for text in (title, hint):
-        if set(text) != {"en", "zh"}:
-            raise ValueError(f"criterion {id}: title and hint need exactly 'en' and 'zh'")
+        if type(text) is not Text:
+            raise ValueError(f"criterion {id}: a title and a hint are t(\"English template\"), their Chinese in "
+                             f"the catalog (got {type(text).__name__})")
 
     def mark(fn):
-        fn.criterion = CriterionMeta(id, kind, dict(title), dict(hint), tuple(requires))
+        fn.criterion = CriterionMeta(id, kind, title.texts(), hint.texts(), tuple(requires))
         return fn
 
     return mark

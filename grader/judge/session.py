@@ -8,8 +8,6 @@ own machine on Windows, where what a submission costs falls on that student alon
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import io
 from pathlib import Path
 
@@ -17,35 +15,15 @@ import pytest
 
 from grader.i18n import t
 from grader.judge.criterion import CriterionMeta, Outcome
+from grader.judge.listing import CRITERIA_DIR, criteria_file, criteria_of
 from grader.judge.observations import Observations, observations_of, references_of
 from grader.judge.plugin import JUDGING, JudgePlugin, Judging
 
 __all__ = ["CRITERIA_DIR", "InProcessJudge", "Outcome", "criteria_of", "judge", "pytest_args", "results"]
 
-CRITERIA_DIR = Path(__file__).resolve().parent.parent / "criteria"
 UNUSED_PLUGINS = ("doctest", "pastebin", "junitxml", "logging", "faulthandler", "warnings", "tmpdir", "monkeypatch",
                   "recwarn", "setuponly", "setupplan", "stepwise", "cacheprovider", "hypothesispytest",
                   "pytest_jsonreport", "metadata", "terminal")
-
-
-def criteria_file(exercise_id: str, folder: Path | None = None) -> Path:
-    """The module of an exercise's criteria: the course's own (`[course] criteria` names its folder) where that
-    folder holds one, else the package's."""
-    own = folder / f"{exercise_id}.py" if folder is not None else None
-    return own if own is not None and own.is_file() else CRITERIA_DIR / f"{exercise_id}.py"
-
-
-def criteria_of(exercise_id: str, folder: Path | None = None) -> list[CriterionMeta]:
-    """The criteria an exercise is judged on, in the order they are written."""
-    path = criteria_file(exercise_id, folder)
-    if path.parent == CRITERIA_DIR:
-        module = importlib.import_module(f"grader.criteria.{exercise_id}")
-    else:   # a course's own criteria module, read from its file as pytest reads it
-        spec = importlib.util.spec_from_file_location(f"course_criteria.{exercise_id}", path)
-        assert spec is not None and spec.loader is not None, f"{path} is a .py file: it has a spec and a loader"
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return [v.criterion for name, v in vars(module).items() if name.startswith("test_") and hasattr(v, "criterion")]
 
 
 def pytest_args(exercise_ids: list[str], folder: Path | None = None) -> list[str]:

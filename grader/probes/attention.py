@@ -216,6 +216,7 @@ LARGE_B, LARGE_H = 4, 4
 @probe
 def large_scores(student, ctx):
     """float32 scores of spread ~1e5 under a random mask that keeps a key in every row."""
+    ctx.record(scale=LARGE_SCALE)
     q = ctx.randn(LARGE_B, LARGE_H, TQ, D) * LARGE_SCALE
     k = ctx.randn(LARGE_B, LARGE_H, TK, D) * LARGE_SCALE
     v = ctx.randn(LARGE_B, LARGE_H, TK, DV)
@@ -231,6 +232,7 @@ def large_scores(student, ctx):
 def backward(student, ctx):
     """float64 backward through out and weights, without a mask and with one that keeps a key in every row: the
     judge compares each gradient with the reference's (the same inputs and upstream gradients)."""
+    ctx.record(inputs={"q": [B, H, TQ, D], "k": [B, H, TK, D], "v": [B, H, TK, DV], "mask": [B, H, TQ, TK]})
     for case in ("unmasked", "masked"):
         q, k, v = ctx.randn(B, H, TQ, D, dtype=torch.float64), ctx.randn(B, H, TK, D, dtype=torch.float64), \
             ctx.randn(B, H, TK, DV, dtype=torch.float64)
