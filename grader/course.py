@@ -12,6 +12,8 @@ from pathlib import Path
 
 from grader.judge.limits import JudgeLimits
 
+from grader.sandbox.uids import DEFAULT_UIDS
+from grader.worker.protocol import Limits
 COURSE_FILE = "course.toml"
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
@@ -26,17 +28,13 @@ class ExerciseConfig:
     file: str
     title_en: str
     title_zh: str
-    timeout_s: float
-    memory_mb: int
-    output_kb: int
+    limits: Limits                  # what its run may take
     forbidden: tuple[str, ...]
     points: dict[str, float]
     visible: tuple[str, ...] = ()   # criteria `grader check` shows students: ids, or "kind:<kind>"
     hidden_criteria: int = 0        # a handout's checker: how many criteria only the instructor's grading judges
     # Gradescope visibility by criterion id or "kind:<kind>"; see `gradescope_visibility`.
     visibility: dict[str, str] = field(default_factory=dict)
-    disk_mb: int = 256              # the exercise's scratch (its folder, /tmp, /dev/shm): size of its tmpfs
-    files: int = 4096               # ... and how many files and folders it may hold
 
     @property
     def module_name(self) -> str:
@@ -66,7 +64,7 @@ class Course:
     name: str                                # in English: what report.json records as the course
     seed: int
     exercises: tuple[ExerciseConfig, ...]
-    uids: tuple[int, int] = (61000, 61999)   # the sandbox gives each concurrent grading one of these
+    uids: tuple[int, int] = DEFAULT_UIDS     # the sandbox gives each concurrent grading one of these
     # A handout's checker has no solutions/: the reference observations its visible criteria read are stored here.
     references: Path | None = None
     # The course's name in each language, for the pages an instructor reads in it (class.html's title); a course.toml
@@ -127,18 +125,16 @@ def load_course(root: Path | None = None) -> Course:
             exercises.append(ExerciseConfig(
                 id=merged["id"], file=merged["file"],
                 title_en=merged["title"]["en"], title_zh=merged["title"]["zh"],
-                timeout_s=float(merged["timeout_s"]), memory_mb=int(merged["memory_mb"]),
-                output_kb=int(merged["output_kb"]), forbidden=tuple(merged.get("forbidden", ())),
+                limits=Limits.from_table(merged), forbidden=tuple(merged.get("forbidden", ())),
                 points={str(k): float(v) for k, v in merged["points"].items()},
                 visible=tuple(merged.get("visible", ())),
                 hidden_criteria=int(raw.get("hidden_criteria", 0)),
                 visibility=_visibility(defaults.get("visibility", {}), raw.get("visibility", {})),
-                disk_mb=int(merged.get("disk_mb", 256)), files=int(merged.get("files", 4096)),
             ))
         except (KeyError, TypeError, ValueError) as exc:
             raise CourseError(f"{path}: exercise #{i + 1} is missing or has a bad {exc}") from None
     seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
-    uids = data.get("sandbox", {}).get("uids", [61000, 61999])
+    uids = data.get("sandbox", {}).get("uids", list(DEFAULT_UIDS))
     if not (isinstance(uids, list) and len(uids) == 2 and all(isinstance(u, int) for u in uids)
             and 1000 <= uids[0] <= uids[1] < 2**31 - 1):
         raise CourseError(f"{path}: [sandbox] uids must be [first, last] with 1000 <= first <= last")
