@@ -10,10 +10,11 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from grader.i18n import LANGS
 from grader.judge.limits import JudgeLimits
-
 from grader.sandbox.uids import DEFAULT_UIDS
 from grader.worker.protocol import Limits
+
 COURSE_FILE = "course.toml"
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
@@ -161,9 +162,9 @@ def _names(raw, path: Path) -> dict[str, str]:
     """`[course] name`: one name (as course.toml held before it named the course in both languages), or a table of
     one per language, `{ en = "...", zh = "..." }`; a language it leaves out takes the English name."""
     if isinstance(raw, str) and raw.strip():
-        return {"en": raw, "zh": raw}
+        return dict.fromkeys(LANGS, raw)
     if isinstance(raw, dict) and isinstance(raw.get("en"), str) and raw["en"].strip() \
             and all(isinstance(v, str) and v.strip() for v in raw.values()):
-        return {"en": raw["en"], "zh": raw.get("zh", raw["en"])}
+        return {lang: raw.get(lang, raw["en"]) for lang in LANGS}
     raise CourseError(f'{path}: [course] name must be a name, or {{ en = "...", zh = "..." }} naming the course in '
                       "each language")

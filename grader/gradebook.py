@@ -26,6 +26,7 @@ from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.render.safe_text import csv_cell
 from grader.grades import Grade, Override, grade_of
+from grader.i18n import LANGS
 from grader.policy import Submitted, lateness, student_dates
 from grader.roster import Student, match
 
@@ -125,7 +126,7 @@ def said(stored: str) -> dict[str, str]:
         value = json.loads(stored)
     except ValueError:
         value = None
-    return value if isinstance(value, dict) and {"en", "zh"} <= set(value) else {"en": stored, "zh": stored}
+    return value if isinstance(value, dict) and set(LANGS) <= set(value) else dict.fromkeys(LANGS, stored)
 
 
 class Gradebook:
