@@ -14,6 +14,7 @@ from pathlib import Path
 
 from grader.course import CourseError, load_course
 from grader.i18n import LANGS
+from grader.worker.protocol import Status
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -318,7 +319,7 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
             append_step_summary(out / "scorecard.md")
         except OSError as exc:  # the CI summary is a copy: losing it changes nothing about the grading
             print(f"grader: warning: GITHUB_STEP_SUMMARY not written: {terminal_text(str(exc))}", file=sys.stderr)
-    incomplete = [e for e in report.exercises if e.status == "grader_error"]
+    incomplete = [e for e in report.exercises if e.status == Status.GRADER_ERROR]
     if incomplete:
         # the score is not the student's yet, so --fail-under has nothing to judge
         said = join((t("{exercise}: {said}", exercise=verbatim(e.id), said=rendered(e.message)) for e in incomplete),
@@ -566,7 +567,7 @@ def show_progress(progress, interactive: bool, lang: str, event: str, name: str 
 
     # a folder's name is the student's choice, and so is much of an error message
     problem = None
-    if summary is not None and summary["status"] not in ("passed", "graded"):
+    if summary is not None and summary["status"] not in (Status.PASSED, "graded"):
         words = CLASS_LABELS[lang]
         problem = (f"{terminal_text(name)}: {words.get(summary['status'], summary['status'])} "
                    f"({terminal_text(summary['message'][lang])})")
