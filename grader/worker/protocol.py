@@ -96,11 +96,11 @@ class Limits:
     def to_dict(self) -> dict:
         return asdict(self)
 
+
 MAX_JSON_BYTES = 1 << 20          # one probe's JSON
 MAX_TENSOR_BYTES = 64 << 20       # one probe's safetensors file
 FILE_SIZE_LIMIT = 96 << 20        # any file student code writes (RLIMIT_FSIZE); no probe needs more
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
-
 
 
 class ProbeStatus(StrEnum):
@@ -123,8 +123,8 @@ class Status(StrEnum):
     FAILED = "failed"                # the code ran, and did not do what the contract asks
     ERROR = "error"                  # the code raised where the contract asks it to return
     NOT_ATTEMPTED = "not_attempted"  # the stub is untouched, or the file is missing
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
+    TIMEOUT = "timeout"              # the run's wall clock or CPU time ended before the criterion's probe did
+    CRASHED = "crashed"              # the process died first (a signal, or its memory, output or disk limit)
     BLOCKED = "blocked"              # a criterion this one needs did not pass
     GRADER_ERROR = "grader_error"    # the grader, not the student, failed: no point taken, graded again
 
