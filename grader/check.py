@@ -28,6 +28,7 @@ from grader.render.labels import STATUS_MARK
 from grader.render.safe_text import markdown_text, terminal_text
 from grader.sandbox.scratch import remove_scratch
 from grader.sandbox.staging import Staged, stage
+from grader.worker.protocol import Status
 
 if TYPE_CHECKING:
     from grader.report.model import Report
@@ -132,7 +133,7 @@ def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: s
                           folder=verbatim(submission), n=len(exercise_ids)).render(lang)), flush=True)
     checked = check(course, submission, exercise_ids, check_sandbox())
     staged, report, tests = checked.staged, checked.report, checked.tests
-    started = [e for e in exercise_ids if staged[e].status != "not_attempted"]
+    started = [e for e in exercise_ids if staged[e].status != Status.NOT_ATTEMPTED]
     results = {r.id: r for r in (report.exercises if report else [])}
     rows: list[tuple[str, str, str]] = []   # the Markdown scorecard: exercise, criterion, result
     ok = True
@@ -179,8 +180,7 @@ def _plain_exercise(course: Course, exercise_id: str, staged: Staged, scratch: P
     shutil.copyfile(staged.path, folder / ex.file)
     (folder / TESTS_INI).write_text("[pytest]\n", encoding="utf-8")
     job = job_for(ex, staged.path).request(boxed=False, course_seed=course.seed, scratch=scratch)
-    return Exercise(job, ex.module_name, folder, ex.timeout_s,
-                    ex.output_kb, probes)
+    return Exercise(job, ex.module_name, folder, ex.limits, probes)
 
 
 def _checked(course: Course, submission: Path, runnable: list[str], staged: dict[str, Staged], scratch: Path,
@@ -257,17 +257,17 @@ def _show_visible(ex, result, words: dict[str, str], lang: str, rows: list) -> b
     ok = True
     shown = [c for c in result.criteria if ex.is_visible(c.id, c.kind)]
     if shown:
-        count = t("{passed} / {total} passed", passed=sum(c.status == "passed" for c in shown), total=len(shown))
+        count = t("{passed} / {total} passed", passed=sum(c.status == Status.PASSED for c in shown), total=len(shown))
         print(f"    {words['visible_criteria']}{words['colon']}{count.render(lang)}")
     for c in shown:
-        good = c.status == "passed"
+        good = c.status == Status.PASSED
         ok &= good
         print(f"      {'✔' if good else '✘'} {terminal_text(c.title[lang])}"
               + ("" if good else f" — {terminal_text(c.message[lang])}"))
         if not good:
             print(f"          {words['hint']}{words['colon']}{terminal_text(c.hint[lang])}")
-        rows.append((ex.id, markdown_text(c.title[lang]),
-                     STATUS_MARK["passed"] if good else f"{STATUS_MARK[c.status]} {markdown_text(c.message[lang])}"))
+        mark = STATUS_MARK[Status.PASSED] if good else f"{STATUS_MARK[c.status]} {markdown_text(c.message[lang])}"
+        rows.append((ex.id, markdown_text(c.title[lang]), mark))
     hidden = len(result.criteria) - len(shown) + ex.hidden_criteria
     if hidden:
         print("    " + t("{n} more criteria are judged when you submit.", n=hidden).render(lang))

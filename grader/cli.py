@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 from grader.course import CourseError, load_course
+from grader.i18n import LANGS
+from grader.worker.protocol import Status
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -73,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("exercise", nargs="?", default=None, help="one exercise (default: every exercise)")
     check.add_argument("--submission", type=Path, default=None,
                        help="folder laid out like exercises/ (default: ./exercises, the root of a student repository)")
-    check.add_argument("--lang", choices=("en", "zh"), default="en")
+    check.add_argument("--lang", choices=LANGS, default="en")
     check.set_defaults(handler=command_check)
     if student_edition():
         return parser
@@ -84,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--exercise", action="append", dest="exercises", metavar="ID",
                        help="grade only this exercise (repeatable)")
     grade.add_argument("--out", type=Path, default=None, help="report folder (default: reports/<submission-name>/)")
-    grade.add_argument("--lang", choices=("en", "zh"), default="en")
+    grade.add_argument("--lang", choices=LANGS, default="en")
     grade.add_argument("--sandbox", choices=("strict", "basic", "none"), default="strict",
                        help="isolation of student code; strict needs root, and a weaker level must be asked for")
     grade.add_argument("--fail-under", type=percent_argument, default=None, metavar="PCT",
@@ -107,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "criteria, points or visibility changed); those whose probes changed are graded afresh. "
                             "Prints the grade diff and writes it to OUT/rejudge-diff.csv")
     batch.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
-    batch.add_argument("--lang", choices=("en", "zh"), default="en", help="language of class.html and the messages")
+    batch.add_argument("--lang", choices=LANGS, default="en", help="language of class.html and the messages")
     batch.add_argument("--roster", type=Path, default=None, metavar="CSV",
                        help="the class list, a CSV file with a header row naming id, name, email (only id is "
                             "required). A submission (folder, or zip without .zip) belongs to the student whose id "
@@ -147,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     override.add_argument("--author", default=None, help="who corrects it (default: this account's user name)")
     override.add_argument("--list", action="store_true", help="list every override, and those no longer applied")
     override.add_argument("--remove", action="store_true", help="remove the override of STUDENT [TARGET]")
-    override.add_argument("--lang", choices=("en", "zh"), default=None,
+    override.add_argument("--lang", choices=LANGS, default=None,
                           help="language of the messages (default: the gradebook's, as grader batch last wrote it)")
     override.set_defaults(handler=command_override)
 
@@ -164,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the roster (default: the one grader batch last used)")
     canvas.add_argument("--dry-run", action="store_true", help="print what would be sent; send nothing")
     canvas.add_argument("--force", action="store_true", help="send again what was sent before unchanged")
-    canvas.add_argument("--lang", choices=("en", "zh"), default=None)
+    canvas.add_argument("--lang", choices=LANGS, default=None)
     canvas.set_defaults(handler=command_lms_canvas)
 
     handout = sub.add_parser("handout", help="write the student repository: exercises, public tests, a CI workflow")
@@ -182,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="GitHub's REST API (default: $GITHUB_API_URL, else https://api.github.com)")
     sync.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)), help="submissions graded at once")
     sync.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
-    sync.add_argument("--lang", choices=("en", "zh"), default="en")
+    sync.add_argument("--lang", choices=LANGS, default="en")
     sync.add_argument("--roster", type=Path, default=None, metavar="CSV",
                       help="the class list, its id the GitHub user name: names the students and gives each their "
                            "extension (course.toml's [policy])")
@@ -190,13 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     bundle = sub.add_parser("gradescope", help="build a Gradescope autograder bundle (setup.sh, run_autograder)")
     bundle.add_argument("out", type=Path, help="the .zip to write")
-    bundle.add_argument("--lang", choices=("en", "zh"), default="en",
+    bundle.add_argument("--lang", choices=LANGS, default="en",
                         help="the language of the results students see in Gradescope")
     bundle.set_defaults(handler=command_gradescope)
 
     gs_run = sub.add_parser("gradescope-run")  # what the bundle's run_autograder calls; not for people
     gs_run.add_argument("--root", type=Path, default=Path("/autograder"))
-    gs_run.add_argument("--lang", choices=("en", "zh"), default="en")
+    gs_run.add_argument("--lang", choices=LANGS, default="en")
     gs_run.set_defaults(handler=command_gradescope_run)
 
     selftest = sub.add_parser("selftest", help="grade every solution, variant and mutant; fail on any false verdict")
@@ -317,7 +319,7 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
             append_step_summary(out / "scorecard.md")
         except OSError as exc:  # the CI summary is a copy: losing it changes nothing about the grading
             print(f"grader: warning: GITHUB_STEP_SUMMARY not written: {terminal_text(str(exc))}", file=sys.stderr)
-    incomplete = [e for e in report.exercises if e.status == "grader_error"]
+    incomplete = [e for e in report.exercises if e.status == Status.GRADER_ERROR]
     if incomplete:
         # the score is not the student's yet, so --fail-under has nothing to judge
         said = join((t("{exercise}: {said}", exercise=verbatim(e.id), said=rendered(e.message)) for e in incomplete),
@@ -565,7 +567,7 @@ def show_progress(progress, interactive: bool, lang: str, event: str, name: str 
 
     # a folder's name is the student's choice, and so is much of an error message
     problem = None
-    if summary is not None and summary["status"] not in ("passed", "graded"):
+    if summary is not None and summary["status"] not in (Status.PASSED, "graded"):
         words = CLASS_LABELS[lang]
         problem = (f"{terminal_text(name)}: {words.get(summary['status'], summary['status'])} "
                    f"({terminal_text(summary['message'][lang])})")

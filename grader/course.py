@@ -10,7 +10,10 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from grader.i18n import LANGS
 from grader.judge.limits import JudgeLimits
+from grader.sandbox.uids import DEFAULT_UIDS
+from grader.worker.protocol import Limits
 
 COURSE_FILE = "course.toml"
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
@@ -26,17 +29,13 @@ class ExerciseConfig:
     file: str
     title_en: str
     title_zh: str
-    timeout_s: float
-    memory_mb: int
-    output_kb: int
+    limits: Limits                  # what its run may take
     forbidden: tuple[str, ...]
     points: dict[str, float]
     visible: tuple[str, ...] = ()   # criteria `grader check` shows students: ids, or "kind:<kind>"
     hidden_criteria: int = 0        # a handout's checker: how many criteria only the instructor's grading judges
     # Gradescope visibility by criterion id or "kind:<kind>"; see `gradescope_visibility`.
     visibility: dict[str, str] = field(default_factory=dict)
-    disk_mb: int = 256              # the exercise's scratch (its folder, /tmp, /dev/shm): size of its tmpfs
-    files: int = 4096               # ... and how many files and folders it may hold
 
     @property
     def module_name(self) -> str:
@@ -66,7 +65,7 @@ class Course:
     name: str                                # in English: what report.json records as the course
     seed: int
     exercises: tuple[ExerciseConfig, ...]
-    uids: tuple[int, int] = (61000, 61999)   # the sandbox gives each concurrent grading one of these
+    uids: tuple[int, int] = DEFAULT_UIDS     # the sandbox gives each concurrent grading one of these
     # `[sandbox] fork_server`: a grading process forks each strict sandbox's worker from one that imported torch once
     # (grader/worker/spawn.py) instead of starting a fresh one per submission; GRADER_FORK_SERVER=0/1 overrides it.
     # On: tests/test_fork_server.py shows both ways grade byte for byte alike.
@@ -131,18 +130,16 @@ def load_course(root: Path | None = None) -> Course:
             exercises.append(ExerciseConfig(
                 id=merged["id"], file=merged["file"],
                 title_en=merged["title"]["en"], title_zh=merged["title"]["zh"],
-                timeout_s=float(merged["timeout_s"]), memory_mb=int(merged["memory_mb"]),
-                output_kb=int(merged["output_kb"]), forbidden=tuple(merged.get("forbidden", ())),
+                limits=Limits.from_table(merged), forbidden=tuple(merged.get("forbidden", ())),
                 points={str(k): float(v) for k, v in merged["points"].items()},
                 visible=tuple(merged.get("visible", ())),
                 hidden_criteria=int(raw.get("hidden_criteria", 0)),
                 visibility=_visibility(defaults.get("visibility", {}), raw.get("visibility", {})),
-                disk_mb=int(merged.get("disk_mb", 256)), files=int(merged.get("files", 4096)),
             ))
         except (KeyError, TypeError, ValueError) as exc:
             raise CourseError(f"{path}: exercise #{i + 1} is missing or has a bad {exc}") from None
     seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
-    uids = data.get("sandbox", {}).get("uids", [61000, 61999])
+    uids = data.get("sandbox", {}).get("uids", list(DEFAULT_UIDS))
     if not (isinstance(uids, list) and len(uids) == 2 and all(isinstance(u, int) for u in uids)
             and 1000 <= uids[0] <= uids[1] < 2**31 - 1):
         raise CourseError(f"{path}: [sandbox] uids must be [first, last] with 1000 <= first <= last")
@@ -175,9 +172,9 @@ def _names(raw, path: Path) -> dict[str, str]:
     """`[course] name`: one name (as course.toml held before it named the course in both languages), or a table of
     one per language, `{ en = "...", zh = "..." }`; a language it leaves out takes the English name."""
     if isinstance(raw, str) and raw.strip():
-        return {"en": raw, "zh": raw}
+        return dict.fromkeys(LANGS, raw)
     if isinstance(raw, dict) and isinstance(raw.get("en"), str) and raw["en"].strip() \
             and all(isinstance(v, str) and v.strip() for v in raw.values()):
-        return {"en": raw["en"], "zh": raw.get("zh", raw["en"])}
+        return {lang: raw.get(lang, raw["en"]) for lang in LANGS}
     raise CourseError(f'{path}: [course] name must be a name, or {{ en = "...", zh = "..." }} naming the course in '
                       "each language")

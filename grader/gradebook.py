@@ -26,8 +26,10 @@ from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.render.safe_text import csv_cell
 from grader.grades import Grade, Override, grade_of
+from grader.i18n import LANGS
 from grader.policy import Submitted, lateness, student_dates
 from grader.roster import Student, match
+from grader.worker.protocol import Status
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS submissions (
@@ -81,7 +83,7 @@ CREATE TABLE IF NOT EXISTS sent (
 
 
 # A submission's status when the grader, not the submission, failed: no verdict, graded again next run.
-GRADER_ERROR = "grader_error"
+GRADER_ERROR = Status.GRADER_ERROR   # a submission whose grading failed stands as its criteria do
 # A submission whose grading killed the Dask worker running it, twice: final (never retried forever) until it
 # changes or --regrade asks again.
 KILLED_WORKERS = "killed_workers"
@@ -125,7 +127,7 @@ def said(stored: str) -> dict[str, str]:
         value = json.loads(stored)
     except ValueError:
         value = None
-    return value if isinstance(value, dict) and {"en", "zh"} <= set(value) else {"en": stored, "zh": stored}
+    return value if isinstance(value, dict) and set(LANGS) <= set(value) else dict.fromkeys(LANGS, stored)
 
 
 class Gradebook:
@@ -298,7 +300,7 @@ STANDING_WORDS = {COMPLETE: "complete", PARTIAL: "partial", EMPTY: "empty", UNRE
 # (and neither is a roster's student with no submission).
 NOT_JUDGED = (EMPTY, UNREADABLE, GRADER_ERROR, KILLED_WORKERS, MISSING)
 # A criterion the student tried and did not meet (not_attempted and blocked say nothing about the attempt).
-FAILING = ("failed", "error", "timeout", "crashed")
+FAILING = (Status.FAILED, Status.ERROR, Status.TIMEOUT, Status.CRASHED)
 
 
 def standing(status: str, score: float, max_score: float, criterion_statuses: list[str]) -> str:
@@ -306,7 +308,7 @@ def standing(status: str, score: float, max_score: float, criterion_statuses: li
     the grader reached no verdict on (`unreadable`, `grader_error`, `killed_workers`)."""
     if status in (UNREADABLE, GRADER_ERROR, KILLED_WORKERS):
         return status
-    if all(s == "not_attempted" for s in criterion_statuses):
+    if all(s == Status.NOT_ATTEMPTED for s in criterion_statuses):
         return EMPTY
     return COMPLETE if max_score > 0 and score >= max_score else PARTIAL
 
@@ -623,7 +625,7 @@ def _cells(course: Course, rows: list[sqlite3.Row], report_link: str | None,
         own = [r for r in rows if r["exercise"] == ex.id]
         points = grade.exercise_points[ex.id] if grade else sum(r["points"] for r in own)
         overridden = grade is not None and any(a.applied and a.override.exercise == ex.id for a in grade.overrides)
-        if all(r["status"] == "not_attempted" for r in own):
+        if all(r["status"] == Status.NOT_ATTEMPTED for r in own):
             state = "not_attempted"
         elif points >= ex.max_points > 0:
             state = "passed"
@@ -693,7 +695,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
         for r in results.get(line.submission, []):
             counts, messages, failed_by = tallies.setdefault((r["exercise"], r["criterion"]),
                                                              ([0, 0, 0], Counter(), []))
-            counts[0] += r["status"] == "passed"
+            counts[0] += r["status"] == Status.PASSED
             counts[2] += 1
             if r["status"] in FAILING:
                 counts[1] += 1

@@ -27,6 +27,7 @@ from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.session import SandboxSession
 from grader.sandbox.supervisor import WARMING_SHARE, Job, Run, run_jobs
+from grader.worker.protocol import Status
 
 if TYPE_CHECKING:
     from grader.sandbox.forkserver import ForkServer
@@ -54,8 +55,7 @@ def probe_order(ex: ExerciseConfig) -> list[str]:
 
 def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
     return Job(id=ex.id, student_file=student_file, module_name=ex.module_name, probes_module=ex.probes_module,
-               timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, output_kb=ex.output_kb, forbidden=ex.forbidden,
-               disk_mb=ex.disk_mb, files=ex.files)
+               limits=ex.limits, forbidden=ex.forbidden)
 
 
 def summary_of(ex: ExerciseConfig, run: Run | None) -> dict | None:
@@ -63,8 +63,7 @@ def summary_of(ex: ExerciseConfig, run: Run | None) -> dict | None:
     if run is None:
         return None
     return {"limit": run.limit, "signal": run.signal, "exit": run.exit, "failure": _said(run.failure),
-            "timeout_s": ex.timeout_s, "memory_mb": ex.memory_mb, "output_kb": ex.output_kb, "acks": run.acks,
-            "grader_fault": _said(run.grader_fault), "disk_mb": ex.disk_mb, "files": ex.files,
+            **ex.limits.to_dict(), "acks": run.acks, "grader_fault": _said(run.grader_fault),
             "forbidden": list(run.forbidden)}
 
 
@@ -314,7 +313,7 @@ def unavailable_outcomes(course: Course, exercises: list[ExerciseConfig], exc: E
 
     said = t("the judge could not run ({error}): this is the grader's fault, no point is taken for it, and the "
              "submission will be graded again", error=verbatim(str(exc)[:300])).texts()
-    return {ex.id: [Outcome(meta, "grader_error", said, {}) for meta in criteria_of(ex.id, course.criteria)]
+    return {ex.id: [Outcome(meta, Status.GRADER_ERROR, said, {}) for meta in criteria_of(ex.id, course.criteria)]
             for ex in exercises}
 
 
@@ -405,7 +404,8 @@ def run_facts(ex: ExerciseConfig, run: Run | None, outcomes: list = ()) -> dict:
     if run is None:
         return {}
     limit = run.limit or next((o.evidence["limit"] for o in outcomes
-                               if o.status in ("crashed", "timeout") and o.evidence.get("limit")), None)
+                               if o.status in (Status.CRASHED, Status.TIMEOUT) and o.evidence.get("limit")), None)
     return {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "max_rss_mb": run.max_rss_mb, "limit": limit,
-            "limits": {"time_s": ex.timeout_s, "memory_mb": ex.memory_mb, "output_kb": ex.output_kb},
+            "limits": {"time_s": ex.limits.timeout_s, "memory_mb": ex.limits.memory_mb,
+                       "output_kb": ex.limits.output_kb},
             "output_bytes": run.output_bytes, "output_tail": run.output_tail[-2000:]}

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from grader.course import Course
 from grader.gradebook import Gradebook, GradedLine, graded_lines, grader_key
-from grader.i18n import Text, join, rendered, t, verbatim
+from grader.i18n import LANGS, Text, join, rendered, t, verbatim
 from grader.render.safe_text import csv_cell
 from grader.roster import Student
 
@@ -89,7 +89,7 @@ def placed(course: Course, book: Gradebook, roster: list[Student]) -> tuple[list
                                                         count=len(theirs),
                                                         names=", ".join(line.name for line in theirs))))
         elif theirs[0].grade is None:
-            result.append(Placed(student, theirs[0], None, rendered(theirs[0].reason or {"en": "", "zh": ""})))
+            result.append(Placed(student, theirs[0], None, rendered(theirs[0].reason or dict.fromkeys(LANGS, ""))))
         else:
             result.append(Placed(student, theirs[0], theirs[0].grade.final, None))
     return result, strangers

@@ -37,6 +37,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, WhitespaceInclusivePositionProvider
 
 from grader.course import Course, ExerciseConfig
+from grader.worker.protocol import Status
 
 # The statement kinds whose text identifies where a change is made: a small statement (an assignment, a return,
 # an expression) or, for a change in a compound statement's header, the part of the header it is in.
@@ -287,7 +288,7 @@ class Outcome:
 
     @property
     def grader_fault(self) -> bool:
-        return self.failure is not None or "grader_error" in self.statuses.values()
+        return self.failure is not None or Status.GRADER_ERROR in self.statuses.values()
 
     @property
     def survived(self) -> bool:
@@ -352,7 +353,7 @@ def mutation_problems(outcomes: list[Outcome], equivalents: dict[str, str], gene
         m = o.mutant
         where = f"{m.file}:{m.line} {m.function}"
         if o.grader_fault:
-            said = o.failure or "; ".join(c for c, s in o.statuses.items() if s == "grader_error")
+            said = o.failure or "; ".join(c for c, s in o.statuses.items() if s == Status.GRADER_ERROR)
             problems.append(f"mutant {m.id} ({where}: {excerpt(m)}) ends in a grader fault: {said}")
         elif o.survived and m.id not in equivalents:
             problems.append(f"mutant {m.id} survives with full marks ({where}: {excerpt(m)}): a criterion should "

@@ -14,6 +14,7 @@ from grader.course import Course
 from grader.i18n import Text, join, rendered, t
 from grader.gradebook import GRADER_ERROR
 from grader.reporting import write_atomic
+from grader.worker.protocol import Status
 
 
 
@@ -46,8 +47,8 @@ def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) ->
                      t(", "))
         message = t("the grader failed on {where}; graded again on the next run", where=where).texts()
     else:
-        status = "passed" if {e["status"] for e in report["exercises"]} == {"passed"} else "graded"
-        message = t("{passed} of {total} criteria passed", passed=sum(r["status"] == "passed" for r in rows),
+        status = Status.PASSED if {e["status"] for e in report["exercises"]} == {Status.PASSED} else "graded"
+        message = t("{passed} of {total} criteria passed", passed=sum(r["status"] == Status.PASSED for r in rows),
                     total=len(rows)).texts()
     summary = {"score": report["score"], "max_score": report["max_score"], "percent": report["percent"],
                "status": status, "message": message, "report_dir": str(report_dir), "graded_at": graded_at,
@@ -68,7 +69,7 @@ def failure_rows(course: Course, status: str, said: Text, graded_at: str) -> tup
     `error` when the submission is at fault, `grader_error` when the grader is."""
     from grader.judge.listing import criteria_of
 
-    criterion_status = GRADER_ERROR if status == GRADER_ERROR else "error"
+    criterion_status = Status.GRADER_ERROR if status == GRADER_ERROR else Status.ERROR
     message = said.texts()
     rows = [{"exercise": ex.id, "criterion": meta.id, "kind": meta.kind, "status": criterion_status, "points": 0.0,
              "max_points": ex.points.get(meta.id, 0.0), "message": message}

@@ -39,6 +39,7 @@ from typing import IO
 
 from grader.i18n import Text, t
 from grader.worker import protocol
+from grader.worker.protocol import Event, Limit, Limits
 
 OUTPUT_TAIL_BYTES = 4096        # what the report keeps of a run's output, as the sandbox's worker does
 TESTS_OUTPUT_BYTES = 8 << 20    # what a public test run may print: pytest's own report is not printed
@@ -74,8 +75,7 @@ class Exercise:
     job: dict
     module_name: str
     tests_dir: Path
-    timeout_s: float
-    output_kb: int
+    limits: Limits
     probes: bool   # run the probes here (the plain route), or only the public tests (the sandbox probes)
 
 
@@ -112,21 +112,21 @@ def _probe(ex: Exercise, children: _Children, on_run: Callable | None, more: boo
     Path(job["obs_dir"]).mkdir(parents=True, exist_ok=True)
     # acks None: the observation files are read as written, as the references are (see the module's last paragraph)
     run = Run(job["id"], acks=None)  # type: ignore[arg-type]
-    budget = float(ex.timeout_s)   # for all its groups, as the sandbox's worker counts it
+    budget = float(ex.limits.timeout_s)   # for all its groups, as the sandbox's worker counts it
     group, groups = 0, 1
     child: _Child | None = None
     while group < groups:
         child = children.fresh(ahead=more)
         ack = Path(job["workdir"]).parent / f".{job['id']}-{group}.acks"   # outside the folder student code writes
         ended = child.run({"task": "probes", "job": job, "group": group, "ack": str(ack)},
-                          budget, ex.output_kb << 10)
+                          budget, ex.limits.output_kb << 10)
         budget -= ended.wall_s
         run.wall_s = round(run.wall_s + ended.wall_s, 3)
         run.cpu_s = round(run.cpu_s + ended.event.get("cpu_s", 0.0), 3)
         run.output_bytes += ended.output_bytes
         run.output_tail = (run.output_tail + ended.output_tail)[-OUTPUT_TAIL_BYTES:]
         run.forbidden = sorted(set(run.forbidden) | _forbidden_seen(ack, job.get("forbidden", [])))
-        if ended.event.get("event") != "done":
+        if ended.event.get("event") != Event.DONE:
             run.limit, run.exit, run.signal = ended.limit, ended.exit, ended.signal
             if ended.limit is None and not _started(ack):
                 # before the runner announced the student's import nothing of the student's ran: the grader's fault
@@ -150,9 +150,8 @@ def _forbidden_seen(ack: Path, forbidden: list[str]) -> set[str]:
         lines = ack.read_bytes().split(b"\n")
     except OSError:
         return set()
-    names = {line.split(b" ", 1)[1].decode("ascii", "replace") for line in lines
-             if line.startswith((protocol.OP, protocol.CALL))}
-    return names & set(forbidden)
+    wanted = set(forbidden)
+    return {name for line in lines if (name := protocol.hook_name(line)) is not None and name in wanted}
 
 
 def _started(ack: Path) -> bool:
@@ -165,14 +164,14 @@ def _started(ack: Path) -> bool:
 def _tests(ex: Exercise, child: _Child) -> tuple[PublicTests, _Child | None]:
     """The exercise's public tests in `child`; the child, or None when it did not survive them."""
     ended = child.run({"task": "tests", "folder": str(ex.tests_dir), "module": ex.module_name},
-                      max(float(ex.timeout_s), 120.0), TESTS_OUTPUT_BYTES)
+                      max(float(ex.limits.timeout_s), 120.0), TESTS_OUTPUT_BYTES)
     event = ended.event
-    if event.get("event") == "done":
+    if event.get("event") == Event.DONE:
         return PublicTests({k: int(v) for k, v in event.get("counts", {}).items()},
                            [(str(n), str(r)) for n, r in event.get("failures", [])]), child
-    if ended.limit == "time":
+    if ended.limit == Limit.TIME:
         problem = t("stopped after {seconds:g} s: a test did not end", seconds=ended.limit_s)
-    elif ended.limit == "output":
+    elif ended.limit == Limit.OUTPUT:
         problem = t("stopped: the code printed more than {kb:,} KB", kb=TESTS_OUTPUT_BYTES >> 10)
     else:
         problem = t("the tests' process ended ({how}); its last output: {output}", how=ended.how,
@@ -188,7 +187,7 @@ class _Ended:
     wall_s: float
     output_bytes: int
     output_tail: str
-    limit: str | None = None
+    limit: Limit | None = None
     limit_s: float = 0.0
     exit: int | None = None
     signal: int | None = None
@@ -262,7 +261,7 @@ class _Child:
 
         if not self.ready:
             first = self._next(time.monotonic() + STARTUP_SECONDS, None, 0)
-            if first[0] != "event" or first[1].get("event") != "ready":
+            if first[0] != "event" or first[1].get("event") != Event.READY:
                 return self._ended(first, time.monotonic(), 0)
             self.ready = True
         offset = self._log_size()
@@ -290,10 +289,10 @@ class _Child:
                 return "event", event
             if offset is not None and self._log_size() - offset > output_cap:
                 self.kill()
-                return "output", {}
+                return Limit.OUTPUT, {}
             if time.monotonic() > deadline:
                 self.kill()
-                return "time", {}
+                return Limit.TIME, {}
 
     def _ended(self, got: tuple[str, dict], started: float, offset: int) -> _Ended:
         kind, event = got
@@ -303,7 +302,7 @@ class _Child:
         if kind == "event":
             return _Ended(event, wall, size - offset, tail)
         code = self.proc.wait()
-        limit = kind if kind in ("time", "output") else None
+        limit = Limit(kind) if kind in (Limit.TIME, Limit.OUTPUT) else None
         sig = -code if code is not None and code < 0 else None
         return _Ended({}, wall, size - offset, tail, limit=limit, exit=None if sig is not None else code, signal=sig)
 
@@ -366,7 +365,7 @@ def main() -> int:
         # The probes' first dispatch mode (the forbidden-operator recorder) imports torch._dynamo: as in the sandbox's
         # worker, imported before the clock of any exercise starts
         import torch._dynamo  # noqa: F401
-    events.write(json.dumps({"event": "ready"}) + "\n")
+    events.write(json.dumps({"event": Event.READY}) + "\n")
     for line in tasks:
         task = json.loads(line)
         cpu = time.process_time()
@@ -379,7 +378,7 @@ def main() -> int:
             sys.stderr.flush()
             os._exit(3)
         _flush()
-        events.write(json.dumps({"event": "done", "cpu_s": round(time.process_time() - cpu, 3), **result}) + "\n")
+        events.write(json.dumps({"event": Event.DONE, "cpu_s": round(time.process_time() - cpu, 3), **result}) + "\n")
     return 0
 
 
@@ -431,14 +430,8 @@ class _PlainChannel:
     def answer(self, token: str, observation: tuple[bytes, bytes | None]) -> None:
         text, tensors = observation
         if tensors:
-            _write_new(os.path.join(self.folder, token + protocol.TENSOR_SUFFIX), tensors)
-        _write_new(os.path.join(self.folder, token + protocol.JSON_SUFFIX), text)   # last: the probe finished
-
-
-def _write_new(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | protocol.NOFOLLOW | protocol.BINARY, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+            protocol.write_new(os.path.join(self.folder, token + protocol.TENSOR_SUFFIX), tensors)
+        protocol.write_new(os.path.join(self.folder, token + protocol.JSON_SUFFIX), text)   # last: the probe finished
 
 
 def _run_tests(task: dict) -> dict:

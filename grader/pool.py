@@ -17,7 +17,7 @@ from grader.warm import GradingTimeout, WarmGrader, WarmGraderDied
 def time_limit(course: Course) -> float:
     """How long one submission may take before its warm process is presumed stuck: every exercise's limit twice,
     plus the reference observations a fresh cache computes first."""
-    return sum(ex.timeout_s for ex in course.exercises) * 2 + 300
+    return sum(ex.limits.timeout_s for ex in course.exercises) * 2 + 300
 
 
 PIPELINE = 2   # submissions in flight per warm process: one judged while the next one's probes run

@@ -62,8 +62,7 @@ def _probe_sources() -> str:
 
 def probe_version(course: Course, ex: ExerciseConfig) -> str:
     """What decides an exercise's observations of a given file: any change means they must be made again."""
-    settings = {"seed": course.seed, "file": ex.file, "timeout_s": ex.timeout_s, "memory_mb": ex.memory_mb,
-                "output_kb": ex.output_kb, "forbidden": list(ex.forbidden), "disk_mb": ex.disk_mb, "files": ex.files,
+    settings = {"seed": course.seed, "file": ex.file, **ex.limits.to_dict(), "forbidden": list(ex.forbidden),
                 "torch": importlib.metadata.version("torch"), "probes": _probe_sources()}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
 

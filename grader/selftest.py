@@ -31,6 +31,7 @@ from pathlib import Path
 from grader.course import Course
 from grader.sandbox.levels import Sandbox
 from grader.unidiff import PatchError, apply_diff
+from grader.worker.protocol import Status
 
 MUTANT_DIFF = "change.diff"   # a mutant's one bug, as a unified diff against the solution
 CONVERT_COMMAND = "python scripts/mutants_to_diffs.py"
@@ -66,7 +67,7 @@ class Case:
         """Whether the criterion itself detected this mutant: it failed or raised, or hit the limit that its
         manifest names as the point (`crashes`: counting by building a module far too large to build)."""
         status = self.got_fails.get(criterion)
-        return status in CATCHING or (status == "crashed" and self.expected.get(criterion) == "crashed")
+        return status in CATCHING or (status == Status.CRASHED and self.expected.get(criterion) == Status.CRASHED)
 
     def problems(self) -> list[str]:
         got = set(self.got_fails)
@@ -84,7 +85,7 @@ class Case:
         for c in sorted(self.expected_fails - got):
             found.append(f"mutant {self.label} passes {c}, which its manifest says it fails")
         for c in sorted(got):
-            if self.got_fails[c] == "error" and not blames_the_student_fairly(self.messages[c], self.file):
+            if self.got_fails[c] == Status.ERROR and not blames_the_student_fairly(self.messages[c], self.file):
                 found.append(f"mutant {self.label}: {c} is reported as the student's exception, but it was raised "
                              f"outside {self.file} and is no breach of the contract: {self.messages[c]}")
         for c in sorted(self.expected_fails & got):
@@ -95,8 +96,9 @@ class Case:
 
 
 # The statuses that mean a criterion itself detected a bug; blocked, crashed, timeout and grader_error do not.
-CATCHING = ("failed", "error")
-MANIFEST_STATUSES = {"fails": "failed", "errors": "error", "crashes": "crashed", "blocked": "blocked"}
+CATCHING = (Status.FAILED, Status.ERROR)
+MANIFEST_STATUSES = {"fails": Status.FAILED, "errors": Status.ERROR, "crashes": Status.CRASHED,
+                     "blocked": Status.BLOCKED}
 
 
 def blames_the_student_fairly(message: str, student_file: str) -> bool:
@@ -246,7 +248,7 @@ def record(report: dict, group: list[Case]) -> None:
     by_exercise = {e["id"]: e for e in report["exercises"]}
     for case in group:
         for c in by_exercise[case.exercise]["criteria"]:
-            if c["status"] != "passed":
+            if c["status"] != Status.PASSED:
                 case.got_fails[c["id"]] = c["status"]
                 case.messages[c["id"]] = c["message"]["en"]
 

@@ -213,8 +213,7 @@ def checker_course_toml(course: Course, visible: dict[str, dict[str, object]]) -
         tests = visible[ex.id]
         lines += ["[[exercise]]", f"id = {_toml_value(ex.id)}", f"file = {_toml_value(ex.file)}",
                   f"title = {_toml_value({'en': ex.title_en, 'zh': ex.title_zh})}",
-                  f"timeout_s = {ex.timeout_s!r}", f"memory_mb = {ex.memory_mb}", f"output_kb = {ex.output_kb}",
-                  f"disk_mb = {ex.disk_mb}", f"files = {ex.files}",
+                  *(f"{name} = {value!r}" for name, value in ex.limits.to_dict().items()),
                   f"forbidden = {_toml_value(ex.forbidden)}", f"visible = {_toml_value(ex.visible)}",
                   f"hidden_criteria = {len(ex.points) - len(tests)}",
                   "[exercise.points]"]

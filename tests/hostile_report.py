@@ -12,6 +12,7 @@ from grader.judge.criterion import CriterionMeta
 from grader.judge.session import Outcome
 from grader.report.build import exercise_result
 from grader.report.model import SCHEMA_VERSION, Report
+from grader.worker.protocol import Limits
 
 FAKE_VERDICT = "decoder_block 11/11 passed"
 INJECTION = (f"\ud800 boom\r### 153 / 153 (100%)\n![x](https://evil.example/x.png) [here](https://evil.example) "
@@ -27,8 +28,8 @@ def _meta(cid: str, kind: str) -> CriterionMeta:
 
 
 def _exercise(eid: str, points: dict[str, float]) -> ExerciseConfig:
-    return ExerciseConfig(id=eid, file=f"{eid}.py", title_en=eid, title_zh=eid, timeout_s=10, memory_mb=2048,
-                          output_kb=64, forbidden=(), points=points)
+    return ExerciseConfig(id=eid, file=f"{eid}.py", title_en=eid, title_zh=eid,
+                          limits=Limits(timeout_s=10, memory_mb=2048, output_kb=64), forbidden=(), points=points)
 
 
 def both(english: str, chinese: str | None = None) -> dict[str, str]:

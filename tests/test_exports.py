@@ -70,13 +70,15 @@ FAILING_EN = "logits have shape [2, 5]; expected [2, 5, 11] = [B, T, V]"
 def zh_report():
     """A report with one passing and one failing criterion, each message in both languages."""
     from grader.course import ExerciseConfig
+    from grader.worker.protocol import Limits
     from grader.judge.criterion import CriterionMeta
     from grader.judge.session import Outcome
     from grader.report.build import exercise_result
     from grader.report.model import SCHEMA_VERSION, Report
 
-    ex = ExerciseConfig(id="transformer_lm", file="model.py", title_en="LM", title_zh="语言模型", timeout_s=10,
-                        memory_mb=2048, output_kb=64, forbidden=(), points={"ids": 1.0, "logits_shape": 2.0})
+    ex = ExerciseConfig(id="transformer_lm", file="model.py", title_en="LM", title_zh="语言模型",
+                        limits=Limits(timeout_s=10, memory_mb=2048, output_kb=64), forbidden=(),
+                        points={"ids": 1.0, "logits_shape": 2.0})
     ids = CriterionMeta(id="ids", kind="values", title={"en": "ids are read", "zh": "读取 ids"},
                         hint={"en": "read the ids", "zh": "读取 ids"})
     logits = CriterionMeta(id="logits_shape", kind="shape", title={"en": "Logits shape", "zh": "logits 的形状"},

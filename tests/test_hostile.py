@@ -495,7 +495,7 @@ def check_grading_survived(g: Grading, course) -> None:
     assert g.connections == 0, f"the submission reached a server on 127.0.0.1 ({g.connections} connections)"
     timeouts = 0.0
     for e in g.report["exercises"]:
-        timeout = g.limits.get(e["id"], {}).get("timeout_s", course.exercise(e["id"]).timeout_s)
+        timeout = g.limits.get(e["id"], {}).get("timeout_s", course.exercise(e["id"]).limits.timeout_s)
         timeouts += timeout if e["status"] == "timeout" else 0.0
         wall = (e.get("run") or {}).get("wall_s", 0.0)
         assert wall <= timeout + WALL_SLACK_S, f"{e['id']} ran {wall} s against a timeout of {timeout} s"

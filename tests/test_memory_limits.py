@@ -150,7 +150,7 @@ def test_a_cuda_sized_reservation_costs_no_marks_and_a_memory_bomb_is_still_stop
     assert heads.status == "passed" and heads.score == heads.max_score, [(c.id, c.status, c.message["en"])
                                                                          for c in heads.criteria]
     cap = int(re.search(r"address space cap: (\d+)", heads.run["output_tail"]).group(1))
-    assert cap > (RESERVED_GB * 1024 + course.exercise("heads").memory_mb) * 2**20, \
+    assert cap > (RESERVED_GB * 1024 + course.exercise("heads").limits.memory_mb) * 2**20, \
         "the child's address-space cap counts the reservation it inherited (else the test reproduces nothing)"
 
     bomb = exercises["decoder_block"]

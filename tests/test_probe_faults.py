@@ -55,14 +55,14 @@ def test_a_name_the_contract_does_not_fix_is_the_graders_fault(student):
     block = module.Block()
     exc = raised(lambda: block.feedforward.fc_out.weight.zero_())  # the old hand_limit's reach past the contract
     status, error = classify(exc, path, module)
-    assert status == protocol.GRADER_FAULT
+    assert status == protocol.ProbeStatus.GRADER_FAULT
     assert "fc_out" in error["message"]
 
 
 def test_an_exception_inside_a_student_call_is_the_students(student):
     module, path = student
     status, error = classify(raised(lambda: module.broken(torch.zeros(1))), path, module)
-    assert status == protocol.RAISED
+    assert status == protocol.ProbeStatus.RAISED
     assert error["where"].startswith("model.py:")
 
 
@@ -70,12 +70,12 @@ def test_a_contract_breach_found_by_a_probe_is_the_students(student):
     module, path = student
     exc = raised(lambda: part(module.Block(), "blocks"))
     assert isinstance(exc, ContractBreach)
-    assert classify(exc, path, module)[0] == protocol.RAISED
+    assert classify(exc, path, module)[0] == protocol.ProbeStatus.RAISED
 
 
 def test_a_missing_name_of_the_student_module_is_the_students(student):
     module, path = student
-    assert classify(raised(lambda: module.TransformerLM), path, module)[0] == protocol.RAISED
+    assert classify(raised(lambda: module.TransformerLM), path, module)[0] == protocol.ProbeStatus.RAISED
 
 
 def test_a_hook_of_the_graders_failing_inside_a_student_call_is_the_graders(student):
@@ -88,7 +88,7 @@ def test_a_hook_of_the_graders_failing_inside_a_student_call_is_the_graders(stud
 
     block.feedforward.register_forward_hook(hook)
     status, _ = classify(raised(lambda: block(torch.zeros(1, 2))), path, module)
-    assert status == protocol.GRADER_FAULT
+    assert status == protocol.ProbeStatus.GRADER_FAULT
 
 
 def test_the_judge_reports_a_probe_fault_as_grader_error_with_no_blame(tmp_path):
@@ -97,7 +97,7 @@ def test_the_judge_reports_a_probe_fault_as_grader_error_with_no_blame(tmp_path)
     (obs_dir / f"{protocol.IMPORT_PROBE}.json").write_text('{"status": "ok", "values": {}}')
     error = {"type": "AttributeError", "message": "'Sequential' object has no attribute 'fc_out'", "where": None,
              "grader_where": "probes/transformer_lm.py:170 in hand_limit"}
-    fault = {"status": protocol.GRADER_FAULT, "error": error}
+    fault = {"status": protocol.ProbeStatus.GRADER_FAULT, "error": error}
     (obs_dir / "hand_limit.json").write_text(__import__("json").dumps(fault))
     observations = Observations("transformer_lm", "model.py", ["hand_limit"], obs_dir, RunSummary())
     with pytest.raises(GraderFault) as fault:
@@ -111,7 +111,7 @@ def test_the_judge_reports_a_probe_fault_as_grader_error_with_no_blame(tmp_path)
 def test_a_student_class_called_with_the_contracts_arguments_it_refuses_is_the_students(student):
     module, path = student
     exc = raised(lambda: module.Block(16, 4))  # Python refuses the call before any student frame runs
-    assert classify(exc, path, module)[0] == protocol.RAISED
+    assert classify(exc, path, module)[0] == protocol.ProbeStatus.RAISED
 
 
 def test_a_breach_reaches_the_report_as_the_students_with_its_words(tmp_path):
@@ -119,7 +119,8 @@ def test_a_breach_reaches_the_report_as_the_students_with_its_words(tmp_path):
     obs_dir.mkdir()
     (obs_dir / f"{protocol.IMPORT_PROBE}.json").write_text('{"status": "ok", "values": {}}')
     error = {"type": "ContractBreach", "message": "forward returned a tuple", "where": None, "breach": True}
-    (obs_dir / "forward.json").write_text(__import__("json").dumps({"status": protocol.RAISED, "error": error}))
+    raised = {"status": protocol.ProbeStatus.RAISED, "error": error}
+    (obs_dir / "forward.json").write_text(__import__("json").dumps(raised))
     observations = Observations("transformer_lm", "model.py", ["forward"], obs_dir, RunSummary())
     with pytest.raises(StudentRaised, match="your code breaks the contract: forward returned a tuple"):
         observations.probe("forward")

@@ -20,6 +20,7 @@ from grader.render.templated import render_html, render_markdown
 from grader.render.terminal import render_table
 from grader.report.build import exercise_result, stored_report
 from grader.report.model import SCHEMA_PATH, SCHEMA_VERSION, Report
+from grader.worker.protocol import Limits
 
 TEMPLATES = ROOT / "templates"
 HINT = {"en": "HINT-{} look here", "zh": "HINT-{} 看这里"}
@@ -36,8 +37,9 @@ def said(en: str) -> dict:
 
 def exercise(eid: str, outcomes: list[tuple[str, str, str]]):
     """An exercise of one point per criterion, each criterion (id, status, message)."""
-    config = ExerciseConfig(id=eid, file=f"{eid}.py", title_en=f"Exercise {eid}", title_zh=f"练习 {eid}", timeout_s=10,
-                            memory_mb=2048, output_kb=64, forbidden=(), points={c: 1.0 for c, _, _ in outcomes})
+    config = ExerciseConfig(id=eid, file=f"{eid}.py", title_en=f"Exercise {eid}", title_zh=f"练习 {eid}",
+                            limits=Limits(timeout_s=10, memory_mb=2048, output_kb=64), forbidden=(),
+                            points={c: 1.0 for c, _, _ in outcomes})
     return exercise_result(config, [Outcome(meta(c), status, said(message), {}) for c, status, message in outcomes],
                            {})
 

@@ -107,19 +107,19 @@ def raised(call):
 def test_only_the_stubs_own_raise_is_not_attempted(student):
     module, path = student
     stub = raised(lambda: module.stub(1))
-    assert is_stub_raise(stub, path) and classify(stub, path, module)[0] == protocol.NOT_IMPLEMENTED
+    assert is_stub_raise(stub, path) and classify(stub, path, module)[0] == protocol.ProbeStatus.NOT_IMPLEMENTED
     # torch raises NotImplementedError for bool & float on the student's own line: an implemented function failing
     operator = raised(lambda: module.and_float(torch.ones(2, dtype=torch.bool), torch.ones(2)))
     assert isinstance(operator, NotImplementedError)
     assert not is_stub_raise(operator, path)
     status, error = classify(operator, path, module)
-    assert status == protocol.RAISED and error["where"].startswith("student_file.py:")
+    assert status == protocol.ProbeStatus.RAISED and error["where"].startswith("student_file.py:")
 
 
 def test_a_missing_attribute_of_a_student_object_is_the_students(student):
     module, path = student
     exc = raised(lambda: module.Plain().double())   # a class that is no nn.Module, asked what the contract asks
-    assert classify(exc, path, module)[0] == protocol.RAISED
+    assert classify(exc, path, module)[0] == protocol.ProbeStatus.RAISED
 
 
 def test_a_syntax_error_names_its_line(tmp_path):
@@ -187,7 +187,7 @@ def test_a_placeholders_output_is_its_failure_not_the_graders(tmp_path, probes, 
     ctx = ProbeContext(probe, 1234, str(tmp_path), path)
     exc = raised(lambda: getattr(probes, probe)(module, ctx))
     status, error = classify(exc, path, module)
-    assert status == protocol.RAISED and error.get("breach"), error
+    assert status == protocol.ProbeStatus.RAISED and error.get("breach"), error
     assert error["message"] == said
 
 
@@ -198,7 +198,8 @@ def test_a_file_that_does_not_import_is_one_error_with_an_import_hint(course, tm
     obs_dir.mkdir()
     error = {"type": "SyntaxError", "message": "expected ':' (heads.py, line 3)", "where": "heads.py:3: def f(x)",
              "frames": []}
-    (obs_dir / f"{protocol.IMPORT_PROBE}.json").write_text(json.dumps({"status": protocol.RAISED, "error": error}))
+    raised = {"status": protocol.ProbeStatus.RAISED, "error": error}
+    (obs_dir / f"{protocol.IMPORT_PROBE}.json").write_text(json.dumps(raised))
     ex = course.exercise("heads")
     obs = Observations("heads", ex.file, probe_order(ex), obs_dir, RunSummary())
     unused = Observations("heads", ex.file, probe_order(ex), None, None)  # never read: nothing gets that far
@@ -544,8 +545,8 @@ def test_what_torch_raises_for_a_student_module_is_the_students(tmp_path):
     attention = module.Attention()
     missing = raised(lambda: attention(torch.zeros(1, 2)))         # nn.Module's own forward: not implemented
     assert isinstance(missing, NotImplementedError) and not is_stub_raise(missing, path)
-    assert classify(missing, path, module)[0] == protocol.RAISED
+    assert classify(missing, path, module)[0] == protocol.ProbeStatus.RAISED
     absent = raised(lambda: attention.k_proj)                        # nn.Module.__getattr__ on the student's module
-    assert classify(absent, path, module)[0] == protocol.RAISED
+    assert classify(absent, path, module)[0] == protocol.ProbeStatus.RAISED
     grader_own = raised(lambda: torch.nn.Linear(2, 2).no_such_layer)  # the grader's own module: still the grader's
-    assert classify(grader_own, path, module)[0] == protocol.GRADER_FAULT
+    assert classify(grader_own, path, module)[0] == protocol.ProbeStatus.GRADER_FAULT

@@ -24,7 +24,8 @@ from pathlib import Path
 from grader.i18n import Text, t, verbatim
 from grader.judge import channel
 from grader.judge.criterion import CriterionMeta, Outcome
-from grader.judge.limits import JudgeLimits, exceeded_message
+from grader.judge.limits import JudgeLimit, JudgeLimits, exceeded_message
+from grader.worker.protocol import Status
 
 STARTUP_SECONDS = 300.0   # importing torch and pytest and collecting every criterion, on a loaded machine
 MAX_CHILDREN = 3          # per submission: after a child is killed, a fresh one judges the criteria left
@@ -100,7 +101,7 @@ class JudgeClient:
         metas = {(entry["id"], m.id): m for entry in exercises for m in hello.criteria[entry["id"]]}
         known: dict[tuple[str, str], dict] = {}
         rest: Text | None = None   # what the criteria left unjudged say
-        rest_status = "error"
+        rest_status = Status.ERROR
         for child in itertools.count(1):
             request, lines = self._child(exercises, list(known.values()))
             begun, done, fault = None, False, None
@@ -118,7 +119,7 @@ class JudgeClient:
                 break
             if fault is not None or begun is None or begun in known or begun not in metas:
                 # the judge's own code failed, outside any criterion: the grader's fault
-                rest_status = "grader_error"
+                rest_status = Status.GRADER_ERROR
                 rest = t("the grader could not judge this criterion ({error}); this is the grader's fault, no point "
                          "is taken for it: please report it",
                          error=verbatim((fault or f"the judging process ended with {request.exit}").strip()
@@ -136,7 +137,7 @@ class JudgeClient:
         for entry in exercises:
             ex = entry["id"]
             results[ex] = [channel.outcome_from_json(known[(ex, m.id)], m) if (ex, m.id) in known
-                           else Outcome(m, rest_status if rest else "grader_error", fallback.texts(), {})
+                           else Outcome(m, rest_status if rest else Status.GRADER_ERROR, fallback.texts(), {})
                            for m in hello.criteria[ex]]
         return results
 
@@ -156,22 +157,22 @@ class JudgeClient:
             proc.wait()
 
     # --- internals ------------------------------------------------------------------------------
-    def _death(self, request: _Request) -> tuple[str, Text]:
+    def _death(self, request: _Request) -> tuple[Status, Text]:
         """How a child that ended before its criterion did is said: that criterion's status and message."""
         code = request.exit if request.exit is not None else 0
         if request.overtime:
-            return "error", exceeded_message("wall", self.limits)
+            return Status.ERROR, exceeded_message(JudgeLimit.WALL, self.limits)
         if code < 0 and -code in (signal.SIGKILL, signal.SIGXCPU) and request.cpu_s >= self.limits.cpu_s - 1:
-            return "error", exceeded_message("cpu", self.limits)
+            return Status.ERROR, exceeded_message(JudgeLimit.CPU, self.limits)
         if code < 0:
             try:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = str(-code)
-            return "error", t("judging your observations ended the judge's process with {signal}: your code returned "
-                              "something the judge could not read", signal=name)
-        return "grader_error", t("the judge's process ended (exit status {code}) while judging this criterion: this "
-                                 "is the grader's fault, no point is taken for it", code=code)
+            return Status.ERROR, t("judging your observations ended the judge's process with {signal}: your code "
+                                   "returned something the judge could not read", signal=name)
+        return Status.GRADER_ERROR, t("the judge's process ended (exit status {code}) while judging this criterion: "
+                                      "this is the grader's fault, no point is taken for it", code=code)
 
     def _ready(self) -> _Hello:
         with self._lock:

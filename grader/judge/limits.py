@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
 from grader.i18n import Text, t
 
@@ -28,29 +29,35 @@ class JudgeLimits:
         return asdict(self)
 
 
-LIMITS = ("memory", "criterion_cpu", "cpu", "wall")   # what `LimitExceeded.limit` and `exceeded_message` name
+class JudgeLimit(StrEnum):
+    """The judge's limit a submission's judging reached (`LimitExceeded.limit`, the evidence's `judge_limit`)."""
+
+    MEMORY = "memory"                 # JudgeLimits.memory_mb
+    CRITERION_CPU = "criterion_cpu"   # JudgeLimits.criterion_cpu_s
+    CPU = "cpu"                       # JudgeLimits.cpu_s
+    WALL = "wall"                     # JudgeLimits.wall_s
 
 
 class LimitExceeded(BaseException):
     """A judge's limit was reached while a criterion ran. A BaseException, so that no `except Exception` in a
     criterion can take it for an answer of its own."""
 
-    def __init__(self, limit: str):
+    def __init__(self, limit: JudgeLimit):
         super().__init__(limit)
         self.limit = limit
 
 
-def exceeded_message(limit: str, limits: JudgeLimits | None) -> Text:
+def exceeded_message(limit: JudgeLimit, limits: JudgeLimits | None) -> Text:
     """The submission's error when judging its observations took more than `limit` allows."""
     limits = limits or JudgeLimits()
     why = t("your code returned far more than the exercise asks for")
-    if limit == "memory":
+    if limit == JudgeLimit.MEMORY:
         return t("judging your observations exceeded the judge's memory limit of {mb} MB: {why}", mb=limits.memory_mb,
                  why=why)
-    if limit == "criterion_cpu":
+    if limit == JudgeLimit.CRITERION_CPU:
         return t("judging your observations exceeded the judge's limit of {seconds:g} s of CPU time for one "
                  "criterion: {why}", seconds=limits.criterion_cpu_s, why=why)
-    if limit == "cpu":
+    if limit == JudgeLimit.CPU:
         return t("judging your observations exceeded the judge's limit of {seconds:g} s of CPU time for one "
                  "submission: {why}", seconds=limits.cpu_s, why=why)
     return t("judging your observations exceeded the judge's limit of {seconds:g} s: {why}", seconds=limits.wall_s,
@@ -91,7 +98,7 @@ def apply(limits: JudgeLimits) -> None:
 
 
 def _criterion_cpu_spent(signum, frame) -> None:
-    raise LimitExceeded("criterion_cpu")
+    raise LimitExceeded(JudgeLimit.CRITERION_CPU)
 
 
 class criterion_timer:

@@ -12,7 +12,7 @@ import json
 import math
 import signal
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from grader.judge.limits import ensure_room
 from grader.judge.verdicts import (Crashed, CriterionFailed, GraderFault, ImportFailed, NotAttempted, StudentRaised,
                                    TimedOut, Verdict)
 from grader.worker import protocol
-from grader.worker.protocol import FILE_SIZE_LIMIT, read_capped
+from grader.worker.protocol import FILE_SIZE_LIMIT, Limit, Limits, ProbeStatus, Status, read_capped
 
 # What the judge reads of one probe's record, checked in one pass before anything computes with it. A correct
 # submission's record is the reference solution's in size; each cap is many times the largest of those.
@@ -150,22 +150,29 @@ def out_of_memory(exc: BaseException) -> bool:
 class RunSummary:
     """How the exercise's run ended, in the terms the judge needs (filled from the supervisor's Run)."""
 
-    limit: str | None = None
+    limit: Limit | None = None
     signal: int | None = None
     exit: int | None = None
     failure: str = ""
-    timeout_s: float = 0.0
-    memory_mb: int = 0
-    output_kb: int = 0
+    # what the run was allowed; None for observations no run of this grading made (the reference solutions')
+    limits: Limits | None = None
     # probe -> [json sha256, tensors sha256 or None] as the worker saw the runner write them (None: reported
     # twice, so not trusted). None for runs whose files are trusted as they are (the reference solutions).
     acks: dict | None = None
     grader_fault: str = ""      # the grader, not the student, ended the run early
-    disk_mb: int = 0
-    files: int = 0
     # the course's forbidden APIs the worker saw the code reach, from the names the hooks wrote as they went (the
     # decision: grader/worker/forbidden.py); the probes' own records add where each call was made
     forbidden: list = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunSummary:
+        """The summary as grader/grading.py's `summary_of` writes it (and a kept record holds it): the limits'
+        fields among the others."""
+        names = {f.name for f in fields(Limits)}
+        limit = data.get("limit")
+        return cls(**{k: v for k, v in data.items() if k not in names and k != "limit"},
+                   limit=None if limit is None else Limit(limit),
+                   limits=Limits.from_table(data) if names & data.keys() else None)
 
 
 def oversized(record: dict) -> Text | None:
@@ -283,7 +290,7 @@ class Observations:
         imported = self._raw(protocol.IMPORT_PROBE)
         if imported is None:
             raise self._refusal(protocol.IMPORT_PROBE) or self._missing(protocol.IMPORT_PROBE)
-        if imported["status"] != protocol.OK:
+        if imported["status"] != ProbeStatus.OK:
             verdict = self._error_verdict(imported, t("importing {file}", file=self.filename))
             if type(verdict) is StudentRaised:   # the file's own error: said once, with how to make it import
                 failed = ImportFailed(verdict.message, **verdict.evidence)
@@ -293,7 +300,7 @@ class Observations:
         raw = self._raw(name)
         if raw is None:
             raise self._refusal(name) or self._missing(name)
-        if raw["status"] != protocol.OK:
+        if raw["status"] != ProbeStatus.OK:
             raise self._error_verdict(raw, t("probe `{name}`", name=name))
         acks = self.run.acks if self.run is not None else None
         verify = acks is not None
@@ -339,7 +346,7 @@ class Observations:
         if self.staged_status:
             return False
         statuses = [(self._raw(n) or {}).get("status") for n in self.probe_order]
-        return protocol.OK in statuses and protocol.NOT_IMPLEMENTED not in statuses
+        return ProbeStatus.OK in statuses and ProbeStatus.NOT_IMPLEMENTED not in statuses
 
     def returned_a_result(self) -> bool:
         """Whether some function of the submission returned: a probe ran to its end and either saw a call
@@ -349,7 +356,7 @@ class Observations:
         for name in self.probe_order:
             raw = self._raw(name) or {}
             calls = raw.get("calls")
-            if raw.get("status") != protocol.OK or not isinstance(calls, dict):
+            if raw.get("status") != ProbeStatus.OK or not isinstance(calls, dict):
                 continue
             if calls.get("returned") or not _records_a_raise(raw.get("values")):
                 return True
@@ -360,7 +367,7 @@ class Observations:
         if self.staged_status:
             message = self.staged_message
             assert message is not None   # staging gives every status its message
-            raise (NotAttempted if self.staged_status == "not_attempted" else StudentRaised)(message)
+            raise (NotAttempted if self.staged_status == Status.NOT_ATTEMPTED else StudentRaised)(message)
 
     def _raw(self, name: str) -> dict | None:
         if name not in self._cache:
@@ -395,10 +402,10 @@ class Observations:
         error = raw.get("error") or {}
         text = verbatim(f"{error.get('type', 'Exception')}: {error.get('message', '')}".rstrip(": "))
         where = t(" at {where}", where=error["where"]) if error.get("where") else verbatim("")
-        if raw["status"] == protocol.NOT_IMPLEMENTED:
+        if raw["status"] == ProbeStatus.NOT_IMPLEMENTED:
             return NotAttempted(t("{what} reached NotImplementedError{where}: the stub is not implemented yet",
                                   what=what, where=where))
-        if raw["status"] == protocol.GRADER_FAULT:
+        if raw["status"] == ProbeStatus.GRADER_FAULT:
             at = (t(" at {where}", where=f"grader/{error['grader_where']}") if error.get("grader_where")
                   else verbatim(""))
             return GraderFault(t("{what} failed in the grader's own code ({error}{at}), not in yours: this is the "
@@ -410,16 +417,16 @@ class Observations:
                                    "replacing Python's built-ins, torch's functions or the grader's code is not "
                                    "allowed, so nothing measured meanwhile counts", what=what, names=names),
                                  tampered=error["tampered"])
-        if error.get("limit") == "memory":
+        if error.get("limit") == Limit.MEMORY:
             return Crashed(t("{what} ran out of memory: the process may use at most {limit} and the code asked for "
                              "more ({error}{where})", what=what, limit=self._memory_limit(), error=text, where=where),
-                           limit="memory")
-        if error.get("limit") == "disk":
+                           limit=Limit.MEMORY)
+        if error.get("limit") == Limit.DISK:
             return Crashed(t("{what} filled its scratch space: your code may write at most {limit} ({error}{where})",
-                             what=what, limit=self._disk_limit(), error=text, where=where), limit="disk")
-        if error.get("limit") == "file_size":
+                             what=what, limit=self._disk_limit(), error=text, where=where), limit=Limit.DISK)
+        if error.get("limit") == Limit.FILE_SIZE:
             return Crashed(t("{what} tried to write a file larger than the limit of {mb} MB ({error}{where})",
-                             what=what, mb=FILE_SIZE_LIMIT >> 20, error=text, where=where), limit="file_size")
+                             what=what, mb=FILE_SIZE_LIMIT >> 20, error=text, where=where), limit=Limit.FILE_SIZE)
         if error.get("breach"):
             return StudentRaised(t("{what}: your code breaks the contract: {breach}", what=what,
                                    breach=recorded_breach(error)), error=error)
@@ -427,12 +434,13 @@ class Observations:
 
     def _disk_limit(self) -> Text:
         run = self.run
-        if run and run.disk_mb:
-            return t("{mb} MB in {files} files and folders", mb=run.disk_mb, files=run.files)
+        if run and run.limits:
+            return t("{mb} MB in {files} files and folders", mb=run.limits.disk_mb, files=run.limits.files)
         return t("the disk limit")
 
     def _memory_limit(self) -> Text:
-        return t("{mb} MB", mb=self.run.memory_mb) if self.run and self.run.memory_mb else t("the memory limit")
+        run = self.run
+        return t("{mb} MB", mb=run.limits.memory_mb) if run and run.limits else t("the memory limit")
 
     def _missing(self, name: str):
         """No observation for `name`: say which limit or crash ended the run before it finished."""
@@ -452,27 +460,28 @@ class Observations:
             return GraderFault(t("the grader failed, not your code: {fault}; {what} did not run. No point is taken "
                                  "for it: the submission will be graded again", fault=rendered(run.grader_fault),
                                  what=what))
+        limits = run.limits or Limits()   # a run that hit a limit always says what its limits were
         if run.failure:
-            cls = TimedOut if run.limit == "time" else Crashed
+            cls = TimedOut if run.limit == Limit.TIME else Crashed
             return cls(t("{failure}; {what} did not finish", failure=rendered(run.failure), what=what), limit=run.limit)
-        if run.limit == "time":
-            return TimedOut(t("killed after {seconds:g} s of wall time while running {what}", seconds=run.timeout_s,
-                              what=what), limit="time")
-        if run.limit == "cpu":
-            return TimedOut(t("killed after {seconds:g} s of CPU time while running {what}", seconds=run.timeout_s,
-                              what=what), limit="cpu")
-        if run.limit == "output":
-            return Crashed(t("killed for printing more than {kb} KB while running {what}", kb=run.output_kb, what=what),
-                           limit="output")
-        if run.limit == "file_size":
+        if run.limit == Limit.TIME:
+            return TimedOut(t("killed after {seconds:g} s of wall time while running {what}", seconds=limits.timeout_s,
+                              what=what), limit=Limit.TIME)
+        if run.limit == Limit.CPU:
+            return TimedOut(t("killed after {seconds:g} s of CPU time while running {what}", seconds=limits.timeout_s,
+                              what=what), limit=Limit.CPU)
+        if run.limit == Limit.OUTPUT:
+            return Crashed(t("killed for printing more than {kb} KB while running {what}", kb=limits.output_kb,
+                             what=what), limit=Limit.OUTPUT)
+        if run.limit == Limit.FILE_SIZE:
             return Crashed(t("killed for writing a file larger than the limit of {mb} MB while running {what}",
-                             mb=FILE_SIZE_LIMIT >> 20, what=what), limit="file_size")
-        if run.limit == "disk":
+                             mb=FILE_SIZE_LIMIT >> 20, what=what), limit=Limit.FILE_SIZE)
+        if run.limit == Limit.DISK:
             return Crashed(t("the code filled its scratch space (at most {limit}) while running {what}",
-                             limit=self._disk_limit(), what=what), limit="disk")
-        if run.limit == "memory":
+                             limit=self._disk_limit(), what=what), limit=Limit.DISK)
+        if run.limit == Limit.MEMORY:
             return Crashed(t("the process ran out of memory (it may use at most {limit}) and died while running {what}",
-                             limit=self._memory_limit(), what=what), limit="memory")
+                             limit=self._memory_limit(), what=what), limit=Limit.MEMORY)
         if run.signal is not None:
             try:
                 sig = signal.Signals(run.signal).name
@@ -490,7 +499,7 @@ def observations_of(entry: dict) -> Observations:
     """An exercise of a judging request (grader/judge/channel.py): the submission's observations of it."""
     run, staged = entry["run"], entry["staged"] or {}
     return Observations(entry["id"], entry["file"], entry["probes"], Path(entry["obs"]) if entry["obs"] else None,
-                        None if run is None else RunSummary(**run), staged.get("status"),
+                        None if run is None else RunSummary.from_dict(run), staged.get("status"),
                         rendered(staged["message"]) if staged.get("message") else None)
 
 

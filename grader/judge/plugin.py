@@ -21,9 +21,10 @@ import pytest
 from grader.i18n import Text, rendered, t, verbatim
 from grader.judge.criterion import CriterionMeta, Outcome, VerdictRecorder
 from grader.judge.jsonable import jsonable
-from grader.judge.limits import JudgeLimits, LimitExceeded, exceeded_message
+from grader.judge.limits import JudgeLimit, JudgeLimits, LimitExceeded, exceeded_message
 from grader.judge.observations import Observations, out_of_memory
 from grader.judge.verdicts import Blocked, GraderFault, ImportFailed, NotAttempted, Verdict
+from grader.worker.protocol import Status
 
 
 @dataclass
@@ -86,11 +87,11 @@ class JudgePlugin:
         exercise = request.module.EXERCISE
         if exercise in judging.import_reported:
             raise blocked_on_import(judging, exercise)
-        unmet = [r for r in meta.requires if judging.status(exercise, r) != "passed"]
+        unmet = [r for r in meta.requires if judging.status(exercise, r) != Status.PASSED]
         if unmet:
-            if judging.status(exercise, unmet[0]) == "not_attempted":
+            if judging.status(exercise, unmet[0]) == Status.NOT_ATTEMPTED:
                 raise NotAttempted(t("not attempted: it needs `{needed}`, which is not attempted yet", needed=unmet[0]))
-            if judging.status(exercise, unmet[0]) == "grader_error":
+            if judging.status(exercise, unmet[0]) == Status.GRADER_ERROR:
                 raise GraderFault(t("not judged: it needs `{needed}`, which the grader failed to run", needed=unmet[0]))
             # a chain of blocked criteria names the one at its root: that is what to fix first
             root = judging.blocked_by.get((exercise, unmet[0]), unmet[0])
@@ -123,15 +124,15 @@ class JudgePlugin:
         message: Text | None
         if exc is None and not judging.observations[exercise_of(item)].returned_a_result():
             # a criterion met by raising alone (an error asked for, a forbidden call never made) earns nothing
-            status, message, evidence = "not_attempted", t(
+            status, message, evidence = Status.NOT_ATTEMPTED, t(
                 "not judged: no function of this exercise returned a result (every call raised), and this "
                 "criterion is met by raising alone"), {}
         elif exc is None and not recorder.met:
-            status, message, evidence = "grader_error", t(
+            status, message, evidence = Status.GRADER_ERROR, t(
                 "the criterion ended without a verdict (it never called verdict.ok): this is the grader's fault, "
                 "no point is taken for it; please report it"), recorder.evidence
         elif exc is None:
-            status, message, evidence = "passed", recorder.message, recorder.evidence
+            status, message, evidence = Status.PASSED, recorder.message, recorder.evidence
         elif isinstance(exc, ImportFailed) and exercise_of(item) in judging.import_reported:
             exc = blocked_on_import(judging, exercise_of(item))   # said once, by the exercise's first criterion
             status, message, evidence = exc.status, exc.message, {}
@@ -141,11 +142,11 @@ class JudgePlugin:
                 judging.import_reported[exercise_of(item)] = (meta.id, exc.hint)
         elif isinstance(exc, LimitExceeded) or out_of_memory(exc):
             # judging this submission's data took more than the judge allows: that submission's failure alone
-            limit = exc.limit if isinstance(exc, LimitExceeded) else "memory"
-            status, message, evidence = "error", exceeded_message(limit, judging.limits), {"judge_limit": limit}
+            limit = exc.limit if isinstance(exc, LimitExceeded) else JudgeLimit.MEMORY
+            status, message, evidence = Status.ERROR, exceeded_message(limit, judging.limits), {"judge_limit": limit}
         else:
             frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
-            status = "grader_error"
+            status = Status.GRADER_ERROR
             message = t("the grader could not judge this criterion ({error}); this is the grader's fault, no point "
                         "is taken for it: please report it", error=verbatim(f"{type(exc).__name__}: {exc}"))
             evidence = {"grader_traceback": "".join(frames)[-1500:]}

@@ -18,6 +18,7 @@ from grader.judge.criterion import CriterionMeta, Outcome
 from grader.judge.listing import CRITERIA_DIR, criteria_file, criteria_of
 from grader.judge.observations import Observations, observations_of, references_of
 from grader.judge.plugin import JUDGING, JudgePlugin, Judging
+from grader.worker.protocol import Status
 
 __all__ = ["CRITERIA_DIR", "InProcessJudge", "Outcome", "criteria_of", "judge", "pytest_args", "results"]
 
@@ -41,8 +42,8 @@ def results(exercise_ids: list[str], outcomes: dict[tuple[str, str], Outcome],
     """One Outcome per criterion of each exercise, in the order written; a criterion without one is the grader's
     failure to run it, never a lost criterion."""
     said = t("the grader could not run this criterion; this is a grader fault: please report it")
-    return {ex: [outcomes.get((ex, meta.id)) or Outcome(meta, "grader_error", said.texts(), {}) for meta in metas[ex]]
-            for ex in exercise_ids}
+    return {ex: [outcomes.get((ex, meta.id)) or Outcome(meta, Status.GRADER_ERROR, said.texts(), {})
+                 for meta in metas[ex]] for ex in exercise_ids}
 
 
 def judge(exercise_ids: list[str], observations: dict[str, Observations],

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from grader.i18n import Text
-
-STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked", "grader_error")
+from grader.worker.protocol import Status
 
 
 class Verdict(Exception):
-    status = "failed"
+    status = Status.FAILED
     # what the report shows as the hint instead of the criterion's own, when the cause is not the criterion's subject
     # (a file that does not import is told how to make it import, not how to write the algorithm)
     hint: Text | None = None
@@ -30,13 +29,13 @@ def as_text(message: Text) -> Text:
 class CriterionFailed(Verdict):
     """The student's code ran, and what it did is not what the contract asks."""
 
-    status = "failed"
+    status = Status.FAILED
 
 
 class StudentRaised(Verdict):
     """The student's code raised where the contract asks it to return."""
 
-    status = "error"
+    status = Status.ERROR
 
 
 class ImportFailed(StudentRaised):
@@ -47,25 +46,25 @@ class ImportFailed(StudentRaised):
 class NotAttempted(Verdict):
     """The stub is untouched, or the file is missing."""
 
-    status = "not_attempted"
+    status = Status.NOT_ATTEMPTED
 
 
 class TimedOut(Verdict):
-    status = "timeout"
+    status = Status.TIMEOUT
 
 
 class Crashed(Verdict):
-    status = "crashed"
+    status = Status.CRASHED
 
 
 class Blocked(Verdict):
     """A criterion this one needs did not pass, so judging this one would say nothing new."""
 
-    status = "blocked"
+    status = Status.BLOCKED
 
 
 class GraderFault(Verdict):
     """The grader failed (its sandbox could not start, a child died before the student's import): no point is
     taken for it, and the submission is graded again."""
 
-    status = "grader_error"
+    status = Status.GRADER_ERROR

@@ -10,11 +10,12 @@ from grader.i18n import Text, t
 from grader.render.labels import LABELS
 from grader.render.safe_text import gradescope_text, junit_text
 from grader.report.model import Report
+from grader.worker.protocol import Status
 
 # Gradescope's test statuses are only "passed" and "failed"; ours keep their detail in the output text.
-GRADESCOPE_STATUS = {"passed": "passed"}
+GRADESCOPE_STATUS = {Status.PASSED: "passed"}
 # JUnit has no status of its own for these: each is an <error> whose type names ours.
-JUNIT_ERRORS = ("error", "timeout", "crashed", "grader_error")
+JUNIT_ERRORS = (Status.ERROR, Status.TIMEOUT, Status.CRASHED, Status.GRADER_ERROR)
 
 
 def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[[str, str, str], str] | None = None,
@@ -28,7 +29,7 @@ def render_gradescope(report: Report, lang: str = "en", visibility_of: Callable[
     for i, ex in enumerate(report.exercises, start=1):
         for j, c in enumerate(ex.criteria, start=1):
             message = gradescope_text(c.message[lang])
-            output = (message if c.status == "passed"
+            output = (message if c.status == Status.PASSED
                       else f"[{words[c.status]}] "
                            f"{message}\n{words['hint']}{words['colon']}{gradescope_text(c.hint[lang])}")
             tests.append({
@@ -93,14 +94,14 @@ def render_junit(report: Report, lang: str = "en") -> str:
     words = LABELS[lang]
     every = [c for e in report.exercises for c in e.criteria]
     root = ET.Element("testsuites", name=f"grader {junit_text(report.submission)}", tests=str(len(every)),
-                      failures=str(sum(c.status == "failed" for c in every)),
+                      failures=str(sum(c.status == Status.FAILED for c in every)),
                       errors=str(sum(c.status in JUNIT_ERRORS for c in every)),
                       time=f"{report.duration_s:.3f}")
     for ex in report.exercises:
         suite = ET.SubElement(root, "testsuite", name=ex.id, tests=str(len(ex.criteria)),
-                              failures=str(sum(c.status == "failed" for c in ex.criteria)),
+                              failures=str(sum(c.status == Status.FAILED for c in ex.criteria)),
                               errors=str(sum(c.status in JUNIT_ERRORS for c in ex.criteria)),
-                              skipped=str(sum(c.status in ("not_attempted", "blocked") for c in ex.criteria)))
+                              skipped=str(sum(c.status in (Status.NOT_ATTEMPTED, Status.BLOCKED) for c in ex.criteria)))
         # the exercise's own status (`partial` among them), which no count of its cases says
         ET.SubElement(suite, "properties").extend([
             ET.Element("property", name="points", value=f"{ex.score:g}"),
@@ -117,11 +118,11 @@ def render_junit(report: Report, lang: str = "en") -> str:
                 ET.Element("property", name="kind", value=words[f"kind_{c.kind}"]),
             ])
             message, hint = junit_text(c.message[lang]), junit_text(c.hint[lang])
-            if c.status == "failed":
+            if c.status == Status.FAILED:
                 ET.SubElement(case, "failure", message=message, type=c.status).text = hint
             elif c.status in JUNIT_ERRORS:
                 ET.SubElement(case, "error", message=message, type=c.status).text = hint
-            elif c.status in ("not_attempted", "blocked"):
+            elif c.status in (Status.NOT_ATTEMPTED, Status.BLOCKED):
                 ET.SubElement(case, "skipped", message=message)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -6,17 +6,18 @@ from grader.course import ExerciseConfig
 from grader.i18n import rendered, t
 from grader.judge.criterion import Outcome
 from grader.report.model import PARTIAL, SCHEMA_VERSION, CriterionResult, ExerciseResult, Report
+from grader.worker.protocol import Status
 
 # The first of these a criterion has names the exercise's status: a grader error first (the grading is
 # incomplete and is done again, whatever the student's code did), then the limit that ended the run.
-ABORTED = ("grader_error", "timeout", "crashed")
+ABORTED = (Status.GRADER_ERROR, Status.TIMEOUT, Status.CRASHED)
 
 
 def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict) -> ExerciseResult:
     criteria = []
     for outcome in outcomes:
         max_points = ex.points.get(outcome.meta.id, 0.0)
-        points = max_points if outcome.status == "passed" else 0.0
+        points = max_points if outcome.status == Status.PASSED else 0.0
         criteria.append(CriterionResult(
             id=outcome.meta.id, kind=outcome.meta.kind, title=outcome.meta.title,
             hint=outcome.hint or outcome.meta.hint,
@@ -32,22 +33,22 @@ def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict) -> E
 def _exercise_status(criteria: list[CriterionResult], score: float,
                      max_score: float) -> tuple[str, dict[str, str]]:
     statuses = [c.status for c in criteria]
-    passed = statuses.count("passed")
+    passed = statuses.count(Status.PASSED)
     summary = t("{passed} of {total} criteria passed", passed=passed, total=len(criteria))
     for aborted in ABORTED:
         first = next((c for c in criteria if c.status == aborted), None)
         if first is not None:
             return aborted, t("{summary}; {first}", summary=summary, first=rendered(first.message)).texts()
-    if statuses and all(s == "not_attempted" for s in statuses):
-        return "not_attempted", criteria[0].message
+    if statuses and all(s == Status.NOT_ATTEMPTED for s in statuses):
+        return Status.NOT_ATTEMPTED, criteria[0].message
     if score >= max_score and passed == len(criteria):
-        return "passed", summary.texts()
+        return Status.PASSED, summary.texts()
     # `blocked` only echoes a criterion it depends on, so it does not make an import error a mere `failed`
-    judged = [c for c in criteria if c.status != "blocked"]
-    if judged and all(c.status == "error" for c in judged):
-        return "error", judged[0].message
+    judged = [c for c in criteria if c.status != Status.BLOCKED]
+    if judged and all(c.status == Status.ERROR for c in judged):
+        return Status.ERROR, judged[0].message
     # some points earned is not the same as none: an 11/14 is `partial`, a 0/14 that was tried is `failed`
-    return (PARTIAL if score > 0 else "failed"), summary.texts()
+    return (PARTIAL if score > 0 else Status.FAILED), summary.texts()
 
 
 def stored_report(data: dict) -> Report:
@@ -57,7 +58,7 @@ def stored_report(data: dict) -> Report:
     nothing else it holds differs."""
     data = dict(data)
     if data.get("schema_version") == "2.0":
-        data["exercises"] = [{**e, "status": PARTIAL} if e["status"] == "failed" and e["score"] > 0 else e
+        data["exercises"] = [{**e, "status": PARTIAL} if e["status"] == Status.FAILED and e["score"] > 0 else e
                              for e in data["exercises"]]
     if data.get("schema_version") in ("2.0", "3.0"):
         data.pop("seed", None)

@@ -7,6 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from grader.worker.protocol import Status
+
 # 3.1: no `seed` (the course seed is the course's secret, never shown to a student), and an optional `grade`
 # (grader.grades): the criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0: an
 # exercise that earned some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an
@@ -17,10 +19,9 @@ SCHEMA_PATH = Path(__file__).with_name("schema.json")
 # Fields that change from one run to the next; everything else is the same for the same submission.
 VOLATILE_FIELDS = ("started_at", "duration_s", "run")
 
-# Every status a criterion or an exercise can have; schema.json's enum and every renderer's labels follow it.
-# `grader_error`: the grader, not the student, failed (the sandbox did not start...); it earns no point and
-# the submission is graded again.
-STATUSES = ("passed", "failed", "error", "not_attempted", "timeout", "crashed", "blocked", "grader_error")
+# Every status a criterion or an exercise can have (grader/worker/protocol.py's Status, which says what each means);
+# schema.json's enum and every renderer's labels follow it.
+STATUSES = tuple(Status)
 # An exercise has one more: `partial`, some of its points earned and not every criterion passed (a criterion's
 # points are all or nothing, so no criterion is partial).
 PARTIAL = "partial"
@@ -123,7 +124,7 @@ class Report(_ValidUnicode):
 
     def criteria_count(self) -> tuple[int, int]:
         every = [c for e in self.exercises for c in e.criteria]
-        return sum(c.status == "passed" for c in every), len(every)
+        return sum(c.status == Status.PASSED for c in every), len(every)
 
 
 def stable_view(report: dict) -> dict:

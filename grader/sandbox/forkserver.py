@@ -21,10 +21,10 @@ import time
 from grader.sandbox import rootfs
 from grader.sandbox.levels import Sandbox
 from grader.sandbox.scratch import new_scratch, remove_scratch
+from grader.sandbox.supervisor import STARTUP_SECONDS
+from grader.worker.protocol import SERVER_READY as READY
 
-STARTUP_SECONDS = 180.0   # importing torch on a loaded machine (the supervisor's own figure)
 PLACEHOLDER_UID = 65534   # the server's passwd names this uid; each worker's names its grading's
-READY = b"ready"          # grader/worker/spawn.py's first word
 LOG_TAIL_BYTES = 2000
 
 

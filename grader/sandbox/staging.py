@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.i18n import Text, t, verbatim
 from grader.nolinks import ABSENT, LINK, NOT_REGULAR, read_without_links
-from grader.worker.protocol import BINARY, NOFOLLOW
+from grader.worker.protocol import BINARY, NOFOLLOW, Status
 
 MAX_SOURCE_BYTES = 1 << 20
 
@@ -24,7 +24,7 @@ class Staged:
     """The outcome of staging one exercise: a file ready in scratch, or a status and the reason."""
 
     path: Path | None
-    status: str | None = None   # None when staged; `not_attempted` or `error` otherwise
+    status: Status | None = None   # None when staged; `not_attempted` or `error` otherwise
     message: Text | None = None
 
 
@@ -34,32 +34,32 @@ def stage(submission: Path, exercise_id: str, filename: str, stub: Path, workdir
         # Read past the cap by one byte, so that a file grown since its size was taken is still caught.
         found = read_without_links(submission, (exercise_id, filename), MAX_SOURCE_BYTES + 1)
     except OSError as exc:
-        return Staged(None, "error", t("{file} cannot be read: {error}", file=shown, error=verbatim(exc.strerror)))
+        return Staged(None, Status.ERROR, t("{file} cannot be read: {error}", file=shown, error=verbatim(exc.strerror)))
     if found.kind == LINK:
-        return Staged(None, "error", t("`{link}` is a symbolic link: submit plain files", link=found.link))
+        return Staged(None, Status.ERROR, t("`{link}` is a symbolic link: submit plain files", link=found.link))
     if found.not_folder:
-        return Staged(None, "error", t("{path} is not a folder", path=found.not_folder))
+        return Staged(None, Status.ERROR, t("{path} is not a folder", path=found.not_folder))
     if found.kind == ABSENT:
         return (_from_notebook(submission, exercise_id, filename, stub, workdir)
-                or Staged(None, "not_attempted", t("{file} is not in the submission", file=shown)))
+                or Staged(None, Status.NOT_ATTEMPTED, t("{file} is not in the submission", file=shown)))
     if found.kind == NOT_REGULAR:
-        return Staged(None, "error", t("{file} is not a regular file", file=shown))
+        return Staged(None, Status.ERROR, t("{file} is not a regular file", file=shown))
     if found.size > MAX_SOURCE_BYTES:
-        return Staged(None, "error", t("{file} is {size:,} bytes; a source file may be at most {most:,}", file=shown,
-                                       size=found.size, most=MAX_SOURCE_BYTES))
+        return Staged(None, Status.ERROR, t("{file} is {size:,} bytes; a source file may be at most {most:,}",
+                                            file=shown, size=found.size, most=MAX_SOURCE_BYTES))
     data = found.data
     if len(data) > MAX_SOURCE_BYTES:
-        return Staged(None, "error", t("{file} is larger than {most:,} bytes; a source file may be at most that",
-                                       file=shown, most=MAX_SOURCE_BYTES))
+        return Staged(None, Status.ERROR, t("{file} is larger than {most:,} bytes; a source file may be at most that",
+                                            file=shown, most=MAX_SOURCE_BYTES))
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Staged(None, "error",
+        return Staged(None, Status.ERROR,
                       t("{file} is not UTF-8 text (byte 0x{byte:02x} at offset {offset}); save it as UTF-8",
                                        file=shown, byte=data[exc.start], offset=exc.start))
     if stub.is_file() and _same_code(data, stub.read_bytes()):
         return (_from_notebook(submission, exercise_id, filename, stub, workdir)
-                or Staged(None, "not_attempted", t("{file} is the unchanged stub", file=shown)))
+                or Staged(None, Status.NOT_ATTEMPTED, t("{file} is the unchanged stub", file=shown)))
     return _write(data, workdir, filename)
 
 
@@ -85,15 +85,16 @@ def _from_notebook(submission: Path, exercise_id: str, filename: str, stub: Path
     if found is None:
         return None
     if found.problem is not None:
-        return Staged(None, "error", found.problem)
+        return Staged(None, Status.ERROR, found.problem)
     data = found.code or b""
     if not data.strip():
-        return Staged(None, "not_attempted", t("{file} holds no code for `{id}`", file=found.source, id=exercise_id))
+        return Staged(None, Status.NOT_ATTEMPTED, t("{file} holds no code for `{id}`", file=found.source,
+                                                    id=exercise_id))
     if len(data) > MAX_SOURCE_BYTES:
-        return Staged(None, "error", t("the code cells of {file} are {size:,} bytes; a source file may be at most "
-                                       "{most:,}", file=found.source, size=len(data), most=MAX_SOURCE_BYTES))
+        return Staged(None, Status.ERROR, t("the code cells of {file} are {size:,} bytes; a source file may be at "
+                                            "most {most:,}", file=found.source, size=len(data), most=MAX_SOURCE_BYTES))
     if stub.is_file() and _same_code(data, stub.read_bytes()):
-        return Staged(None, "not_attempted", t("{file} holds the unchanged stub", file=found.source))
+        return Staged(None, Status.NOT_ATTEMPTED, t("{file} holds the unchanged stub", file=found.source))
     return _write(data, workdir, filename)
 
 

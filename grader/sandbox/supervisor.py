@@ -22,8 +22,9 @@ from grader.i18n import Text, t
 from grader.sandbox import cgroups, probe_plan, rootfs
 from grader.sandbox.levels import Sandbox
 from grader.sandbox.scratch import lend, take_back
-from grader.sandbox.uids import NoFreeUid, UidClaim
+from grader.sandbox.uids import DEFAULT_UIDS, NoFreeUid, UidClaim
 from grader.sandbox.uids import claim as uid_claim
+from grader.worker.protocol import Event, Limit, Limits
 from grader.worker.seeds import probe_seeds
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ STARTUP_SECONDS = 180.0   # importing torch on a loaded machine
 GRACE_SECONDS = 15.0      # beyond an exercise's own timeout, before the worker itself is presumed stuck
 LOG_TAIL_BYTES = 4000
 PIPE_BYTES = 60000        # what a pipe holds before its reader runs (Linux: 64 KiB)
-DEFAULT_UIDS = (61000, 61999)
 # A pre-started sandbox imports torch on what CPU the running gradings leave: until its request comes its control
 # group weighs a tenth of a grading's (one that no submission takes then costs the others little).
 WARMING_SHARE = 0.1
@@ -48,12 +48,8 @@ class Job:
     student_file: Path
     module_name: str
     probes_module: str
-    timeout_s: float
-    memory_mb: int
-    output_kb: int
+    limits: Limits = Limits()
     forbidden: tuple[str, ...] = ()
-    disk_mb: int = 256
-    files: int = 4096
 
     @property
     def workdir(self) -> Path:
@@ -82,10 +78,8 @@ class Job:
             paths = {"student_file": str(self.student_file), "workdir": str(self.workdir), "obs_dir": str(self.obs_dir),
                      "probe_code_dir": str(code_dir)}
         return {"id": self.id, "module_name": self.module_name, "probes_module": self.probes_module,
-                "timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "output_kb": self.output_kb,
-                "forbidden": list(self.forbidden), "disk_mb": self.disk_mb, "files": self.files,
-                "groups": groups, "seeds": probe_seeds(course_seed, self.id, [n for g in groups for n in g]),
-                "probe_code": code, **paths}
+                **self.limits.to_dict(), "forbidden": list(self.forbidden), "groups": groups,
+                "seeds": probe_seeds(course_seed, self.id, [n for g in groups for n in g]), "probe_code": code, **paths}
 
 
 @dataclass
@@ -95,7 +89,7 @@ class Run:
     id: str
     exit: int | None = None
     signal: int | None = None
-    limit: str | None = None
+    limit: Limit | None = None
     wall_s: float = 0.0
     cpu_s: float = 0.0
     max_rss_mb: float = 0.0
@@ -369,29 +363,30 @@ class _Worker:
                             event = json.loads(line)
                         except ValueError:
                             continue
-                        if event["event"] == "child":
+                        if event["event"] == Event.CHILD:
                             self.children.append(event["pid"])
-                        elif event["event"] == "acks":
+                        elif event["event"] == Event.ACKS:
                             acks[event["id"]] = event
-                        elif event["event"] == "start":
+                        elif event["event"] == Event.START:
                             current = event["id"]
-                            deadline = time.monotonic() + by_id[current].timeout_s + GRACE_SECONDS
-                        elif event["event"] == "done":
+                            deadline = time.monotonic() + by_id[current].limits.timeout_s + GRACE_SECONDS
+                        elif event["event"] == Event.DONE:
                             runs[event["id"]] = _run_from_event(event)
                             _trust(runs[event["id"]], acks.get(event["id"]))
                             on_done(runs[event["id"]])   # its observations are all out of the box by now
                             current = None
                             deadline = time.monotonic() + GRACE_SECONDS
-                        elif event["event"] == "finished":
+                        elif event["event"] == Event.FINISHED:
                             # All is said: the sandbox is killed rather than waited for (a boxed worker's own exit
                             # waits on its namespaces' teardown, a third of a second of every grading).
                             finished = True
                 elif time.monotonic() >= deadline:
                     if current is not None:
-                        runs[current] = Run(current, limit="time", wall_s=by_id[current].timeout_s + GRACE_SECONDS,
+                        timeout_s = by_id[current].limits.timeout_s
+                        runs[current] = Run(current, limit=Limit.TIME, wall_s=timeout_s + GRACE_SECONDS,
                                             failure=t("stopped after {seconds:g} s of wall time (the worker did not "
                                                       "end it, so the whole sandbox was killed)",
-                                                      seconds=by_id[current].timeout_s))
+                                                      seconds=timeout_s))
                         _trust(runs[current], acks.get(current))
                     break
         finally:
@@ -414,7 +409,8 @@ def _trust(run: Run, event: dict | None) -> None:
 
 
 def _run_from_event(event: dict) -> Run:
-    return Run(event["id"], exit=event["exit"], signal=event["signal"], limit=event["limit"],
+    limit = Limit(event["limit"]) if event["limit"] is not None else None
+    return Run(event["id"], exit=event["exit"], signal=event["signal"], limit=limit,
                grader_fault=event.get("grader_fault", ""),
                wall_s=event.get("wall_s", 0.0), cpu_s=event.get("cpu_s", 0.0), max_rss_mb=event.get("max_rss_mb", 0.0),
                output_tail=event.get("output_tail", ""), output_bytes=event.get("output_bytes", 0))

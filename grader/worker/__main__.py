@@ -43,6 +43,7 @@ import sys
 import time
 
 from grader.worker import protocol
+from grader.worker.protocol import Event, Limit
 from grader.worker.jail import (ExerciseBox, become_subreaper, child_limits, cleanup_strays, drop_privileges,
                                hand_over, oom_kills)
 
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if not jail.get("kill_all"):
         become_subreaper()
 
-    send(control, {"event": "ready", "torch": start_up(setup["preload"])})
+    send(control, {"event": Event.READY, "torch": start_up(setup["preload"])})
     line = requests.readline()
     requests.close()
     if not line:
@@ -79,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         importlib.import_module("torch._dynamo")
         gc.freeze()
     for job in request["exercises"]:
-        send(control, {"event": "start", "id": job["id"]})
+        send(control, {"event": Event.START, "id": job["id"]})
         started = time.monotonic()
-        result = {"event": "done", "id": job["id"], "exit": None, "signal": None, "limit": None,
+        result = {"event": Event.DONE, "id": job["id"], "exit": None, "signal": None, "limit": None,
                   "output_tail": "", "output_bytes": 0, "max_rss_mb": 0.0, "cpu_s": 0.0, "grader_fault": ""}
         tail = bytearray()
         try:
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 with ExerciseBox(job, jail) as box:
                     run_exercise(job, jail, result, tail, control, started)
                     if result["limit"] is None and box.disk_full():
-                        result["limit"] = "disk"
+                        result["limit"] = Limit.DISK
             else:
                 hand_over(job["workdir"], jail, to_user=True)
                 run_exercise(job, jail, result, tail, control, started)
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         result["cpu_s"] = round(result["cpu_s"], 3)
         result["output_tail"] = bytes(tail[-OUTPUT_TAIL_BYTES:]).decode("utf-8", "replace")
         send(control, result)
-    send(control, {"event": "finished"})
+    send(control, {"event": Event.FINISHED})
     return 0
 
 
@@ -140,7 +141,7 @@ def run_exercise(job: dict, jail: dict, result: dict, tail: bytearray, control, 
     for index, group in enumerate(job["groups"]):
         steps = [protocol.IMPORT_PROBE, *group] if index == 0 else list(group)
         run = run_child(job, steps, jail, deadline, tail, control, files, first=index == 0)
-        send(control, {"event": "acks", "id": job["id"], "acks": files.acks, "forbidden": sorted(files.forbidden)})
+        send(control, {"event": Event.ACKS, "id": job["id"], "acks": files.acks, "forbidden": sorted(files.forbidden)})
         result["output_bytes"] += run["output_bytes"]
         result["max_rss_mb"] = max(result["max_rss_mb"], run["max_rss_mb"])
         result["cpu_s"] += run["cpu_s"]
@@ -202,7 +203,7 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
                 os._exit(3)
         os._exit(0)
 
-    send(control, {"event": "child", "pid": pid})
+    send(control, {"event": Event.CHILD, "pid": pid})
     for fd in (write_end, step_read, result_write):
         os.close(fd)
     os.set_blocking(read_end, False)
@@ -218,16 +219,16 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
             if drain_results(result_read, results):
                 step_write = ask(results, step_write)
             if output_bytes > cap and limit is None:
-                limit = "output"
+                limit = Limit.OUTPUT
                 kill_child(pid, jail)
             waited, status, rusage = os.wait4(pid, os.WNOHANG)
             if waited == pid:
                 break
             if time.monotonic() > deadline and limit is None:
-                limit = "time"
+                limit = Limit.TIME
                 kill_child(pid, jail)
             if limit is None and oom_kills(jail) > kills:   # a process of the exercise passed its memory group's limit
-                limit = "memory"
+                limit = Limit.MEMORY
                 kill_child(pid, jail)
             wait_readable((read_end, result_read), 0.02)
         cleanup_strays(pid, jail)  # first, so that no stray keeps writing while the pipes are drained
@@ -242,12 +243,12 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     if limit is None and sig == signal.SIGXCPU:
-        limit = "cpu"
+        limit = Limit.CPU
     if limit is None and sig == signal.SIGXFSZ:
-        limit = "file_size"
+        limit = Limit.FILE_SIZE
     if limit is None and (sig is not None or exit_code not in (0, None)) and (
             oom_kills(jail) > kills or any(m in tail for m in MEMORY_WORDS)):
-        limit = "memory"  # the memory group's limit killed it, or an allocation failed in C (abort) and it said so
+        limit = Limit.MEMORY  # the memory group's limit killed it, or an allocation failed in C (abort) and it said so
     fault = ""
     if not results.started and (sig is not None or exit_code not in (0, None)):
         # Before the runner announced the student's import nothing of the student's had run: the grader's fault.
@@ -305,8 +306,9 @@ class ObservationFiles:
         folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self.dir_fd)
         try:
             if tensors is not None:
-                _write_new(folder, name + protocol.TENSOR_SUFFIX, tensors)
-            _write_new(folder, name + protocol.JSON_SUFFIX, text)   # last: its presence means the probe finished
+                protocol.write_new(name + protocol.TENSOR_SUFFIX, tensors, dir_fd=folder)
+            # last: its presence means the probe finished
+            protocol.write_new(name + protocol.JSON_SUFFIX, text, dir_fd=folder)
         finally:
             os.close(folder)
         self.acks[name] = [hashlib.sha256(text).hexdigest(),
@@ -314,12 +316,6 @@ class ObservationFiles:
 
     def spoil(self, name: str) -> None:
         self.acks[name] = None   # answered twice: neither answer is trusted
-
-
-def _write_new(folder: int, name: str, data: bytes) -> None:
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
 
 
 class Results:
@@ -378,8 +374,7 @@ class Results:
             self.wants = True
         elif line == protocol.STARTED:
             self.started = True
-        elif line.startswith((protocol.OP, protocol.CALL)):
-            name = line.split(b" ", 1)[1].decode("ascii", "replace")
+        elif (name := protocol.hook_name(line)) is not None:
             if name in self.forbidden_names:
                 self.files.forbidden.add(name)
         elif line.startswith(protocol.RESULT):

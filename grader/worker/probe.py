@@ -306,11 +306,11 @@ def describe_exception(exc: BaseException, student_file: str | None) -> dict:
             pass
     try:
         if isinstance(exc, MemoryError) or "can't allocate memory" in message:
-            info["limit"] = "memory"
+            info["limit"] = protocol.Limit.MEMORY
         elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-            info["limit"] = "file_size"  # Python ignores SIGXFSZ: RLIMIT_FSIZE surfaces as "File too large"
+            info["limit"] = protocol.Limit.FILE_SIZE   # Python ignores SIGXFSZ: RLIMIT_FSIZE is "File too large"
         elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            info["limit"] = "disk"       # the exercise's capped scratch is full (space or inodes)
+            info["limit"] = protocol.Limit.DISK       # the exercise's capped scratch is full (space or inodes)
     except BaseException:  # noqa: BLE001 - a hostile exception class may break even this
         pass
     return info

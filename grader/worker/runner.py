@@ -128,7 +128,7 @@ def run_probes(job: dict, channel: Channel, probes_module, write_import: bool = 
     student, status, error = forbidden.watched(import_student, recorder, student_file, job["module_name"])
     changed = verified_check()
     if changed:
-        student, status, error = None, protocol.RAISED, tampering(changed)
+        student, status, error = None, protocol.ProbeStatus.RAISED, tampering(changed)
     seconds = time.perf_counter() - started
     if write_import:  # the first child of the exercise records the import; later ones import it again
         step = channel.next_step()
@@ -147,7 +147,7 @@ def run_probes(job: dict, channel: Channel, probes_module, write_import: bool = 
         ctx = ProbeContext(name, seed, job["workdir"], student_file)
         torch.manual_seed(seed)
         random.seed(seed)
-        status, error = protocol.OK, None
+        status, error = protocol.ProbeStatus.OK, None
         started = time.perf_counter()
         if not guard.lasting:  # a change that could not be put back: no later probe of this process measures
             try:
@@ -156,7 +156,7 @@ def run_probes(job: dict, channel: Channel, probes_module, write_import: bool = 
                 status, error = classify(exc, student_file, student)
             changed = verified_check()
         if changed:
-            status, error = protocol.RAISED, tampering(changed)
+            status, error = protocol.ProbeStatus.RAISED, tampering(changed)
         channel.answer(token, ctx.encoded(status, error, recorder.take(), time.perf_counter() - started))
 
 
@@ -173,7 +173,7 @@ def import_student(path: str, module_name: str):
         sys.modules.pop(module_name, None)
         status, error = classify(exc, path)
         return None, status, error
-    return module, protocol.OK, None
+    return module, protocol.ProbeStatus.OK, None
 
 
 def classify(exc: BaseException, student_file: str, student=None) -> tuple[str, dict]:
@@ -182,11 +182,11 @@ def classify(exc: BaseException, student_file: str, student=None) -> tuple[str, 
     `student`) raised on its own, with no student call running."""
     error = describe_exception(exc, student_file)
     if is_stub_raise(exc, student_file):
-        return protocol.NOT_IMPLEMENTED, error
+        return protocol.ProbeStatus.NOT_IMPLEMENTED, error
     if student is not None and raised_by_grader(exc, student_file, student):
         error["grader_where"] = grader_frame(exc)
-        return protocol.GRADER_FAULT, error
-    return protocol.RAISED, error
+        return protocol.ProbeStatus.GRADER_FAULT, error
+    return protocol.ProbeStatus.RAISED, error
 
 
 def grader_frame(exc: BaseException) -> str | None:
@@ -300,7 +300,9 @@ class Guard:
                    ("torch.nn.Parameter", torch.nn.Parameter), ("json.JSONEncoder", json.JSONEncoder),
                    ("TorchDispatchMode", python_dispatch.TorchDispatchMode), ("ProbeContext", ProbeContext),
                    ("Guard", Guard), ("Channel", Channel), ("Recorder", Recorder), ("ForbiddenOps", ForbiddenOps),
-                   ("ForbiddenCalls", ForbiddenCalls)]
+                   ("ForbiddenCalls", ForbiddenCalls),
+                   # the names a record carries (a probe's status, a limit it hit) are members of these classes
+                   ("ProbeStatus", protocol_module.ProbeStatus), ("Limit", protocol_module.Limit)]
         # (label, the live namespace, whether a name added to it counts: on a class or an instance it hides
         # what the class below defines)
         spaces = ([(label, m.__dict__, False) for label, m in modules]

@@ -37,11 +37,11 @@ import sys
 from grader.worker.syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUTS, MNT_DETACH,
                                     MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT,
                                     PR_SET_PDEATHSIG, mount, prctl, umount, unshare)
+from grader.worker.protocol import SERVER_READY as READY
 
 NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID
 MAX_FDS = 32              # descriptors one spawn request may carry
 MAX_REQUEST = 1 << 16     # bytes of one spawn request
-READY = b"ready"
 SUBMISSION, SCRATCH = "/submission", "/.scratch"   # grader/sandbox/rootfs.py's, where the box puts them
 
 
