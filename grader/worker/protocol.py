@@ -42,7 +42,8 @@ CALL = b"call "        # call <dotted name>: a forbidden Python-level API was ca
 RESULT = b"result "    # result <token> <json bytes> <tensor bytes>: the step's observation follows
 MAX_LINE = 512         # a line longer than this is not the runner's
 
-# Fork server -> supervisor (grader/worker/spawn.py, grader/sandbox/forkserver.py): its first word, then torch's version.
+# Fork server -> supervisor (grader/worker/spawn.py, grader/sandbox/forkserver.py): its first word, then torch's
+# version.
 SERVER_READY = b"ready"
 
 
