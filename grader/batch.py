@@ -455,12 +455,36 @@ def _write_class_files(course: Course, out: Path, lang: str, roster: list[Studen
                                                                                                    roster, lang)}
         for fmt in formats:
             write_atomic(out / LMS_FILES[fmt], bom + exports[fmt]())
-        summary = class_summary(course, book, key, roster)
+        summary = class_summary(course, book, key, roster, _criteria(course, book))
         write_atomic(out / SIMILARITY_FILE, bom + similarity_csv(summary))
         write_atomic(out / "class.html", render_class(summary, course, course.root / "templates", lang))
         return summary
     finally:
         book.close()
+
+
+# In the gradebook's settings: each exercise's criteria as the class page lists them, with the judge versions (which
+# hold the criteria's code) they were read under.
+CRITERIA_SETTING = "criteria"
+
+
+def _criteria(course: Course, book: Gradebook) -> dict[str, list]:
+    """Each exercise's criteria, kept in the gradebook while the exercises' judge versions are the same: writing the
+    class files then imports no criteria module (nor torch with them), which costs a re-judging of points alone more
+    than the rest of its class files."""
+    from grader.judge.channel import meta_from_json, meta_to_json
+    from grader.rejudge import judge_versions
+
+    versions = judge_versions(course)
+    kept = book.setting(CRITERIA_SETTING)
+    if isinstance(kept, dict) and kept.get("versions") == versions:
+        return {ex: [meta_from_json(m) for m in metas] for ex, metas in kept["criteria"].items()}
+    from grader.judge.session import criteria_of
+
+    criteria = {ex.id: criteria_of(ex.id, course.criteria) for ex in course.exercises}
+    book.set_settings({CRITERIA_SETTING: {"versions": versions, "criteria": {
+        ex: [meta_to_json(m) for m in metas] for ex, metas in criteria.items()}}})
+    return criteria
 
 
 def similarity_csv(summary) -> str:

@@ -661,13 +661,17 @@ def _flag_identical(counted: list[StudentLine]) -> None:
                 line.flags.append(Flag("identical", [(o.shown, o.anchor) for o in same if o is not line]))
 
 
-def class_summary(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None) -> ClassSummary:
+def class_summary(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None,
+                  criteria: dict[str, list] | None = None) -> ClassSummary:
     """Totals, exercises and criteria over the submissions with a verdict on the student's work; empty,
     unreadable and grader-failed ones are listed with the reason, and counted apart, as are the roster's students
-    with no submission."""
-    from grader.judge.session import criteria_of
-
+    with no submission. `criteria`: each exercise's criteria (CriterionMeta), when the caller has them already."""
     from grader.policy import load_policy
+
+    if criteria is None:
+        from grader.judge.session import criteria_of
+
+        criteria = {ex.id: criteria_of(ex.id, course.criteria) for ex in course.exercises}
 
     results = _results_by_submission(book, key)
     course_max = sum(ex.max_points for ex in course.exercises)
@@ -719,7 +723,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
             sum(c.points >= ex.max_points for c in cells), sum(c.state == "not_attempted" for c in cells)))
     rates = []
     for ex in course.exercises:
-        for meta in criteria_of(ex.id, course.criteria):
+        for meta in criteria[ex.id]:
             if (ex.id, meta.id) not in tallies:
                 continue
             (passed, failed, total), messages, failed_by = tallies[(ex.id, meta.id)]
