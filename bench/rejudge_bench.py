@@ -3,7 +3,8 @@
 Grades two submissions (the reference solution and the bundled sample) once, with every exercise, then makes a
 class of N by copying them under N names, their kept observations and gradebook rows with them (the same files,
 so the same content hash: what a class of N graded before would hold), and times `grader batch --rejudge` over
-it, each in a fresh `grader` process (imports included), two ways:
+it, each in a fresh `grader` process (imports included; the class's comparison of code counted as done, as a
+graded class's is), two ways:
 
 - points changed: a copy of the course with one criterion worth more; every exercise's kept outcomes stand (its
   judge version is the same), so no judge starts: each report is built again and written;
@@ -62,7 +63,23 @@ def stored_class(folder: Path, n: int, jobs: int) -> tuple[Path, Path]:
         db.execute(f"DELETE FROM {table} WHERE submission IN ('reference', 'sample')")
     db.commit()
     db.close()
+    _compared_before(course, out)
     return klass, out
+
+
+def _compared_before(course, out: Path) -> None:
+    """Record the class's comparison of code as done, as the grading of a real class does it once: a re-judging
+    compares again only when the files changed. (Compared for real, these copies of two submissions would make
+    thousands of pairs no real class has: the comparison is marked done, with no pairs.)"""
+    import grader.similarity
+    from grader.batch import compare_class
+
+    compare = grader.similarity.compare_in_child
+    grader.similarity.compare_in_child = lambda course, submissions, *args: []
+    try:
+        compare_class(course, out)
+    finally:
+        grader.similarity.compare_in_child = compare
 
 
 def changed_course(folder: Path) -> Path:
