@@ -1,5 +1,17 @@
-"""Grading speed, measured side by side in one run: python bench/grade_bench.py [--batch N] [--repeat R] [--naive]
+"""Grading speed, measured side by side in one run:
+python bench/grade_bench.py [--n N] [--rejudge-n M] [--all [--repeat R] [--naive]]
 
+The figures of issue 24, one function each (FIGURES), printed together in one table at the end:
+  - per-submission wall of `grader batch --jobs 2` over a class of N distinct copies of the solutions, over the
+    probes' own compute with everything imported (the last of three passes of bench/floor.py's exercise loop in one
+    process)                                                                         goal <= 0.75
+  - the same with each strict sandbox's worker started afresh and forked from the fork server (GRADER_FORK_SERVER)
+  - `grader batch --rejudge` over a class of M (default 100) stored submissions (bench/rejudge_bench.py), after a
+    change of points and with every criterion judged again, in all and per submission   goal <= 10 s
+  - throughput of two workers over one, each pinned to a core of its own (taskset)      goal >= 1.8
+A quick run: --n 2 --rejudge-n 20.
+
+With --all, also the earlier figures, printed as they come:
 On the reference solutions (reference observations cached first):
   (a) the bare floor: the same probes called in one plain process (bench/floor.py)
   (a2) the same with each exercise in a forked child, no sandbox (bench/fork_floor.py)
@@ -12,8 +24,6 @@ Then a class of N distinct copies of the solutions, each run into a fresh gradeb
   (f) throughput of `--cluster local --jobs 2` over `--cluster local --jobs 1`  goal >= 1.7
   (f1) the same scaling where workers cannot share cores: a scheduler and Dask worker processes here, each pinned
        to a core of its own (taskset), as two one-core machines would be: two such workers over one
-  (g) `--jobs 2` per submission over the probes' own compute with everything imported, with fresh sandboxes and
-      with the fork server (`fork_server_figure`; alone: --fork-server-only)   goal <= 0.75
 and the worker's peak memory (budget: < 1.5 GB). The machine's load average is printed: measure when it is quiet.
 """
 
@@ -30,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,105 +127,172 @@ print(json.dumps(walls))
 """
 
 
-def fork_server_figure(classroom: Path, tmp: Path, n: int) -> None:
-    """Per-submission wall of `grader batch --jobs 2` over the probes' own compute with everything imported (the
-    third pass of bench/floor.py's exercise loop in one process), with each sandbox's worker started afresh and
-    forked from the fork server (GRADER_FORK_SERVER). Goal <= 0.75."""
+def fork_server_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
+    """The overhead figure both ways: each strict sandbox's worker started afresh, and forked from the fork server
+    (GRADER_FORK_SERVER=0/1), over the same probes' compute with everything imported."""
     done = subprocess.run([PYTHON, "-c", WARM_FLOOR.format(bench=str(ROOT / "bench"))], capture_output=True,
                           text=True, cwd=ROOT, check=True)
     warm_floor = json.loads(done.stdout)[-1]
-    print(f"\nprobes' own compute, everything imported (third pass in one process): {warm_floor:.2f} s")
+    figures = []
     for label, flag in (("fresh sandboxes", "0"), ("fork server", "1")):
         os.environ["GRADER_FORK_SERVER"] = flag
         try:
-            wall, cpu = batch_run(classroom, tmp / f"fork-server-{flag}", "--jobs", "2")
+            wall, cpu = batch_run(class_of(tmp, args.n), tmp / f"fork-server-{flag}", "--jobs", "2")
         finally:
             del os.environ["GRADER_FORK_SERVER"]
-        print(f"  batch --jobs 2, {label:<15} {wall / n:5.2f} s/submission   cpu {cpu / n:5.2f} s/submission   "
-              f"over the floor {wall / n / warm_floor:5.2f} (goal <= 0.75)")
+        per = wall / args.n
+        figures.append(Figure(f"batch --jobs 2 over the probes' compute, {label}", f"{per / warm_floor:.2f}",
+                              "<= 0.75", f"{per:.2f} s / {warm_floor:.2f} s, cpu {cpu / args.n:.2f} s per submission"))
+    return figures
+
+
+def legacy_figures(args: argparse.Namespace, tmp: Path) -> None:
+    """The figures (a) to (f1) of the module's docstring, printed as they come (--all)."""
+    # The two alternate, --repeat times: a disturbance then falls on both alike, and the medians are compared.
+    floors, forked, lones = [], [], []
+    for _ in range(args.repeat):
+        floors.append(timed([PYTHON, str(ROOT / "bench" / "floor.py")]))
+        forked.append(timed([PYTHON, str(ROOT / "bench" / "fork_floor.py")]))
+        lones.append(timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "lone")]))
+    floor_wall, floor_cpu = (statistics.median(run[i] for run in floors) for i in (0, 1))
+    forked_wall = statistics.median(run[0] for run in forked)
+    lone_wall, lone_cpu = (statistics.median(run[i] for run in lones) for i in (0, 1))
+    floor = json.loads(floors[-1][2].stdout)
+    report = json.loads((tmp / "lone" / "report.json").read_text())
+
+    print(f"{'exercise':<16}{'floor s':>9}{'grader s':>10}{'worker RSS MB':>15}")
+    for e in report["exercises"]:
+        print(f"{e['id']:<16}{floor['exercises'][e['id']]['wall_s']:>9.2f}{e['run'].get('wall_s', 0):>10.2f}"
+              f"{e['run'].get('max_rss_mb', 0):>15.0f}")
+    print(f"\nmedians of {args.repeat} alternating runs (walls: a {' '.join(f'{r[0]:.2f}' for r in floors)};"
+          f" a2 {' '.join(f'{r[0]:.2f}' for r in forked)}; b {' '.join(f'{r[0]:.2f}' for r in lones)})")
+    print(f"(a) bare floor          wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch "
+          f"{floor['import_torch_s']:.2f} s)")
+    print(f"(a2) fork per exercise  wall {forked_wall:6.2f} s   (bench/fork_floor.py: a child per "
+          "exercise, no sandbox)")
+    print(f"(b) lone grader grade   wall {lone_wall:6.2f} s   cpu {lone_cpu:6.2f} s")
+    if args.naive:
+        naive_wall = sum(timed([*GRADER, "grade", str(ROOT / "solutions"), "--exercise", e["id"], "--out",
+                                str(tmp / f"naive-{e['id']}")])[0] for e in report["exercises"])
+        print(f"(c) naive, per exercise wall {naive_wall:6.2f} s   c/b = {naive_wall / lone_wall:.2f}")
+    peak = max(e["run"].get("max_rss_mb", 0) for e in report["exercises"])
+    print(f"worker peak memory (largest child) {peak:.0f} MB (budget < 1536 MB)")
+
+    n = args.n
+    classroom = class_of(tmp, n)
+    measured = {
+        "pool 1": batch_run(classroom, tmp / "pool-1", "--jobs", "1"),
+        "pool 2": batch_run(classroom, tmp / "pool-2", "--jobs", "2"),
+        "dask 1": batch_run(classroom, tmp / "dask-1", "--cluster", "local", "--jobs", "1"),
+        "dask 2": batch_run(classroom, tmp / "dask-2", "--cluster", "local", "--jobs", "2"),
+    }
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    pinned = {f"{k} pinned": pinned_cluster_run(classroom, tmp / f"pinned-{k}", cores[:k], tmp / f"cluster-{k}")
+              for k in (1, 2)} if len(cores) == 2 and shutil.which("taskset") else {}
+    runs = {name: wall for name, (wall, _) in measured.items()}
+    print(f"\nbatch of {n} (per submission: wall, and CPU of every process, sandboxes included):")
+    for name, (wall, cpu) in measured.items():
+        # Dask's in-process workers leave their warm processes to die with the client, unwaited: no CPU figure
+        shown = f"cpu {cpu / n:5.2f} s/submission" if name.startswith("pool") else "cpu     n/a           "
+        print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   {shown}   {n / wall * 60:5.1f} "
+              "submissions/min")
+    for name, wall in pinned.items():
+        print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   (Dask worker processes, one core each)"
+              f"   {n / wall * 60:5.1f} submissions/min")
+    print(f"  lone grade cpu {lone_cpu:5.2f} s")
+    print(f"\nb/a = {lone_wall / floor_wall:.2f}  lone grade over the floor (goal <= 1.25); a2/a = "
+          f"{forked_wall / floor_wall:.2f} (a fresh process per exercise), b/a2 = {lone_wall / forked_wall:.2f} "
+          "(the sandbox, the judge and the reports)")
+    print(f"d   = {runs['pool 1'] / n / lone_wall:.2f}  batch --jobs 1 per submission over a lone "
+          "grade (goal <= 0.6)")
+    print(f"e   = {runs['dask 2'] / runs['pool 2']:.2f}  local Dask over the warm pool, --jobs 2 (goal <= 1.1)")
+    print(f"f   = {runs['dask 1'] / runs['dask 2']:.2f}  two local Dask workers over one, throughput (goal >= 1.7)")
+    if pinned:
+        print(f"f1  = {pinned['1 pinned'] / pinned['2 pinned']:.2f}  two one-core Dask workers over one, "
+              "throughput (goal >= 1.7)")
+
+
+@dataclass
+class Figure:
+    """One line of the side-by-side table: what is measured, the figure, its goal, and how it was reached."""
+
+    name: str
+    value: str
+    goal: str
+    detail: str = ""
+
+
+def class_of(tmp: Path, n: int) -> Path:
+    """The class of N distinct copies of the solutions every batch figure grades, made once per run."""
+    folder = tmp / f"class-{n}"
+    return folder if folder.exists() else make_class(folder, n)
+
+
+def overhead_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
+    """Per-submission wall of `grader batch --jobs 2` (both cores at work) over the probes' own compute with
+    everything imported: the last of three passes of bench/floor.py's exercise loop in one process."""
+    _, _, done = timed([PYTHON, str(ROOT / "bench" / "floor.py"), "--passes", "3"])
+    passes = json.loads(done.stdout)["passes"]
+    wall, _ = batch_run(class_of(tmp, args.n), tmp / "overhead", "--jobs", "2")
+    per = wall / args.n
+    return [Figure("batch --jobs 2, per submission, over the probes' compute", f"{per / passes[-1]:.2f}", "<= 0.75",
+                   f"{per:.2f} s / {passes[-1]:.2f} s (floor passes {' '.join(f'{p:.2f}' for p in passes)} s; "
+                   f"batch of {args.n} in {wall:.1f} s)")]
+
+
+def rejudge_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
+    """`grader batch --rejudge` over a class of --rejudge-n stored submissions (bench/rejudge_bench.py): after a
+    change of points (the kept outcomes stand) and with every criterion judged again."""
+    from rejudge_bench import rejudge_times
+
+    n = args.rejudge_n
+    return [Figure(f"re-judging {n} stored submissions, {way}", f"{wall:.1f} s", "<= 10 s",
+                   f"{wall / n:.3f} s per submission, a fresh grader process, --jobs 2")
+            for way, wall in rejudge_times(tmp / "rejudge", n, 2).items()]
+
+
+def scaling_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
+    """Throughput of two workers over one, each worker pinned to a core of its own (taskset), as two one-core
+    machines would be: Dask worker processes here, each with the warm process and sandboxes it starts."""
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    if len(cores) < 2 or not shutil.which("taskset"):
+        return [Figure("--jobs 2 over --jobs 1, pinned", "n/a", ">= 1.8", "needs two cores and taskset")]
+    classroom = class_of(tmp, args.n)
+    walls = {k: pinned_cluster_run(classroom, tmp / f"scaling-{k}", cores[:k], tmp / f"scaling-cluster-{k}")
+             for k in (1, 2)}
+    return [Figure("--jobs 2 over --jobs 1 throughput, one core each", f"{walls[1] / walls[2]:.2f}", ">= 1.8",
+                   f"batch of {args.n}: {walls[1]:.1f} s with one worker, {walls[2]:.1f} s with two")]
+
+
+# The issue's figures, each measured by a function of its own and printed side by side; a new figure is one
+# more function here.
+FIGURES = (overhead_figure, fork_server_figure, rejudge_figure, scaling_figure)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--batch", type=int, default=10, help="submissions in each batch figure")
-    parser.add_argument("--repeat", type=int, default=5, help="alternating runs of (a) and (b), medians compared")
-    parser.add_argument("--naive", action="store_true", help="also time one `grader grade` process per exercise")
-    parser.add_argument("--fork-server-only", action="store_true", help="only the fork server's figure")
+    parser.add_argument("--n", "--batch", type=int, default=10, dest="n",
+                        help="submissions in each batch figure (a quick run: --n 2)")
+    parser.add_argument("--rejudge-n", type=int, default=100, help="stored submissions re-judged")
+    parser.add_argument("--repeat", type=int, default=5, help="with --all: alternating runs of (a) and (b)")
+    parser.add_argument("--naive", action="store_true", help="with --all: one `grader grade` process per exercise")
+    parser.add_argument("--all", action="store_true", help="also the figures (a) to (f1) of this docstring")
     args = parser.parse_args()
-    if args.fork_server_only:
-        with tempfile.TemporaryDirectory(prefix="grade-bench-") as tmp:
-            timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(Path(tmp) / "warm")])  # the references
-            fork_server_figure(make_class(Path(tmp) / "class", args.batch), Path(tmp), args.batch)
-        return
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}  ({os.cpu_count()} cores)")
-    with tempfile.TemporaryDirectory(prefix="grade-bench-") as tmp:
-        tmp = Path(tmp)
+    before = os.getloadavg()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in before)}  ({os.cpu_count()} cores)")
+    with tempfile.TemporaryDirectory(prefix="grade-bench-") as folder:
+        tmp = Path(folder)
         timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "warm")])  # fills the reference cache
-
-        # The two alternate, --repeat times: a disturbance then falls on both alike, and the medians are compared.
-        floors, forked, lones = [], [], []
-        for _ in range(args.repeat):
-            floors.append(timed([PYTHON, str(ROOT / "bench" / "floor.py")]))
-            forked.append(timed([PYTHON, str(ROOT / "bench" / "fork_floor.py")]))
-            lones.append(timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "lone")]))
-        floor_wall, floor_cpu = (statistics.median(run[i] for run in floors) for i in (0, 1))
-        forked_wall = statistics.median(run[0] for run in forked)
-        lone_wall, lone_cpu = (statistics.median(run[i] for run in lones) for i in (0, 1))
-        floor = json.loads(floors[-1][2].stdout)
-        report = json.loads((tmp / "lone" / "report.json").read_text())
-
-        print(f"{'exercise':<16}{'floor s':>9}{'grader s':>10}{'worker RSS MB':>15}")
-        for e in report["exercises"]:
-            print(f"{e['id']:<16}{floor['exercises'][e['id']]['wall_s']:>9.2f}{e['run'].get('wall_s', 0):>10.2f}"
-                  f"{e['run'].get('max_rss_mb', 0):>15.0f}")
-        print(f"\nmedians of {args.repeat} alternating runs (walls: a {' '.join(f'{r[0]:.2f}' for r in floors)};"
-              f" a2 {' '.join(f'{r[0]:.2f}' for r in forked)}; b {' '.join(f'{r[0]:.2f}' for r in lones)})")
-        print(f"(a) bare floor          wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch "
-              f"{floor['import_torch_s']:.2f} s)")
-        print(f"(a2) fork per exercise  wall {forked_wall:6.2f} s   (bench/fork_floor.py: a child per "
-              "exercise, no sandbox)")
-        print(f"(b) lone grader grade   wall {lone_wall:6.2f} s   cpu {lone_cpu:6.2f} s")
-        if args.naive:
-            naive_wall = sum(timed([*GRADER, "grade", str(ROOT / "solutions"), "--exercise", e["id"], "--out",
-                                    str(tmp / f"naive-{e['id']}")])[0] for e in report["exercises"])
-            print(f"(c) naive, per exercise wall {naive_wall:6.2f} s   c/b = {naive_wall / lone_wall:.2f}")
-        peak = max(e["run"].get("max_rss_mb", 0) for e in report["exercises"])
-        print(f"worker peak memory (largest child) {peak:.0f} MB (budget < 1536 MB)")
-
-        n = args.batch
-        classroom = make_class(tmp / "class", n)
-        measured = {
-            "pool 1": batch_run(classroom, tmp / "pool-1", "--jobs", "1"),
-            "pool 2": batch_run(classroom, tmp / "pool-2", "--jobs", "2"),
-            "dask 1": batch_run(classroom, tmp / "dask-1", "--cluster", "local", "--jobs", "1"),
-            "dask 2": batch_run(classroom, tmp / "dask-2", "--cluster", "local", "--jobs", "2"),
-        }
-        cores = sorted(os.sched_getaffinity(0))[:2]
-        pinned = {f"{k} pinned": pinned_cluster_run(classroom, tmp / f"pinned-{k}", cores[:k], tmp / f"cluster-{k}")
-                  for k in (1, 2)} if len(cores) == 2 and shutil.which("taskset") else {}
-        runs = {name: wall for name, (wall, _) in measured.items()}
-        fork_server_figure(classroom, tmp, n)
-        print(f"\nbatch of {n} (per submission: wall, and CPU of every process, sandboxes included):")
-        for name, (wall, cpu) in measured.items():
-            # Dask's in-process workers leave their warm processes to die with the client, unwaited: no CPU figure
-            shown = f"cpu {cpu / n:5.2f} s/submission" if name.startswith("pool") else "cpu     n/a           "
-            print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   {shown}   {n / wall * 60:5.1f} "
-                  "submissions/min")
-        for name, wall in pinned.items():
-            print(f"  {name:<8} {wall:7.1f} s   {wall / n:5.2f} s/submission   (Dask worker processes, one core each)"
-                  f"   {n / wall * 60:5.1f} submissions/min")
-        print(f"  lone grade cpu {lone_cpu:5.2f} s")
-        print(f"\nb/a = {lone_wall / floor_wall:.2f}  lone grade over the floor (goal <= 1.25); a2/a = "
-              f"{forked_wall / floor_wall:.2f} (a fresh process per exercise), b/a2 = {lone_wall / forked_wall:.2f} "
-              "(the sandbox, the judge and the reports)")
-        print(f"d   = {runs['pool 1'] / n / lone_wall:.2f}  batch --jobs 1 per submission over a lone "
-              "grade (goal <= 0.6)")
-        print(f"e   = {runs['dask 2'] / runs['pool 2']:.2f}  local Dask over the warm pool, --jobs 2 (goal <= 1.1)")
-        print(f"f   = {runs['dask 1'] / runs['dask 2']:.2f}  two local Dask workers over one, throughput (goal >= 1.7)")
-        if pinned:
-            print(f"f1  = {pinned['1 pinned'] / pinned['2 pinned']:.2f}  two one-core Dask workers over one, "
-                  "throughput (goal >= 1.7)")
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        figures = [figure for measure in FIGURES for figure in measure(args, tmp)]
+        if args.all:
+            legacy_figures(args, tmp)
+    after = os.getloadavg()
+    width = max(len(f.name) for f in figures)
+    print(f"\n{'figure':<{width}}  {'value':>8}  {'goal':>8}  how")
+    for f in figures:
+        print(f"{f.name:<{width}}  {f.value:>8}  {f.goal:>8}  {f.detail}")
+    print(f"load average before {' '.join(f'{x:.2f}' for x in before)}, after "
+          f"{' '.join(f'{x:.2f}' for x in after)} ({os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

@@ -3,14 +3,26 @@
 Grades two submissions (the reference solution and the bundled sample) once, with every exercise, then makes a
 class of N by copying them under N names, their kept observations and gradebook rows with them (the same files,
 so the same content hash: what a class of N graded before would hold), and times `grader batch --rejudge` over
-it: every one of the N is judged again, each in a judging child of its own, and its reports written again.
+it, each in a fresh `grader` process (imports included; the class's comparison of code counted as done, as a
+graded class's is), two ways:
+
+- points changed: a copy of the course with one criterion worth more; every exercise's kept outcomes stand (its
+  judge version is the same), so no judge starts: each report is built again and written;
+- every criterion judged: the kept outcomes dropped first (as a change to every exercise's criteria would make
+  them), so every submission is judged again, each in a judging child of its own.
+
+`stored_class` and `rejudge_times` are what bench/grade_bench.py prints its re-judging figure from.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -19,10 +31,100 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.batch import run_batch  # noqa: E402
-from grader.course import load_course  # noqa: E402
-
 TABLES = ("submissions", "results", "observed", "sources")
+CHANGED_POINTS = ("split_values", 2, 5)   # the criterion of course.toml the points-changed copy makes worth more
+
+
+def stored_class(folder: Path, n: int, jobs: int) -> tuple[Path, Path]:
+    """(the class folder, its gradebook folder): N submissions as a grading of each would have stored them."""
+    from grader.batch import run_batch
+    from grader.course import load_course
+
+    course = load_course(ROOT)
+    seeds = folder / "seeds"
+    shutil.copytree(ROOT / "examples" / "submissions" / "sample", seeds / "sample")
+    for ex in course.exercises:
+        (seeds / "reference" / ex.id).mkdir(parents=True)
+        shutil.copyfile(course.solution(ex), seeds / "reference" / ex.id / ex.file)
+    out = folder / "out"
+    run_batch(course, seeds, out, jobs, False, "strict", "en")
+    klass = folder / "class"
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    for i in range(n):
+        seed = ("reference", "sample")[i % 2]
+        name = f"s{i:03d}"
+        shutil.copytree(seeds / seed, klass / name)
+        for table in TABLES:
+            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+            picked = ", ".join("?" if c == "submission" else c for c in columns)
+            db.execute(f"INSERT OR REPLACE INTO {table} SELECT {picked} FROM {table} WHERE submission=?",
+                       (name, seed))
+    for table in TABLES:   # the two graded only to be copied are no students of the class
+        db.execute(f"DELETE FROM {table} WHERE submission IN ('reference', 'sample')")
+    db.commit()
+    db.close()
+    _compared_before(course, out)
+    return klass, out
+
+
+def _compared_before(course, out: Path) -> None:
+    """Record the class's comparison of code as done, as the grading of a real class does it once: a re-judging
+    compares again only when the files changed. (Compared for real, these copies of two submissions would make
+    thousands of pairs no real class has: the comparison is marked done, with no pairs.)"""
+    import grader.similarity
+    from grader.batch import compare_class
+
+    compare = grader.similarity.compare_in_child
+    grader.similarity.compare_in_child = lambda course, submissions, *args: []
+    try:
+        compare_class(course, out)
+    finally:
+        grader.similarity.compare_in_child = compare
+
+
+def changed_course(folder: Path) -> Path:
+    """This course with CHANGED_POINTS's criterion worth more: its exercises, solutions and templates shared."""
+    folder.mkdir(parents=True)
+    for name in ("exercises", "solutions", "templates"):
+        (folder / name).symlink_to(ROOT / name)
+    name, old, new = CHANGED_POINTS
+    text, count = re.subn(rf"(?m)^{name} = {old}$", f"{name} = {new}", (ROOT / "course.toml").read_text())
+    assert count == 1, f"course.toml sets {name} = {old} once"
+    (folder / "course.toml").write_text(text)
+    return folder
+
+
+def _drop_kept_outcomes(out: Path) -> None:
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    for rowid, record in db.execute("SELECT rowid, record FROM observed").fetchall():
+        data = json.loads(record)
+        data.pop("judged", None)
+        db.execute("UPDATE observed SET record=? WHERE rowid=?", (json.dumps(data), rowid))
+    db.commit()
+    db.close()
+
+
+def _rejudge(course: Path, klass: Path, out: Path, jobs: int) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course), "batch", str(klass), "--out",
+                           str(out), "--jobs", str(jobs), "--rejudge"], capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    said = re.search(r"(\d+) submissions re-judged", done.stdout)
+    if done.returncode != 0 or said is None or int(said.group(1)) != len(list(klass.iterdir())):
+        sys.exit(f"the re-judging failed ({done.returncode}):\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
+    return wall
+
+
+def rejudge_times(folder: Path, n: int, jobs: int) -> dict[str, float]:
+    """Wall seconds of `grader batch --rejudge` over a stored class of N: with the points changed (kept outcomes
+    stand) and with every criterion judged again (kept outcomes dropped)."""
+    klass, out = stored_class(folder, n, jobs)
+    changed = changed_course(folder / "changed")
+    judged_out = folder / "out-judged"
+    shutil.copytree(out, judged_out, symlinks=True)
+    _drop_kept_outcomes(judged_out)
+    return {"points changed": _rejudge(changed, klass, out, jobs),
+            "every criterion judged": _rejudge(ROOT, klass, judged_out, jobs)}
 
 
 def main() -> None:
@@ -30,38 +132,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    course = load_course(ROOT)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}  ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="rejudge-bench-") as tmp:
-        seeds = Path(tmp) / "seeds"
-        shutil.copytree(ROOT / "examples" / "submissions" / "sample", seeds / "sample")
-        for ex in course.exercises:
-            (seeds / "reference" / ex.id).mkdir(parents=True)
-            shutil.copyfile(course.solution(ex), seeds / "reference" / ex.id / ex.file)
-        out = Path(tmp) / "out"
-        t0 = time.monotonic()
-        run_batch(course, seeds, out, args.jobs, False, "strict", "en")
-        print(f"graded 2 submissions once: {time.monotonic() - t0:.1f} s")
-        klass = Path(tmp) / "class"
-        db = sqlite3.connect(out / "gradebook.sqlite")
-        names = []
-        for i in range(args.n):
-            seed = ("reference", "sample")[i % 2]
-            name = f"s{i:03d}"
-            names.append(name)
-            shutil.copytree(seeds / seed, klass / name)
-            for table in TABLES:
-                columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
-                picked = ", ".join("?" if c == "submission" else c for c in columns)
-                db.execute(f"INSERT OR REPLACE INTO {table} SELECT {picked} FROM {table} WHERE submission=?",
-                           (name, seed))
-        db.commit()
-        db.close()
-        t0 = time.monotonic()
-        outcome = run_batch(course, klass, out, args.jobs, False, "strict", "en", rejudge=True)
-        wall = time.monotonic() - t0
-        assert outcome["rejudged"] == args.n, outcome
-        print(f"re-judged {args.n} stored submissions (all {len(course.exercises)} exercises, --jobs {args.jobs}): "
-              f"{wall:.1f} s, {wall / args.n:.3f} s per submission (class files and similarity included)")
+        for way, wall in rejudge_times(Path(tmp), args.n, args.jobs).items():
+            print(f"re-judged {args.n} stored submissions, {way} (--jobs {args.jobs}): {wall:.1f} s, "
+                  f"{wall / args.n:.3f} s per submission (a fresh grader process; class files and similarity "
+                  "included)")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

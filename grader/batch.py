@@ -291,6 +291,26 @@ def _record_times(course: Course, out: Path, names: list[str], roster: list[Stud
     return unplaced
 
 
+# In the gradebook's settings: what the stored pairs were compared from (_comparison_key).
+SIMILARITY_INPUT = "similarity_input"
+
+
+def _comparison_key(course: Course, submissions) -> str:
+    """A digest of everything the comparison reads: each exercise's file name and stub, each submission's name and
+    content hash (which decides its files), and the comparing code and copydetect's version."""
+    import importlib.metadata
+
+    import grader.similarity
+
+    h = hashlib.sha256(Path(grader.similarity.__file__).read_bytes())
+    h.update(importlib.metadata.version("copydetect").encode())
+    for ex in course.exercises:
+        h.update(f"\0{ex.id}\0{ex.file}\0".encode() + course.stub(ex).read_bytes())
+    for s in submissions:
+        h.update(f"\0{s.name}\0{s.content_hash}".encode())
+    return h.hexdigest()
+
+
 def compare_class(course: Course, out: Path) -> Text | None:
     """Compare the code of every submission with a verdict (grader.similarity) and store the pairs found alike; the
     reason when the comparison could not be made (the class page then has no pairs, and says why)."""
@@ -306,14 +326,17 @@ def compare_class(course: Course, out: Path) -> Text | None:
         submissions = [Submission(s["submission"], s["content_hash"], sources[s["submission"]][1])
                        for s in judged if s["submission"] in sources
                        and sources[s["submission"]][0] == s["content_hash"]]
+        compared = _comparison_key(course, submissions)
+        if book.setting(SIMILARITY_INPUT) == compared and book.setting("similarity_failed") is None:
+            return None   # the same files of the same submissions, compared by the same code: the same pairs
         try:
             pairs = compare_in_child(course, submissions) if len(submissions) > 1 else []
         except SimilarityFailed as exc:
             book.store_similar([])
-            book.set_settings({"similarity_failed": exc.said.texts()})
+            book.set_settings({"similarity_failed": exc.said.texts(), SIMILARITY_INPUT: None})
             return exc.said
         book.store_similar(pairs)
-        book.set_settings({"similarity_failed": None})
+        book.set_settings({"similarity_failed": None, SIMILARITY_INPUT: compared})
         return None
     finally:
         book.close()
@@ -432,12 +455,36 @@ def _write_class_files(course: Course, out: Path, lang: str, roster: list[Studen
                                                                                                    roster, lang)}
         for fmt in formats:
             write_atomic(out / LMS_FILES[fmt], bom + exports[fmt]())
-        summary = class_summary(course, book, key, roster)
+        summary = class_summary(course, book, key, roster, _criteria(course, book))
         write_atomic(out / SIMILARITY_FILE, bom + similarity_csv(summary))
         write_atomic(out / "class.html", render_class(summary, course, course.root / "templates", lang))
         return summary
     finally:
         book.close()
+
+
+# In the gradebook's settings: each exercise's criteria as the class page lists them, with the judge versions (which
+# hold the criteria's code) they were read under.
+CRITERIA_SETTING = "criteria"
+
+
+def _criteria(course: Course, book: Gradebook) -> dict[str, list]:
+    """Each exercise's criteria, kept in the gradebook while the exercises' judge versions are the same: writing the
+    class files then imports no criteria module (nor torch with them), which costs a re-judging of points alone more
+    than the rest of its class files."""
+    from grader.judge.channel import meta_from_json, meta_to_json
+    from grader.rejudge import judge_versions
+
+    versions = judge_versions(course)
+    kept = book.setting(CRITERIA_SETTING)
+    if isinstance(kept, dict) and kept.get("versions") == versions:
+        return {ex: [meta_from_json(m) for m in metas] for ex, metas in kept["criteria"].items()}
+    from grader.judge.listing import criteria_of   # read from the criteria's source: no torch, no pytest
+
+    criteria = {ex.id: criteria_of(ex.id, course.criteria) for ex in course.exercises}
+    book.set_settings({CRITERIA_SETTING: {"versions": versions, "criteria": {
+        ex: [meta_to_json(m) for m in metas] for ex, metas in criteria.items()}}})
+    return criteria
 
 
 def similarity_csv(summary) -> str:
@@ -463,7 +510,8 @@ def similarity_csv(summary) -> str:
 def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
                  lang: str, progress: BatchProgress, cluster: str | None, cluster_options: dict,
                  rejudge: bool = False) -> dict:
-    from grader.rejudge import STORE, stale
+    from grader.outcome import _parsed_report
+    from grader.rejudge import STORE, judge_versions, stale, with_outcomes
 
     book = Gradebook(out / "gradebook.sqlite")
     key = grader_key(course)
@@ -493,16 +541,33 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     gradable = [((e, chash), e.folder) for e, chash in todo if e.folder is not None]
     progress.begin(len(entries), skipped, len(gradable) + len(stored))
 
-    def record(entry: Entry, chash: str, summary: dict, rows: list[dict], kept: dict | None = None) -> None:
-        book.store(entry.name, chash, key, summary, rows, kept)
-        if summary.get("report_dir"):   # the grading process rendered its reports in the batch's language
-            _mark_rendered(Path(summary["report_dir"]), lang)
-        progress.finished(entry.name, summary, graded=entry.folder is not None)
+    versions = judge_versions(course)
+
+    together: list[tuple[Entry, str, dict, list[dict], dict | None]] = []   # re-judged, stored in one transaction
+
+    def record(entry: Entry, chash: str, summary: dict, rows: list[dict], kept: dict | None = None,
+               reply: dict | None = None) -> None:
+        report = _parsed_report((reply or {}).get("files", {}).get("report.json")) if kept is not None else None
+        if kept is not None and report is not None and summary["status"] != GRADER_ERROR:
+            kept = with_outcomes(kept, report, versions)   # what the judge concluded, for the re-judgings after
+        together.append((entry, chash, summary, rows, kept))
+        stored_together()
+
+    def stored_together(at_least: int = 1) -> None:
+        if len(together) < at_least:
+            return
+        book.store_many([(entry.name, chash, key, summary, rows, kept) for entry, chash, summary, rows, kept
+                         in together])
+        for entry, _, summary, _, _ in together:
+            if summary.get("report_dir"):   # its reports were rendered in the batch's language
+                _mark_rendered(Path(summary["report_dir"]), lang)
+            progress.finished(entry.name, summary, graded=entry.folder is not None)
+        together.clear()
 
     for entry, chash in todo:
         if entry.folder is None:   # nothing to grade: the entry's own verdict
             record(entry, chash, *failure_rows(course, entry.status, entry.problem, now()))
-    for (entry, chash, kept), reply in _rejudged(course, out / STORE, stored, jobs, lang, progress):
+    for (entry, chash, kept), reply in _rejudged(course, out / STORE, stored, jobs, lang, progress, versions):
         if reply is None:   # what was kept is gone or damaged: graded from scratch
             afresh.append((entry.name, t("its kept observations could not be read")))
             gradable.append(((entry, chash), entry.folder))
@@ -512,7 +577,11 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
         except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
             summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
                                                                  error=repr(exc)), now())
-        record(entry, chash, summary, rows, kept)
+        # The reply's record holds what the judge concluded already; a killed run loses at most STORE_TOGETHER
+        # re-judgings, done again by the next run.
+        together.append((entry, chash, summary, rows, reply.get("kept") or kept))
+        stored_together(STORE_TOGETHER)
+    stored_together()
     if gradable:
         # Observations are kept where this machine's grading processes can write them (not from a cluster's).
         engine = _engine(course, jobs, sandbox, lang, cluster, cluster_options, out / STORE)
@@ -523,7 +592,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
                 except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
                     summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
                                                                          error=repr(exc)), now())
-                record(entry, chash, summary, rows, reply.get("kept"))
+                record(entry, chash, summary, rows, reply.get("kept"), reply)
         finally:
             engine.close()
     outcome = {"total": len(entries), "graded": len(todo) + len(stored), "skipped": skipped,
@@ -535,32 +604,92 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     return outcome
 
 
+STORE_TOGETHER = 25   # re-judged submissions stored in one transaction (a re-judging costs no commit each)
+
+
 def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]], jobs: int, lang: str,
-              progress: BatchProgress):
-    """(item, reply) for each stored submission, re-judged `jobs` at a time (each judged in a child process of the
-    judging server, under its limits); reply None when what was kept cannot be read."""
+              progress: BatchProgress, versions: dict[str, str]):
+    """(item, reply) for each stored submission, in order: what its exercises of a changed judge version conclude,
+    judged again `jobs` at a time (each submission in a child process of the judging server, under its limits), and
+    its reports built and rendered in `jobs` processes of their own (the kept outcomes make a change of points
+    alone cost that only); reply None when what was kept cannot be read. The reply's `kept` is the record with
+    what the judge concluded."""
+    from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
-    from grader.rejudge import NotKept, rejudged
-    from grader.reporting import FORMATS
-    from grader.warm import REPORT_FILES
+    from grader.rejudge import NotKept, judged_again
 
-    def one(item: tuple[Entry, str, dict]) -> dict | None:
+    def judged(item: tuple[Entry, str, dict]) -> dict | None:
         entry, _, kept = item
         progress.started(entry.name)
         try:
-            report = rejudged(course, entry.name, kept, store)
+            return {"judged": judged_again(course, kept, store, versions)}
         except (NotKept, OSError, KeyError):
             return None
         except Exception as exc:  # noqa: BLE001 - the grader's failure is this submission's grader_error
             return {"error": f"{type(exc).__name__}: {exc}"}
-        return {"files": {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang)
-                          for fmt in REPORT_FILES}}
 
     if not stored:
         return
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        yield from zip(stored, pool.map(one, stored), strict=True)
+    pool = _report_pool(jobs) if len(stored) > jobs else None
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
+            waiting: deque = deque()
+            for item, got in zip(stored, threads.map(judged, stored), strict=True):
+                if got is None or "error" in got:
+                    waiting.append((item, got))
+                else:
+                    args = (course, item[0].name, item[2], versions, got["judged"], lang)
+                    waiting.append((item, pool.submit(rejudged_files, *args) if pool else rejudged_files(*args)))
+                while waiting and not _pending(waiting[0][1]):
+                    yield _settled(*waiting.popleft())
+            while waiting:
+                yield _settled(*waiting.popleft())
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _pending(reply) -> bool:
+    return hasattr(reply, "done") and not reply.done()
+
+
+def _settled(item, reply):
+    """(item, the reply), a rendering process's reply waited for; a process that died leaves that submission a
+    grader error (graded again by the next run), never the class's."""
+    if hasattr(reply, "result"):
+        try:
+            reply = reply.result()
+        except Exception as exc:  # noqa: BLE001 - BrokenProcessPool, or a reply that could not be sent back
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+    return item, reply
+
+
+def _report_pool(jobs: int):
+    """`jobs` processes that build and render re-judged reports off this process's interpreter lock: started from a
+    fork server that has imported the reporting code once (this process has threads, so it never forks itself)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["grader.rejudge", "grader.grading", "grader.reporting"])
+    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context)
+
+
+def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, str], judged: dict[str, list],
+                   lang: str) -> dict:
+    """A re-judged submission's reply, as a grading process's: its report's files in `lang`, and `kept`, the record
+    with what the judge concluded (run in a report process, or here)."""
+    from grader.rejudge import report_from, with_outcomes
+    from grader.reporting import FORMATS
+    from grader.warm import REPORT_FILES
+
+    try:
+        report = report_from(course, name, kept, versions, judged)
+        files = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in REPORT_FILES}
+        return {"files": files, "kept": with_outcomes(kept, json.loads(files["report.json"]), versions)}
+    except Exception as exc:  # noqa: BLE001 - the grader's failure is this submission's grader_error
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _diff(book: Gradebook, out: Path, before: dict[str, list[dict]], rejudged: set[str],

@@ -153,23 +153,33 @@ class Gradebook:
     def store(self, submission: str, chash: str, key: str, summary: dict, rows: list[dict],
               kept: dict | None = None) -> None:
         """Replace a submission's rows in one transaction, with the record of its kept observations when given."""
+        self.store_many([(submission, chash, key, summary, rows, kept)])
+
+    def store_many(self, gradings: list[tuple[str, str, str, dict, list[dict], dict | None]]) -> None:
+        """`store` for several submissions (submission, chash, key, summary, rows, kept), in one transaction: one
+        commit, and its wait for the disk, for all of them."""
         with self._transaction():
-            self.db.execute("DELETE FROM results WHERE submission=? AND grader_key=?", (submission, key))
-            self.db.execute("DELETE FROM observed WHERE submission=? AND grader_key=?", (submission, key))
-            if kept is not None:
-                self.db.execute("INSERT INTO observed VALUES (?,?,?,?)",
-                                (submission, chash, key, json.dumps(kept, ensure_ascii=False)))
-            self.db.execute("INSERT OR REPLACE INTO submissions (submission, content_hash, grader_key, "
-                            "score, max_score, "
-                            "percent, status, message, report_dir, graded_at, sandbox) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                            (submission, chash, key, summary["score"], summary["max_score"], summary["percent"],
-                             summary["status"], json.dumps(summary["message"], ensure_ascii=False),
-                             summary.get("report_dir"), summary["graded_at"],
-                             summary.get("sandbox")))
-            self.db.executemany("INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
-                                [(submission, chash, key, r["exercise"], r["criterion"], r["kind"], r["status"],
-                                  r["points"], r["max_points"], json.dumps(r["message"], ensure_ascii=False))
-                                 for r in rows])
+            for grading in gradings:
+                self._store(*grading)
+
+    def _store(self, submission: str, chash: str, key: str, summary: dict, rows: list[dict],
+               kept: dict | None) -> None:
+        self.db.execute("DELETE FROM results WHERE submission=? AND grader_key=?", (submission, key))
+        self.db.execute("DELETE FROM observed WHERE submission=? AND grader_key=?", (submission, key))
+        if kept is not None:
+            self.db.execute("INSERT INTO observed VALUES (?,?,?,?)",
+                            (submission, chash, key, json.dumps(kept, ensure_ascii=False)))
+        self.db.execute("INSERT OR REPLACE INTO submissions (submission, content_hash, grader_key, "
+                        "score, max_score, "
+                        "percent, status, message, report_dir, graded_at, sandbox) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        (submission, chash, key, summary["score"], summary["max_score"], summary["percent"],
+                         summary["status"], json.dumps(summary["message"], ensure_ascii=False),
+                         summary.get("report_dir"), summary["graded_at"],
+                         summary.get("sandbox")))
+        self.db.executemany("INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
+                            [(submission, chash, key, r["exercise"], r["criterion"], r["kind"], r["status"],
+                              r["points"], r["max_points"], json.dumps(r["message"], ensure_ascii=False))
+                             for r in rows])
 
     def _transaction(self):
         db = self.db
@@ -653,13 +663,17 @@ def _flag_identical(counted: list[StudentLine]) -> None:
                 line.flags.append(Flag("identical", [(o.shown, o.anchor) for o in same if o is not line]))
 
 
-def class_summary(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None) -> ClassSummary:
+def class_summary(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None,
+                  criteria: dict[str, list] | None = None) -> ClassSummary:
     """Totals, exercises and criteria over the submissions with a verdict on the student's work; empty,
     unreadable and grader-failed ones are listed with the reason, and counted apart, as are the roster's students
-    with no submission."""
-    from grader.judge.listing import criteria_of
-
+    with no submission. `criteria`: each exercise's criteria (CriterionMeta), when the caller has them already."""
     from grader.policy import load_policy
+
+    if criteria is None:
+        from grader.judge.listing import criteria_of
+
+        criteria = {ex.id: criteria_of(ex.id, course.criteria) for ex in course.exercises}
 
     results = _results_by_submission(book, key)
     course_max = sum(ex.max_points for ex in course.exercises)
@@ -711,7 +725,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
             sum(c.points >= ex.max_points for c in cells), sum(c.state == "not_attempted" for c in cells)))
     rates = []
     for ex in course.exercises:
-        for meta in criteria_of(ex.id, course.criteria):
+        for meta in criteria[ex.id]:
             if (ex.id, meta.id) not in tallies:
                 continue
             (passed, failed, total), messages, failed_by = tallies[(ex.id, meta.id)]

@@ -9,6 +9,13 @@ grader module they import, torch's version, the seed and the exercise's run sett
 stored record to the judge as a fresh grading would, in the judge's own limited child process: the judge
 validates the stored data as it validates a sandbox's. A submission whose probe version changed, whose files
 changed, or that has no record is graded again from scratch. Nothing here runs student code.
+
+What the judge concluded is kept too, per exercise, stamped with the exercise's judge version (`judge_version`:
+the grader's code and catalogs, the course's own criteria module, the judge's limits, the references, torch's
+version): the same observations judged by the same code with the same references conclude the same, so a
+re-judging judges again only the exercises whose judge version changed, and a change of points or visibility
+alone judges nothing (the report is built again from the kept outcomes, with the new points). Outcomes a limit or
+the grader's own failure decided are never kept: those are judged again.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ DIFF_FILE = "rejudge-diff.csv"  # the grade diff a re-judging writes beside grad
 MAX_KEPT_BYTES = 64 << 20       # a submission's observations kept at most (the judge reads one tensor file of 64 MiB)
 MAX_KEPT_FILES = 4096           # ... and files
 RECORD_VERSION = 1              # of the stored record's layout
+OUTCOME_KEYS = ("id", "kind", "title", "hint", "status", "message", "evidence")   # a kept outcome, as reported
 
 
 @functools.cache
@@ -60,11 +68,69 @@ def _probe_sources() -> str:
     return h.hexdigest()
 
 
+@functools.cache
+def _torch_version() -> str:
+    return importlib.metadata.version("torch")   # read from its metadata file: once, not per submission
+
+
 def probe_version(course: Course, ex: ExerciseConfig) -> str:
     """What decides an exercise's observations of a given file: any change means they must be made again."""
     settings = {"seed": course.seed, "file": ex.file, **ex.limits.to_dict(), "forbidden": list(ex.forbidden),
-                "torch": importlib.metadata.version("torch"), "probes": _probe_sources()}
+                "torch": _torch_version(), "probes": _probe_sources()}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+
+
+@functools.cache
+def _grader_sources() -> str:
+    """A digest of the whole package's code and message catalogs: the judge, the criteria, what they import and the
+    words they say (more than the judge reads, so that nothing it reads is missed)."""
+    package = Path(grader.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".po", ".mo", ".ini") and p.is_file()):
+        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def judge_versions(course: Course) -> dict[str, str]:
+    """Each exercise's judge version: what decides the judge's outcomes on given observations. Any change means the
+    exercise must be judged again."""
+    from grader.grading import reference_key
+
+    versions = {}
+    for ex in course.exercises:
+        own = course.criteria / f"{ex.id}.py" if course.criteria is not None else None
+        settings = {"grader": _grader_sources(), "torch": _torch_version(), "limits": course.judge_limits.to_dict(),
+                    "own_criteria": hashlib.sha256(own.read_bytes()).hexdigest() if own and own.is_file() else None,
+                    "references": reference_key(course, ex) if course.references is None else str(course.references)}
+        versions[ex.id] = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+    return versions
+
+
+def with_outcomes(record: dict, report: dict, versions: dict[str, str]) -> dict:
+    """The record with what the judge concluded of each exercise of `report` (a report.json's data), kept under the
+    exercise's judge version for the re-judgings after; an exercise where a limit or the grader's own failure
+    decided an outcome is left out (it is judged again)."""
+    judged = dict(record.get("judged") or {})
+    for e in report.get("exercises", []):
+        if e["id"] not in versions:
+            continue
+        if any(c["status"] == "grader_error" or "judge_exit" in (c.get("evidence") or {}) for c in e["criteria"]):
+            judged.pop(e["id"], None)
+            continue
+        judged[e["id"]] = {"version": versions[e["id"]],
+                           "criteria": [{key: c[key] for key in OUTCOME_KEYS} for c in e["criteria"]]}
+    return {**record, "judged": judged}
+
+
+def _kept_outcomes(record: dict, ex_id: str, version: str) -> list | None:
+    """The outcomes kept for the exercise when its judge version is still `version`; None otherwise."""
+    from grader.judge.criterion import CriterionMeta, Outcome
+
+    held = (record.get("judged") or {}).get(ex_id)
+    if not held or held.get("version") != version:
+        return None
+    return [Outcome(CriterionMeta(c["id"], c["kind"], c["title"], c["hint"]), c["status"], c["message"],
+                    c["evidence"], c["hint"]) for c in held["criteria"]]
 
 
 class NotKept(Exception):
@@ -160,18 +226,63 @@ def _materialise(store: Path, files: dict[str, str], folder: Path) -> None:
         target.write_bytes(data)
 
 
-def rejudged(course: Course, name: str, record: dict, store: Path, judge=None):
-    """The report a full grading would have made of the submission, from its stored record, judged again (with
-    `judge`, default this process's judge for the course). NotKept when the stored files are gone or damaged."""
-    from grader.grading import build_report, judge_for, reference_folders
-    from grader.judge.client import JudgeUnavailable
+def rejudged(course: Course, name: str, record: dict, store: Path, judge=None,
+             versions: dict[str, str] | None = None):
+    """The report a full grading would have made of the submission, from its stored record: the outcomes kept for
+    each exercise whose judge version (`versions`, default judge_versions(course)) is the same, the others judged
+    again (with `judge`, default this process's judge for the course). NotKept when the stored files are gone or
+    damaged."""
+    versions = versions or judge_versions(course)
+    return report_from(course, name, record, versions, judged_again(course, record, store, versions, judge))
+
+
+def judged_again(course: Course, record: dict, store: Path, versions: dict[str, str], judge=None) -> dict[str, list]:
+    """The judge's outcomes of the exercises whose kept outcomes are not of their judge version now (none judged, and
+    no judge started, when every exercise's are). NotKept when the stored files are gone or damaged."""
+    from grader.grading import judge_for
+
+    todo = [ex for ex in course.exercises if _kept_outcomes(record, ex.id, versions[ex.id]) is None]
+    if not todo:
+        return {}
+    return _judged_again(course, record, store, todo, judge or judge_for(course), _references(course, todo, versions))
+
+
+def report_from(course: Course, name: str, record: dict, versions: dict[str, str], judged: dict[str, list]):
+    """The submission's report from its record: the outcomes `judged` holds, the kept ones for the other exercises
+    (judged_again's outcomes and this need nothing but the record: a process of its own may build it)."""
+    from grader.grading import build_report
     from grader.sandbox.supervisor import Run
 
     exercises = list(course.exercises)
-    references = reference_folders(course, exercises)   # cached by the grading that made the record
-    judge = judge or judge_for(course)
+    outcomes = {ex.id: judged[ex.id] if ex.id in judged else _kept_outcomes(record, ex.id, versions[ex.id])
+                for ex in exercises}
+    runs = {ex.id: Run(id=ex.id, **record["exercises"][ex.id]["facts"]) for ex in exercises
+            if record["exercises"][ex.id]["facts"] is not None}
+    return build_report(course, name, exercises, outcomes, runs, record["sandbox"], record["started_at"],
+                        record.get("duration_s", 0.0))
+
+
+_reference_dirs: dict[tuple[str, str], Path] = {}   # (exercise, judge version) -> its references, found once
+
+
+def _references(course: Course, exercises: list[ExerciseConfig], versions: dict[str, str]) -> dict[str, Path]:
+    """reference_folders, once per exercise and judge version (which holds the references' key)."""
+    from grader.grading import reference_folders
+
+    missing = [ex for ex in exercises if (ex.id, versions[ex.id]) not in _reference_dirs]
+    if missing:
+        for ex_id, folder in reference_folders(course, missing).items():
+            _reference_dirs[(ex_id, versions[ex_id])] = folder
+    return {ex.id: _reference_dirs[(ex.id, versions[ex.id])] for ex in exercises}
+
+
+def _judged_again(course: Course, record: dict, store: Path, exercises: list[ExerciseConfig], judge,
+                  references: dict[str, Path]) -> dict[str, list]:
+    """The judge's outcomes of these exercises from the stored observations, laid out again as the sandbox left them."""
+    from grader.judge.client import JudgeUnavailable
+
     with tempfile.TemporaryDirectory(prefix="grader-rejudge-") as tmp:
-        entries, runs = [], {}
+        entries = []
         for ex in exercises:
             held = record["exercises"][ex.id]
             obs = None
@@ -183,16 +294,12 @@ def rejudged(course: Course, name: str, record: dict, store: Path, judge=None):
             entries.append({"id": ex.id, "file": ex.file, "probes": held["probes"],
                             "obs": str(obs) if obs is not None else None, "run": held["run"],
                             "staged": held["staged"], "reference": str(references[ex.id])})
-            if held["facts"] is not None:
-                runs[ex.id] = Run(id=ex.id, **held["facts"])
         try:
-            outcomes = judge.judge(entries)
+            return judge.judge(entries)
         except JudgeUnavailable as exc:
             from grader.grading import unavailable_outcomes
 
-            outcomes = unavailable_outcomes(course, exercises, exc)
-    return build_report(course, name, exercises, outcomes, runs, record["sandbox"], record["started_at"],
-                        record.get("duration_s", 0.0))
+            return unavailable_outcomes(course, exercises, exc)
 
 
 # --- the grade diff --------------------------------------------------------------------------------------------
@@ -319,13 +426,16 @@ def grade_one(course: Course, submission: Path, exercise_ids: list[str], sandbox
                        keep=lambda probed: keep_observations(store, record, probed))
         if record:
             record["duration_s"] = report.duration_s
-            out.mkdir(parents=True, exist_ok=True)
-            from grader.reporting import write_atomic
+    data = json.loads(report.to_json())
+    if record:   # with what the judge concluded, for the re-judgings after
+        from grader.reporting import write_atomic
 
-            write_atomic(kept_file, json.dumps({"content_hash": chash, "record": record}) + "\n")
+        out.mkdir(parents=True, exist_ok=True)
+        record = with_outcomes(record, data, judge_versions(chosen))
+        write_atomic(kept_file, json.dumps({"content_hash": chash, "record": record}) + "\n")
     if not rejudge:
         return report, None
-    before, after = rows_of(old), rows_of(json.loads(report.to_json()))
+    before, after = rows_of(old), rows_of(data)
     lines = grade_diff(submission.name, before, after, "regraded" if why is not None else "rejudged")
     out.mkdir(parents=True, exist_ok=True)
     (out / DIFF_FILE).write_text(diff_csv(lines), encoding="utf-8")

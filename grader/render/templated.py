@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -15,9 +16,12 @@ from grader.render.safe_text import html_text, markdown_text
 from grader.report.model import Report
 
 
+@functools.cache
 def _environment(templates: Path, safe_text: Callable[[str], str], autoescape: bool) -> jinja2.Environment:
     """Every string a template prints passes through `safe_text` (the format's), so no field, present or
-    added later, reaches the page raw; markup the renderer built itself (Markup) is left as it is."""
+    added later, reaches the page raw; markup the renderer built itself (Markup) is left as it is. One environment
+    per folder and format, kept: it compiles each template once (a template changed on disk is compiled again), where
+    a fresh one would compile it for every report."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), autoescape=autoescape,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True, finalize=lambda value: _printed(value, safe_text))

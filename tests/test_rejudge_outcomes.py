@@ -1,0 +1,87 @@
+"""What a re-judging keeps of the judge's conclusions: an exercise is judged again exactly when its judge version
+changed, and outcomes a limit or the grader's own failure decided are never kept. No sandbox, no judge: the judge
+here is a stand-in that records what it was asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT
+from grader import rejudge
+from grader.course import load_course
+
+
+def _criterion(status: str = "passed", **evidence) -> dict:
+    said = {"en": "observed", "zh": "observed"}
+    return {"id": "c1", "kind": "values", "title": said, "hint": said, "points": 1.0, "max_points": 1.0,
+            "status": status, "message": said, "evidence": evidence}
+
+
+def _report(course, **criteria) -> dict:
+    return {"exercises": [{"id": ex.id, "status": "passed", "criteria": [criteria.get(ex.id, _criterion())]}
+                          for ex in course.exercises]}
+
+
+class RecordingJudge:
+    def __init__(self):
+        self.asked: list[list[str]] = []
+
+    def judge(self, entries: list[dict]) -> dict:
+        self.asked.append([e["id"] for e in entries])
+        return {e["id"]: [] for e in entries}
+
+
+@pytest.fixture
+def course(monkeypatch, tmp_path):
+    monkeypatch.setattr(rejudge, "_references", lambda course, exercises, versions: {ex.id: tmp_path
+                                                                                       for ex in exercises})
+    return load_course(ROOT)
+
+
+def _record(course, kept: dict) -> dict:
+    staged = {"status": "ok", "message": None}
+    return {**kept, "exercises": {ex.id: {"obs": None, "had_obs": False, "probes": [], "run": {}, "staged": staged,
+                                          "facts": None} for ex in course.exercises}}
+
+
+def test_kept_outcomes_spare_the_judge_until_an_exercise_version_changes(course, tmp_path):
+    versions = rejudge.judge_versions(course)
+    record = _record(course, rejudge.with_outcomes({}, _report(course), versions))
+    judge = RecordingJudge()
+    assert rejudge.judged_again(course, record, tmp_path, versions, judge) == {}
+    assert judge.asked == []
+    # the positive control: rope's judge version changed (its criteria, say), so rope alone is judged again
+    changed = {**versions, "rope": "another version"}
+    assert rejudge.judged_again(course, record, tmp_path, changed, judge) == {"rope": []}
+    assert judge.asked == [["rope"]]
+    # and the report built from the kept outcomes says what was kept, with the course's points
+    report = rejudge.report_from(course, "s", {**record, "sandbox": {}, "started_at": ""}, versions, {})
+    assert {(e.id, c.status, c.evidence == {}) for e in report.exercises for c in e.criteria} == \
+        {(ex.id, "passed", True) for ex in course.exercises}
+
+
+def test_outcomes_a_limit_or_the_grader_decided_are_judged_again(course, tmp_path):
+    versions = rejudge.judge_versions(course)
+    report = _report(course, rope=_criterion("error", judge_exit=-9), heads=_criterion("grader_error"))
+    record = _record(course, rejudge.with_outcomes({}, report, versions))
+    assert set(record["judged"]) == {ex.id for ex in course.exercises} - {"rope", "heads"}
+    judge = RecordingJudge()
+    rejudge.judged_again(course, record, tmp_path, versions, judge)
+    assert [sorted(asked) for asked in judge.asked] == [["heads", "rope"]]
+
+
+def test_the_judge_version_follows_the_course_criteria_and_limits_not_the_points(tmp_path):
+    import dataclasses
+
+    from grader.judge.limits import JudgeLimits
+
+    course = load_course(ROOT)
+    versions = rejudge.judge_versions(course)
+    repointed = dataclasses.replace(course, exercises=tuple(
+        dataclasses.replace(ex, points={k: v + 1 for k, v in ex.points.items()}) for ex in course.exercises))
+    assert rejudge.judge_versions(repointed) == versions
+    (tmp_path / "rope.py").write_text("# the course's own criteria of rope\n")
+    own = rejudge.judge_versions(dataclasses.replace(course, criteria=tmp_path))
+    assert {ex for ex in versions if own[ex] != versions[ex]} == {"rope"}
+    limited = rejudge.judge_versions(dataclasses.replace(course, judge_limits=JudgeLimits(cpu_s=7)))
+    assert all(limited[ex] != versions[ex] for ex in versions)
