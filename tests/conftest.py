@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -44,6 +45,33 @@ def run_grader(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
+
+
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this run that every pytest-xdist worker sees (the parent of the workers' own base folders), or
+    this process's base folder when it runs alone."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
+@pytest.fixture(scope="session")
+def sample_graded(tmp_path_factory) -> Graded:
+    """The bundled sample submission graded once for the whole run, as `grader grade` writes it (in English; its
+    report.json holds every message in both languages). Every file that looks at a real report of it shares this
+    one, read-only: copy what a test writes next to. Under pytest-xdist the first worker to ask grades while the
+    others wait on the lock, then read the same folder."""
+    folder = shared_folder(tmp_path_factory, "sample-graded")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    record = folder / "run.json"
+    with open(folder.parent / "sample-graded.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.is_file():
+            out = folder / "out"
+            done = run_grader("grade", str(ROOT / "examples" / "submissions" / "sample"), "--out", str(out))
+            record.write_text(json.dumps({"returncode": done.returncode, "stdout": done.stdout,
+                                          "stderr": done.stderr}))
+    run = json.loads(record.read_text())
+    return Graded(run["returncode"], run["stdout"], run["stderr"], folder / "out")
 
 
 @pytest.fixture
