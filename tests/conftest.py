@@ -17,6 +17,23 @@ from grader.course import load_course
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The suite runs on two pytest-xdist workers (pyproject's addopts: `-n 2 --dist loadfile`, a file's tests on one
+# worker so that its module fixtures are made once). A worker takes the next file when one ends, so the files that
+# take longest (measured with --durations on a 2-core machine, several minutes each) are handed out first: started
+# last, one of them would keep one worker busy long after the other ran out of work.
+LONGEST_FIRST = ("test_hostile.py", "test_check_anywhere.py", "test_student_install.py", "test_batch.py",
+                 "test_class_view.py", "test_judge_isolation.py", "test_isolation.py", "test_notebooks.py",
+                 "test_handout_and_gradescope.py", "test_memory_limits.py", "test_basic_level.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first (LONGEST_FIRST), every other file after them in its usual order."""
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)   # stable: each file's tests keep their order
+
 
 @pytest.fixture(scope="session")
 def course():
