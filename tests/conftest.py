@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -15,6 +16,23 @@ import pytest
 from grader.course import load_course
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The suite runs on two pytest-xdist workers (pyproject's addopts: `-n 2 --dist loadfile`, a file's tests on one
+# worker so that its module fixtures are made once). A worker takes the next file when one ends, so the files that
+# take longest (measured with --durations on a 2-core machine, several minutes each) are handed out first: started
+# last, one of them would keep one worker busy long after the other ran out of work.
+LONGEST_FIRST = ("test_hostile.py", "test_check_anywhere.py", "test_student_install.py", "test_batch.py",
+                 "test_class_view.py", "test_judge_isolation.py", "test_isolation.py", "test_notebooks.py",
+                 "test_handout_and_gradescope.py", "test_memory_limits.py", "test_basic_level.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first (LONGEST_FIRST), every other file after them in its usual order."""
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)   # stable: each file's tests keep their order
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +62,33 @@ def run_grader(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
+
+
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this run that every pytest-xdist worker sees (the parent of the workers' own base folders), or
+    this process's base folder when it runs alone."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
+@pytest.fixture(scope="session")
+def sample_graded(tmp_path_factory) -> Graded:
+    """The bundled sample submission graded once for the whole run, as `grader grade` writes it (in English; its
+    report.json holds every message in both languages). Every file that looks at a real report of it shares this
+    one, read-only: copy what a test writes next to. Under pytest-xdist the first worker to ask grades while the
+    others wait on the lock, then read the same folder."""
+    folder = shared_folder(tmp_path_factory, "sample-graded")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    record = folder / "run.json"
+    with open(folder.parent / "sample-graded.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.is_file():
+            out = folder / "out"
+            done = run_grader("grade", str(ROOT / "examples" / "submissions" / "sample"), "--out", str(out))
+            record.write_text(json.dumps({"returncode": done.returncode, "stdout": done.stdout,
+                                          "stderr": done.stderr}))
+    run = json.loads(record.read_text())
+    return Graded(run["returncode"], run["stdout"], run["stderr"], folder / "out")
 
 
 @pytest.fixture

@@ -272,6 +272,7 @@ def batch(course, course_dir, tmp_path_factory):
     return out, first, excel, again
 
 
+@pytest.mark.slow
 def test_excel_gets_a_bom_and_the_csv_module_reads_it_back(batch):
     out, _, excel, again = batch
     assert excel.startswith(b"\xef\xbb\xbf") and not (out / "grades.csv").read_bytes().startswith(b"\xef\xbb\xbf")
@@ -290,6 +291,7 @@ def test_excel_gets_a_bom_and_the_csv_module_reads_it_back(batch):
     assert "bad.zip" in rows[3]["reason"]
 
 
+@pytest.mark.slow
 def test_the_batch_class_page_links_real_reports_and_names_the_failed_criteria(batch):
     out = batch[0]
     page = Page((out / "class.html").read_text())
@@ -308,6 +310,7 @@ def test_the_batch_class_page_links_real_reports_and_names_the_failed_criteria(b
     assert left_out == {"empty": 1, "unreadable": 1, "missing": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width, height", [(1280, 1100), (400, 1400)])
 def test_the_class_page_in_a_browser(batch, tmp_path, width, height):
     """Chromium draws class.html (in Chinese, with the CJK font) at a desktop and a phone width; the page never
@@ -327,6 +330,7 @@ def test_the_class_page_in_a_browser(batch, tmp_path, width, height):
     assert client == width and scroll <= client
 
 
+@pytest.mark.slow
 def test_a_log_gets_plain_progress_lines_with_an_eta_and_names_in_flight(batch):
     """In the batch's language (--lang zh): the estimate, the names in flight, a row with no verdict and why."""
     # (a warning about the course's files readable by all may come first: a checkout's are)

@@ -25,12 +25,14 @@ def exported(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_only_the_requested_formats_are_written(exported):
     # observed.json: what `grader grade --rejudge` judges again
     assert sorted(p.name for p in exported.iterdir() if p.suffix in (".json", ".md", ".xml", ".html")) == [
         "junit.xml", "observed.json", "report.json", "results.json", "scorecard.md", "step-summary.md"]
 
 
+@pytest.mark.slow
 def test_gradescope_results_follow_the_published_fields(exported):
     results = json.loads((exported / "results.json").read_text())
     report = json.loads((exported / "report.json").read_text())
@@ -47,6 +49,7 @@ def test_gradescope_results_follow_the_published_fields(exported):
     assert sum(t["score"] for t in results["tests"]) == pytest.approx(results["score"])
 
 
+@pytest.mark.slow
 def test_junit_parses_with_one_case_per_criterion(exported):
     root = ET.parse(exported / "junit.xml").getroot()
     report = json.loads((exported / "report.json").read_text())
@@ -57,6 +60,7 @@ def test_junit_parses_with_one_case_per_criterion(exported):
     assert int(root.get("failures")) == len(failed) == len(root.findall("./testsuite/testcase/failure"))
 
 
+@pytest.mark.slow
 def test_scorecard_goes_to_the_step_summary(exported):
     assert (exported / "step-summary.md").read_text().strip() == (exported / "scorecard.md").read_text().strip()
 
@@ -120,6 +124,7 @@ def test_junit_in_chinese_holds_the_chinese_message_of_a_failing_criterion(tmp_p
     assert FAILING_EN not in (tmp_path / "junit.xml").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_grade_lang_zh_writes_gradescope_and_junit_in_chinese(make_submission, grade, course):
     """End to end: `grade --lang zh` reaches both exports. Calling the forbidden F.embedding fails the `api`
     criterion, whose message is the grader's own sentence."""

@@ -4,6 +4,7 @@ edits, the reviewed list of equivalent mutants, and a run that fails on a surviv
 import ast
 import dataclasses
 import difflib
+import functools
 import subprocess
 import sys
 import tomllib
@@ -18,6 +19,12 @@ from conftest import ROOT
 
 COURSE = load_course(ROOT)
 EQUIVALENTS_FILE = ROOT / "tests" / "mutants" / EQUIVALENTS
+
+
+@functools.cache
+def course_mutants(exercise_id: str) -> tuple[Mutant, ...]:
+    """The mutants of an exercise's solution, generated once for the tests of this file (read-only)."""
+    return tuple(mutants_of(COURSE, COURSE.exercise(exercise_id)))
 
 
 def sources(exercise_id):
@@ -55,7 +62,7 @@ def function_lines(solution, names):
 @pytest.mark.parametrize("exercise_id", ["training", "checkpoint", "attention"])
 def test_each_mutant_is_one_change_inside_a_student_function(exercise_id):
     ex, stub, solution = sources(exercise_id)
-    mutants = mutants_of(COURSE, ex)
+    mutants = course_mutants(exercise_id)
     inside = function_lines(solution, student_functions(stub, solution))
     assert len(mutants) >= 30
     assert len({m.id for m in mutants}) == len(mutants) == len({m.source for m in mutants})
@@ -73,7 +80,7 @@ def test_each_mutant_is_one_change_inside_a_student_function(exercise_id):
 
 def test_docstrings_annotations_decorators_and_error_messages_are_not_mutated():
     ex, stub, solution = sources("checkpoint")
-    for m in mutants_of(COURSE, ex):
+    for m in course_mutants(ex.id):
         assert "no_grad" not in m.before or "no_grad" in m.after, m.id   # the decorator stays
         assert not m.before.startswith("raise "), m.id
         assert not m.before.startswith(('"""', "'''")), m.id
@@ -110,7 +117,7 @@ def test_the_reviewed_equivalents_name_real_mutants_each_with_a_reason():
     equivalents = load_equivalents(EQUIVALENTS_FILE)
     raw = tomllib.loads(EQUIVALENTS_FILE.read_text())["equivalent"]
     assert equivalents == {k: v["why"] for k, v in raw.items()} and len(equivalents) >= 30
-    known = {m.id for ex in COURSE.exercises for m in mutants_of(COURSE, ex)}
+    known = {m.id for ex in COURSE.exercises for m in course_mutants(ex.id)}
     assert set(equivalents) - known == set()
     for mutant_id, reason in equivalents.items():
         assert len(reason) >= 20 and "\n" not in reason, mutant_id
@@ -149,7 +156,7 @@ def test_a_run_lists_its_survivor_and_fails_until_it_is_reviewed(tmp_path):
     """A known equivalent mutant graded alone: with the reviewed list it counts as equivalent; without it, it is
     a survivor with its file, line and change, and the run fails."""
     equivalents = load_equivalents(EQUIVALENTS_FILE)
-    masks = {m.id: m for m in mutants_of(COURSE, COURSE.exercise("masks"))}
+    masks = {m.id: m for m in course_mutants("masks")}
     chosen = sorted(i for i in equivalents if i in masks)[0]
     caught = next(i for i, m in masks.items() if m.after == "return (ids == pad_id)[:, None, None, :]")   # reversed
     done = selftest("--exercise", "masks", "--mutant", chosen, "--mutant", caught)

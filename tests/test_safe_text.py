@@ -202,6 +202,7 @@ def merge_heads(x):
 '''
 
 
+@pytest.mark.slow
 def test_a_hostile_submission_is_graded_into_every_format(make_submission, grade):
     """End to end, one light exercise: the exception's type and message, the output and the folder's name."""
     submission = make_submission({"heads": HOSTILE_HEADS}, name="stu\x1b[2Kdent\r# 10 10")
