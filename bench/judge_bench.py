@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
-from grader.grading import probe_order, reference_folders  # noqa: E402
+from grader.grading.pipeline import probe_order, reference_folders  # noqa: E402
 
 
 def cpu() -> float:

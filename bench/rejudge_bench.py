@@ -37,7 +37,7 @@ CHANGED_POINTS = ("split_values", 2, 5)   # the criterion of course.toml the poi
 
 def stored_class(folder: Path, n: int, jobs: int) -> tuple[Path, Path]:
     """(the class folder, its gradebook folder): N submissions as a grading of each would have stored them."""
-    from grader.batch import run_batch
+    from grader.batch.run import run_batch
     from grader.course import load_course
 
     course = load_course(ROOT)
@@ -71,15 +71,15 @@ def _compared_before(course, out: Path) -> None:
     """Record the class's comparison of code as done, as the grading of a real class does it once: a re-judging
     compares again only when the files changed. (Compared for real, these copies of two submissions would make
     thousands of pairs no real class has: the comparison is marked done, with no pairs.)"""
-    import grader.similarity
-    from grader.batch import compare_class
+    import grader.review.similarity
+    from grader.batch.run import compare_class
 
-    compare = grader.similarity.compare_in_child
-    grader.similarity.compare_in_child = lambda course, submissions, *args: []
+    compare = grader.review.similarity.compare_in_child
+    grader.review.similarity.compare_in_child = lambda course, submissions, *args: []
     try:
         compare_class(course, out)
     finally:
-        grader.similarity.compare_in_child = compare
+        grader.review.similarity.compare_in_child = compare
 
 
 def changed_course(folder: Path) -> Path:

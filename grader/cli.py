@@ -58,7 +58,7 @@ def student_edition() -> bool:
     """Whether this is the checker a handout ships (`grader handout` leaves out the instructor's modules, this
     one's writer among them): its `grader` offers `check` alone, the one command that works there. The file is
     looked for beside this one, not imported: an editable install of the whole grader would answer for it."""
-    return not (Path(__file__).resolve().parent / "handout.py").is_file()
+    return not (Path(__file__).resolve().parent / "classroom" / "handout.py").is_file()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -225,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def formats_argument(text: str) -> tuple[str, ...]:
-    from grader.reporting import FORMATS
+    from grader.render.files import FORMATS
 
     chosen = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
     unknown = [f for f in chosen if f not in FORMATS]
@@ -236,7 +236,7 @@ def formats_argument(text: str) -> tuple[str, ...]:
 
 
 def lms_formats_argument(text: str) -> tuple[str, ...]:
-    from grader.batch import LMS_FILES
+    from grader.batch.run import LMS_FILES
 
     chosen = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
     unknown = [f for f in chosen if f not in LMS_FILES]
@@ -278,7 +278,7 @@ def positive_int_argument(text: str) -> int:
 
 
 def command_grade(args) -> int:
-    from grader.rejudge import grade_one, print_diff
+    from grader.grading.rejudge import grade_one, print_diff
     from grader.sandbox.levels import SandboxUnavailable, choose
 
     course = load_course(args.course)
@@ -304,7 +304,7 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
     """Write every report, print the table, and return the exit status the grading ended with."""
     from grader.render.safe_text import terminal_text
     from grader.render.terminal import render_table
-    from grader.reporting import append_step_summary, write_reports
+    from grader.render.files import append_step_summary, write_reports
 
     from grader.i18n import join, rendered, t, verbatim
     from grader.render.labels import LABELS
@@ -335,7 +335,7 @@ def publish(report, out: Path, templates: Path, lang: str, formats: tuple[str, .
 
 def command_selftest(args) -> int:
     from grader.sandbox.levels import choose, strict_missing
-    from grader.selftest import CatalogError, coverage_problems, matrix_markdown, run_selftest
+    from grader.review.selftest import CatalogError, coverage_problems, matrix_markdown, run_selftest
 
     course = load_course(args.course)
     catalog = args.catalog or course.root / "tests"
@@ -359,7 +359,7 @@ def command_selftest(args) -> int:
         raise UsageError(f"the catalog cannot be used as it is:\n{exc}") from None
     matrix = matrix_markdown(course, cases)
     if args.matrix:
-        from grader.reporting import write_atomic
+        from grader.render.files import write_atomic
 
         write_atomic(args.matrix, matrix)
     print(matrix)
@@ -375,8 +375,8 @@ def command_selftest(args) -> int:
 def mutation_selftest(args, course, catalog: Path) -> int:
     """`grader selftest --mutate`: the figure per exercise, the survivors, and every problem."""
     try:
-        from grader.mutation import EQUIVALENTS, EquivalentsError, excerpt, figures, load_equivalents, mutants_of
-        from grader.mutation import mutation_problems, run_mutation, sample
+        from grader.review.mutation import EQUIVALENTS, EquivalentsError, excerpt, figures, load_equivalents, mutants_of
+        from grader.review.mutation import mutation_problems, run_mutation, sample
     except ImportError as exc:
         raise UsageError(f"--mutate needs mutmut ({exc.name} is missing): pip install -e '.[mutation]'") from None
     from grader.sandbox.levels import choose, strict_missing
@@ -445,10 +445,10 @@ def cluster_option(text: str) -> tuple[str, object]:
 
 
 def command_batch(args) -> int:
-    from grader.batch import BatchBusy, run_batch
-    from grader.cluster import ClusterError
-    from grader.progress import BatchProgress
-    from grader.roster import RosterError, read_roster
+    from grader.batch.run import BatchBusy, run_batch
+    from grader.batch.cluster import ClusterError
+    from grader.batch.progress import BatchProgress
+    from grader.batch.roster import RosterError, read_roster
     from grader.sandbox.levels import strict_missing
 
     course = load_course(args.course)
@@ -477,7 +477,7 @@ def command_batch(args) -> int:
     interactive = sys.stderr.isatty()
     progress = BatchProgress(on_change=lambda *event: show_progress(progress, interactive, args.lang, *event))
     try:
-        outcome = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
+        tallies = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
                             args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
                             args.excel, args.formats, times, rejudge=args.rejudge)
     except (BatchBusy, ClusterError) as exc:
@@ -487,22 +487,22 @@ def command_batch(args) -> int:
     from grader.i18n import t
 
     print(t("{total} submissions: {graded} graded, {skipped} already in the gradebook; {csv}, {page}",
-            total=outcome["total"], graded=outcome["graded"], skipped=outcome["skipped"],
+            total=tallies["total"], graded=tallies["graded"], skipped=tallies["skipped"],
             csv=str(args.out / "grades.csv"), page=str(args.out / "class.html")).render(args.lang))
-    if outcome["rendered"]:   # reports of earlier runs, in another language
+    if tallies["rendered"]:   # reports of earlier runs, in another language
         print(t("{count} students' reports written again in this language, from their report.json (no grading)",
-                count=outcome["rendered"]).render(args.lang))
-    report_after_publishing(outcome, args.lang)
+                count=tallies["rendered"]).render(args.lang))
+    report_after_publishing(tallies, args.lang)
     if args.rejudge:
-        from grader.rejudge import print_diff
+        from grader.grading.rejudge import print_diff
 
-        print_diff(outcome, args.lang)
+        print_diff(tallies, args.lang)
     return EXIT_OK
 
 
 def check_lms_roster(roster, formats: tuple[str, ...], lang: str) -> None:
     """What --format canvas needs of the roster, found out before any grading."""
-    from grader.lms import CANVAS_IDENTIFIERS
+    from grader.classroom.lms import CANVAS_IDENTIFIERS
     from grader.i18n import t
 
     if "canvas" in formats and roster is not None and not any(s.column(c) for s in roster for c in CANVAS_IDENTIFIERS):
@@ -510,25 +510,25 @@ def check_lms_roster(roster, formats: tuple[str, ...], lang: str) -> None:
                            "canvas_id, sis_user_id or sis_login_id (a grade is never placed by a name)").render(lang))
 
 
-def report_after_publishing(outcome: dict, lang: str) -> None:
+def report_after_publishing(tallies: dict, lang: str) -> None:
     """What a batch (or an override) adds to its summary: reports written again for their grade, submission times
     that fit no submission, overrides no longer applied, a similarity comparison that did not finish."""
     from grader.i18n import t
     from grader.render.safe_text import terminal_text
 
-    if outcome.get("regraded"):
+    if tallies.get("regraded"):
         print(t("{count} students' reports written again for their grade (overrides, lateness), with no grading",
-                count=outcome["regraded"]).render(lang))
-    for name in outcome.get("unplaced_times", []):
+                count=tallies["regraded"]).render(lang))
+    for name in tallies.get("unplaced_times", []):
         print("grader: " + terminal_text(t("warning: --submitted-at names {name}, which fits no submission",
                                            name=name).render(lang)), file=sys.stderr)
-    for line in outcome.get("stale", []):
+    for line in tallies.get("stale", []):
         print("grader: " + terminal_text(t("warning: override {target} of {student} is not applied: {said}",
                                            target=line.target or "*", student=line.student,
                                            said=line.said[lang]).render(lang)), file=sys.stderr)
-    if outcome.get("similarity") is not None:
+    if tallies.get("similarity") is not None:
         print("grader: " + terminal_text(t("warning: similar code was not compared: {why}",
-                                           why=outcome["similarity"]).render(lang)), file=sys.stderr)
+                                           why=tallies["similarity"]).render(lang)), file=sys.stderr)
 
 
 def guard_basic_level(course, sandbox: str, lang: str, class_folder: Path | None) -> None:
@@ -582,7 +582,7 @@ def show_progress(progress, interactive: bool, lang: str, event: str, name: str 
 
 
 def command_handout(args) -> int:
-    from grader.handout import write_handout
+    from grader.classroom.handout import write_handout
 
     course = load_course(args.course)
     try:
@@ -594,8 +594,8 @@ def command_handout(args) -> int:
 
 
 def command_classroom_sync(args) -> int:
-    from grader.batch import run_batch
-    from grader.classroom import (GitHub, GitHubError, POSTED, RETRY, classroom_settings, iso, parse_time, sync,
+    from grader.batch.run import run_batch
+    from grader.classroom.github import (GitHub, GitHubError, POSTED, RETRY, classroom_settings, iso, parse_time, sync,
                                   token_from_environment)
     from grader.render.safe_text import terminal_text
     from grader.sandbox.levels import strict_missing
@@ -610,7 +610,7 @@ def command_classroom_sync(args) -> int:
     guard_basic_level(course, args.sandbox, args.lang, None)   # the fetched files stay in --out, owner-only
     from grader.i18n import t
     from grader.policy import PolicyError, load_policy
-    from grader.roster import RosterError, read_roster
+    from grader.batch.roster import RosterError, read_roster
 
     deadline = classroom_settings(course).get("deadline")
     try:
@@ -661,7 +661,7 @@ def gradebook_folder(path: Path, lang: str) -> Path:
 def command_override(args) -> int:
     """`grader override`: set, remove or list the instructor's overrides, then write the student's report and the
     class files again (no grading)."""
-    from grader.batch import BatchBusy, batch_lock, publish, stored_settings
+    from grader.batch.run import BatchBusy, batch_lock, publish, stored_settings
     from grader.i18n import t
     from grader.policy import PolicyError
     from grader.render.safe_text import terminal_text
@@ -687,7 +687,7 @@ def command_override(args) -> int:
     try:
         with batch_lock(out):   # no batch writes the gradebook or its pages meanwhile
             name = change_override(course, out, settings, args, exercise, criterion, lang)
-            outcome = publish(course, out, settings["lang"], settings["roster"], settings["excel"],
+            tallies = publish(course, out, settings["lang"], settings["roster"], settings["excel"],
                               settings["formats"])
     except (BatchBusy, PolicyError) as exc:
         raise UsageError(str(exc)) from None
@@ -697,14 +697,14 @@ def command_override(args) -> int:
               student=name, points=args.points))
     print(terminal_text(said.render(lang)))
     print(terminal_text(t("{count} students' reports and the class files written again (no grading)",
-                          count=outcome["rendered"] + outcome["regraded"]).render(lang)))
+                          count=tallies["rendered"] + tallies["regraded"]).render(lang)))
     return EXIT_OK
 
 
 def change_override(course, out: Path, settings: dict, args, exercise: str, criterion: str, lang: str) -> str:
     """Store or remove the override the arguments say; the submission's name it is keyed by."""
-    from grader.gradebook import Gradebook, graded_lines, grader_key
-    from grader.grades import Override, author, now
+    from grader.batch.gradebook import Gradebook, graded_lines, grader_key
+    from grader.batch.grades import Override, author, now
     from grader.i18n import t
 
     book = Gradebook(out / "gradebook.sqlite")
@@ -773,7 +773,7 @@ def target_maximum(course, exercise: str, criterion: str, lang: str) -> float:
 def list_overrides(course, out: Path, settings: dict, lang: str) -> int:
     """One line per override: student, target, the points it gives and the grader gave, comment, author, time; one
     the grading no longer holds a target for says it is not applied."""
-    from grader.gradebook import Gradebook, class_summary, grader_key
+    from grader.batch.gradebook import Gradebook, class_summary, grader_key
     from grader.i18n import t
     from grader.render.safe_text import terminal_text
 
@@ -799,11 +799,11 @@ def list_overrides(course, out: Path, settings: dict, lang: str) -> int:
 
 def command_lms_canvas(args) -> int:
     """`grader lms canvas`: each roster student's final grade and scorecard to a Canvas assignment."""
-    from grader.batch import stored_settings
+    from grader.batch.run import stored_settings
     from grader.i18n import t
-    from grader.lms import FAILED, TOKEN_VARIABLE, LmsError, canvas_push, said_of
+    from grader.classroom.lms import FAILED, TOKEN_VARIABLE, LmsError, canvas_push, said_of
     from grader.render.safe_text import terminal_text
-    from grader.roster import RosterError, read_roster
+    from grader.batch.roster import RosterError, read_roster
 
     course = load_course(args.course)
     out = gradebook_folder(args.gradebook, args.lang or "en")
@@ -831,7 +831,7 @@ def command_lms_canvas(args) -> int:
 
 
 def command_gradescope(args) -> int:
-    from grader.gradescope import build_bundle
+    from grader.classroom.gradescope import build_bundle
 
     names = build_bundle(load_course(args.course), args.out, args.lang)
     print(f"{args.out}: {len(names)} files (setup.sh, run_autograder, the course)")
@@ -839,7 +839,7 @@ def command_gradescope(args) -> int:
 
 
 def command_gradescope_run(args) -> int:
-    from grader.gradescope import UnsafeToGrade, run_in_gradescope
+    from grader.classroom.gradescope import UnsafeToGrade, run_in_gradescope
 
     try:
         print(run_in_gradescope(load_course(args.course), args.root, args.lang))
@@ -849,7 +849,7 @@ def command_gradescope_run(args) -> int:
 
 
 def command_check(args) -> int:
-    from grader.check import CheckRefused, run_check, submission_folder
+    from grader.grading.precheck import CheckRefused, run_check, submission_folder
 
     course = load_course(getattr(args, "course", None))
     try:

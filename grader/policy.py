@@ -18,7 +18,7 @@ Theory of operation. A lateness is made of three facts, each from one source:
    number of days); the cutoff moves by as much as the due date does;
 3. the policy's rate and cap.
 
-Nothing here reads a grade: `grader.grades` applies the penalty to the points the work earned.
+Nothing here reads a grade: `grader.batch.grades` applies the penalty to the points the work earned.
 """
 
 from __future__ import annotations

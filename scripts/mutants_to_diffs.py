@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
-from grader.selftest import MUTANT_DIFF  # noqa: E402
-from grader.unidiff import apply_diff, make_diff  # noqa: E402
+from grader.review.selftest import MUTANT_DIFF  # noqa: E402
+from grader.review.unidiff import apply_diff, make_diff  # noqa: E402
 
 
 def convert(catalog: Path) -> tuple[list[Path], list[str]]:

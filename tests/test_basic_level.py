@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from grader.course import load_course
-from grader.selftest import mutant_text
+from grader.review.selftest import mutant_text
 
 from conftest import ROOT, course_copy
 
@@ -190,8 +190,8 @@ def test_cluster_refuses_the_basic_level(where, tmp_path):
 
 
 def test_cluster_refusal_holds_for_the_batch_function_too(tmp_path):
-    from grader.batch import run_batch
-    from grader.cluster import ClusterError
+    from grader.batch.run import run_batch
+    from grader.batch.cluster import ClusterError
     from grader.course import load_course
 
     (tmp_path / "class").mkdir()
@@ -228,7 +228,7 @@ def test_staged_files_and_folders_are_the_graders_alone_whatever_the_umask(tmp_p
 
 
 def test_an_open_cache_left_by_an_older_grader_is_closed(tmp_path, monkeypatch):
-    from grader.grading import private_cache
+    from grader.grading.pipeline import private_cache
 
     old = tmp_path / "cache" / "references" / "heads-0123"
     old.mkdir(parents=True)

@@ -17,9 +17,9 @@ import zipfile
 import pytest
 
 from conftest import ROOT, course_copy
-from grader.gradebook import said
-from grader.selftest import catalog_mutants
-from grader.warm import GradingTimeout, WarmGraderDied
+from grader.batch.gradebook import said
+from grader.review.selftest import catalog_mutants
+from grader.batch.warm import GradingTimeout, WarmGraderDied
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = pytest.mark.slow
@@ -155,7 +155,7 @@ def test_killed_halfway_and_restarted_gives_the_same_csv(uninterrupted, course_d
 
 
 def test_zip_with_a_path_escape_is_refused(tmp_path):
-    from grader.batch import UnsafeArchive, unpack
+    from grader.batch.run import UnsafeArchive, unpack
 
     archive = tmp_path / "evil.zip"
     with zipfile.ZipFile(archive, "w") as zf:
@@ -166,7 +166,7 @@ def test_zip_with_a_path_escape_is_refused(tmp_path):
 
 
 def test_zip_with_a_symlink_is_refused(tmp_path):
-    from grader.batch import UnsafeArchive, unpack
+    from grader.batch.run import UnsafeArchive, unpack
 
     archive = tmp_path / "link.zip"
     with zipfile.ZipFile(archive, "w") as zf:
@@ -178,7 +178,7 @@ def test_zip_with_a_symlink_is_refused(tmp_path):
 
 
 def test_zip_bomb_is_refused(tmp_path):
-    from grader.batch import MAX_ZIP_TOTAL_BYTES, UnsafeArchive, unpack
+    from grader.batch.run import MAX_ZIP_TOTAL_BYTES, UnsafeArchive, unpack
 
     archive = tmp_path / "bomb.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -333,7 +333,7 @@ def test_folder_and_zip_of_the_same_stem_are_two_stable_rows(hostile_runs):
 def fake_grade(outcomes: list, monkeypatch):
     """A stand-in for the warm grading process: each grading takes the next outcome, a report's exercise status
     (a str), a reply (a dict) or an exception to raise; every grading is recorded."""
-    from grader import pool
+    from grader.batch import pool
     from grader.judge.session import criteria_of
 
     calls = []
@@ -365,7 +365,7 @@ def fake_grade(outcomes: list, monkeypatch):
 
 
 def batch_in_process(course_dir, classroom, out):
-    from grader.batch import run_batch
+    from grader.batch.run import run_batch
     from grader.course import load_course
 
     return run_batch(load_course(course_dir), classroom, out, 1, False, "strict", "en")
@@ -431,7 +431,7 @@ def test_what_a_killed_run_left_unpacked_is_removed(course_dir, tmp_path, monkey
 def test_a_second_batch_on_the_same_folder_is_refused(course_dir, tmp_path):
     import fcntl
 
-    from grader.batch import LOCK_FILE, BatchBusy
+    from grader.batch.run import LOCK_FILE, BatchBusy
 
     (tmp_path / "class").mkdir()
     (tmp_path / "out").mkdir()
@@ -442,7 +442,7 @@ def test_a_second_batch_on_the_same_folder_is_refused(course_dir, tmp_path):
 
 
 def test_row_names_are_distinct_for_distinct_entries():
-    from grader.batch import row_name
+    from grader.batch.run import row_name
 
     names = ["frank", "frank.zip", "a\\xff", os.fsdecode(b"a\xff"), "a\u00ff", "a\x85", os.fsdecode(b"a\x85"), "a\n",
              "a\\u000a", "学生"]

@@ -1,6 +1,6 @@
-"""`grader check` on every student's machine: the plain route (grader/plain.py) gives the strict sandbox's verdicts,
-runs where Linux-only modules and calls are missing, names each failing public test with pytest's reason, passes on
-an untouched handout, and the student's `grader` offers only `check`."""
+"""`grader check` on every student's machine: the plain route (grader/grading/plain.py) gives the strict sandbox's
+verdicts, runs where Linux-only modules and calls are missing, names each failing public test with pytest's reason,
+passes on an untouched handout, and the student's `grader` offers only `check`."""
 
 import os
 import shutil
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.check import PLAIN_SWITCH, check, check_sandbox
+from grader.grading.precheck import PLAIN_SWITCH, check, check_sandbox
 from grader.course import load_course
-from grader.handout import write_handout
+from grader.classroom.handout import write_handout
 from grader.sandbox import levels
-from grader.selftest import mutant_text
+from grader.review.selftest import mutant_text
 
 from conftest import ROOT
 

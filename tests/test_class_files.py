@@ -15,10 +15,10 @@ import pytest
 
 from conftest import ROOT, course_copy
 from grader.course import load_course
-from grader.gradebook import GRADER_ERROR, KILLED_WORKERS, UNREADABLE, Gradebook, class_summary, grades_csv
+from grader.batch.gradebook import GRADER_ERROR, KILLED_WORKERS, UNREADABLE, Gradebook, class_summary, grades_csv
 from grader.judge.session import criteria_of
-from grader.progress import BatchProgress, duration
-from grader.roster import AMBIGUOUS, RosterError, Student, match, read_roster
+from grader.batch.progress import BatchProgress, duration
+from grader.batch.roster import AMBIGUOUS, RosterError, Student, match, read_roster
 
 EXERCISES = ["heads", "masks"]   # light exercises the sample gets part of: complete, partial and empty all occur
 

@@ -22,11 +22,11 @@ import pytest
 from browser import dump_dom, parse_dom, screenshot, spilling, text_of, with_class
 from conftest import ROOT
 from grader.course import load_course
-from grader.gradebook import GRADER_ERROR, NOT_JUDGED, UNREADABLE, Gradebook, class_summary
+from grader.batch.gradebook import GRADER_ERROR, NOT_JUDGED, UNREADABLE, Gradebook, class_summary
 from grader.judge.session import criteria_of
 from grader.render.labels import CLASS_LABELS
 from grader.render.templated import render_class
-from grader.roster import Student
+from grader.batch.roster import Student
 from sample_class import BROKEN_ZIP, IDENTICAL, build_class
 
 COURSE = load_course(ROOT)
@@ -163,8 +163,8 @@ def test_writing_reports_again_skips_one_it_cannot_read_and_goes_on(tmp_path):
     again) and the others' nothing at all."""
     from hostile_report import hostile_report
 
-    from grader.batch import RENDERED_LANG, render_students
-    from grader.gradebook import grader_key
+    from grader.batch.run import RENDERED_LANG, render_students
+    from grader.batch.gradebook import grader_key
 
     book = Gradebook(tmp_path / "gradebook.sqlite")
     for name in ("ann", "bo"):
@@ -205,7 +205,7 @@ def resumed(graded, tmp_path_factory):
     import contextlib
     import io
 
-    import grader.batch
+    import grader.batch.run
     from grader.cli import main
 
     out = tmp_path_factory.mktemp("resumed") / "out"
@@ -217,13 +217,13 @@ def resumed(graded, tmp_path_factory):
         raise AssertionError("a resumed batch with nothing new graded something")
 
     stdout, stderr = io.StringIO(), io.StringIO()
-    original, grader.batch._engine = grader.batch._engine, no_grading
+    original, grader.batch.run._engine = grader.batch.run._engine, no_grading
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             status = main(["batch", str(room), "--out", str(out), "--jobs", "2", "--sandbox", "basic",
                            "--roster", str(graded[0].parent / "roster.csv"), "--lang", "zh"])
     finally:
-        grader.batch._engine = original
+        grader.batch.run._engine = original
     assert status == 0, stderr.getvalue()[-3000:]
     return out, stdout.getvalue(), stderr.getvalue(), before
 
@@ -266,7 +266,7 @@ def test_resuming_with_lang_zh_writes_every_report_again_without_grading(graded,
 
 @pytest.mark.slow
 def test_a_report_in_the_language_asked_is_not_written_again(resumed):
-    from grader.batch import render_students
+    from grader.batch.run import render_students
 
     out = resumed[0]
     stamps = {p: p.stat().st_mtime_ns for p in (out / "students").rglob("report.html")}

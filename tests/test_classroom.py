@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import classroom
-from grader.batch import run_batch
-from grader.classroom import NOTHING, POSTED, PUSHED, RETRY, SEEN, STATUS_CONTEXT, Arrival, GitHub, arrival, sync
+from grader.classroom import github as classroom
+from grader.batch.run import run_batch
+from grader.classroom.github import NOTHING, POSTED, PUSHED, RETRY, SEEN, STATUS_CONTEXT, Arrival, GitHub, arrival, sync
 from grader.course import load_course
-from grader.selftest import mutant_text
+from grader.review.selftest import mutant_text
 
 from conftest import ROOT, course_copy
 
@@ -266,7 +266,7 @@ def test_one_repositorys_trouble_is_its_own_row_and_the_next_run_grades_it(cours
     dave and gina are graded and posted (dave's and gina's heads an error that says why); bob, erin and frank get
     a row that says what failed, nothing posted and nothing recorded; the next run grades and posts those three."""
     from grader.i18n import t, verbatim
-    from grader.warm import WarmGrader, WarmGraderDied
+    from grader.batch.warm import WarmGrader, WarmGraderDied
 
     fake, client = github
     total = sum(course.exercise("heads").points.values())
@@ -394,7 +394,7 @@ def test_the_command_says_each_row_and_exits_3_while_one_is_to_be_tried_again(co
 def test_the_status_and_comment_speak_the_chosen_language(tmp_path):
     """A Chinese class reads its commit status and comment in Chinese; a submission without a report says it could
     not be graded, in that language too."""
-    from grader.classroom import scorecard_comment
+    from grader.classroom.github import scorecard_comment
 
     graded = tmp_path / "graded"
     graded.mkdir()
@@ -423,9 +423,9 @@ def test_a_late_policy_grades_up_to_each_cutoff_and_takes_the_penalty_by_push_ti
     five hours late: 10% off; carol's as late, with a day's extension in the roster: nothing off; dave's last push
     comes after his cutoff, so the commit graded is the one before it, pushed a day and a bit late: 20% off. The
     status posted carries the final score, the scorecard the lateness, the gradebook each arrival."""
-    from grader.gradebook import Gradebook
+    from grader.batch.gradebook import Gradebook
     from grader.policy import load_policy
-    from grader.roster import Student
+    from grader.batch.roster import Student
 
     fake, client = github
     folder = course_copy(tmp_path / "course", ["heads"])
@@ -474,7 +474,7 @@ def test_a_late_policy_grades_up_to_each_cutoff_and_takes_the_penalty_by_push_ti
 def test_a_commit_only_a_sync_saw_is_dated_by_the_sync_before_it():
     """With no record of the push, a commit arrived after the last moment the branch was seen without it: that time
     stands for its submission, never a later one; with nothing before it, the time is unknown."""
-    from grader.classroom import Timeline
+    from grader.classroom.github import Timeline
 
     t0 = dt.datetime(2026, 12, 1, 20, tzinfo=dt.UTC)
     timeline = Timeline([[classroom.iso(t0), "a" * 40, SEEN, None],

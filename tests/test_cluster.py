@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, course_copy
 from grader.course import load_course
-from grader.selftest import catalog_mutants
+from grader.review.selftest import catalog_mutants
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = pytest.mark.slow
@@ -161,7 +161,7 @@ def test_a_scheduler_killed_mid_batch_loses_nothing(course_dir, classroom, local
 
 @pytest.mark.parametrize("level", ["strict", "basic"])
 def test_each_submission_records_the_sandbox_it_was_graded_in(level, course_dir, tmp_path):
-    from grader.batch import run_batch
+    from grader.batch.run import run_batch
     from grader.course import load_course
 
     student = tmp_path / "class" / "ivy" / "heads"
@@ -179,8 +179,8 @@ def kills_its_worker(*_):
 
 
 def test_a_submission_that_kills_two_workers_is_recorded_once(course_dir, dask_processes, tmp_path, monkeypatch):
-    from grader import cluster
-    from grader.batch import run_batch
+    from grader.batch import cluster
+    from grader.batch.run import run_batch
     from grader.course import load_course
 
     _, address, _ = start_cluster(dask_processes, tmp_path, "scheduler", workers=1, nanny=True)
@@ -191,7 +191,7 @@ def test_a_submission_that_kills_two_workers_is_recorded_once(course_dir, dask_p
                       cluster=address)
     status, message = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite").execute(
         "SELECT status, message FROM submissions WHERE submission='mallory'").fetchone()
-    from grader.gradebook import said
+    from grader.batch.gradebook import said
 
     assert first["graded"] == 1 and status == "killed_workers" and "worker that graded it died" in said(message)["en"]
     assert "Dask worker 都在评分途中退出" in said(message)["zh"]

@@ -62,7 +62,7 @@ def test_forbidden_apis_resolve():
 
 @pytest.mark.parametrize("exercise_id", IDS)
 def test_probe_order_read_from_source_matches_the_module(exercise_id):
-    from grader.grading import probe_order
+    from grader.grading.pipeline import probe_order
 
     ex = COURSE.exercise(exercise_id)
     assert probe_order(ex) == [p.name for p in probes_of(importlib.import_module(ex.probes_module))]
@@ -140,7 +140,7 @@ def test_criteria_read_from_source_are_the_ones_the_judge_imports(exercise_id):
 
 def test_titles_are_read_without_importing_the_judge():
     """The gradebook, a report for an ungraded submission and the warm grader name criteria without pytest or torch."""
-    code = ("import sys; import grader.gradebook, grader.outcome, grader.warm; "
+    code = ("import sys; import grader.batch.gradebook, grader.batch.rows, grader.batch.warm; "
             "from grader.judge.listing import criteria_of; "
             f"metas = [m for ex in {IDS!r} for m in criteria_of(ex)]; "
             "assert all(m.title['zh'] != m.title['en'] for m in metas), 'a title without its Chinese'; "

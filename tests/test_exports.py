@@ -156,7 +156,7 @@ def test_gradescope_shows_students_the_sandbox_level_and_tells_the_instructor_it
     `stdout_visibility`) is the instructor's, and holds why the level is not stricter and what it lacks."""
     from dataclasses import replace
 
-    from grader.gradescope import instructor_lines
+    from grader.classroom.gradescope import instructor_lines
     from grader.render.exports import render_gradescope
 
     sandbox = {"level": "basic", "layers": {"process": True, "network_namespace": False, "pid_namespace": False},

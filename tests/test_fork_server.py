@@ -192,7 +192,7 @@ def test_a_submission_finds_no_trace_of_the_one_before(tmp_path):
 
 def test_a_dead_fork_server_leaves_its_gradings_to_fresh_sandboxes(tmp_path):
     from grader.course import load_course
-    from grader.grading import judged, probe
+    from grader.grading.pipeline import judged, probe_submission
     from grader.sandbox.forkserver import ForkServer
     from grader.sandbox.levels import choose
 
@@ -202,7 +202,7 @@ def test_a_dead_fork_server_leaves_its_gradings_to_fresh_sandboxes(tmp_path):
         os.killpg(server.proc.pid, 9)
         server.proc.wait()
         assert not server.alive()
-        report = judged(probe(course, ROOT / "solutions", ["masks"], choose("strict"), None, server))
+        report = judged(probe_submission(course, ROOT / "solutions", ["masks"], choose("strict"), None, server))
         assert report.percent == 100
     finally:
         server.close()

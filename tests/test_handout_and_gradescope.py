@@ -184,7 +184,7 @@ def test_setup_sh_makes_the_hidden_material_root_only(autograder, tmp_path):
 
 
 def test_without_namespaces_student_code_never_runs_as_root(monkeypatch):
-    from grader import gradescope
+    from grader.classroom import gradescope
     from grader.sandbox import levels
 
     monkeypatch.setattr(levels, "strict_missing", lambda: "namespaces cannot be created here")
@@ -205,7 +205,7 @@ def test_a_linked_exercises_folder_scores_nothing(autograder):
 
 
 def test_gather_follows_no_link_to_a_classmate_or_the_grader(tmp_path):
-    from grader.gradescope import LINK_STAND_IN, gather_submission
+    from grader.classroom.gradescope import LINK_STAND_IN, gather_submission
 
     upload, target = tmp_path / "upload", tmp_path / "target"
     (tmp_path / "classmate" / "heads").mkdir(parents=True)
@@ -305,7 +305,7 @@ def test_without_namespaces_student_code_cannot_read_the_hidden_material(autogra
     student's import reads what the worker needs but none of the hidden material."""
     import tempfile
 
-    from grader.gradescope import run_in_gradescope
+    from grader.classroom.gradescope import run_in_gradescope
     from grader.sandbox import levels
 
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:

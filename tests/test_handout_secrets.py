@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from grader.course import load_course
-from grader.grading import reference_folders
-from grader.handout import write_handout
-from grader.student_checker import probes_read, visible_tests
+from grader.grading.pipeline import reference_folders
+from grader.classroom.handout import write_handout
+from grader.classroom.checker import probes_read, visible_tests
 
 from conftest import ROOT
 
@@ -200,7 +200,7 @@ def test_check_refuses_the_course_stubs_and_a_folder_without_exercises(tmp_path)
                                          ("ERROR: file or directory not found: x",
                                           "ERROR: file or directory not found: x")])
 def test_check_says_pytests_counts_in_the_students_language(summary, zh):
-    from grader.check import pytest_counts
+    from grader.grading.precheck import pytest_counts
 
     said = pytest_counts(summary)
     assert said.render("en") == summary and said.render("zh") == zh

@@ -50,8 +50,8 @@ from conftest import ROOT
 from grader.course import load_course
 from grader.sandbox import uids
 from grader.sandbox.supervisor import GRACE_SECONDS
-from grader.rejudge import KEPT_FILE, STORE
-from grader.reporting import DEFAULT_FORMATS, FORMATS
+from grader.grading.rejudge import KEPT_FILE, STORE
+from grader.render.files import DEFAULT_FORMATS, FORMATS
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = pytest.mark.slow

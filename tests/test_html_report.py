@@ -24,7 +24,7 @@ def sample_reports(sample_graded, tmp_path_factory) -> dict:
     (the report holds every message in both languages, so the two gradings' pages differ in their timestamps
     alone). Copies in a folder of this module's, since measuring a page writes files beside it."""
     from grader.report.model import Report
-    from grader.reporting import write_reports
+    from grader.render.files import write_reports
 
     assert sample_graded.returncode == 0, sample_graded.stderr
     pages = {}
@@ -199,7 +199,7 @@ def test_student_markup_in_a_report_stays_text_in_the_browser(tmp_path):
     """A message and a submission name carrying <img onerror=...>, ESC and a surrogate: no element is made of them."""
     from hostile_report import hostile_report
 
-    from grader.reporting import write_reports
+    from grader.render.files import write_reports
 
     write_reports(hostile_report(), tmp_path, ROOT / "templates", "en", ("html",))
     dom, console = rendered(tmp_path / "report.html", tmp_path)

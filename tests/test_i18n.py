@@ -130,7 +130,7 @@ def test_every_case_the_language_model_probe_names_in_words_has_a_template(cours
     """The transformer_lm probe names its bad-input cases in English (the worker has no catalog); the judge shows
     each through a template of its own, so a label added to or reworded in the probe must be added there too."""
     from grader.criteria import transformer_lm
-    from grader.grading import reference_folders
+    from grader.grading.pipeline import reference_folders
 
     folder = reference_folders(course, [course.exercise("transformer_lm")])["transformer_lm"]
     recorded = json.loads((folder / "bad_inputs.json").read_text(encoding="utf-8"))["values"]

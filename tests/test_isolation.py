@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, course_copy
-from grader.rejudge import KEPT_FILE, STORE
+from grader.grading.rejudge import KEPT_FILE, STORE
 from grader.sandbox import scratch, uids
 from grader.sandbox.levels import strict_missing
 from grader.sandbox.staging import stage

@@ -128,8 +128,8 @@ def cluster_out(course_dir, classroom, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def classroom_out(course_dir, tmp_path_factory) -> Path:
-    from grader.batch import run_batch
-    from grader.classroom import GitHub, sync
+    from grader.batch.run import run_batch
+    from grader.classroom.github import GitHub, sync
     from test_classroom import ORG, PREFIX, TOKEN, FakeGitHub, serve
 
     fake = FakeGitHub()
@@ -187,14 +187,14 @@ def test_each_hostile_submission_gets_a_row_with_its_cause(engine, request):
 # --- the judge's reading, on hand-made observations ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def masks_reference():
-    from grader.grading import reference_folders
+    from grader.grading.pipeline import reference_folders
 
     course = load_course(ROOT)
     return course, reference_folders(course, [course.exercise("masks")])["masks"]
 
 
 def observations(folder: Path, exercise: str = "masks"):
-    from grader.grading import probe_order
+    from grader.grading.pipeline import probe_order
     from grader.judge.observations import Observations, RunSummary
 
     course = load_course(ROOT)
@@ -274,7 +274,7 @@ def test_a_tensor_past_the_caps_is_refused_from_its_header(masks_reference, tmp_
 def test_the_forbidden_call_record_is_merged_in_one_pass(tmp_path):
     """Each place once, in the order first recorded, across the import and every probe: 60,000 places, more per
     probe than any other list may hold (only their count is shown)."""
-    from grader.grading import probe_order
+    from grader.grading.pipeline import probe_order
 
     course = load_course(ROOT)
     probes = ["_import", *probe_order(course.exercise("layer_norm"))]
@@ -298,7 +298,7 @@ def test_a_criterion_past_its_cpu_budget_is_that_submissions_error_and_the_rest_
     60,000 takes tens of milliseconds. Given a millisecond of CPU per criterion, `no_forbidden_api` goes past it
     and is the submission's error, the limit in words, and the criteria after it are judged. With the default budget
     it fails for the calls, as it should, and every other criterion passes (the positive control)."""
-    from grader.grading import probe_order, reference_folders
+    from grader.grading.pipeline import probe_order, reference_folders
     from grader.judge.client import JudgeClient
     from grader.judge.limits import JudgeLimits
 
@@ -397,7 +397,7 @@ def test_a_judging_killed_again_and_again_stops_and_says_so(monkeypatch):
 def test_a_judge_that_cannot_run_makes_every_criterion_the_graders_error(tmp_path):
     """A judging server that died (or would not start) costs no point: every criterion is the grader's error, with
     the reason, and the report is still written."""
-    from grader.grading import judged, probe
+    from grader.grading.pipeline import judged, probe_submission
     from grader.judge.client import JudgeUnavailable
     from grader.sandbox.levels import choose, strict_missing
 
@@ -411,7 +411,7 @@ def test_a_judge_that_cannot_run_makes_every_criterion_the_graders_error(tmp_pat
     course = load_course(course_copy(tmp_path / "course", ["heads"]))
     (tmp_path / "student" / "heads").mkdir(parents=True)
     shutil.copyfile(ROOT / "solutions" / "heads" / "heads.py", tmp_path / "student" / "heads" / "heads.py")
-    report = judged(probe(course, tmp_path / "student", ["heads"], choose("strict")), Gone()).to_dict()
+    report = judged(probe_submission(course, tmp_path / "student", ["heads"], choose("strict")), Gone()).to_dict()
     (heads,) = report["exercises"]
     assert heads["status"] == "grader_error" and {c["status"] for c in heads["criteria"]} == {"grader_error"}
     assert all("exit -9" in c["message"]["en"] for c in heads["criteria"])

@@ -29,7 +29,7 @@ def test_every_status_and_kind_has_a_label(lang):
 
 def test_the_class_report_has_the_same_words_in_each_language():
     """class.html's words: every standing, cell state and flag kind in both languages, none left in English."""
-    from grader.gradebook import CELL_STATES, STANDING_WORDS
+    from grader.batch.gradebook import CELL_STATES, STANDING_WORDS
 
     assert set(CLASS_LABELS) == set(LANGS) and set(CLASS_LABELS["en"]) == set(CLASS_LABELS["zh"])
     needed = [*STANDING_WORDS, *(f"cell_{state}" for state in CELL_STATES), "identical"]

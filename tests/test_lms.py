@@ -21,10 +21,10 @@ import pytest
 
 from conftest import ROOT, course_copy
 from grader.course import load_course
-from grader.gradebook import GRADER_ERROR, UNREADABLE, Gradebook, grader_key, grades_csv
+from grader.batch.gradebook import GRADER_ERROR, UNREADABLE, Gradebook, grader_key, grades_csv
 from grader.judge.session import criteria_of
-from grader.lms import LmsError, canvas_csv, canvas_push, canvas_user, moodle_csv
-from grader.roster import Student, read_roster
+from grader.classroom.lms import LmsError, canvas_csv, canvas_push, canvas_user, moodle_csv
+from grader.batch.roster import Student, read_roster
 
 EXERCISES = ["heads"]
 ROSTER = ("id,name,email,sis_user_id,sis_login_id,canvas_id,section,idnumber\n"

@@ -123,7 +123,7 @@ def cuda_like_worker(monkeypatch, backing):
 
 
 def graded(course, tmp_path, level: str, bomb: str) -> dict:
-    from grader.grading import grade
+    from grader.grading.pipeline import grade
 
     submission = tmp_path / "submission"
     (submission / "heads").mkdir(parents=True)

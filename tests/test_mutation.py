@@ -12,7 +12,7 @@ import tomllib
 import pytest
 
 from grader.course import load_course
-from grader.mutation import (EQUIVALENTS, Mutant, Outcome, excerpt, figures, generate, load_equivalents,
+from grader.review.mutation import (EQUIVALENTS, Mutant, Outcome, excerpt, figures, generate, load_equivalents,
                              mutants_of, mutation_problems, student_functions)
 
 from conftest import ROOT
@@ -174,7 +174,7 @@ def test_a_run_lists_its_survivor_and_fails_until_it_is_reviewed(tmp_path):
 @pytest.mark.parametrize("text, said", [("equivalent = 3", "must be a table"), ('[equivalent."a:b"]\nwhy = " "', "a:b"),
                                         ('[equivalent]\n"a:c" = "no table"', "a:c"), ("[equivalent", "Expected")])
 def test_a_malformed_list_of_equivalents_is_refused_with_where(tmp_path, text, said):
-    from grader.mutation import EquivalentsError
+    from grader.review.mutation import EquivalentsError
 
     path = tmp_path / "equivalent.toml"
     path.write_text(text)

@@ -1,4 +1,5 @@
-"""Notebook submissions (grader/notebooks.py): an exercise's code cells, graded as that exercise's file would be."""
+"""Notebook submissions (grader/grading/notebooks.py): an exercise's code cells, graded as that exercise's file would
+be."""
 
 import pytest
 import dataclasses
@@ -10,13 +11,13 @@ from pathlib import Path
 
 import nbformat
 
-from grader.classroom import fetch_exercises
+from grader.classroom.github import fetch_exercises
 from grader.course import load_course
-from grader.grading import grade
-from grader.handout import write_handout
+from grader.grading.pipeline import grade
+from grader.classroom.handout import write_handout
 from grader.sandbox.levels import choose, strict_missing
 from grader.sandbox.staging import stage
-from grader.selftest import mutant_text
+from grader.review.selftest import mutant_text
 
 from conftest import ROOT
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from grader.course import load_course
-from grader.grading import grade
+from grader.grading.pipeline import grade
 from grader.sandbox.levels import choose, strict_missing
-from grader.selftest import mutant_text
+from grader.review.selftest import mutant_text
 
 from conftest import ROOT
 

@@ -18,9 +18,9 @@ import pytest
 
 from conftest import ROOT, course_copy, run_grader
 from grader.course import load_course
-from grader.grades import Override, grade_of
+from grader.batch.grades import Override, grade_of
 from grader.report.model import SCHEMA_PATH
-from grader.selftest import mutant_text
+from grader.review.selftest import mutant_text
 
 COURSE = load_course(ROOT)
 
@@ -176,7 +176,7 @@ def test_bad_overrides_are_refused_in_one_line():
     comment, a student the gradebook does not hold (a hand-written gradebook: no grading)."""
     import tempfile
 
-    from grader.gradebook import Gradebook, grader_key
+    from grader.batch.gradebook import Gradebook, grader_key
     from grader.judge.session import criteria_of
 
     with tempfile.TemporaryDirectory() as tmp:

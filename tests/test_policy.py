@@ -20,13 +20,13 @@ import pytest
 
 from conftest import ROOT, course_copy, run_grader
 from grader.course import load_course
-from grader.gradebook import grader_key
-from grader.grades import grade_of
+from grader.batch.gradebook import grader_key
+from grader.batch.grades import grade_of
 from grader.policy import (FROM_GRADESCOPE, FROM_ROSTER, LATE, ON_TIME, TOO_LATE, UNKNOWN, Dates, Policy,
                            PolicyError, Submitted, gradescope_lateness, lateness, load_policy, parse_moment,
                            read_submission_times, student_dates)
 from grader.report.model import SCHEMA_PATH
-from grader.roster import RosterError, read_roster
+from grader.batch.roster import RosterError, read_roster
 
 TZ = dt.timezone(dt.timedelta(hours=8))
 DUE = dt.datetime(2026, 12, 1, 23, 59, 59, tzinfo=TZ)
@@ -198,7 +198,7 @@ def test_gradescope_results_score_the_final_grade(tmp_path):
     """With [policy], run_autograder's results carry the penalised score and say why; without, nothing changes."""
     from hostile_report import hostile_report
 
-    from grader.gradescope import METADATA, late_work
+    from grader.classroom.gradescope import METADATA, late_work
     from grader.render.exports import render_gradescope
 
     course = load_course(policy_course(tmp_path / "course", ["heads"]))

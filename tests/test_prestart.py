@@ -12,11 +12,11 @@ import pytest
 
 from conftest import ROOT, course_copy
 from grader.course import CourseError, load_course
-from grader.grading import grade, judged, probe
+from grader.grading.pipeline import grade, judged, probe_submission
 from grader.report.model import stable_view
 from grader.sandbox.levels import choose, strict_missing
 from grader.sandbox.session import SandboxSession
-from grader.warm import WarmGrader
+from grader.batch.warm import WarmGrader
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = [pytest.mark.slow,
@@ -54,7 +54,7 @@ def test_a_prestarted_sandbox_serves_one_submission_then_is_gone(course, tmp_pat
         shares = Path(folder) / "cpu.shares"
         if shares.is_file():
             assert int(shares.read_text()) < 1024
-    probed = probe(course, student, ["heads", "masks"], choose("strict"), waiting)
+    probed = probe_submission(course, student, ["heads", "masks"], choose("strict"), waiting)
     try:
         assert waiting.taken and waiting.worker.proc.poll() is not None, "killed once its submission is probed"
         assert not waiting.serves(probed.jobs, choose("strict"))
@@ -70,7 +70,7 @@ def test_a_prestarted_sandbox_grades_as_a_sandbox_started_for_the_submission(cou
                                                 "def merge_heads(x):\n    return x\n")
     ids = ["heads", "masks"]
     waiting = prestarted(course)
-    warm = judged(probe(course, student, ids, choose("strict"), waiting)).to_dict()
+    warm = judged(probe_submission(course, student, ids, choose("strict"), waiting)).to_dict()
     assert waiting.taken
     cold = grade(course, student, ids, choose("strict")).to_dict()
     assert 0 < cold["percent"] < 100
@@ -80,7 +80,7 @@ def test_a_prestarted_sandbox_grades_as_a_sandbox_started_for_the_submission(cou
 def test_a_prestarted_sandbox_for_other_exercises_is_not_used(course, tmp_path):
     student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
     waiting = SandboxSession(choose("strict"), {"masks": course.exercise("masks").probes_module}, course.uids)
-    report = judged(probe(course, student, ["heads", "masks"], choose("strict"), waiting))
+    report = judged(probe_submission(course, student, ["heads", "masks"], choose("strict"), waiting))
     assert waiting.worker.proc.poll() is not None
     assert report.percent == 100
 
@@ -224,7 +224,7 @@ def _grade_quietly(warm: WarmGrader, student: Path) -> None:
 def test_gradings_in_one_process_share_its_judging_server_and_agree(course, tmp_path):
     """The judge is started once per process (it imports torch, pytest and the criteria) and judges each grading
     in a child of its own: a second grading uses the same server and gets the same report."""
-    from grader.grading import judge_for
+    from grader.grading.pipeline import judge_for
 
     student = submission(tmp_path / "student",
                          "import torch\n\ndef split_heads(x, n_heads):\n    raise ValueError('no')\n")
@@ -240,7 +240,7 @@ def test_gradings_in_one_process_share_its_judging_server_and_agree(course, tmp_
 def test_a_submission_that_fails_before_its_probes_leaves_its_prestarted_sandbox_dead(course, tmp_path):
     waiting = prestarted(course)
     with pytest.raises(CourseError):
-        probe(course, tmp_path, ["no_such_exercise"], choose("strict"), waiting)
+        probe_submission(course, tmp_path, ["no_such_exercise"], choose("strict"), waiting)
     assert waiting.taken and waiting.worker.proc.poll() is not None and not waiting.scratch.exists()
 
 

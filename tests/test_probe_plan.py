@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import ROOT
 from grader.course import load_course
-from grader.grading import job_for
+from grader.grading.pipeline import job_for
 from grader.sandbox import probe_plan, rootfs
 from grader.worker.probe import probes_of
 from grader.worker.seeds import probe_seed

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader.course import load_course
-from grader.grading import job_for, summary_of
+from grader.grading.pipeline import job_for, summary_of
 from grader.judge.observations import RunSummary
 from grader.report.model import STATUSES
 from grader.sandbox.supervisor import Run

@@ -6,7 +6,7 @@ import itertools
 
 
 from grader.course import load_course
-from grader.grading import grade
+from grader.grading.pipeline import grade
 from grader.sandbox.levels import choose
 
 from conftest import ROOT

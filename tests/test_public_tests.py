@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from grader.course import load_course
-from grader.selftest import discover
+from grader.review.selftest import discover
 
 from conftest import ROOT
 

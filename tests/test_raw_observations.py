@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from grader.course import load_course
 from grader.criteria import attention, decoder_block, layer_norm, training, transformer_lm
-from grader.grading import probe_order, reference_folders
+from grader.grading.pipeline import probe_order, reference_folders
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.observations import Observations
 from grader.judge.verdicts import CriterionFailed

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT, course_copy, run_grader
 from grader.course import load_course
-from grader.selftest import mutant_text
+from grader.review.selftest import mutant_text
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = pytest.mark.slow
@@ -80,9 +80,10 @@ def _timeless(value):
 
 @pytest.mark.slow
 def test_rejudge_matches_a_full_regrade_and_runs_no_student_code(tmp_path, monkeypatch):
-    from grader import batch, grading, pool
-    from grader.batch import run_batch
-    from grader.rejudge import DIFF_FILE
+    from grader.batch import pool, run as batch
+    from grader.grading import pipeline as grading
+    from grader.batch.run import run_batch
+    from grader.grading.rejudge import DIFF_FILE
 
     submissions = _class(tmp_path / "class")
     first = course_copy(tmp_path / "course", EXERCISES)

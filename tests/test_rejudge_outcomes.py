@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT
-from grader import rejudge
+from grader.grading import rejudge
 from grader.course import load_course
 
 

@@ -17,13 +17,13 @@ from junitparser import Error, JUnitXml
 from markdown_it import MarkdownIt
 
 from conftest import ROOT
-from grader.gradebook import (ClassSummary, CriterionRate, ExerciseCell, FailedBy, Flag, Gradebook, StudentLine,
+from grader.batch.gradebook import (ClassSummary, CriterionRate, ExerciseCell, FailedBy, Flag, Gradebook, StudentLine,
                               grades_csv)
 from grader.render.safe_text import csv_cell, markdown_text, terminal_text
 from grader.render.templated import render_class
 from grader.render.terminal import render_table
 from grader.report.model import SCHEMA_PATH
-from grader.reporting import FORMATS, write_reports
+from grader.render.files import FORMATS, write_reports
 
 # Any control character, Unicode line separator or bidirectional override that a screen would obey.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")

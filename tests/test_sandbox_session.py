@@ -5,7 +5,7 @@ import pytest
 
 from conftest import ROOT, course_copy
 from grader.course import load_course
-from grader.grading import judged, prestart, probe, said_failure
+from grader.grading.pipeline import judged, prestart, probe_submission, said_failure
 from grader.sandbox import session as session_module
 from grader.sandbox.levels import choose
 from grader.sandbox.session import SandboxSession
@@ -60,6 +60,6 @@ def test_prestart_says_why_it_failed_and_the_grading_still_runs(monkeypatch, tmp
     said = said_failure(session)
     assert said is not None and "No space left on device" in said.render("en") and "预先" in said.render("zh")
     assert said_failure(prestart(course, choose("none"))) is None, "a session that started says nothing"
-    report = judged(probe(course, ROOT / "solutions", ["masks"], choose("none"), session))
+    report = judged(probe_submission(course, ROOT / "solutions", ["masks"], choose("none"), session))
     # The session has no worker: a full score means the grading started one of its own.
     assert not session.started and report.percent == 100

@@ -12,7 +12,7 @@ import pytest
 
 from grader.course import load_course
 from grader.judge.session import criteria_of
-from grader.selftest import CatalogError, discover, expected_statuses, mutant_text
+from grader.review.selftest import CatalogError, discover, expected_statuses, mutant_text
 
 from conftest import ROOT
 
@@ -65,7 +65,7 @@ def catalog_with(tmp_path, exercise_id, name, files):
 
 
 def test_a_diff_mutant_is_the_solution_with_its_change(tmp_path):
-    from grader.unidiff import make_diff
+    from grader.review.unidiff import make_diff
 
     ex = COURSE.exercise("heads")
     solution = COURSE.solution(ex).read_text()

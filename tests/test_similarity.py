@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, course_copy, run_grader
 from grader.course import load_course
-from grader.similarity import THRESHOLD, SimilarityFailed, Submission, compare, compare_in_child
+from grader.review.similarity import THRESHOLD, SimilarityFailed, Submission, compare, compare_in_child
 
 COURSE = load_course(ROOT)
 ROPE = COURSE.exercise("rope")

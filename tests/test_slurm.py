@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT, course_copy
 from grader.course import load_course
 from grader.sandbox.levels import strict_missing
-from grader.selftest import catalog_mutants
+from grader.review.selftest import catalog_mutants
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = [pytest.mark.slow,

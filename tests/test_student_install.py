@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from grader.course import load_course
-from grader.handout import torch_version, write_handout
+from grader.classroom.handout import torch_version, write_handout
 
 from conftest import ROOT
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader.unidiff import PatchError, apply_diff, make_diff
+from grader.review.unidiff import PatchError, apply_diff, make_diff
 
 from conftest import ROOT
 

@@ -5,7 +5,7 @@ methods of its own, their own LayerNorm class) cost nothing, and no probe of the
 import pytest
 from grader.course import load_course
 from grader.sandbox.levels import choose, strict_missing
-from grader.selftest import discover, grade_cases
+from grader.review.selftest import discover, grade_cases
 
 from conftest import ROOT
 

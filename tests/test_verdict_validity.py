@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from grader.course import load_course
 from grader.criteria import (attention, checkpoint, decoder_block, embedding, heads, layer_norm, masks, param_count,
                              training, transformer_lm)
-from grader.grading import probe_order, reference_folders
+from grader.grading.pipeline import probe_order, reference_folders
 from grader.judge.compare import describe_outcome, difference, position_changes
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.observations import Observations, RunSummary

@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from conftest import ROOT, course_copy
-from grader.warm import WarmGrader, WarmGraderDied
+from grader.batch.warm import WarmGrader, WarmGraderDied
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = pytest.mark.slow

@@ -166,7 +166,7 @@ class RunSummary:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunSummary:
-        """The summary as grader/grading.py's `summary_of` writes it (and a kept record holds it): the limits'
+        """The summary as grader/grading/pipeline.py's `summary_of` writes it (and a kept record holds it): the limits'
         fields among the others."""
         names = {f.name for f in fields(Limits)}
         limit = data.get("limit")

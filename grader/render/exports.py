@@ -68,7 +68,7 @@ def _gradescope_summary(report: Report, tests: list[dict], lang: str) -> list[st
         score = t("Score: {score:g} / {max_score:g} ({percent:g}%).", score=report.final_score,
                   max_score=report.max_score, percent=report.final_percent)
     # The level only: why it is not stricter, and what student code could reach there, is for the instructor
-    # (the autograder's stdout, which results.json keeps hidden from students: see grader.gradescope).
+    # (the autograder's stdout, which results.json keeps hidden from students: see grader.classroom.gradescope).
     words = LABELS[lang]
     late = (report.grade or {}).get("late")   # its penalty is a share of the maximum: no hidden points given away
     lateness = [f"{words['lateness']}{words['colon']}{gradescope_text(late['message'][lang])}"] if late else []

@@ -32,7 +32,7 @@ LABELS = {
         "visible_criteria": "visible criteria", "visible_scorecard": "Visible scorecard", "result": "Result",
         "colon": ": ",   # after a label: Chinese text takes the full-width colon
         "list_separator": ", ",   # between the items of a list: Chinese takes the enumeration comma
-        # the grade after grading (grader.grades): overrides and lateness
+        # the grade after grading (grader.batch.grades): overrides and lateness
         "grade": "Grade", "lateness": "Lateness", "overrides": "The instructor's corrections",
         "whole_grade": "the whole grade", "graded_points": "graded", "instructor_points": "now",
         "comment": "comment", "by": "by", "not_applied": "not applied", "overridden": "corrected by the instructor",

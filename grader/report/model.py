@@ -10,7 +10,8 @@ from pathlib import Path
 from grader.worker.protocol import Status
 
 # 3.1: no `seed` (the course seed is the course's secret, never shown to a student), and an optional `grade`
-# (grader.grades): the criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0: an
+# (grader.batch.grades): the criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0:
+# an
 # exercise that earned some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an
 # attempted exercise that earned nothing). 2.0: every message in both languages.
 SCHEMA_VERSION = "3.1"
@@ -92,7 +93,8 @@ class Report(_ValidUnicode):
     started_at: str
     duration_s: float
     exercises: list[ExerciseResult]
-    # What the grade became after grading (overrides, lateness; grader.grades.Grade.record); None: the score is the
+    # What the grade became after grading (overrides, lateness; grader.batch.grades.Grade.record); None: the score is
+    # the
     # grade. `score` always stays what the criteria gave.
     grade: dict | None = None
 

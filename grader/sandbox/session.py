@@ -4,7 +4,8 @@ A sandbox started before its submission is known (its own uid, control group, sc
 imports torch and what the probe code needs, then waits for its one request) passes through four decisions, all
 made here: whether it can serve a submission's jobs, the CPU weight it runs at (a fraction of a grading's while it
 waits, a whole one from its request on), when it is retired untaken, and when its scratch folder goes. The
-supervisor (`run_jobs`) and the grading (`grader/grading.py`, `grader/warm.py`) ask it; neither decides for it.
+supervisor (`run_jobs`) and the grading (`grader/grading/pipeline.py`, `grader/batch/warm.py`) ask it; neither decides
+for it.
 
 A start that failed is a session as well, without a sandbox: `failure` keeps the exception's text, so that the log
 can say why the head start was missed; the submission's sandbox is then started for it, as without one.

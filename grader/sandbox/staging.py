@@ -3,7 +3,7 @@
 Only the exercise's contract file is copied (no conftest.py, sitecustomize.py, .pth or torch.py can come
 along). A link in any component below the submission, oversized files and text that is not UTF-8 are
 refused with a message instead of copied. Where that file is missing or still the stub, a notebook holding the
-exercise's code (grader/notebooks.py) is staged as that file instead.
+exercise's code (grader/grading/notebooks.py) is staged as that file instead.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _write(data: bytes, workdir: Path, filename: str) -> Staged:
 
 def _from_notebook(submission: Path, exercise_id: str, filename: str, stub: Path, workdir: Path) -> Staged | None:
     """The exercise's code from a notebook of the submission, staged as its file; None when no notebook has it."""
-    from grader.notebooks import notebook_code
+    from grader.grading.notebooks import notebook_code
 
     found = notebook_code(submission, exercise_id)
     if found is None:

@@ -14,9 +14,9 @@ wrong student is worse than one the instructor has to place by hand.
 
 Other columns a roster may have (`EXTRA`), each optional, are kept with the student: the identifiers a learning
 management system matches its students by (`canvas_id`, `sis_user_id`, `sis_login_id`, `section` for Canvas;
-`idnumber`, `username` for Moodle; see grader.lms), a deadline `extension` (a new due date, or a number of days; see
-grader.policy) and `submitted_at` (when the student's work was handed in). A header names them in any case, with
-spaces for underscores (`SIS User ID`). Canvas's own gradebook export reads as a roster: its `Student` is the name,
+`idnumber`, `username` for Moodle; see grader.classroom.lms), a deadline `extension` (a new due date, or a number of
+days; see grader.policy) and `submitted_at` (when the student's work was handed in). A header names them in any case,
+with spaces for underscores (`SIS User ID`). Canvas's own gradebook export reads as a roster: its `Student` is the name,
 its `ID` the Canvas id, and its `Points Possible` row is no student.
 """
 

@@ -233,7 +233,7 @@ class _Child:
         self.log_path = log_path
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}   # one thread, as in the sandbox
         with open(log_path, "wb") as log:
-            command = [*_run_module("grader.plain"), *([PROBES_FLAG] if probes else [])]
+            command = [*_run_module("grader.grading.plain"), *([PROBES_FLAG] if probes else [])]
             self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                          cwd=str(log_path.parent), start_new_session=os.name == "posix")
         assert self.proc.stdin is not None and self.proc.stdout is not None

@@ -19,7 +19,7 @@ import jinja2
 
 import grader
 from grader.course import Course
-from grader.student_checker import CHECKER_DIR, IGNORED, write_checker
+from grader.classroom.checker import CHECKER_DIR, IGNORED, write_checker
 
 WORKFLOW = Path(".github") / "workflows" / "check.yml"
 GITIGNORE = ("__pycache__/", ".pytest_cache/", "*.egg-info/", "reports/", ".venv/", ".ipynb_checkpoints/")

@@ -1,7 +1,7 @@
 """`grader check`: what a student runs before submitting. The public tests, then the criteria the
 instructor marked visible, explained; the rest are counted, not shown. No root needed.
 
-The public tests always run in a plain child process (grader/plain.py), beside the visible criteria's probes,
+The public tests always run in a plain child process (grader/grading/plain.py), beside the visible criteria's probes,
 which run in the strict sandbox where it can be had and in plain children everywhere else (macOS, Windows, a
 student's own account, containers): the same observations, judged the same way, give the same verdicts.
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from grader.course import Course
 from grader.i18n import Text, join, t, verbatim
-from grader.plain import OUTCOMES, PublicTests
+from grader.grading.plain import OUTCOMES, PublicTests
 from grader.render.labels import STATUS_MARK
 from grader.render.safe_text import markdown_text, terminal_text
 from grader.sandbox.scratch import remove_scratch
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from grader.report.model import Report
     from grader.sandbox.levels import Sandbox
 
-# Set to 1: the plain route even where the strict sandbox could be had (grader/plain.py)
+# Set to 1: the plain route even where the strict sandbox could be had (grader/grading/plain.py)
 PLAIN_SWITCH = "GRADER_CHECK_PLAIN"
 
 class CheckRefused(Exception):
@@ -88,7 +88,7 @@ def pytest_counts(summary: str) -> Text:
 
 
 def check_sandbox() -> Sandbox | None:
-    """The sandbox the visible criteria's probes run in, or None for the plain route (grader/plain.py): on every
+    """The sandbox the visible criteria's probes run in, or None for the plain route (grader/grading/plain.py): on every
     system but Linux, where the strict sandbox cannot be had (it needs root and namespaces: a student's own
     account, a container), and where PLAIN_SWITCH asks for it. The basic level is never chosen here: at that level
     the student's code reads what the student can read anyway, and the public tests, which run it with no sandbox
@@ -168,8 +168,8 @@ def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: s
 def _plain_exercise(course: Course, exercise_id: str, staged: Staged, scratch: Path, probes: bool):
     """The exercise for the plain route: its job, and a folder holding the course's public tests (not a copy the
     student may have edited) next to the student's file as staged."""
-    from grader.grading import job_for
-    from grader.plain import TESTS_INI, Exercise
+    from grader.grading.pipeline import job_for
+    from grader.grading.plain import TESTS_INI, Exercise
 
     ex = course.exercise(exercise_id)
     assert staged.path is not None, "only a staged exercise runs"
@@ -191,8 +191,8 @@ def _checked(course: Course, submission: Path, runnable: list[str], staged: dict
     import datetime as dt
     import time
 
-    from grader import plain as plain_route
-    from grader.grading import Probed, grade, judged, reference_folders
+    from grader.grading import plain as plain_route
+    from grader.grading.pipeline import Probed, grade, judged, reference_folders
 
     if not runnable:
         return None, {}

@@ -1,6 +1,6 @@
 """`grader batch`: grade a class in parallel into a gradebook, with resume after any interruption.
 
-Submissions are graded by warm grading processes (grader/warm.py), here or on Dask workers; each submission's
+Submissions are graded by warm grading processes (grader/batch/warm.py), here or on Dask workers; each submission's
 student code still runs in a sandboxed process tree of its own, so one student's failure never touches another's.
 The gradebook is written by this process alone, one transaction per submission.
 
@@ -25,12 +25,12 @@ from pathlib import Path
 from grader.i18n import Text, t, verbatim
 from grader.course import Course
 from grader.policy import Submitted
-from grader.gradebook import (GRADER_ERROR, UNREADABLE, Gradebook, class_summary, content_hash, grader_key,
+from grader.batch.gradebook import (GRADER_ERROR, UNREADABLE, Gradebook, class_summary, content_hash, grader_key,
                               grades_csv)
-from grader.outcome import failure_rows, now, outcome_of
-from grader.progress import BatchProgress
-from grader.reporting import write_atomic
-from grader.roster import Student
+from grader.batch.rows import failure_rows, now, reply_rows
+from grader.batch.progress import BatchProgress
+from grader.render.files import write_atomic
+from grader.batch.roster import Student
 from grader.sandbox.private import private_folder
 
 MAX_ZIP_MEMBERS = 2000
@@ -228,9 +228,9 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
     submitted_at column, `submitted_at` (a --submitted-at file: a submission's or a student's name -> its time)
     and `arrivals` (submission -> Submitted, as the classroom sync knows them). `out` is made owner-only: it holds
     every student's code (unpacked) and report. `rejudge` judges again what each submission's grading kept, with no
-    student code run, and grades from scratch those whose probes changed since (grader.rejudge)."""
+    student code run, and grades from scratch those whose probes changed since (grader.grading.rejudge)."""
     if cluster is not None:
-        from grader.cluster import refuse_basic
+        from grader.batch.cluster import refuse_basic
 
         refuse_basic(sandbox, lang)
     private_folder(out)
@@ -238,13 +238,13 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
         # What a killed run left unpacked goes first: nothing but this run writes here, and a stale partial
         # unpack must never be graded.
         shutil.rmtree(out / "unpacked", ignore_errors=True)
-        outcome = _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress or BatchProgress(),
+        tallies = _grade_class(course, submissions, out, jobs, regrade, sandbox, lang, progress or BatchProgress(),
                                cluster, cluster_options or {}, rejudge)
-        outcome["unplaced_times"] = _record_times(course, out, outcome.pop("names"), roster, submitted_at or {},
+        tallies["unplaced_times"] = _record_times(course, out, tallies.pop("names"), roster, submitted_at or {},
                                                   arrivals or {})
-        outcome["similarity"] = compare_class(course, out)
-        outcome.update(publish(course, out, lang, roster, excel, formats))
-        return outcome
+        tallies["similarity"] = compare_class(course, out)
+        tallies.update(publish(course, out, lang, roster, excel, formats))
+        return tallies
 
 
 # What --format adds to the class files, by name.
@@ -259,7 +259,7 @@ def _record_times(course: Course, out: Path, names: list[str], roster: list[Stud
     (`arrivals`); a time without a zone is in the due date's. Returns the --submitted-at names that fit no
     submission."""
     from grader.policy import FROM_FILE, FROM_ROSTER, load_policy, parse_moment
-    from grader.roster import match
+    from grader.batch.roster import match
 
     policy = load_policy(course)
     zone = policy.due.tzinfo if policy and policy.due else None
@@ -300,9 +300,9 @@ def _comparison_key(course: Course, submissions) -> str:
     content hash (which decides its files), and the comparing code and copydetect's version."""
     import importlib.metadata
 
-    import grader.similarity
+    import grader.review.similarity
 
-    h = hashlib.sha256(Path(grader.similarity.__file__).read_bytes())
+    h = hashlib.sha256(Path(grader.review.similarity.__file__).read_bytes())
     h.update(importlib.metadata.version("copydetect").encode())
     for ex in course.exercises:
         h.update(f"\0{ex.id}\0{ex.file}\0".encode() + course.stub(ex).read_bytes())
@@ -312,10 +312,10 @@ def _comparison_key(course: Course, submissions) -> str:
 
 
 def compare_class(course: Course, out: Path) -> Text | None:
-    """Compare the code of every submission with a verdict (grader.similarity) and store the pairs found alike; the
-    reason when the comparison could not be made (the class page then has no pairs, and says why)."""
-    from grader.gradebook import graded_lines
-    from grader.similarity import Submission, SimilarityFailed, compare_in_child
+    """Compare the code of every submission with a verdict (grader.review.similarity) and store the pairs found alike;
+    the reason when the comparison could not be made (the class page then has no pairs, and says why)."""
+    from grader.batch.gradebook import graded_lines
+    from grader.review.similarity import Submission, SimilarityFailed, compare_in_child
 
     book = Gradebook(out / "gradebook.sqlite")
     try:
@@ -361,7 +361,7 @@ def publish(course: Course, out: Path, lang: str, roster: list[Student] | None, 
 
 def stored_settings(out: Path) -> dict:
     """What the last `grader batch` into `out` wrote its class files with: lang, excel, formats, roster."""
-    from grader.roster import Student
+    from grader.batch.roster import Student
 
     book = Gradebook(out / "gradebook.sqlite")
     try:
@@ -386,12 +386,12 @@ def render_students(course: Course, out: Path, lang: str, roster: list[Student] 
 def write_student_pages(course: Course, out: Path, lang: str, roster: list[Student] | None = None
                         ) -> tuple[int, int]:
     """Bring every student's report.json, report.html and scorecard.md the gradebook holds up to date, with no
-    grading: the report's `grade` (overrides, lateness: grader.grades) as the gradebook now says, and the pages in
+    grading: the report's `grade` (overrides, lateness: grader.batch.grades) as the gradebook now says, and the pages in
     `lang` (one in another language, or in one not recorded, is written again from the student's report.json).
     Returns (how many were written again for their language only, how many for their grade)."""
-    from grader.gradebook import graded_lines
+    from grader.batch.gradebook import graded_lines
     from grader.report.build import stored_report
-    from grader.reporting import FORMATS
+    from grader.render.files import FORMATS
 
     book = Gradebook(out / "gradebook.sqlite")
     try:
@@ -443,7 +443,7 @@ def _write_class_files(course: Course, out: Path, lang: str, roster: list[Studen
                        formats: tuple[str, ...] = ()):
     """grades.csv, the --format files, similarity.csv and class.html, from the whole gradebook (submissions graded
     by earlier runs included)."""
-    from grader.lms import canvas_csv, moodle_csv
+    from grader.classroom.lms import canvas_csv, moodle_csv
     from grader.render.templated import render_class
 
     bom = EXCEL_BOM if excel else ""
@@ -473,7 +473,7 @@ def _criteria(course: Course, book: Gradebook) -> dict[str, list]:
     class files then imports no criteria module (nor torch with them), which costs a re-judging of points alone more
     than the rest of its class files."""
     from grader.judge.channel import meta_from_json, meta_to_json
-    from grader.rejudge import judge_versions
+    from grader.grading.rejudge import judge_versions
 
     versions = judge_versions(course)
     kept = book.setting(CRITERIA_SETTING)
@@ -510,8 +510,8 @@ def similarity_csv(summary) -> str:
 def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
                  lang: str, progress: BatchProgress, cluster: str | None, cluster_options: dict,
                  rejudge: bool = False) -> dict:
-    from grader.outcome import _parsed_report
-    from grader.rejudge import STORE, judge_versions, stale, with_outcomes
+    from grader.batch.rows import _parsed_report
+    from grader.grading.rejudge import STORE, judge_versions, stale, with_outcomes
 
     book = Gradebook(out / "gradebook.sqlite")
     key = grader_key(course)
@@ -573,7 +573,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
             gradable.append(((entry, chash), entry.folder))
             continue
         try:
-            summary, rows = outcome_of(course, reply, out / "students" / entry.name, now())
+            summary, rows = reply_rows(course, reply, out / "students" / entry.name, now())
         except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
             summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
                                                                  error=repr(exc)), now())
@@ -588,20 +588,20 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
         try:
             for (entry, chash), reply in engine.replies(gradable, lambda tag: progress.started(tag[0].name)):
                 try:
-                    summary, rows = outcome_of(course, reply, out / "students" / entry.name, now())
+                    summary, rows = reply_rows(course, reply, out / "students" / entry.name, now())
                 except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
                     summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
                                                                          error=repr(exc)), now())
                 record(entry, chash, summary, rows, reply.get("kept"), reply)
         finally:
             engine.close()
-    outcome = {"total": len(entries), "graded": len(todo) + len(stored), "skipped": skipped,
+    tallies = {"total": len(entries), "graded": len(todo) + len(stored), "skipped": skipped,
                "names": [e.name for e in entries]}
     if rejudge:
-        outcome.update(_diff(book, out, before, {e.name for e, _, _ in stored} - {name for name, _ in afresh},
+        tallies.update(_diff(book, out, before, {e.name for e, _, _ in stored} - {name for name, _ in afresh},
                              afresh))
     book.close()
-    return outcome
+    return tallies
 
 
 STORE_TOGETHER = 25   # re-judged submissions stored in one transaction (a re-judging costs no commit each)
@@ -617,7 +617,7 @@ def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]]
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
-    from grader.rejudge import NotKept, judged_again
+    from grader.grading.rejudge import NotKept, judged_again
 
     def judged(item: tuple[Entry, str, dict]) -> dict | None:
         entry, _, kept = item
@@ -672,7 +672,7 @@ def _report_pool(jobs: int):
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["grader.rejudge", "grader.grading", "grader.reporting"])
+    context.set_forkserver_preload(["grader.grading.rejudge", "grader.grading.pipeline", "grader.render.files"])
     return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context)
 
 
@@ -680,9 +680,9 @@ def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, st
                    lang: str) -> dict:
     """A re-judged submission's reply, as a grading process's: its report's files in `lang`, and `kept`, the record
     with what the judge concluded (run in a report process, or here)."""
-    from grader.rejudge import report_from, with_outcomes
-    from grader.reporting import FORMATS
-    from grader.warm import REPORT_FILES
+    from grader.grading.rejudge import report_from, with_outcomes
+    from grader.render.files import FORMATS
+    from grader.batch.warm import REPORT_FILES
 
     try:
         report = report_from(course, name, kept, versions, judged)
@@ -695,7 +695,7 @@ def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, st
 def _diff(book: Gradebook, out: Path, before: dict[str, list[dict]], rejudged: set[str],
           afresh: list[tuple[str, Text]]) -> dict:
     """The grade diff of a re-judging, written to DIFF_FILE: each criterion whose points or status changed."""
-    from grader.rejudge import DIFF_FILE, diff_csv, grade_diff
+    from grader.grading.rejudge import DIFF_FILE, diff_csv, grade_diff
 
     lines = []
     for name in sorted(before):
@@ -727,9 +727,9 @@ def _engine(course: Course, jobs: int, sandbox: str, lang: str, cluster: str | N
     """Warm grading processes on this machine (keeping each submission's observations in `keep`), or Dask workers
     wherever `cluster` says."""
     if cluster is None:
-        from grader.pool import WarmPool
+        from grader.batch.pool import WarmPool
 
         return WarmPool(course, jobs, sandbox, lang, keep)
-    from grader.cluster import DaskEngine
+    from grader.batch.cluster import DaskEngine
 
     return DaskEngine(course, jobs, sandbox, lang, cluster, cluster_options)

@@ -94,7 +94,7 @@ def _grader_sources() -> str:
 def judge_versions(course: Course) -> dict[str, str]:
     """Each exercise's judge version: what decides the judge's outcomes on given observations. Any change means the
     exercise must be judged again."""
-    from grader.grading import reference_key
+    from grader.grading.pipeline import reference_key
 
     versions = {}
     for ex in course.exercises:
@@ -177,7 +177,7 @@ def _put(store: Path, path: Path) -> str:
 def keep(probed, store: Path) -> dict:
     """The record of a probed submission (its runs over), its observation files put in `store`. NotKept when they
     cannot all be kept."""
-    from grader.grading import probe_order, summary_of
+    from grader.grading.pipeline import probe_order, summary_of
     from grader.sandbox.private import private_folder
 
     exercises = {}
@@ -239,7 +239,7 @@ def rejudged(course: Course, name: str, record: dict, store: Path, judge=None,
 def judged_again(course: Course, record: dict, store: Path, versions: dict[str, str], judge=None) -> dict[str, list]:
     """The judge's outcomes of the exercises whose kept outcomes are not of their judge version now (none judged, and
     no judge started, when every exercise's are). NotKept when the stored files are gone or damaged."""
-    from grader.grading import judge_for
+    from grader.grading.pipeline import judge_for
 
     todo = [ex for ex in course.exercises if _kept_outcomes(record, ex.id, versions[ex.id]) is None]
     if not todo:
@@ -250,7 +250,7 @@ def judged_again(course: Course, record: dict, store: Path, versions: dict[str, 
 def report_from(course: Course, name: str, record: dict, versions: dict[str, str], judged: dict[str, list]):
     """The submission's report from its record: the outcomes `judged` holds, the kept ones for the other exercises
     (judged_again's outcomes and this need nothing but the record: a process of its own may build it)."""
-    from grader.grading import build_report
+    from grader.grading.pipeline import build_report
     from grader.sandbox.supervisor import Run
 
     exercises = list(course.exercises)
@@ -267,7 +267,7 @@ _reference_dirs: dict[tuple[str, str], Path] = {}   # (exercise, judge version) 
 
 def _references(course: Course, exercises: list[ExerciseConfig], versions: dict[str, str]) -> dict[str, Path]:
     """reference_folders, once per exercise and judge version (which holds the references' key)."""
-    from grader.grading import reference_folders
+    from grader.grading.pipeline import reference_folders
 
     missing = [ex for ex in exercises if (ex.id, versions[ex.id]) not in _reference_dirs]
     if missing:
@@ -297,7 +297,7 @@ def _judged_again(course: Course, record: dict, store: Path, exercises: list[Exe
         try:
             return judge.judge(entries)
         except JudgeUnavailable as exc:
-            from grader.grading import unavailable_outcomes
+            from grader.grading.pipeline import unavailable_outcomes
 
             return unavailable_outcomes(course, exercises, exc)
 
@@ -342,23 +342,23 @@ def remove_store(store: Path) -> None:
     shutil.rmtree(store, ignore_errors=True)
 
 
-def print_diff(outcome: dict, lang: str) -> None:
+def print_diff(tallies: dict, lang: str) -> None:
     """What a re-judging says: how many were re-judged, which were graded from scratch and why, and each student
     whose grade changed, by criterion, old and new."""
     from grader.i18n import t
     from grader.render.safe_text import terminal_text
 
     print(t("{count} submissions re-judged from their kept observations (no student code ran)",
-            count=outcome["rejudged"]).render(lang))
-    for name, why in outcome["afresh"]:
+            count=tallies["rejudged"]).render(lang))
+    for name, why in tallies["afresh"]:
         print(terminal_text(t("{name}: graded again from scratch: {why}", name=name, why=why).render(lang)))
     by_name: dict[str, list[dict]] = {}
-    for line in outcome["diff"]:
+    for line in tallies["diff"]:
         by_name.setdefault(line["submission"], []).append(line)
     if not by_name:
         print(t("no grade changed").render(lang))
     for name, lines in by_name.items():
-        old, new = outcome["totals"][name]
+        old, new = tallies["totals"][name]
         print(terminal_text(t("{name}: {old:g} -> {new:g} points", name=name, old=old, new=new).render(lang)))
         for line in lines:
             print(terminal_text(t("  {exercise}/{criterion}: {old} -> {new} ({old_status} -> {new_status})",
@@ -366,7 +366,7 @@ def print_diff(outcome: dict, lang: str) -> None:
                                   old=_points(line["old_points"]), new=_points(line["new_points"]),
                                   old_status=line["old_status"] or "-", new_status=line["new_status"] or "-")
                                 .render(lang)))
-    print(t("the grade diff: {file}", file=str(outcome["diff_file"])).render(lang))
+    print(t("the grade diff: {file}", file=str(tallies["diff_file"])).render(lang))
 
 
 def _points(value: float | None) -> str:
@@ -389,10 +389,10 @@ def grade_one(course: Course, submission: Path, exercise_ids: list[str], sandbox
     same; otherwise (or when it cannot be read) the submission is graded from scratch, and the outcome says why."""
     import dataclasses
 
-    from grader.gradebook import content_hash
-    from grader.grading import grade
+    from grader.batch.gradebook import content_hash
+    from grader.grading.pipeline import grade
     from grader.i18n import t
-    from grader.warm import keep_observations
+    from grader.batch.warm import keep_observations
 
     chosen = dataclasses.replace(course, exercises=tuple(course.exercise(e) for e in exercise_ids))
     chash = content_hash(course, submission)
@@ -428,7 +428,7 @@ def grade_one(course: Course, submission: Path, exercise_ids: list[str], sandbox
             record["duration_s"] = report.duration_s
     data = json.loads(report.to_json())
     if record:   # with what the judge concluded, for the re-judgings after
-        from grader.reporting import write_atomic
+        from grader.render.files import write_atomic
 
         out.mkdir(parents=True, exist_ok=True)
         record = with_outcomes(record, data, judge_versions(chosen))

@@ -31,9 +31,7 @@ CHECKER_DIR = "checker"
 REFERENCES_DIR = "references"
 # Modules cut to the visible criteria, and what never leaves the instructor's side.
 REGENERATED = ("criteria", "probes")
-INSTRUCTOR_ONLY = ("batch.py", "classroom.py", "gradebook.py", "gradescope.py", "handout.py", "selftest.py",
-                   "mutation.py", "unidiff.py", "student_checker.py", "grades.py", "lms.py", "policy.py",
-                   "similarity.py")
+INSTRUCTOR_ONLY = ("batch", "classroom", "review", "policy.py")   # whole rooms, and a module
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 # Requirements of the grader the checker never imports (grading a class on a cluster, similar submissions, the
 # Canvas push): not installed for students
@@ -148,7 +146,7 @@ class _RecordingReference:
 def reference_reads(ex: ExerciseConfig, tests: dict[str, object], reference_dir: Path) -> dict[str, set[str]]:
     """probe -> keys that the visible criteria read from the reference, found by judging the reference itself
     (every check then runs to its end, so every key a passing submission is compared with is read)."""
-    from grader.grading import probe_order
+    from grader.grading.pipeline import probe_order
     from grader.judge.criterion import VerdictRecorder
     from grader.judge.observations import Observations, RunSummary
     from grader.judge.verdicts import Verdict
@@ -240,7 +238,7 @@ def checker_pyproject(course: Course) -> str:
 def write_checker(course: Course, target: Path) -> None:
     """`target` becomes an installable checker course: grader/, course.toml, exercises/ (the pristine stubs and
     public tests it checks against), references/."""
-    from grader.grading import reference_folders
+    from grader.grading.pipeline import reference_folders
 
     package = Path(grader.__file__).resolve().parent
     shutil.copytree(package, target / "grader", ignore=shutil.ignore_patterns(

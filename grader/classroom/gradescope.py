@@ -144,7 +144,7 @@ def late_work(course: Course, report, root: Path) -> list[Text]:
     the file cannot be read (no penalty is taken)."""
     import json
 
-    from grader.grades import grade_of
+    from grader.batch.grades import grade_of
     from grader.policy import gradescope_lateness, load_policy
 
     policy = load_policy(course)
@@ -165,9 +165,9 @@ def late_work(course: Course, report, root: Path) -> list[Text]:
 
 
 def run_in_gradescope(course: Course, root: Path, lang: str = "en") -> Path:
-    from grader.grading import cache_root, grade
+    from grader.grading.pipeline import cache_root, grade
     from grader.render.exports import render_gradescope
-    from grader.reporting import write_atomic, write_reports
+    from grader.render.files import write_atomic, write_reports
 
     results = root / "results"
     sandbox = gradescope_sandbox()

@@ -1,9 +1,9 @@
 """A warm grading process: starts its judging server (grader/judge/server.py, which imports torch, pytest and the
 criteria once and judges each submission in a child process of its own, under the judge's limits), then grades
-submission after submission, each in a fresh sandboxed process tree (`grading.probe` stages and supervises every
-one anew, with its own namespaces and uid), so nothing passes from one student to the next.
+submission after submission, each in a fresh sandboxed process tree (`grading.pipeline.probe_submission` stages and
+supervises every one anew, with its own namespaces and uid), so nothing passes from one student to the next.
 
-`python -m grader.warm --course DIR --sandbox LEVEL` first says which sandbox it grades with, then answers one
+`python -m grader.batch.warm --course DIR --sandbox LEVEL` first says which sandbox it grades with, then answers one
 JSON line per request line on stdin: {"id": N, "submission": path, "exercises": [...], "lang": "en"} ->
 {"id": N, "files": {"report.json": ..., "report.html": ..., "scorecard.md": ...}} or {"id": N, "error": "..."}.
 Replies come in request order. Two threads pipeline the work: while the judge judges one submission, the next
@@ -82,8 +82,8 @@ class WarmGrader:
     def grade(self, submission: Path, exercise_ids: list[str], lang: str, timeout_s: float,
               more: bool = True, keep: Path | None = None) -> dict:
         """The reply to one submission; `more` says whether another is expected after it (when none is, no sandbox
-        is pre-started for it); `keep`, a store its observations are kept in (grader.rejudge), the reply's `kept`
-        then their record."""
+        is pre-started for it); `keep`, a store its observations are kept in (grader.grading.rejudge), the reply's
+        `kept` then their record."""
         with self._lock:
             self._ensure_started()
             proc, request_id, pending = self._proc, next(self._ids), _Pending()
@@ -121,7 +121,7 @@ class WarmGrader:
             return
         log = tempfile.TemporaryFile(prefix="grader-warm-")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.warm", "--course", str(self.course_root), "--sandbox", self.sandbox],
+            [sys.executable, "-m", "grader.batch.warm", "--course", str(self.course_root), "--sandbox", self.sandbox],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
         hello = _Pending()
         self._proc, self._pending = proc, {HELLO: hello}
@@ -185,18 +185,18 @@ def warm_up(judge) -> None:
 def probe_phase(course, sandbox, request: dict, session=None, server=None):
     """The submission's probes run in its sandbox (`session`'s, when one waits for it; a sandbox started for it is
     forked from `server` when given): a Probed, or the reply when the grader failed."""
-    from grader.grading import probe
+    from grader.grading.pipeline import probe_submission
 
     try:
-        return probe(course, Path(request["submission"]), request["exercises"], sandbox, session, server)
+        return probe_submission(course, Path(request["submission"]), request["exercises"], sandbox, session, server)
     except Exception as exc:  # noqa: BLE001 - the grader's own failure is this submission's grader_error
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def judge_phase(course, probed, request: dict, judge=None) -> dict:
     """The reply: the judged report's files, or why there are none."""
-    from grader.grading import judged
-    from grader.reporting import FORMATS
+    from grader.grading.pipeline import judged
+    from grader.render.files import FORMATS
 
     if isinstance(probed, dict):
         return probed
@@ -218,7 +218,7 @@ def judge_phase(course, probed, request: dict, judge=None) -> dict:
 def keep_observations(store: Path, kept: dict, probed) -> None:
     """Fill `kept` with the record of the probed submission's observations, put in `store`; left empty when they
     cannot be kept (the submission is then graded afresh by a later re-judging, never judged on less)."""
-    from grader.rejudge import NotKept, keep
+    from grader.grading.rejudge import NotKept, keep
 
     try:
         kept.update(keep(probed, store))
@@ -236,10 +236,10 @@ def _exit_with_parent() -> None:
 
 def main() -> None:
     from grader.course import load_course
-    from grader.grading import fork_server, judge_for, prestart, said_failure
+    from grader.grading.pipeline import fork_server, judge_for, prestart, said_failure
     from grader.sandbox.levels import SandboxUnavailable, choose
 
-    parser = argparse.ArgumentParser(prog="python -m grader.warm")
+    parser = argparse.ArgumentParser(prog="python -m grader.batch.warm")
     parser.add_argument("--course", type=Path, required=True)
     parser.add_argument("--sandbox", required=True)
     args = parser.parse_args()

@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from grader.course import Course
-from grader.warm import GradingTimeout, WarmGrader, WarmGraderDied
+from grader.batch.warm import GradingTimeout, WarmGrader, WarmGraderDied
 
 
 def time_limit(course: Course) -> float:
@@ -27,7 +27,8 @@ class WarmPool:
     """`jobs` warm grading processes, each fed by PIPELINE threads."""
 
     def __init__(self, course: Course, jobs: int, sandbox: str, lang: str, keep: Path | None = None):
-        self.course, self.lang, self.keep = course, lang, keep   # keep: where observations are kept (grader.rejudge)
+        # keep: where observations are kept (grader.grading.rejudge)
+        self.course, self.lang, self.keep = course, lang, keep
         self._graders = [WarmGrader(course.root, sandbox) for _ in range(max(1, jobs))]
         self._local = threading.local()
         self._threads = itertools.count()

@@ -182,7 +182,7 @@ def staged_for_probes(course: Course, submission: Path, exercise_ids: list[str],
     return Probed(course, submission, exercises, sandbox, reference_dirs, scratch, staged, started_at, t0)
 
 
-def run_probes(probed: Probed, session: SandboxSession | None = None, server: ForkServer | None = None) -> None:
+def run_in_sandbox(probed: Probed, session: SandboxSession | None = None, server: ForkServer | None = None) -> None:
     """Run the staged submission's probes in its sandbox (`session`'s when it serves them; else one started for them,
     forked from `server` when given); each exercise's run reaches `probed` as it ends."""
     try:
@@ -231,13 +231,13 @@ def fork_server(course: Course, sandbox: Sandbox) -> ForkServer | None:
         return None
 
 
-def probe(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox,
+def probe_submission(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sandbox,
           session: SandboxSession | None = None, server: ForkServer | None = None) -> Probed:
     """Stage the submission and run its probes in a fresh sandbox (or `session`'s, started for it ahead of
     time; a sandbox started here is forked from `server` when given); the caller hands the result to `judged`."""
     probed = staged_for_probes(course, submission, exercise_ids, sandbox, session)
     try:
-        run_probes(probed, session, server)
+        run_in_sandbox(probed, session, server)
     except BaseException:
         remove_scratch(probed.scratch)
         raise
@@ -320,7 +320,7 @@ def unavailable_outcomes(course: Course, exercises: list[ExerciseConfig], exc: E
 def judged(probed: Probed, judge=None, keep=None) -> Report:
     """Judge a probed submission against the references (with `judge`, default this process's judge for its
     course), once its probes have all run, and build its report; its scratch is removed. `keep`, when given, is
-    called with the probed submission before the judge reads it (to keep its observations: grader.rejudge)."""
+    called with the probed submission before the judge reads it (to keep its observations: grader.grading.rejudge)."""
     course, exercises, scratch = probed.course, probed.exercises, probed.scratch
     try:
         with probed.arrived:   # the sandbox is gone before the judge reads what it left
@@ -371,7 +371,7 @@ def grade(course: Course, submission: Path, exercise_ids: list[str], sandbox: Sa
             launched.set()
             staged.append(staged_for_probes(course, submission, exercise_ids, sandbox, session))
             ready.set()
-            run_probes(staged[0], session, server)
+            run_in_sandbox(staged[0], session, server)
         except BaseException as exc:  # noqa: BLE001 - re-raised in this thread below
             failures.append(exc)
         finally:

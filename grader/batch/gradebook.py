@@ -25,10 +25,10 @@ from markupsafe import Markup
 from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.render.safe_text import csv_cell
-from grader.grades import Grade, Override, grade_of
+from grader.batch.grades import Grade, Override, grade_of
 from grader.i18n import LANGS
 from grader.policy import Submitted, lateness, student_dates
-from grader.roster import Student, match
+from grader.batch.roster import Student, match
 from grader.worker.protocol import Status
 
 SCHEMA = """
@@ -44,14 +44,14 @@ CREATE TABLE IF NOT EXISTS results (
     points REAL NOT NULL, max_points REAL NOT NULL, message TEXT NOT NULL,
     PRIMARY KEY (submission, grader_key, exercise, criterion)
 );
--- The instructor's corrections, applied after grading (grader.grades): no grader key, so that they outlive every
+-- The instructor's corrections, applied after grading (grader.batch.grades): no grader key, so that they outlive every
 -- regrade and re-judging. exercise '' corrects the whole grade, criterion '' the whole exercise.
 CREATE TABLE IF NOT EXISTS overrides (
     student TEXT NOT NULL, exercise TEXT NOT NULL, criterion TEXT NOT NULL, points REAL NOT NULL,
     comment TEXT NOT NULL, author TEXT NOT NULL, at TEXT NOT NULL,
     PRIMARY KEY (student, exercise, criterion)
 );
--- What each grading's probes observed (grader.rejudge's record; the files are in the observation store): what a
+-- What each grading's probes observed (grader.grading.rejudge's record; the files are in the observation store): what a
 -- re-judging judges again without running the submission.
 CREATE TABLE IF NOT EXISTS observed (
     submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL, record TEXT NOT NULL,
@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS sources (
     submission TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL, code TEXT NOT NULL,
     PRIMARY KEY (submission, exercise)
 );
--- Pairs of near-identical exercise files (grader.similarity): replaced whole by every comparison.
+-- Pairs of near-identical exercise files (grader.review.similarity): replaced whole by every comparison.
 CREATE TABLE IF NOT EXISTS similar (
     exercise TEXT NOT NULL, first TEXT NOT NULL, second TEXT NOT NULL, similarity REAL NOT NULL,
     first_share REAL NOT NULL, second_share REAL NOT NULL, first_html TEXT NOT NULL, second_html TEXT NOT NULL,
@@ -233,7 +233,7 @@ class Gradebook:
         return gone.rowcount > 0
 
     def overrides(self) -> list[Override]:
-        """Every override, by student, then in the order grader.grades applies them."""
+        """Every override, by student, then in the order grader.batch.grades applies them."""
         self.db.row_factory = sqlite3.Row
         rows = self.db.execute("SELECT * FROM overrides ORDER BY student, exercise = '', criterion = '', exercise, "
                                "criterion").fetchall()
@@ -353,7 +353,7 @@ class GradedLine:
 
 def graded_lines(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None
                  ) -> list[GradedLine]:
-    """Every line of the class files in their order (see with_roster), each graded as grader.grades says: the
+    """Every line of the class files in their order (see with_roster), each graded as grader.batch.grades says: the
     criteria's points, the overrides, and under course.toml's [policy] the lateness of the time the gradebook holds
     for the submission, by the student's extension."""
     from grader.policy import load_policy
@@ -395,7 +395,7 @@ def grades_csv(course: Course, book: Gradebook, key: str, roster: list[Student] 
     final grade) and its percent, the maxima in the headers; `late` and `submitted_at` under a late policy. Where
     there is no grade (no verdict on the student's work, or no submission) every grade cell is blank, never 0, and
     `reason` says why (in `lang`). With no roster the id is the submission's name; with one, its students come
-    first in its order (matched as grader.roster says), then the submissions it does not name, flagged in the
+    first in its order (matched as grader.batch.roster says), then the submissions it does not name, flagged in the
     `roster` column."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -471,7 +471,8 @@ class Flag:
     words are class.html's label named after its kind; `others` are the students it concerns, each linked."""
 
     kind: str                                 # "identical": the same files, byte for byte, as `others`;
-                                              # "similar": near-identical code in one exercise (grader.similarity);
+                                              # "similar": near-identical code in one exercise
+                                              # (grader.review.similarity);
                                               # "overridden": the instructor changed the grade
     others: list[tuple[str, str]]             # (the name shown, its anchor in class.html: their row, the pair's
                                               # section, the override's line)
@@ -593,7 +594,7 @@ class OverrideLine:
 
 @dataclass
 class SimilarPair:
-    """Two submissions whose code for one exercise is near-identical (grader.similarity), side by side."""
+    """Two submissions whose code for one exercise is near-identical (grader.review.similarity), side by side."""
 
     exercise: str
     title: dict[str, str]
@@ -770,7 +771,7 @@ def _similar_pairs(course: Course, book: Gradebook, counted: list[StudentLine]) 
 def _override_lines(book: Gradebook, students: list[StudentLine]) -> list[OverrideLine]:
     """Every override, each saying what it did; one whose submission or target the gradebook does not hold now says
     it was not applied. The rows it applies to are flagged."""
-    from grader.grades import Applied
+    from grader.batch.grades import Applied
     from grader.i18n import t
 
     by_name = {line.submission: line for line in students if line.submission}

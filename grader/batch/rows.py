@@ -12,8 +12,8 @@ from pathlib import Path
 
 from grader.course import Course
 from grader.i18n import Text, join, rendered, t
-from grader.gradebook import GRADER_ERROR
-from grader.reporting import write_atomic
+from grader.batch.gradebook import GRADER_ERROR
+from grader.render.files import write_atomic
 from grader.worker.protocol import Status
 
 
@@ -22,7 +22,7 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def outcome_of(course: Course, reply: dict, report_dir: Path, graded_at: str) -> tuple[dict, list[dict]]:
+def reply_rows(course: Course, reply: dict, report_dir: Path, graded_at: str) -> tuple[dict, list[dict]]:
     """Write the reply's report files to `report_dir` and return the submission's summary and rows; a reply
     without a readable report is a `grader_error`."""
     # a report left by an earlier run must not be read as this one's

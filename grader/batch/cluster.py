@@ -2,7 +2,7 @@
 
 A task carries what the grader reads and nothing else: the course (course.toml, the stubs, the solutions, the
 report templates) and the submission's exercise files, each read without following a link. The worker
-materialises both in its own folders, grades through its warm grading process (grader/warm.py) and returns the
+materialises both in its own folders, grades through its warm grading process (grader/batch/warm.py) and returns the
 reply; the client alone writes reports and the gradebook. A task whose worker dies is retried on another; a
 second death is that submission's verdict (`killed_workers`), so no submission kills workers forever.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from grader.i18n import t, verbatim
 from grader.course import COURSE_FILE, Course, load_course
-from grader.gradebook import KILLED_WORKERS, grader_key
+from grader.batch.gradebook import KILLED_WORKERS, grader_key
 from grader.nolinks import LINK, REGULAR, read_without_links
-from grader.pool import PIPELINE, time_limit
+from grader.batch.pool import PIPELINE, time_limit
 
 JOBQUEUE_KINDS = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
                   "htcondor": "HTCondorCluster", "moab": "MoabCluster", "oar": "OARCluster"}
@@ -136,7 +136,7 @@ _course_lock = threading.Lock()
 
 def _course_here(files: dict[str, bytes]) -> Path:
     """The course written under this worker's cache, once per content."""
-    from grader.grading import private_cache
+    from grader.grading.pipeline import private_cache
     from grader.sandbox.private import seal
 
     with _course_lock:
@@ -158,7 +158,7 @@ def grade_on_worker(course: dict[str, bytes], key: str, submission: dict, sandbo
     """The Dask task: the same reply a warm grading process gives, never an exception for a grading fault."""
     from distributed import get_worker
 
-    from grader.warm import GradingTimeout, WarmGrader, WarmGraderDied
+    from grader.batch.warm import GradingTimeout, WarmGrader, WarmGraderDied
 
     try:
         root = _course_here(course)

@@ -117,7 +117,8 @@ def compare_in_child(course: Course, submissions: list[Submission], timeout_s: f
     with tempfile.TemporaryDirectory(prefix="grader-similarity-") as scratch:
         env = {**os.environ, "PYTHONHASHSEED": "0", "MPLCONFIGDIR": scratch, "MPLBACKEND": "Agg"}
         try:
-            done = subprocess.run([sys.executable, "-m", "grader.similarity"], input=request, capture_output=True,
+            done = subprocess.run([sys.executable, "-m", "grader.review.similarity"], input=request,
+                                  capture_output=True,
                                   text=True, timeout=timeout_s, env=env, preexec_fn=_limits)
         except subprocess.TimeoutExpired:
             raise SimilarityFailed(t("the comparison took more than {seconds:g} s", seconds=timeout_s)) from None

@@ -16,7 +16,7 @@ Each mutant has an id that survives unrelated edits of the solution: the functio
 the statement around the change (its source without comments) with the change itself, and how many identical
 changes of that statement came before it. The id names no line number.
 
-Every mutant is graded like a submission (see `grader.selftest`). One that keeps full marks survives, and is
+Every mutant is graded like a submission (see `grader.review.selftest`). One that keeps full marks survives, and is
 then either listed in the reviewed file of equivalent mutants (`tests/mutants/equivalent.toml`: its id, and why
 no correct test could tell it from the solution) or a blind spot of the criteria, which fails the run.
 """
@@ -298,7 +298,7 @@ class Outcome:
 def run_mutation(course: Course, mutants: list[Mutant], sandbox, progress=None):
     """Grade every mutant (the solutions with them, as a control: a solution losing a point would make every
     mutant look caught); returns (the solutions' problems, an Outcome per mutant)."""
-    from grader.selftest import Case, grade_cases
+    from grader.review.selftest import Case, grade_cases
 
     solutions = [Case("solution", ex.id, "reference", ex.file, course.solution(ex).read_text(encoding="utf-8"))
                  for ex in course.exercises]

@@ -1,7 +1,7 @@
 """Grades into learning management systems: the CSV files Canvas and Moodle import as they are, and a push of each
 student's grade and scorecard to a Canvas assignment.
 
-Theory of operation. Everything starts from the class's lines (grader.gradebook.graded_lines: the roster's
+Theory of operation. Everything starts from the class's lines (grader.batch.gradebook.graded_lines: the roster's
 students in its order, each with their final grade or none) and from the roster's columns, which decide how the
 system finds each student; a grade is never placed by a guess. Where there is no grade (no submission, no verdict
 on the student's work, two submissions of one student) the cell is blank: an importer leaves a blank alone, while
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import Course
-from grader.gradebook import Gradebook, GradedLine, graded_lines, grader_key
+from grader.batch.gradebook import Gradebook, GradedLine, graded_lines, grader_key
 from grader.i18n import LANGS, Text, join, rendered, t, verbatim
 from grader.render.safe_text import csv_cell
-from grader.roster import Student
+from grader.batch.roster import Student
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_IDENTIFIERS = ("canvas_id", "sis_user_id", "sis_login_id")   # the roster columns that fill ID, SIS...
@@ -230,7 +230,7 @@ def canvas_push(course: Course, out: Path, roster: list[Student] | None, canvas_
                 sent.status, sent.said = FAILED, t("Canvas refused it: {error}",
                                                    error=verbatim(f"{type(exc).__name__}: {exc}"))
             else:
-                from grader.grades import now
+                from grader.batch.grades import now
 
                 sent.status, sent.said = SENT, t("sent to Canvas")
                 book.mark_sent(target, _key(sent), digest, now())

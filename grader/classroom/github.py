@@ -47,13 +47,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import Course
-from grader.gradebook import GRADER_ERROR, Gradebook, content_hash, grader_key, said
+from grader.batch.gradebook import GRADER_ERROR, Gradebook, content_hash, grader_key, said
 from grader.i18n import Text, rendered, t, verbatim
-from grader.notebooks import MAX_NOTEBOOK_BYTES, is_submitted_notebook
-from grader.notebooks import SUFFIX as NOTEBOOK_SUFFIX
+from grader.grading.notebooks import MAX_NOTEBOOK_BYTES, is_submitted_notebook
+from grader.grading.notebooks import SUFFIX as NOTEBOOK_SUFFIX
 from grader.policy import FROM_PUSH, FROM_SEEN, Policy, Submitted, student_dates
-from grader.roster import Student, match
-from grader.reporting import write_atomic
+from grader.batch.roster import Student, match
+from grader.render.files import write_atomic
 from grader.sandbox.private import private_folder
 from grader.sandbox.staging import MAX_SOURCE_BYTES
 
@@ -341,7 +341,7 @@ def commit_to_grade(github: GitHub, org: str, repo: dict, record: dict, deadline
 def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Course, target: Path) -> None:
     """Commit `sha`'s exercise files rebuilt under `target` as `<exercise-id>/<file>`, and the notebooks that may
     hold an exercise (`<exercise-id>/<exercise-id>.ipynb`, a top-level `exercises/<name>.ipynb`: see
-    grader/notebooks.py), nothing else of it. What
+    grader/grading/notebooks.py), nothing else of it. What
     staging refuses keeps what it refuses it for: a link is a link to nowhere (refused by its name); a file over
     MAX_FILE_BYTES is a file of its size holding nothing (never downloaded; refused by its size); a folder or a
     submodule where the file belongs is a folder (not a regular file); a file where the exercise's folder belongs

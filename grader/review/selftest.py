@@ -13,8 +13,8 @@ seed (accepted either way). A mutant is caught only by a criterion that reaches 
 `crashed` it names); a `grader_error` is always a problem.
 
 Cases are graded in rounds, one case per exercise in each round's submission, by a warm grading process
-(`grader.warm`, as `grader batch` uses): its next sandbox starts while the round before is judged.
-`grader.mutation` grades generated mutants the same way.
+(`grader.batch.warm`, as `grader batch` uses): its next sandbox starts while the round before is judged.
+`grader.review.mutation` grades generated mutants the same way.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from grader.course import Course
 from grader.sandbox.levels import Sandbox
-from grader.unidiff import PatchError, apply_diff
+from grader.review.unidiff import PatchError, apply_diff
 from grader.worker.protocol import Status
 
 MUTANT_DIFF = "change.diff"   # a mutant's one bug, as a unified diff against the solution
@@ -43,7 +43,7 @@ class CatalogError(Exception):
 
 @dataclass
 class Case:
-    kind: str                 # solution, variant or mutant (`grader.mutation` adds its generated ones)
+    kind: str                 # solution, variant or mutant (`grader.review.mutation` adds its generated ones)
     exercise: str
     name: str
     file: str                 # the student file's name
@@ -196,8 +196,8 @@ def grade_cases(course: Course, cases: list[Case], sandbox: Sandbox,
                 progress: Callable[[int, int, list[Case]], None] | None = None) -> None:
     """Grade every case, in rounds, and record each one's verdicts on it. One warm grading process serves all
     rounds, two in flight: while one round is judged, the next one's probes run in a sandbox started ahead."""
-    from grader.pool import PIPELINE, time_limit
-    from grader.warm import GradingTimeout, WarmGrader, WarmGraderDied
+    from grader.batch.pool import PIPELINE, time_limit
+    from grader.batch.warm import GradingTimeout, WarmGrader, WarmGraderDied
 
     packed = rounds(cases)
     warm = WarmGrader(course.root, sandbox.level)

@@ -1,0 +1,1 @@
+"""A class graded: warm grading processes, here or on Dask, into a gradebook with its grades."""

@@ -1,0 +1,1 @@
+"""One submission graded: staged, probed in the sandbox, judged, reported; and `grader check`."""
