@@ -26,6 +26,17 @@ def attend(student, q, k, v, mask=None):
     return unpack(result)
 
 
+def attend_recorded(student, ctx, inputs: dict, record: tuple[str, ...]):
+    """Record the `record` inputs (in that order), call the student's function on `inputs` (q, k, v and an optional
+    mask) and record what it returned as `out` and `weights`."""
+    for name in record:
+        ctx.tensor(name, inputs[name])
+    out, weights = attend(student, inputs["q"], inputs["k"], inputs["v"], inputs.get("mask"))
+    ctx.tensor("out", out)
+    ctx.tensor("weights", weights)
+    return out, weights
+
+
 class WrongReturn(ContractBreach):
     """The student's function returned something other than the tuple (out, weights) of two tensors."""
 
@@ -85,11 +96,7 @@ def shapes(student, ctx):
 def values(student, ctx):
     """No mask, float32, Tq=5 != Tk=7, D=16 != Dv=12."""
     q, k, v = ctx.randn(B, H, TQ, D), ctx.randn(B, H, TK, D), ctx.randn(B, H, TK, DV)
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        ctx.tensor(name, tensor)
-    out, weights = attend(student, q, k, v)
-    ctx.tensor("out", out)
-    ctx.tensor("weights", weights)
+    attend_recorded(student, ctx, {"q": q, "k": k, "v": v}, ("q", "k", "v"))
 
 
 @probe
@@ -97,11 +104,7 @@ def scale(student, ctx):
     """D = 64 with unit-variance q and k: the unscaled scores have standard deviation 8, the scaled ones 1."""
     q, k = ctx.randn(B, 1, SCALE_TQ, SCALE_D), ctx.randn(B, 1, SCALE_TK, SCALE_D)
     v = ctx.randn(B, 1, SCALE_TK, SCALE_DV)
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        ctx.tensor(name, tensor)
-    out, weights = attend(student, q, k, v)
-    ctx.tensor("out", out)
-    ctx.tensor("weights", weights)
+    attend_recorded(student, ctx, {"q": q, "k": k, "v": v}, ("q", "k", "v"))
 
 
 @probe
@@ -109,11 +112,7 @@ def masked(student, ctx):
     """A full-shape [B, H, Tq, Tk] bool mask, every query row keeping at least one key."""
     q, k, v = ctx.randn(B, H, TQ, D), ctx.randn(B, H, TK, D), ctx.randn(B, H, TK, DV)
     mask = rows_with_a_key(ctx, B, H, TQ, TK)
-    ctx.tensor("mask", mask)
-    ctx.tensor("v", v)
-    out, weights = attend(student, q, k, v, mask)
-    ctx.tensor("out", out)
-    ctx.tensor("weights", weights)
+    attend_recorded(student, ctx, {"q": q, "k": k, "v": v, "mask": mask}, ("mask", "v"))
 
 
 @probe
@@ -183,11 +182,7 @@ def fully_masked_layout(ctx, dtype):
 @probe
 def fully_masked(student, ctx):
     q, k, v, mask = fully_masked_layout(ctx, torch.float32)
-    ctx.tensor("mask", mask)
-    ctx.tensor("v", v)
-    out, weights = attend(student, q, k, v, mask)
-    ctx.tensor("out", out)
-    ctx.tensor("weights", weights)
+    attend_recorded(student, ctx, {"q": q, "k": k, "v": v, "mask": mask}, ("mask", "v"))
 
 
 @probe
@@ -221,11 +216,7 @@ def large_scores(student, ctx):
     k = ctx.randn(LARGE_B, LARGE_H, TK, D) * LARGE_SCALE
     v = ctx.randn(LARGE_B, LARGE_H, TK, DV)
     mask = rows_with_a_key(ctx, LARGE_B, LARGE_H, TQ, TK)
-    for name, tensor in (("q", q), ("k", k), ("v", v), ("mask", mask)):
-        ctx.tensor(name, tensor)
-    out, weights = attend(student, q, k, v, mask)
-    ctx.tensor("out", out)
-    ctx.tensor("weights", weights)
+    attend_recorded(student, ctx, {"q": q, "k": k, "v": v, "mask": mask}, ("q", "k", "v", "mask"))
 
 
 @probe
