@@ -4,8 +4,8 @@ python bench/grade_bench.py [--n N] [--rejudge-n M] [--all [--repeat R] [--naive
 The figures of issue 24, one function each (FIGURES), printed together in one table at the end:
   - per-submission wall of `grader batch --jobs 2` over a class of N distinct copies of the solutions, over the
     probes' own compute with everything imported (the last of three passes of bench/floor.py's exercise loop in one
-    process)                                                                         goal <= 0.75
-  - the same with each strict sandbox's worker started afresh and forked from the fork server (GRADER_FORK_SERVER)
+    process), once with each strict sandbox's worker started afresh and once forked from the fork server
+    (GRADER_FORK_SERVER)                                                             goal <= 0.75
   - `grader batch --rejudge` over a class of M (default 100) stored submissions (bench/rejudge_bench.py), after a
     change of points and with every criterion judged again, in all and per submission   goal <= 10 s
   - throughput of two workers over one, each pinned to a core of its own (taskset)      goal >= 1.8
@@ -112,40 +112,6 @@ def pinned_cluster_run(classroom: Path, out: Path, cores: list[int], folder: Pat
             proc.wait()
 
 
-WARM_FLOOR = """
-import json, sys, time
-sys.path.insert(0, {bench!r})
-import floor
-course = floor.load_course()
-walls = []
-for _ in range(3):
-    t0 = time.perf_counter()
-    for ex in course.exercises:
-        floor.run_exercise(course, ex)
-    walls.append(time.perf_counter() - t0)
-print(json.dumps(walls))
-"""
-
-
-def fork_server_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
-    """The overhead figure both ways: each strict sandbox's worker started afresh, and forked from the fork server
-    (GRADER_FORK_SERVER=0/1), over the same probes' compute with everything imported."""
-    done = subprocess.run([PYTHON, "-c", WARM_FLOOR.format(bench=str(ROOT / "bench"))], capture_output=True,
-                          text=True, cwd=ROOT, check=True)
-    warm_floor = json.loads(done.stdout)[-1]
-    figures = []
-    for label, flag in (("fresh sandboxes", "0"), ("fork server", "1")):
-        os.environ["GRADER_FORK_SERVER"] = flag
-        try:
-            wall, cpu = batch_run(class_of(tmp, args.n), tmp / f"fork-server-{flag}", "--jobs", "2")
-        finally:
-            del os.environ["GRADER_FORK_SERVER"]
-        per = wall / args.n
-        figures.append(Figure(f"batch --jobs 2 over the probes' compute, {label}", f"{per / warm_floor:.2f}",
-                              "<= 0.75", f"{per:.2f} s / {warm_floor:.2f} s, cpu {cpu / args.n:.2f} s per submission"))
-    return figures
-
-
 def legacy_figures(args: argparse.Namespace, tmp: Path) -> None:
     """The figures (a) to (f1) of the module's docstring, printed as they come (--all)."""
     # The two alternate, --repeat times: a disturbance then falls on both alike, and the medians are compared.
@@ -230,14 +196,23 @@ def class_of(tmp: Path, n: int) -> Path:
 
 def overhead_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
     """Per-submission wall of `grader batch --jobs 2` (both cores at work) over the probes' own compute with
-    everything imported: the last of three passes of bench/floor.py's exercise loop in one process."""
+    everything imported (the last of three passes of bench/floor.py's exercise loop in one process), once with each
+    strict sandbox's worker started afresh and once forked from the fork server (GRADER_FORK_SERVER=0/1)."""
     _, _, done = timed([PYTHON, str(ROOT / "bench" / "floor.py"), "--passes", "3"])
     passes = json.loads(done.stdout)["passes"]
-    wall, _ = batch_run(class_of(tmp, args.n), tmp / "overhead", "--jobs", "2")
-    per = wall / args.n
-    return [Figure("batch --jobs 2, per submission, over the probes' compute", f"{per / passes[-1]:.2f}", "<= 0.75",
-                   f"{per:.2f} s / {passes[-1]:.2f} s (floor passes {' '.join(f'{p:.2f}' for p in passes)} s; "
-                   f"batch of {args.n} in {wall:.1f} s)")]
+    figures = []
+    for label, flag in (("fresh sandboxes", "0"), ("fork server", "1")):
+        os.environ["GRADER_FORK_SERVER"] = flag
+        try:
+            wall, cpu = batch_run(class_of(tmp, args.n), tmp / f"overhead-{flag}", "--jobs", "2")
+        finally:
+            del os.environ["GRADER_FORK_SERVER"]
+        per = wall / args.n
+        figures.append(Figure(f"batch --jobs 2 over the probes' compute, {label}", f"{per / passes[-1]:.2f}",
+                              "<= 0.75", f"{per:.2f} s / {passes[-1]:.2f} s, cpu {cpu / args.n:.2f} s per submission "
+                              f"(floor passes {' '.join(f'{p:.2f}' for p in passes)} s; batch of {args.n} in "
+                              f"{wall:.1f} s)"))
+    return figures
 
 
 def rejudge_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
@@ -266,7 +241,7 @@ def scaling_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
 
 # The issue's figures, each measured by a function of its own and printed side by side; a new figure is one
 # more function here.
-FIGURES = (overhead_figure, fork_server_figure, rejudge_figure, scaling_figure)
+FIGURES = (overhead_figure, rejudge_figure, scaling_figure)
 
 
 def main() -> None:
