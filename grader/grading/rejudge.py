@@ -35,6 +35,7 @@ from pathlib import Path
 
 import grader
 from grader.course import Course, ExerciseConfig
+from grader.worker.protocol import Status
 
 STORE = "observations"          # beside the gradebook: the content-addressed observation files
 DIFF_FILE = "rejudge-diff.csv"  # the grade diff a re-judging writes beside grades.csv
@@ -114,7 +115,7 @@ def with_outcomes(record: dict, report: dict, versions: dict[str, str]) -> dict:
     for e in report.get("exercises", []):
         if e["id"] not in versions:
             continue
-        if any(c["status"] == "grader_error" or "judge_exit" in (c.get("evidence") or {}) for c in e["criteria"]):
+        if any(c["status"] == Status.GRADER_ERROR or "judge_exit" in (c.get("evidence") or {}) for c in e["criteria"]):
             judged.pop(e["id"], None)
             continue
         judged[e["id"]] = {"version": versions[e["id"]],
