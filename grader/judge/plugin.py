@@ -14,6 +14,8 @@ with a fresh Judging each time (`grader/judge/server.py`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,9 +111,17 @@ JUDGE_FIXTURES = frozenset({"obs", "ref", "verdict"})   # what the plugin's fixt
 
 
 def runs_lean(item: pytest.Function) -> bool:
-    """Whether `run_lean` may run the criterion: it takes the plugin's fixtures alone and carries no mark (nothing
-    of pytest's set-up, skipping or teardown has anything to do for it)."""
-    return set(item.fixturenames) <= JUDGE_FIXTURES and next(item.iter_markers(), None) is None
+    """Whether `run_lean` may run the criterion: it takes the plugin's fixtures alone (which take pytest's
+    `request`, that it is given nothing of) and carries no mark: nothing of pytest's set-up, skipping or teardown has
+    anything to do for it."""
+    return (set(_parameters(item.function)) <= JUDGE_FIXTURES and set(item.fixturenames) <= JUDGE_FIXTURES | {"request"}
+            and next(item.iter_markers(), None) is None)
+
+
+@functools.cache
+def _parameters(function: Callable) -> tuple[str, ...]:
+    """What a criterion takes, in order (read once, by the judging server before it forks)."""
+    return tuple(inspect.signature(function).parameters)
 
 
 def run_lean(item: pytest.Function, judging: Judging, timer: Callable[[], contextlib.AbstractContextManager]) -> None:
@@ -124,7 +134,7 @@ def run_lean(item: pytest.Function, judging: Judging, timer: Callable[[], contex
 
     def fixtures() -> dict:
         given: dict = {}
-        for name in item.fixturenames:
+        for name in _parameters(item.function):   # in the order named, as pytest sets them up
             if name == "verdict":
                 given[name] = item.stash[VERDICT] = verdict_for(judging, exercise, meta)
             else:

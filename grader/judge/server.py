@@ -220,7 +220,7 @@ class Server:
             return
         todo[0][1].config.stash[JUDGING] = judging
         protocol = [item for _, item, _ in todo if not runs_lean(item)]   # a criterion with fixtures of its own
-        after = dict(zip(protocol, [*protocol[1:], None], strict=True))
+        after = {item: protocol[i + 1] if i + 1 < len(protocol) else None for i, item in enumerate(protocol)}
 
         def timer() -> contextlib.AbstractContextManager:
             return judge_limits.criterion_timer(self.limits) if self.limited else contextlib.nullcontext()
