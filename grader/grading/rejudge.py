@@ -31,7 +31,7 @@ import os
 import shutil
 import stat
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import grader
 from grader.course import Course, ExerciseConfig
@@ -214,17 +214,32 @@ def stale(course: Course, record: dict | None) -> list[str]:
 
 
 def _materialise(store: Path, files: dict[str, str], folder: Path) -> None:
-    """The stored files of one obs folder laid out again in `folder`, each checked against its hash."""
+    """The stored files of one obs folder laid out again in `folder` (a fresh folder of ours: nothing in it is a
+    link), each checked against its hash."""
     folder.mkdir(parents=True)
+    made = {folder}
     for name, digest in files.items():
         data = (store / digest[:2] / digest).read_bytes()
         if hashlib.sha256(data).hexdigest() != digest:
             raise NotKept(f"the stored observation {digest} is damaged")
-        target = folder / name
-        if folder not in target.resolve().parents:
+        relative = PurePosixPath(name)
+        if not relative.parts or relative.is_absolute() or ".." in relative.parts:
             raise NotKept(f"a stored observation is named {name!r}")
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = folder.joinpath(*relative.parts)
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
         target.write_bytes(data)
+
+
+# Where stored observations are laid out for the judge: memory (tmpfs) where there is one, so that a class's
+# re-judging writes and removes no file on disk (a hundred and more per submission); the system's temporary folder
+# elsewhere.
+SCRATCH = Path("/dev/shm")
+
+
+def _scratch() -> str | None:
+    return str(SCRATCH) if SCRATCH.is_dir() and os.access(SCRATCH, os.W_OK | os.X_OK) else None
 
 
 def rejudged(course: Course, name: str, record: dict, store: Path, judge=None,
@@ -282,7 +297,7 @@ def _judged_again(course: Course, record: dict, store: Path, exercises: list[Exe
     """The judge's outcomes of these exercises from the stored observations, laid out again as the sandbox left them."""
     from grader.judge.client import JudgeUnavailable
 
-    with tempfile.TemporaryDirectory(prefix="grader-rejudge-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="grader-rejudge-", dir=_scratch()) as tmp:
         entries = []
         for ex in exercises:
             held = record["exercises"][ex.id]
