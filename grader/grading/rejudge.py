@@ -31,6 +31,8 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
+import weakref
 from pathlib import Path, PurePosixPath
 
 import grader
@@ -254,13 +256,48 @@ def rejudged(course: Course, name: str, record: dict, store: Path, judge=None,
 
 def judged_again(course: Course, record: dict, store: Path, versions: dict[str, str], judge=None) -> dict[str, list]:
     """The judge's outcomes of the exercises whose kept outcomes are not of their judge version now (none judged, and
-    no judge started, when every exercise's are). NotKept when the stored files are gone or damaged."""
+    no judge started, when every exercise's are, or when this process judged the same observations already:
+    `_judged_alike`). NotKept when the stored files are gone or damaged."""
     from grader.grading.pipeline import judge_for
 
     todo = [ex for ex in course.exercises if _kept_outcomes(record, ex.id, versions[ex.id]) is None]
     if not todo:
         return {}
-    return _judged_again(course, record, store, todo, judge or judge_for(course), _references(course, todo, versions))
+    judge = judge or judge_for(course)   # started only when it judges
+    with _alike_lock:
+        alike = _judged_alike.setdefault(judge, {})
+    keys = {ex.id: _observed_key(ex, record["exercises"][ex.id], versions[ex.id]) for ex in todo}
+    judged = {ex.id: list(alike[keys[ex.id]]) for ex in todo if keys[ex.id] in alike}
+    rest = [ex for ex in todo if ex.id not in judged]
+    if rest:
+        got = _judged_again(course, record, store, rest, judge, _references(course, rest, versions))
+        for ex in rest:
+            judged[ex.id] = got[ex.id]
+            if _keepable(got[ex.id]):
+                alike[keys[ex.id]] = tuple(got[ex.id])
+                while len(alike) > MAX_ALIKE:
+                    alike.pop(next(iter(alike)), None)
+    return judged
+
+
+# What each judge concluded in this process, by what decided it (`_observed_key`): an exercise whose observations
+# are the same as another submission's (the same bytes: an exercise left unattempted, an exact answer, a copy)
+# concludes the same under the same judge version, and is not judged twice. Oldest first, at most MAX_ALIKE a judge.
+_judged_alike: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_alike_lock = threading.Lock()   # a batch re-judges from `jobs` threads
+MAX_ALIKE = 2048   # exercises' outcomes; tens of kilobytes each at most, evidence included
+
+
+def _observed_key(ex: ExerciseConfig, held: dict, version: str) -> str:
+    """A digest of everything the judge reads of an exercise's stored observations, and of its judge version."""
+    read = {key: held.get(key) for key in ("probe_version", "probes", "obs", "had_obs", "run", "staged")}
+    return hashlib.sha256(json.dumps({"version": version, "file": ex.file, **read}, sort_keys=True,
+                                     default=str).encode()).hexdigest()
+
+
+def _keepable(outcomes: list) -> bool:
+    """Outcomes a limit or the grader's own failure decided are judged again, never reused (as with_outcomes)."""
+    return not any(o.status == Status.GRADER_ERROR or "judge_exit" in (o.evidence or {}) for o in outcomes)
 
 
 def report_from(course: Course, name: str, record: dict, versions: dict[str, str], judged: dict[str, list]):
