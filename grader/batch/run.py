@@ -512,7 +512,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
                  lang: str, progress: BatchProgress, cluster: str | None, cluster_options: dict,
                  rejudge: bool = False) -> dict:
     from grader.batch.rows import _parsed_report
-    from grader.grading.rejudge import STORE, judge_versions, stale, with_outcomes
+    from grader.grading.rejudge import STORE, judge_versions, prepare_judge, stale, with_outcomes
 
     book = Gradebook(out / "gradebook.sqlite")
     key = grader_key(course)
@@ -521,6 +521,8 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     stored: list[tuple[Entry, str, dict]] = []   # re-judged from what their grading kept
     afresh: list[tuple[str, Text]] = []          # asked to be re-judged, graded from scratch: why
     before: dict[str, list[dict]] = {}           # each re-judged or regraded submission's rows before this run
+    versions = judge_versions(course)
+    prepared = False   # the judge started on what it will judge again, while the records are read
     for e in entries:
         chash = content_hash(course, e.folder) if e.folder else e.fingerprint or e.status
         if e.folder is not None:   # what each submission is compared with the others on
@@ -531,6 +533,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
             changed = stale(course, record)
             if record is not None and not changed:
                 stored.append((e, chash, record))
+                prepared = prepared or prepare_judge(course, record, versions)
                 continue
             afresh.append((e.name, t("no observations of these files were kept") if record is None else
                            t("the probes of {exercises} changed since it was graded", exercises=", ".join(changed))))
@@ -541,8 +544,6 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
             todo.append((e, chash))
     gradable = [((e, chash), e.folder) for e, chash in todo if e.folder is not None]
     progress.begin(len(entries), skipped, len(gradable) + len(stored))
-
-    versions = judge_versions(course)
 
     together: list[tuple[Entry, str, dict, list[dict], dict | None]] = []   # re-judged, stored in one transaction
 

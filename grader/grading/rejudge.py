@@ -280,6 +280,25 @@ def judged_again(course: Course, record: dict, store: Path, versions: dict[str, 
     return judged
 
 
+def prepare_judge(course: Course, record: dict, versions: dict[str, str]) -> bool:
+    """When the record has exercises to judge again, have this process's judge start, read their references and run
+    their criteria once now (while the caller reads the rest of a class's records) rather than at the first
+    judging; whether it had any (the head start is then asked for, or failed: either way once is enough)."""
+    from grader.grading.pipeline import judge_for, probe_order
+
+    todo = [ex for ex in course.exercises
+            if ((record.get("judged") or {}).get(ex.id) or {}).get("version") != versions[ex.id]]
+    if not todo:
+        return False
+    try:
+        references = _references(course, todo, versions)
+        judge_for(course).prepare([{"id": ex.id, "file": ex.file, "probes": probe_order(ex),
+                                    "reference": str(references[ex.id])} for ex in todo])
+    except Exception:  # noqa: BLE001 - a head start missed (not tried again): the judging does it, and says why
+        pass
+    return True
+
+
 # What each judge concluded in this process, by what decided it (`_observed_key`): an exercise whose observations
 # are the same as another submission's (the same bytes: an exercise left unattempted, an exact answer, a copy)
 # concludes the same under the same judge version, and is not judged twice. Oldest first, at most MAX_ALIKE a judge.
