@@ -4,6 +4,8 @@ here is a stand-in that records what it was asked."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conftest import ROOT
@@ -125,3 +127,32 @@ def test_the_same_observations_are_judged_once_by_a_judge(course, tmp_path):
     fresh = OutcomeJudge(course)
     rejudge.judged_again(course, second, tmp_path, versions, fresh)
     assert fresh.asked == [every]
+
+
+def test_observations_are_laid_out_on_disk_when_memory_has_no_room(course, tmp_path, monkeypatch):
+    """A tmpfs too small for a submission's observations (a container's 64 MB /dev/shm) costs nothing: they are
+    laid out on disk instead and judged. The positive control: with room, they are laid out in memory."""
+    import errno
+
+    memory = tmp_path / "shm"
+    memory.mkdir()
+    monkeypatch.setattr(rejudge, "SCRATCH", memory)
+    laid: list[Path] = []
+    full = {"on": True}
+
+    def materialise(store, files, folder):
+        if full["on"] and memory in folder.parents:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        laid.append(folder)
+        folder.mkdir(parents=True)
+
+    monkeypatch.setattr(rejudge, "_materialise", materialise)
+    record = _record(course, {})
+    record["exercises"]["rope"]["obs"] = {"forward.json": "0" * 64}
+    versions = rejudge.judge_versions(course)
+    judge = OutcomeJudge(course)
+    rejudge.judged_again(course, record, tmp_path, versions, judge)
+    assert len(laid) == 1 and memory not in laid[0].parents
+    full["on"] = False
+    rejudge.judged_again(course, record, tmp_path, versions, OutcomeJudge(course))
+    assert len(laid) == 2 and memory in laid[1].parents

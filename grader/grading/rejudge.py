@@ -21,6 +21,7 @@ the grader's own failure decided are never kept: those are judged again.
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import functools
 import hashlib
@@ -350,28 +351,44 @@ def _references(course: Course, exercises: list[ExerciseConfig], versions: dict[
 
 def _judged_again(course: Course, record: dict, store: Path, exercises: list[ExerciseConfig], judge,
                   references: dict[str, Path]) -> dict[str, list]:
-    """The judge's outcomes of these exercises from the stored observations, laid out again as the sandbox left them."""
+    """The judge's outcomes of these exercises from the stored observations, laid out again as the sandbox left them
+    (in memory where there is room, else on disk)."""
     from grader.judge.client import JudgeUnavailable
 
-    with tempfile.TemporaryDirectory(prefix="grader-rejudge-", dir=_scratch()) as tmp:
-        entries = []
-        for ex in exercises:
-            held = record["exercises"][ex.id]
-            obs = None
-            if held["obs"] is not None:
-                obs = Path(tmp) / ex.id / "obs"
-                _materialise(store, held["obs"], obs)
-            elif held["had_obs"]:   # the run left no obs folder: the judge says so, as it did
-                obs = Path(tmp) / ex.id / "obs"
-            entries.append({"id": ex.id, "file": ex.file, "probes": held["probes"],
-                            "obs": str(obs) if obs is not None else None, "run": held["run"],
-                            "staged": held["staged"], "reference": str(references[ex.id])})
+    with contextlib.ExitStack() as stack:
+        for scratch in dict.fromkeys([_scratch(), None]):
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-rejudge-", dir=scratch)))
+            try:
+                entries = _laid_out(record, store, exercises, references, tmp)
+                break
+            except OSError:
+                if scratch is None:
+                    raise
         try:
             return judge.judge(entries)
         except JudgeUnavailable as exc:
             from grader.grading.pipeline import unavailable_outcomes
 
             return unavailable_outcomes(course, exercises, exc)
+
+
+def _laid_out(record: dict, store: Path, exercises: list[ExerciseConfig], references: dict[str, Path],
+              tmp: Path) -> list[dict]:
+    """The judging request of these exercises, their stored observations laid out under `tmp`. OSError when there
+    is no room (a small tmpfs)."""
+    entries = []
+    for ex in exercises:
+        held = record["exercises"][ex.id]
+        obs = None
+        if held["obs"] is not None:
+            obs = tmp / ex.id / "obs"
+            _materialise(store, held["obs"], obs)
+        elif held["had_obs"]:   # the run left no obs folder: the judge says so, as it did
+            obs = tmp / ex.id / "obs"
+        entries.append({"id": ex.id, "file": ex.file, "probes": held["probes"],
+                        "obs": str(obs) if obs is not None else None, "run": held["run"],
+                        "staged": held["staged"], "reference": str(references[ex.id])})
+    return entries
 
 
 # --- the grade diff --------------------------------------------------------------------------------------------
