@@ -19,6 +19,7 @@ import inspect
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal, cast
 
 import pytest
 
@@ -181,13 +182,14 @@ class JudgePlugin:
         """pytest's report of each phase of a criterion, without the failure's traceback formatted: nothing reads
         pytest's reports (the outcome is made of the call itself, above), and formatting a failed criterion's
         traceback (its module's source parsed again for every frame) took most of a failing submission's judging."""
-        if call.excinfo is None:
-            outcome, longrepr = "passed", None
-        elif isinstance(call.excinfo.value, pytest.skip.Exception):
-            outcome, longrepr = "skipped", (str(item.path), item.location[1], call.excinfo.typename)
-        else:
+        outcome: Literal["passed", "failed", "skipped"] = "passed"
+        longrepr: tuple[str, int, str] | str | None = None
+        if call.excinfo is not None and isinstance(call.excinfo.value, pytest.skip.Exception):
+            outcome, longrepr = "skipped", (str(item.path), item.location[1] or 0, call.excinfo.typename)
+        elif call.excinfo is not None:
             outcome, longrepr = "failed", call.excinfo.typename
-        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, call.when,
+        when = cast(Literal["setup", "call", "teardown"], call.when)   # a test's phases: never "collect"
+        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, when,
                                  duration=call.duration, start=call.start, stop=call.stop)
 
     @staticmethod
