@@ -17,15 +17,18 @@ graded class's is), two ways:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,20 +107,82 @@ def _drop_kept_outcomes(out: Path) -> None:
     db.close()
 
 
-def _rejudge(course: Path, klass: Path, out: Path, jobs: int) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course), "batch", str(klass), "--out",
-                           str(out), "--jobs", str(jobs), "--rejudge"], capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - t0
+@dataclass
+class Rejudged:
+    """One `grader batch --rejudge`: wall seconds, CPU seconds of its whole process tree (None where it cannot be
+    counted), and the load average (1 min) before and after."""
+
+    wall_s: float
+    cpu_s: float | None
+    cpu_of: str          # what cpu_s counts
+    load: tuple[float, float]
+
+
+def _rejudge(course: Path, klass: Path, out: Path, jobs: int) -> Rejudged:
+    command = [sys.executable, "-m", "grader", "--course", str(course), "batch", str(klass), "--out", str(out),
+               "--jobs", str(jobs), "--rejudge"]
+    before = os.getloadavg()[0]
+    with _tree_cpu() as (enter, counted):
+        t0 = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=enter)
+        wall = time.perf_counter() - t0
     said = re.search(r"(\d+) submissions re-judged", done.stdout)
     if done.returncode != 0 or said is None or int(said.group(1)) != len(list(klass.iterdir())):
         sys.exit(f"the re-judging failed ({done.returncode}):\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
-    return wall
+    return Rejudged(wall, counted["cpu_s"], counted["of"], (before, os.getloadavg()[0]))
 
 
-def rejudge_times(folder: Path, n: int, jobs: int) -> dict[str, float]:
-    """Wall seconds of `grader batch --rejudge` over a stored class of N: with the points changed (kept outcomes
-    stand) and with every criterion judged again (kept outcomes dropped)."""
+@contextlib.contextmanager
+def _tree_cpu():
+    """(a function for the command's process to run first, a dict that holds its CPU seconds once this ends). The
+    whole tree's (the judging server, its children, the report processes, which no process waits for) in a
+    control group of its own where this process may make one (cgroup v2's cpu.stat, v1's cpuacct); else the
+    command's and the children it waited for (resource.RUSAGE_CHILDREN)."""
+    counted: dict = {"cpu_s": None, "of": "the grader process and the children it waited for only"}
+    v2, v1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/cpuacct")
+    root = v2 if (v2 / "cgroup.controllers").exists() else v1 if (v1 / "cpuacct.usage").exists() else None
+    group = None if root is None else root / f"rejudge-bench-{os.getpid()}"
+    try:
+        if group is not None:
+            group.mkdir()
+    except OSError:   # not ours to make (no root, a delegated hierarchy elsewhere)
+        group = None
+    procs = str(group / "cgroup.procs") if group is not None else None
+
+    def enter() -> None:
+        if procs is not None:
+            with open(procs, "w") as fh:
+                fh.write(str(os.getpid()))
+
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        yield enter, counted
+    finally:
+        if group is None:
+            now = resource.getrusage(resource.RUSAGE_CHILDREN)
+            counted["cpu_s"] = now.ru_utime + now.ru_stime - spent.ru_utime - spent.ru_stime
+        else:
+            time.sleep(0.5)   # the report processes' fork server ends once the grader has
+            if (group / "cpu.stat").exists():
+                text = (group / "cpu.stat").read_text()
+                counted["cpu_s"] = int(re.search(r"usage_usec (\d+)", text).group(1)) / 1e6
+            else:
+                counted["cpu_s"] = int((group / "cpuacct.usage").read_text()) / 1e9
+            counted["of"] = "its whole process tree, by control group"
+            for _ in range(20):
+                for pid in (group / "cgroup.procs").read_text().split():   # a straggler: back where we are
+                    with contextlib.suppress(OSError):
+                        (group.parent / "cgroup.procs").write_text(pid)
+                try:
+                    group.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def rejudge_runs(folder: Path, n: int, jobs: int) -> dict[str, Rejudged]:
+    """`grader batch --rejudge` over a stored class of N: with the points changed (kept outcomes stand) and with
+    every criterion judged again (kept outcomes dropped)."""
     klass, out = stored_class(folder, n, jobs)
     changed = changed_course(folder / "changed")
     judged_out = folder / "out-judged"
@@ -127,6 +192,11 @@ def rejudge_times(folder: Path, n: int, jobs: int) -> dict[str, float]:
             "every criterion judged": _rejudge(ROOT, klass, judged_out, jobs)}
 
 
+def rejudge_times(folder: Path, n: int, jobs: int) -> dict[str, float]:
+    """Wall seconds of each of rejudge_runs."""
+    return {way: run.wall_s for way, run in rejudge_runs(folder, n, jobs).items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=100)
@@ -134,10 +204,12 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}  ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="rejudge-bench-") as tmp:
-        for way, wall in rejudge_times(Path(tmp), args.n, args.jobs).items():
-            print(f"re-judged {args.n} stored submissions, {way} (--jobs {args.jobs}): {wall:.1f} s, "
-                  f"{wall / args.n:.3f} s per submission (a fresh grader process; class files and similarity "
-                  "included)")
+        for way, run in rejudge_runs(Path(tmp), args.n, args.jobs).items():
+            cpu = "n/a" if run.cpu_s is None else f"{run.cpu_s:.1f} s"
+            print(f"re-judged {args.n} stored submissions, {way} (--jobs {args.jobs}): {run.wall_s:.1f} s, "
+                  f"{run.wall_s / args.n:.3f} s per submission; CPU {cpu} ({run.cpu_of}); load average "
+                  f"{run.load[0]:.2f} before, {run.load[1]:.2f} after (a fresh grader process; class files and "
+                  "similarity included)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

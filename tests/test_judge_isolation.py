@@ -415,3 +415,37 @@ def test_a_judge_that_cannot_run_makes_every_criterion_the_graders_error(tmp_pat
     (heads,) = report["exercises"]
     assert heads["status"] == "grader_error" and {c["status"] for c in heads["criteria"]} == {"grader_error"}
     assert all("exit -9" in c["message"]["en"] for c in heads["criteria"])
+
+
+def test_a_criterion_blocked_in_a_served_judging_carries_no_evidence_of_an_earlier_one(tmp_path):
+    """The server judges the references before it forks (its warm-up); a criterion that is then blocked in a
+    submission's judging says only that it is blocked, with none of the evidence the warm-up's recorder held. The
+    positive control: on the references, the same criterion passes with that evidence."""
+    from grader.grading.pipeline import probe_order, reference_folders
+    from grader.judge.client import JudgeClient
+
+    course = load_course(ROOT)
+    ex = course.exercise("decoder_block")
+    reference = reference_folders(course, [ex])[ex.id]
+    folder = tmp_path / "obs"
+    shutil.copytree(reference, folder)
+    record = json.loads((folder / "parameter_count.json").read_text())
+    record["values"]["small"] = [n - 24 for n in record["values"]["small"]]   # the biases counted twice less
+    (folder / "parameter_count.json").write_text(json.dumps(record))
+
+    def request(obs: Path) -> list[dict]:
+        return [{"id": ex.id, "file": ex.file, "probes": probe_order(ex), "obs": str(obs), "run": {},
+                 "staged": None, "reference": str(reference)}]
+
+    judge = JudgeClient([ex.id], course.judge_limits)
+    try:
+        on_reference = {o.meta.id: o for o in judge.judge(request(reference))[ex.id]}
+        outcomes = {o.meta.id: o for o in judge.judge(request(folder))[ex.id]}
+    finally:
+        judge.close()
+    assert on_reference["parameter_count_large"].status == "passed"
+    assert on_reference["parameter_count_large"].evidence.get("counts")
+    assert outcomes["parameter_count_small"].status == "failed"
+    blocked = outcomes["parameter_count_large"]
+    assert blocked.status == "blocked" and "parameter_count_small" in blocked.message["en"], blocked
+    assert blocked.evidence == {}

@@ -4,6 +4,8 @@ here is a stand-in that records what it was asked."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conftest import ROOT
@@ -85,3 +87,72 @@ def test_the_judge_version_follows_the_course_criteria_and_limits_not_the_points
     assert {ex for ex in versions if own[ex] != versions[ex]} == {"rope"}
     limited = rejudge.judge_versions(dataclasses.replace(course, judge_limits=JudgeLimits(cpu_s=7)))
     assert all(limited[ex] != versions[ex] for ex in versions)
+
+
+class OutcomeJudge:
+    """A stand-in judge that gives each criterion an outcome (`evidence` for the exercises named there)."""
+
+    def __init__(self, course, evidence: dict | None = None):
+        from grader.judge.listing import criteria_of
+
+        self.metas = {ex.id: criteria_of(ex.id, course.criteria) for ex in course.exercises}
+        self.evidence = evidence or {}
+        self.asked: list[list[str]] = []
+
+    def judge(self, entries: list[dict]) -> dict:
+        from grader.judge.criterion import Outcome
+
+        self.asked.append(sorted(e["id"] for e in entries))
+        return {e["id"]: [Outcome(m, "passed", {"en": "ok", "zh": "ok"}, dict(self.evidence.get(e["id"], {})))
+                          for m in self.metas[e["id"]]] for e in entries}
+
+
+def test_the_same_observations_are_judged_once_by_a_judge(course, tmp_path):
+    """Two submissions whose stored observations are the same bytes conclude the same: the second is not judged.
+    One whose rope run ended otherwise has rope alone judged; outcomes a limit decided are judged every time; and
+    another judge (another re-judging) judges everything itself."""
+    versions = rejudge.judge_versions(course)
+    first, second = _record(course, {}), _record(course, {})
+    judge = OutcomeJudge(course, evidence={"heads": {"judge_exit": -9}})
+    every = sorted(ex.id for ex in course.exercises)
+    got = rejudge.judged_again(course, first, tmp_path, versions, judge)
+    assert judge.asked == [every]
+    again = rejudge.judged_again(course, second, tmp_path, versions, judge)
+    assert judge.asked == [every, ["heads"]]   # heads: a limit decided it, so it is never reused
+    assert again == got
+    other = _record(course, {})
+    other["exercises"]["rope"]["run"] = {"exit": 1}
+    rejudge.judged_again(course, other, tmp_path, versions, judge)
+    assert judge.asked[-1] == ["heads", "rope"]
+    fresh = OutcomeJudge(course)
+    rejudge.judged_again(course, second, tmp_path, versions, fresh)
+    assert fresh.asked == [every]
+
+
+def test_observations_are_laid_out_on_disk_when_memory_has_no_room(course, tmp_path, monkeypatch):
+    """A tmpfs too small for a submission's observations (a container's 64 MB /dev/shm) costs nothing: they are
+    laid out on disk instead and judged. The positive control: with room, they are laid out in memory."""
+    import errno
+
+    memory = tmp_path / "shm"
+    memory.mkdir()
+    monkeypatch.setattr(rejudge, "SCRATCH", memory)
+    laid: list[Path] = []
+    full = {"on": True}
+
+    def materialise(store, files, folder):
+        if full["on"] and memory in folder.parents:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        laid.append(folder)
+        folder.mkdir(parents=True)
+
+    monkeypatch.setattr(rejudge, "_materialise", materialise)
+    record = _record(course, {})
+    record["exercises"]["rope"]["obs"] = {"forward.json": "0" * 64}
+    versions = rejudge.judge_versions(course)
+    judge = OutcomeJudge(course)
+    rejudge.judged_again(course, record, tmp_path, versions, judge)
+    assert len(laid) == 1 and memory not in laid[0].parents
+    full["on"] = False
+    rejudge.judged_again(course, record, tmp_path, versions, OutcomeJudge(course))
+    assert len(laid) == 2 and memory in laid[1].parents

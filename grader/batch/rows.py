@@ -22,11 +22,17 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+# In a reply: the report folder its producer has written the report's files to already (the reply's files are
+# then only read).
+WRITTEN_TO = "written_to"
+
+
 def reply_rows(course: Course, reply: dict, report_dir: Path, graded_at: str) -> tuple[dict, list[dict]]:
-    """Write the reply's report files to `report_dir` and return the submission's summary and rows; a reply
-    without a readable report is a `grader_error`."""
-    # a report left by an earlier run must not be read as this one's
-    (report_dir / "report.json").unlink(missing_ok=True)
+    """Write the reply's report files to `report_dir` (unless its producer wrote them there: WRITTEN_TO) and return
+    the submission's summary and rows; a reply without a readable report is a `grader_error`."""
+    written = reply.get(WRITTEN_TO) == str(report_dir)
+    if not written:   # a report left by an earlier run must not be read as this one's (a producer removed it)
+        (report_dir / "report.json").unlink(missing_ok=True)
     if reply.get("final_status"):   # a verdict the engine reached without a report (a worker-killing grading)
         return failure_rows(course, reply["final_status"], rendered(reply["error"]), graded_at)
     files = reply.get("files") or {}
@@ -35,7 +41,7 @@ def reply_rows(course: Course, reply: dict, report_dir: Path, graded_at: str) ->
         reason = rendered(reply["error"]) if reply.get("error") else t("no report came back")
         return failure_rows(course, GRADER_ERROR, t("grading failed: {reason}; graded again on the next run",
                                                     reason=reason), graded_at)
-    for name, text in files.items():
+    for name, text in files.items() if not written else ():
         write_atomic(report_dir / Path(name).name, text)
     rows = [{"exercise": e["id"], "criterion": c["id"], "kind": c["kind"], "status": c["status"],
              "points": c["points"], "max_points": c["max_points"], "message": c["message"]}

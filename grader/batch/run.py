@@ -27,7 +27,7 @@ from grader.course import Course
 from grader.policy import Submitted
 from grader.batch.gradebook import (GRADER_ERROR, UNREADABLE, Gradebook, class_summary, content_hash, grader_key,
                               grades_csv)
-from grader.batch.rows import failure_rows, now, reply_rows
+from grader.batch.rows import WRITTEN_TO, failure_rows, now, reply_rows
 from grader.batch.progress import BatchProgress
 from grader.render.files import write_atomic
 from grader.batch.roster import Student
@@ -431,9 +431,10 @@ def write_student_pages(course: Course, out: Path, lang: str, roster: list[Stude
 
 
 def _mark_rendered(folder: Path, lang: str) -> None:
-    """Record the language of the folder's reports; unrecorded (a full disk...), the next run writes them again."""
+    """Record the language of the folder's reports; unrecorded (a full disk, a crash before the disk had it), the
+    next run writes them again: no wait for the disk."""
     try:
-        write_atomic(folder / RENDERED_LANG, lang + "\n")
+        write_atomic(folder / RENDERED_LANG, lang + "\n", durable=False)
     except OSError:
         with suppress(OSError):
             (folder / RENDERED_LANG).unlink(missing_ok=True)
@@ -511,7 +512,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
                  lang: str, progress: BatchProgress, cluster: str | None, cluster_options: dict,
                  rejudge: bool = False) -> dict:
     from grader.batch.rows import _parsed_report
-    from grader.grading.rejudge import STORE, judge_versions, stale, with_outcomes
+    from grader.grading.rejudge import STORE, judge_versions, prepare_judge, stale, with_outcomes
 
     book = Gradebook(out / "gradebook.sqlite")
     key = grader_key(course)
@@ -520,6 +521,8 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     stored: list[tuple[Entry, str, dict]] = []   # re-judged from what their grading kept
     afresh: list[tuple[str, Text]] = []          # asked to be re-judged, graded from scratch: why
     before: dict[str, list[dict]] = {}           # each re-judged or regraded submission's rows before this run
+    versions = judge_versions(course)
+    prepared = False   # the judge started on what it will judge again, while the records are read
     for e in entries:
         chash = content_hash(course, e.folder) if e.folder else e.fingerprint or e.status
         if e.folder is not None:   # what each submission is compared with the others on
@@ -530,6 +533,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
             changed = stale(course, record)
             if record is not None and not changed:
                 stored.append((e, chash, record))
+                prepared = prepared or prepare_judge(course, record, versions)
                 continue
             afresh.append((e.name, t("no observations of these files were kept") if record is None else
                            t("the probes of {exercises} changed since it was graded", exercises=", ".join(changed))))
@@ -540,8 +544,6 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
             todo.append((e, chash))
     gradable = [((e, chash), e.folder) for e, chash in todo if e.folder is not None]
     progress.begin(len(entries), skipped, len(gradable) + len(stored))
-
-    versions = judge_versions(course)
 
     together: list[tuple[Entry, str, dict, list[dict], dict | None]] = []   # re-judged, stored in one transaction
 
@@ -567,7 +569,8 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     for entry, chash in todo:
         if entry.folder is None:   # nothing to grade: the entry's own verdict
             record(entry, chash, *failure_rows(course, entry.status, entry.problem, now()))
-    for (entry, chash, kept), reply in _rejudged(course, out / STORE, stored, jobs, lang, progress, versions):
+    for (entry, chash, kept), reply in _rejudged(course, out / STORE, stored, jobs, lang, progress, versions,
+                                                 out / "students"):
         if reply is None:   # what was kept is gone or damaged: graded from scratch
             afresh.append((entry.name, t("its kept observations could not be read")))
             gradable.append(((entry, chash), entry.folder))
@@ -608,12 +611,12 @@ STORE_TOGETHER = 25   # re-judged submissions stored in one transaction (a re-ju
 
 
 def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]], jobs: int, lang: str,
-              progress: BatchProgress, versions: dict[str, str]):
+              progress: BatchProgress, versions: dict[str, str], students: Path):
     """(item, reply) for each stored submission, in order: what its exercises of a changed judge version conclude,
     judged again `jobs` at a time (each submission in a child process of the judging server, under its limits), and
-    its reports built and rendered in `jobs` processes of their own (the kept outcomes make a change of points
-    alone cost that only); reply None when what was kept cannot be read. The reply's `kept` is the record with
-    what the judge concluded."""
+    its reports built, rendered and written (into its folder under `students`) in `jobs` processes of their own (the
+    kept outcomes make a change of points alone cost that only); reply None when what was kept cannot be read. The
+    reply's `kept` is the record with what the judge concluded."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -639,7 +642,7 @@ def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]]
                 if got is None or "error" in got:
                     waiting.append((item, got))
                 else:
-                    args = (course, item[0].name, item[2], versions, got["judged"], lang)
+                    args = (course, item[0].name, item[2], versions, got["judged"], lang, students / item[0].name)
                     waiting.append((item, pool.submit(rejudged_files, *args) if pool else rejudged_files(*args)))
                 while waiting and not _pending(waiting[0][1]):
                     yield _settled(*waiting.popleft())
@@ -677,17 +680,23 @@ def _report_pool(jobs: int):
 
 
 def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, str], judged: dict[str, list],
-                   lang: str) -> dict:
-    """A re-judged submission's reply, as a grading process's: its report's files in `lang`, and `kept`, the record
-    with what the judge concluded (run in a report process, or here)."""
+                   lang: str, report_dir: Path) -> dict:
+    """A re-judged submission's reply, as a grading process's, its report's files in `lang` written to `report_dir`
+    already (`WRITTEN_TO`: here, in a report process, off the batch's own process and its waits for the disk; the
+    reply carries report.json alone, to be read), and `kept`, the record with what the judge concluded."""
     from grader.grading.rejudge import report_from, with_outcomes
     from grader.render.files import FORMATS
     from grader.batch.warm import REPORT_FILES
 
     try:
+        # a report left by an earlier run must not be read as this one's
+        (report_dir / "report.json").unlink(missing_ok=True)
         report = report_from(course, name, kept, versions, judged)
         files = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in REPORT_FILES}
-        return {"files": files, "kept": with_outcomes(kept, json.loads(files["report.json"]), versions)}
+        for file_name, text in files.items():
+            write_atomic(report_dir / file_name, text)
+        return {"files": {"report.json": files["report.json"]}, WRITTEN_TO: str(report_dir),
+                "kept": with_outcomes(kept, json.loads(files["report.json"]), versions)}
     except Exception as exc:  # noqa: BLE001 - the grader's failure is this submission's grader_error
         return {"error": f"{type(exc).__name__}: {exc}"}
 

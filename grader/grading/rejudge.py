@@ -21,6 +21,7 @@ the grader's own failure decided are never kept: those are judged again.
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import functools
 import hashlib
@@ -31,7 +32,9 @@ import os
 import shutil
 import stat
 import tempfile
-from pathlib import Path
+import threading
+import weakref
+from pathlib import Path, PurePosixPath
 
 import grader
 from grader.course import Course, ExerciseConfig
@@ -214,17 +217,32 @@ def stale(course: Course, record: dict | None) -> list[str]:
 
 
 def _materialise(store: Path, files: dict[str, str], folder: Path) -> None:
-    """The stored files of one obs folder laid out again in `folder`, each checked against its hash."""
+    """The stored files of one obs folder laid out again in `folder` (a fresh folder of ours: nothing in it is a
+    link), each checked against its hash."""
     folder.mkdir(parents=True)
+    made = {folder}
     for name, digest in files.items():
         data = (store / digest[:2] / digest).read_bytes()
         if hashlib.sha256(data).hexdigest() != digest:
             raise NotKept(f"the stored observation {digest} is damaged")
-        target = folder / name
-        if folder not in target.resolve().parents:
+        relative = PurePosixPath(name)
+        if not relative.parts or relative.is_absolute() or ".." in relative.parts:
             raise NotKept(f"a stored observation is named {name!r}")
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = folder.joinpath(*relative.parts)
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
         target.write_bytes(data)
+
+
+# Where stored observations are laid out for the judge: memory (tmpfs) where there is one, so that a class's
+# re-judging writes and removes no file on disk (a hundred and more per submission); the system's temporary folder
+# elsewhere.
+SCRATCH = Path("/dev/shm")
+
+
+def _scratch() -> str | None:
+    return str(SCRATCH) if SCRATCH.is_dir() and os.access(SCRATCH, os.W_OK | os.X_OK) else None
 
 
 def rejudged(course: Course, name: str, record: dict, store: Path, judge=None,
@@ -239,13 +257,67 @@ def rejudged(course: Course, name: str, record: dict, store: Path, judge=None,
 
 def judged_again(course: Course, record: dict, store: Path, versions: dict[str, str], judge=None) -> dict[str, list]:
     """The judge's outcomes of the exercises whose kept outcomes are not of their judge version now (none judged, and
-    no judge started, when every exercise's are). NotKept when the stored files are gone or damaged."""
+    no judge started, when every exercise's are, or when this process judged the same observations already:
+    `_judged_alike`). NotKept when the stored files are gone or damaged."""
     from grader.grading.pipeline import judge_for
 
     todo = [ex for ex in course.exercises if _kept_outcomes(record, ex.id, versions[ex.id]) is None]
     if not todo:
         return {}
-    return _judged_again(course, record, store, todo, judge or judge_for(course), _references(course, todo, versions))
+    judge = judge or judge_for(course)   # started only when it judges
+    with _alike_lock:
+        alike = _judged_alike.setdefault(judge, {})
+    keys = {ex.id: _observed_key(ex, record["exercises"][ex.id], versions[ex.id]) for ex in todo}
+    judged = {ex.id: list(alike[keys[ex.id]]) for ex in todo if keys[ex.id] in alike}
+    rest = [ex for ex in todo if ex.id not in judged]
+    if rest:
+        got = _judged_again(course, record, store, rest, judge, _references(course, rest, versions))
+        for ex in rest:
+            judged[ex.id] = got[ex.id]
+            if _keepable(got[ex.id]):
+                alike[keys[ex.id]] = tuple(got[ex.id])
+                while len(alike) > MAX_ALIKE:
+                    alike.pop(next(iter(alike)), None)
+    return judged
+
+
+def prepare_judge(course: Course, record: dict, versions: dict[str, str]) -> bool:
+    """When the record has exercises to judge again, have this process's judge start, read their references and run
+    their criteria once now (while the caller reads the rest of a class's records) rather than at the first
+    judging; whether it had any (the head start is then asked for, or failed: either way once is enough)."""
+    from grader.grading.pipeline import judge_for, probe_order
+
+    todo = [ex for ex in course.exercises
+            if ((record.get("judged") or {}).get(ex.id) or {}).get("version") != versions[ex.id]]
+    if not todo:
+        return False
+    try:
+        references = _references(course, todo, versions)
+        judge_for(course).prepare([{"id": ex.id, "file": ex.file, "probes": probe_order(ex),
+                                    "reference": str(references[ex.id])} for ex in todo])
+    except Exception:  # noqa: BLE001 - a head start missed (not tried again): the judging does it, and says why
+        pass
+    return True
+
+
+# What each judge concluded in this process, by what decided it (`_observed_key`): an exercise whose observations
+# are the same as another submission's (the same bytes: an exercise left unattempted, an exact answer, a copy)
+# concludes the same under the same judge version, and is not judged twice. Oldest first, at most MAX_ALIKE a judge.
+_judged_alike: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_alike_lock = threading.Lock()   # a batch re-judges from `jobs` threads
+MAX_ALIKE = 2048   # exercises' outcomes; tens of kilobytes each at most, evidence included
+
+
+def _observed_key(ex: ExerciseConfig, held: dict, version: str) -> str:
+    """A digest of everything the judge reads of an exercise's stored observations, and of its judge version."""
+    read = {key: held.get(key) for key in ("probe_version", "probes", "obs", "had_obs", "run", "staged")}
+    return hashlib.sha256(json.dumps({"version": version, "file": ex.file, **read}, sort_keys=True,
+                                     default=str).encode()).hexdigest()
+
+
+def _keepable(outcomes: list) -> bool:
+    """Outcomes a limit or the grader's own failure decided are judged again, never reused (as with_outcomes)."""
+    return not any(o.status == Status.GRADER_ERROR or "judge_exit" in (o.evidence or {}) for o in outcomes)
 
 
 def report_from(course: Course, name: str, record: dict, versions: dict[str, str], judged: dict[str, list]):
@@ -279,28 +351,44 @@ def _references(course: Course, exercises: list[ExerciseConfig], versions: dict[
 
 def _judged_again(course: Course, record: dict, store: Path, exercises: list[ExerciseConfig], judge,
                   references: dict[str, Path]) -> dict[str, list]:
-    """The judge's outcomes of these exercises from the stored observations, laid out again as the sandbox left them."""
+    """The judge's outcomes of these exercises from the stored observations, laid out again as the sandbox left them
+    (in memory where there is room, else on disk)."""
     from grader.judge.client import JudgeUnavailable
 
-    with tempfile.TemporaryDirectory(prefix="grader-rejudge-") as tmp:
-        entries = []
-        for ex in exercises:
-            held = record["exercises"][ex.id]
-            obs = None
-            if held["obs"] is not None:
-                obs = Path(tmp) / ex.id / "obs"
-                _materialise(store, held["obs"], obs)
-            elif held["had_obs"]:   # the run left no obs folder: the judge says so, as it did
-                obs = Path(tmp) / ex.id / "obs"
-            entries.append({"id": ex.id, "file": ex.file, "probes": held["probes"],
-                            "obs": str(obs) if obs is not None else None, "run": held["run"],
-                            "staged": held["staged"], "reference": str(references[ex.id])})
+    with contextlib.ExitStack() as stack:
+        for scratch in dict.fromkeys([_scratch(), None]):
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grader-rejudge-", dir=scratch)))
+            try:
+                entries = _laid_out(record, store, exercises, references, tmp)
+                break
+            except OSError:
+                if scratch is None:
+                    raise
         try:
             return judge.judge(entries)
         except JudgeUnavailable as exc:
             from grader.grading.pipeline import unavailable_outcomes
 
             return unavailable_outcomes(course, exercises, exc)
+
+
+def _laid_out(record: dict, store: Path, exercises: list[ExerciseConfig], references: dict[str, Path],
+              tmp: Path) -> list[dict]:
+    """The judging request of these exercises, their stored observations laid out under `tmp`. OSError when there
+    is no room (a small tmpfs)."""
+    entries = []
+    for ex in exercises:
+        held = record["exercises"][ex.id]
+        obs = None
+        if held["obs"] is not None:
+            obs = tmp / ex.id / "obs"
+            _materialise(store, held["obs"], obs)
+        elif held["had_obs"]:   # the run left no obs folder: the judge says so, as it did
+            obs = tmp / ex.id / "obs"
+        entries.append({"id": ex.id, "file": ex.file, "probes": held["probes"],
+                        "obs": str(obs) if obs is not None else None, "run": held["run"],
+                        "staged": held["staged"], "reference": str(references[ex.id])})
+    return entries
 
 
 # --- the grade diff --------------------------------------------------------------------------------------------

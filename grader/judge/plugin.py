@@ -5,16 +5,21 @@ config's stash under `JUDGING` (as pytest's junitxml keeps its LogXML under `xml
 recorder is kept in its item's stash under `VERDICT`. The plugin's `pytest_runtest_makereport` wrapper sees how
 each criterion ended (its call, or a setup that raised because a criterion it requires did not pass), makes
 one `Outcome` of it and records it in the Judging, which hands it on (`on_outcome`: the judging server writes it
-out as it comes). Nothing is read back from pytest's own reports. The same plugin serves a session made for
+out as it comes). Nothing is read back from pytest's own reports, so the plugin makes them itself, lean
+(`pytest_runtest_makereport_lean`: no failure's traceback formatted). The same plugin serves a session made for
 one submission (`session.judge`) and the judging server's session, which judges submission after submission
 with a fresh Judging each time (`grader/judge/server.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal, cast
 
 import pytest
 
@@ -71,6 +76,82 @@ def blocked_on_import(judging: Judging, exercise: str) -> Blocked:
     return blocked
 
 
+def verdict_for(judging: Judging, exercise: str, meta: CriterionMeta) -> VerdictRecorder:
+    """The `verdict` fixture's value: a fresh recorder, or the Verdict raised when the criterion is not judged (its
+    file does not import, a criterion it requires did not pass)."""
+    if exercise in judging.import_reported:
+        raise blocked_on_import(judging, exercise)
+    unmet = [r for r in meta.requires if judging.status(exercise, r) != Status.PASSED]
+    if unmet:
+        if judging.status(exercise, unmet[0]) == Status.NOT_ATTEMPTED:
+            raise NotAttempted(t("not attempted: it needs `{needed}`, which is not attempted yet", needed=unmet[0]))
+        if judging.status(exercise, unmet[0]) == Status.GRADER_ERROR:
+            raise GraderFault(t("not judged: it needs `{needed}`, which the grader failed to run", needed=unmet[0]))
+        # a chain of blocked criteria names the one at its root: that is what to fix first
+        root = judging.blocked_by.get((exercise, unmet[0]), unmet[0])
+        judging.blocked_by[(exercise, meta.id)] = root
+        said = judging.outcomes.get((exercise, root))
+        raise Blocked(t("not judged until `{root}` passes; fix that first ({said})", root=root,
+                        said=rendered(said.message)) if said
+                      else t("not judged until `{root}` passes; fix that first", root=root))
+    return VerdictRecorder()
+
+
+def record(item: pytest.Function, call: pytest.CallInfo, meta: CriterionMeta, judging: Judging) -> None:
+    """Record how a criterion ended (its call, or a setup that raised), and forget its recorder: a criterion whose
+    set-up raises in the next judging must not read this one's evidence."""
+    judging.record(exercise_of(item), JudgePlugin._outcome(item, call, meta, judging))
+    with contextlib.suppress(KeyError):
+        del item.stash[VERDICT]
+    if call.excinfo is not None and call.excinfo.tb is not None:
+        # what the criterion held (a tensor too large, say) is freed before pytest formats its report
+        traceback.clear_frames(call.excinfo.tb)
+
+
+JUDGE_FIXTURES = frozenset({"obs", "ref", "verdict"})   # what the plugin's fixtures give a criterion
+
+
+def runs_lean(item: pytest.Function) -> bool:
+    """Whether `run_lean` may run the criterion: it takes the plugin's fixtures alone (which take pytest's
+    `request`, that it is given nothing of) and carries no mark: nothing of pytest's set-up, skipping or teardown has
+    anything to do for it."""
+    return (set(_parameters(item.function)) <= JUDGE_FIXTURES and set(item.fixturenames) <= JUDGE_FIXTURES | {"request"}
+            and next(item.iter_markers(), None) is None)
+
+
+@functools.cache
+def _parameters(function: Callable) -> tuple[str, ...]:
+    """What a criterion takes, in order (read once, by the judging server before it forks)."""
+    return tuple(inspect.signature(function).parameters)
+
+
+def run_lean(item: pytest.Function, judging: Judging, timer: Callable[[], contextlib.AbstractContextManager]) -> None:
+    """Run one criterion (`runs_lean`) as pytest's per-test protocol would, its fixtures given in the order it names
+    them, its call under `timer`, its outcome recorded as the protocol's would be, with none of the protocol's
+    hooks, reports or set-up state: those took more than most criteria themselves."""
+    meta = criterion_of(item)
+    assert meta is not None
+    exercise = exercise_of(item)
+
+    def fixtures() -> dict:
+        given: dict = {}
+        for name in _parameters(item.function):   # in the order named, as pytest sets them up
+            if name == "verdict":
+                given[name] = item.stash[VERDICT] = verdict_for(judging, exercise, meta)
+            else:
+                given[name] = (judging.observations if name == "obs" else judging.references)[exercise]
+        return given
+
+    reraise = (pytest.exit.Exception, KeyboardInterrupt)
+    setup = pytest.CallInfo.from_call(fixtures, "setup", reraise=reraise)
+    if setup.excinfo is not None:
+        record(item, setup, meta, judging)
+        return
+    with timer():
+        call = pytest.CallInfo.from_call(lambda: item.obj(**setup.result), "call", reraise=reraise)
+    record(item, call, meta, judging)
+
+
 class JudgePlugin:
     @pytest.fixture
     def obs(self, request) -> Observations:
@@ -82,25 +163,7 @@ class JudgePlugin:
 
     @pytest.fixture
     def verdict(self, request) -> VerdictRecorder:
-        judging = request.config.stash[JUDGING]
-        meta = request.function.criterion
-        exercise = request.module.EXERCISE
-        if exercise in judging.import_reported:
-            raise blocked_on_import(judging, exercise)
-        unmet = [r for r in meta.requires if judging.status(exercise, r) != Status.PASSED]
-        if unmet:
-            if judging.status(exercise, unmet[0]) == Status.NOT_ATTEMPTED:
-                raise NotAttempted(t("not attempted: it needs `{needed}`, which is not attempted yet", needed=unmet[0]))
-            if judging.status(exercise, unmet[0]) == Status.GRADER_ERROR:
-                raise GraderFault(t("not judged: it needs `{needed}`, which the grader failed to run", needed=unmet[0]))
-            # a chain of blocked criteria names the one at its root: that is what to fix first
-            root = judging.blocked_by.get((exercise, unmet[0]), unmet[0])
-            judging.blocked_by[(exercise, meta.id)] = root
-            said = judging.outcomes.get((exercise, root))
-            raise Blocked(t("not judged until `{root}` passes; fix that first ({said})", root=root,
-                            said=rendered(said.message)) if said
-                          else t("not judged until `{root}` passes; fix that first", root=root))
-        recorder = VerdictRecorder()
+        recorder = verdict_for(request.config.stash[JUDGING], request.module.EXERCISE, request.function.criterion)
         request.node.stash[VERDICT] = recorder
         return recorder
 
@@ -111,11 +174,23 @@ class JudgePlugin:
         meta = criterion_of(item)
         if (judging is not None and meta is not None and isinstance(item, pytest.Function)
                 and (call.when == "call" or (call.when == "setup" and call.excinfo is not None))):
-            judging.record(exercise_of(item), self._outcome(item, call, meta, judging))
-            if call.excinfo is not None and call.excinfo.tb is not None:
-                # what the criterion held (a tensor too large, say) is freed before pytest formats its report
-                traceback.clear_frames(call.excinfo.tb)
+            record(item, call, meta, judging)
         return (yield)
+
+    @pytest.hookimpl(tryfirst=True, specname="pytest_runtest_makereport")
+    def pytest_runtest_makereport_lean(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+        """pytest's report of each phase of a criterion, without the failure's traceback formatted: nothing reads
+        pytest's reports (the outcome is made of the call itself, above), and formatting a failed criterion's
+        traceback (its module's source parsed again for every frame) took most of a failing submission's judging."""
+        outcome: Literal["passed", "failed", "skipped"] = "passed"
+        longrepr: tuple[str, int, str] | str | None = None
+        if call.excinfo is not None and isinstance(call.excinfo.value, pytest.skip.Exception):
+            outcome, longrepr = "skipped", (str(item.path), item.location[1] or 0, call.excinfo.typename)
+        elif call.excinfo is not None:
+            outcome, longrepr = "failed", call.excinfo.typename
+        when = cast(Literal["setup", "call", "teardown"], call.when)   # a test's phases: never "collect"
+        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, when,
+                                 duration=call.duration, start=call.start, stop=call.stop)
 
     @staticmethod
     def _outcome(item: pytest.Function, call: pytest.CallInfo, meta: CriterionMeta, judging: Judging) -> Outcome:

@@ -1,22 +1,24 @@
 """The judging server: `python -m grader.judge.server --exercises ID,ID,... --limits JSON`.
 
-Theory of operation. One server runs beside each grading process (a warm process of `grader batch`, a lone
-`grader grade`). It imports torch, pytest, the judge and every criterion, and collects them into one pytest
-session, once: pytest's set-up is paid per server, not per submission. It never runs student code and never
-reads a student's observations itself. Its session's run-test loop (`pytest_runtestloop`, taken over by this
-plugin) waits for requests; for each submission it forks a child, from this process while it has one thread
-only (forking a process with threads is unsafe). The child limits itself (`grader/judge/limits.py`: memory by
-what is used, CPU per criterion and in all), reads that submission's observations, runs the collected
-criteria of its exercises through pytest's own per-test protocol, writes each outcome to the request's result
-file as it comes, and exits without tearing anything down. The server reaps it and says how it ended. A
-submission whose data takes more than the limits costs only its own criteria (`error`, the limit in words);
-the server, the grading process and the next submission never see it. The reference observations are read
-once, by the server, and reach every child through the fork. Messages: `grader/judge/channel.py`.
+Theory of operation. One server runs beside each grading process (a warm process of `grader batch`, a lone `grader
+grade`). It imports torch, pytest, the judge and every criterion, and collects them into one pytest session, once:
+pytest's set-up is paid per server, not per submission. It never runs student code and never reads a student's
+observations itself. Its session's run-test loop (`pytest_runtestloop`, taken over by this plugin) waits for
+requests; for each submission it forks a child, from this process while it has one thread only (forking a process
+with threads is unsafe). The child limits itself (`grader/judge/limits.py`: memory by what is used, CPU per
+criterion and in all), reads that submission's observations, runs the collected criteria of its exercises (one that
+takes the judge's fixtures alone as pytest's per-test protocol would, with none of its hooks and reports:
+`plugin.run_lean`; any other through the protocol itself), writes each outcome to the request's result file as it
+comes, and exits without tearing anything down. The server reaps it and says how it ended. A submission whose data
+takes more than the limits costs only its own criteria (`error`, the limit in words); the server, the grading
+process and the next submission never see it. The reference observations are read once, by the server, and reach
+every child through the fork. Messages: `grader/judge/channel.py`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -36,7 +38,7 @@ from grader.judge import channel, limits as judge_limits
 from grader.judge.criterion import CriterionMeta
 from grader.judge.limits import JudgeLimits
 from grader.judge.observations import Observations, observations_of, references_of
-from grader.judge.plugin import JUDGING, JudgePlugin, Judging, criterion_of, exercise_of
+from grader.judge.plugin import JUDGING, JudgePlugin, Judging, criterion_of, exercise_of, run_lean, runs_lean
 from grader.judge.session import criteria_of, pytest_args
 
 
@@ -217,9 +219,18 @@ class Server:
         if not todo:
             return
         todo[0][1].config.stash[JUDGING] = judging
-        for i, (exercise, item, meta) in enumerate(todo):
+        protocol = [item for _, item, _ in todo if not runs_lean(item)]   # a criterion with fixtures of its own
+        after = {item: protocol[i + 1] if i + 1 < len(protocol) else None for i, item in enumerate(protocol)}
+
+        def timer() -> contextlib.AbstractContextManager:
+            return judge_limits.criterion_timer(self.limits) if self.limited else contextlib.nullcontext()
+
+        for exercise, item, meta in todo:
             write({channel.BEGIN: [exercise, meta.id]})
-            item.config.hook.pytest_runtest_protocol(item=item, nextitem=todo[i + 1][1] if i + 1 < len(todo) else None)
+            if item in after:
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=after[item])
+            else:
+                run_lean(item, judging, timer)
 
 
 def _threads() -> int:
