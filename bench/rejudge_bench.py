@@ -9,7 +9,10 @@ graded class's is), two ways:
 - points changed: a copy of the course with one criterion worth more; every exercise's kept outcomes stand (its
   judge version is the same), so no judge starts: each report is built again and written;
 - every criterion judged: the kept outcomes dropped first (as a change to every exercise's criteria would make
-  them), so every submission is judged again, each in a judging child of its own.
+  them), so every submission is judged again; observations alike (the same bytes, as these copies are) are
+  judged once per re-judging;
+- every criterion judged, none alike: the same with that reuse switched off (GRADER_REJUDGE_ALIKE=0), so each of
+  the N is judged in a judging child of its own, as a class of N distinct students would be.
 
 `stored_class` and `rejudge_times` are what bench/grade_bench.py prints its re-judging figure from.
 """
@@ -118,13 +121,14 @@ class Rejudged:
     load: tuple[float, float]
 
 
-def _rejudge(course: Path, klass: Path, out: Path, jobs: int) -> Rejudged:
+def _rejudge(course: Path, klass: Path, out: Path, jobs: int, env: dict[str, str] | None = None) -> Rejudged:
     command = [sys.executable, "-m", "grader", "--course", str(course), "batch", str(klass), "--out", str(out),
                "--jobs", str(jobs), "--rejudge"]
     before = os.getloadavg()[0]
     with _tree_cpu() as (enter, counted):
         t0 = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=enter)
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=enter,
+                              env={**os.environ, **(env or {})})
         wall = time.perf_counter() - t0
     said = re.search(r"(\d+) submissions re-judged", done.stdout)
     if done.returncode != 0 or said is None or int(said.group(1)) != len(list(klass.iterdir())):
@@ -185,11 +189,15 @@ def rejudge_runs(folder: Path, n: int, jobs: int) -> dict[str, Rejudged]:
     every criterion judged again (kept outcomes dropped)."""
     klass, out = stored_class(folder, n, jobs)
     changed = changed_course(folder / "changed")
-    judged_out = folder / "out-judged"
-    shutil.copytree(out, judged_out, symlinks=True)
-    _drop_kept_outcomes(judged_out)
+    judged_out, distinct_out = folder / "out-judged", folder / "out-distinct"
+    for copy in (judged_out, distinct_out):
+        shutil.copytree(out, copy, symlinks=True)
+        _drop_kept_outcomes(copy)
+    from grader.grading.rejudge import ALIKE_SWITCH
+
     return {"points changed": _rejudge(changed, klass, out, jobs),
-            "every criterion judged": _rejudge(ROOT, klass, judged_out, jobs)}
+            "every criterion judged": _rejudge(ROOT, klass, judged_out, jobs),
+            "every criterion judged, none alike": _rejudge(ROOT, klass, distinct_out, jobs, {ALIKE_SWITCH: "0"})}
 
 
 def rejudge_times(folder: Path, n: int, jobs: int) -> dict[str, float]:

@@ -129,6 +129,18 @@ def test_the_same_observations_are_judged_once_by_a_judge(course, tmp_path):
     assert fresh.asked == [every]
 
 
+def test_the_reuse_switched_off_judges_alike_observations_each_time(course, tmp_path, monkeypatch):
+    """GRADER_REJUDGE_ALIKE=0 (what the bench's class of distinct students sets) judges the second of two alike
+    submissions too; the positive control is the test above, where the same two are judged once."""
+    monkeypatch.setenv(rejudge.ALIKE_SWITCH, "0")
+    versions = rejudge.judge_versions(course)
+    judge = OutcomeJudge(course)
+    every = sorted(ex.id for ex in course.exercises)
+    got = rejudge.judged_again(course, _record(course, {}), tmp_path, versions, judge)
+    again = rejudge.judged_again(course, _record(course, {}), tmp_path, versions, judge)
+    assert judge.asked == [every, every] and again == got
+
+
 def test_observations_are_laid_out_on_disk_when_memory_has_no_room(course, tmp_path, monkeypatch):
     """A tmpfs too small for a submission's observations (a container's 64 MB /dev/shm) costs nothing: they are
     laid out on disk instead and judged. The positive control: with room, they are laid out in memory."""

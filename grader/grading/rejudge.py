@@ -268,6 +268,8 @@ def judged_again(course: Course, record: dict, store: Path, versions: dict[str, 
     with _alike_lock:
         alike = _judged_alike.setdefault(judge, {})
     keys = {ex.id: _observed_key(ex, record["exercises"][ex.id], versions[ex.id]) for ex in todo}
+    if os.environ.get(ALIKE_SWITCH) == "0":
+        alike = {}
     judged = {ex.id: list(alike[keys[ex.id]]) for ex in todo if keys[ex.id] in alike}
     rest = [ex for ex in todo if ex.id not in judged]
     if rest:
@@ -306,6 +308,8 @@ def prepare_judge(course: Course, record: dict, versions: dict[str, str]) -> boo
 _judged_alike: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _alike_lock = threading.Lock()   # a batch re-judges from `jobs` threads
 MAX_ALIKE = 2048   # exercises' outcomes; tens of kilobytes each at most, evidence included
+ALIKE_SWITCH = "GRADER_REJUDGE_ALIKE"   # "0": judge every submission's observations, alike or not (a class of distinct
+#                                         students, as bench/rejudge_bench.py measures one)
 
 
 def _observed_key(ex: ExerciseConfig, held: dict, version: str) -> str:
