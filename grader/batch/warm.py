@@ -15,7 +15,7 @@ observations cost the judge, this process and the next submission in its queue n
 submission's sandbox is started before its request comes (while the one before it is probed): it waits with torch
 and the probe modules imported, and is used for that submission alone.
 
-`WarmGrader` is the other end: it starts the process, feeds it from any number of threads (K + 1 in flight keep
+`WarmGrader` is the other end: it starts the process, feeds it from any number of threads (2K in flight keep
 the pipeline full) and starts a fresh one after a death.
 """
 
