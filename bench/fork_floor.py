@@ -2,7 +2,7 @@
 each exercise in a child forked from one process that imported torch and the probe modules (and froze them, as
 the worker does), with no sandbox, judge or observation files. What the worker's isolation costs beyond this is
 the sandbox's; what this costs beyond bench/floor.py is the fork per exercise's. Prints JSON: seconds per
-exercise (fork to reaped) and in all."""
+exercise (fork to reaped, and the child's CPU) and in all."""
 
 import time
 
@@ -32,10 +32,11 @@ def main() -> None:
                 run_exercise(course, ex)
             finally:
                 os._exit(0)
-        os.waitpid(pid, 0)
-        per_exercise[ex.id] = {"wall_s": time.perf_counter() - t0}
+        _, _, usage = os.wait4(pid, 0)
+        per_exercise[ex.id] = {"wall_s": time.perf_counter() - t0, "cpu_s": usage.ru_utime + usage.ru_stime}
     print(json.dumps({"import_s": import_s, "exercises": per_exercise,
                       "exercises_s": sum(e["wall_s"] for e in per_exercise.values()),
+                      "exercises_cpu_s": sum(e["cpu_s"] for e in per_exercise.values()),
                       "total_s": time.perf_counter() - START}))
     sys.stdout.flush()
     os._exit(0)

@@ -9,7 +9,7 @@ The figures of issue 24, one function each (FIGURES), printed together in one ta
   - `grader batch --rejudge` over a class of M (default 100) stored submissions (bench/rejudge_bench.py), after a
     change of points and with every criterion judged again, in all and per submission   goal <= 10 s
   - throughput of two workers over one, each pinned to a core of its own (taskset)      goal >= 1.8
-A quick run: --n 2 --rejudge-n 20.
+A quick run: --n 2 --rejudge-n 20; `--only overhead,scaling` leaves the re-judging figure out.
 
 With --all, also the earlier figures, printed as they come:
 On the reference solutions (reference observations cached first):
@@ -242,6 +242,7 @@ def scaling_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
 # The issue's figures, each measured by a function of its own and printed side by side; a new figure is one
 # more function here.
 FIGURES = (overhead_figure, rejudge_figure, scaling_figure)
+NAMES = {"overhead": overhead_figure, "rejudge": rejudge_figure, "scaling": scaling_figure}
 
 
 def main() -> None:
@@ -252,13 +253,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="with --all: alternating runs of (a) and (b)")
     parser.add_argument("--naive", action="store_true", help="with --all: one `grader grade` process per exercise")
     parser.add_argument("--all", action="store_true", help="also the figures (a) to (f1) of this docstring")
+    parser.add_argument("--only", default=",".join(NAMES),
+                        help=f"the figures measured, comma-separated, of {', '.join(NAMES)} (default: all three)")
     args = parser.parse_args()
     before = os.getloadavg()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in before)}  ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="grade-bench-") as folder:
         tmp = Path(folder)
         timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "warm")])  # fills the reference cache
-        figures = [figure for measure in FIGURES for figure in measure(args, tmp)]
+        chosen = [NAMES[name] for name in args.only.split(",") if name]
+        figures = [figure for measure in FIGURES if measure in chosen for figure in measure(args, tmp)]
         if args.all:
             legacy_figures(args, tmp)
     after = os.getloadavg()

@@ -49,6 +49,26 @@ def test_submissions_in_flight_together_each_get_their_own_report(warm, tmp_path
     assert {json.loads(r["files"]["report.json"])["submission"] for r in replies} == {"correct", "wrong"}
 
 
+def test_two_slots_grade_submissions_in_flight_each_on_its_own(course_dir, tmp_path):
+    """One process with two sandboxes at a time (a batch's --jobs 2): replies may come in any order, each to its
+    own request, and every submission gets its own report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    correct = submission(tmp_path / "correct", (ROOT / "solutions" / "heads" / "heads.py").read_text())
+    wrong = submission(tmp_path / "wrong", "def split_heads(x, n):\n    return x\n")
+    grader = WarmGrader(course_dir, "strict", slots=2)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            replies = list(pool.map(lambda s: grader.grade(s, ["heads"], "en", LIMIT_S),
+                                    [correct, wrong, wrong, correct, correct]))
+    finally:
+        grader.close()
+    assert [percent(r) for r in replies] == [100, 0, 0, 100, 100]
+    assert [json.loads(r["files"]["report.json"])["submission"] for r in replies] == [
+        "correct", "wrong", "wrong", "correct", "correct"]
+    assert grader._proc is None   # closed: told to end, it ended and was waited for
+
+
 def test_a_killed_process_is_replaced_for_the_next_submission(warm, tmp_path):
     correct = submission(tmp_path / "correct", (ROOT / "solutions" / "heads" / "heads.py").read_text())
     assert percent(warm.grade(correct, ["heads"], "en", LIMIT_S)) == 100

@@ -1,5 +1,6 @@
-"""`grader batch` on this machine without Dask: `jobs` warm grading processes, each fed by PIPELINE threads so
-that it judges one submission while the next one's probes run."""
+"""`grader batch` on this machine without Dask: one warm grading process that runs `jobs` sandboxes at a time (its
+slots), fed by PIPELINE threads a slot so that it judges one submission while the next ones' probes run. One process
+for all the slots pays its fixed costs once (grader/batch/warm.py): the fork server's and the judge's imports."""
 
 from __future__ import annotations
 
@@ -20,16 +21,17 @@ def time_limit(course: Course) -> float:
     return sum(ex.limits.timeout_s for ex in course.exercises) * 2 + 300
 
 
-PIPELINE = 2   # submissions in flight per warm process: one judged while the next one's probes run
+PIPELINE = 2   # submissions in flight per sandbox slot: one judged while the next one's probes run
 
 
 class WarmPool:
-    """`jobs` warm grading processes, each fed by PIPELINE threads."""
+    """One warm grading process with `jobs` sandbox slots, fed by PIPELINE threads a slot."""
 
     def __init__(self, course: Course, jobs: int, sandbox: str, lang: str, keep: Path | None = None):
         # keep: where observations are kept (grader.grading.rejudge)
         self.course, self.lang, self.keep = course, lang, keep
-        self._graders = [WarmGrader(course.root, sandbox) for _ in range(max(1, jobs))]
+        self.jobs = max(1, jobs)
+        self._graders = [WarmGrader(course.root, sandbox, slots=self.jobs)]
         self._local = threading.local()
         self._threads = itertools.count()
         self._unstarted = 0               # submissions no warm process has taken yet
@@ -39,7 +41,7 @@ class WarmPool:
         """(tag, reply) for each (tag, submission folder), in the order they finish; `started(tag)` is called (from
         a grading thread) when a warm process takes the submission."""
         self._unstarted = len(submissions)
-        with ThreadPoolExecutor(max_workers=len(self._graders) * PIPELINE) as pool:
+        with ThreadPoolExecutor(max_workers=self.jobs * PIPELINE) as pool:
             futures = {pool.submit(self._grade, folder, partial(started, tag)): tag for tag, folder in submissions}
             for future in as_completed(futures):
                 yield futures[future], future.result()

@@ -3,16 +3,19 @@ criteria once and judges each submission in a child process of its own, under th
 submission after submission, each in a fresh sandboxed process tree (`grading.pipeline.probe_submission` stages and
 supervises every one anew, with its own namespaces and uid), so nothing passes from one student to the next.
 
-`python -m grader.batch.warm --course DIR --sandbox LEVEL` first says which sandbox it grades with, then answers one
-JSON line per request line on stdin: {"id": N, "submission": path, "exercises": [...], "lang": "en"} ->
+`python -m grader.batch.warm --course DIR --sandbox LEVEL [--slots K]` first says which sandbox it grades with, then
+answers one JSON line per request line on stdin: {"id": N, "submission": path, "exercises": [...], "lang": "en"} ->
 {"id": N, "files": {"report.json": ..., "report.html": ..., "scorecard.md": ...}} or {"id": N, "error": "..."}.
-Replies come in request order. Two threads pipeline the work: while the judge judges one submission, the next
-one's probes run in its sandbox. Nothing of a submission's data is computed with in this process: whatever a
-submission's observations cost the judge, this process and the next submission in its queue never see it.
-Each submission's sandbox is started before its request comes (while the one before it is probed): it waits
-with torch and the probe modules imported, and is used for that submission alone.
+Replies come in the order the submissions' probes end (each names its request). K probe threads (slots) and the
+judge pipeline the work: while the judge judges one submission, up to K others' probes run, each in its own sandbox.
+One process for K sandboxes at a time pays its fixed costs once (the fork server's import of torch, the judging
+server's import of torch, pytest and the criteria: several seconds of CPU each), where K processes of one slot
+would pay them K times. Nothing of a submission's data is computed with in this process: whatever a submission's
+observations cost the judge, this process and the next submission in its queue never see it. Each slot's next
+submission's sandbox is started before its request comes (while the one before it is probed): it waits with torch
+and the probe modules imported, and is used for that submission alone.
 
-`WarmGrader` is the other end: it starts the process, feeds it from any number of threads (two in flight keep
+`WarmGrader` is the other end: it starts the process, feeds it from any number of threads (2K in flight keep
 the pipeline full) and starts a fresh one after a death.
 """
 
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 STARTUP_SECONDS = 300.0   # importing torch and pytest on a loaded machine
 REPORT_FILES = ("json", "html", "md")
 PARENT_POLL_SECONDS = 0.5
+CLOSE_SECONDS = 30.0      # for a warm process told to end to end its sandboxes and judge
 HELLO = "hello"
 
 
@@ -71,9 +75,11 @@ class WarmGrader:
     """One warm grading process for one course and sandbox level, started on first use and again after a death.
     Thread-safe: concurrent `grade` calls share the process and are answered in turn."""
 
-    def __init__(self, course_root: Path, sandbox: str):
+    def __init__(self, course_root: Path, sandbox: str, slots: int = 1):
+        """`slots`: sandboxes the process runs at a time (its probe threads)."""
         self.course_root = course_root
         self.sandbox = sandbox
+        self.slots = max(1, slots)
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._proc: subprocess.Popen | None = None
@@ -98,8 +104,19 @@ class WarmGrader:
         return self._wait(proc, pending, timeout_s)
 
     def close(self) -> None:
+        """End the process: told by the end of its input, it ends its sandboxes and judge and exits, waited for (so
+        that its time and theirs is counted where the batch's is); killed when it does not within CLOSE_SECONDS."""
         with self._lock:
-            self._stop()
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(CLOSE_SECONDS)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
 
     def _wait(self, proc: subprocess.Popen, pending: _Pending, timeout_s: float) -> dict:
         if not pending.done.wait(timeout_s):
@@ -121,7 +138,8 @@ class WarmGrader:
             return
         log = tempfile.TemporaryFile(prefix="grader-warm-")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.batch.warm", "--course", str(self.course_root), "--sandbox", self.sandbox],
+            [sys.executable, "-m", "grader.batch.warm", "--course", str(self.course_root), "--sandbox", self.sandbox,
+             "--slots", str(self.slots)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
         hello = _Pending()
         self._proc, self._pending = proc, {HELLO: hello}
@@ -242,7 +260,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.batch.warm")
     parser.add_argument("--course", type=Path, required=True)
     parser.add_argument("--sandbox", required=True)
+    parser.add_argument("--slots", type=int, default=1, help="sandboxes run at a time")
     args = parser.parse_args()
+    slots = max(1, args.slots)
     # Replies own stdout; anything an imported module prints goes to stderr, never into a reply.
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
@@ -258,16 +278,27 @@ def main() -> None:
     except SandboxUnavailable as exc:
         reply({"id": HELLO, "error": str(exc)})
         return
-    # One submission probed ahead of the one being judged: the pipeline never holds more.
-    probed_queue: queue.Queue = queue.Queue(maxsize=1)
+    # One submission probed ahead of the one being judged per slot: the pipeline never holds more.
+    probed_queue: queue.Queue = queue.Queue(maxsize=slots)
+    requests = iter(sys.stdin)
+    requests_lock = threading.Lock()
+    server_ready = threading.Event()
+    servers: list = []
 
-    def run_probes() -> None:
-        # A sandbox waits, warm, for the next submission: started when the one before it is taken (if another is
-        # expected), it imports torch and the probe modules while that one is probed and judged. Started in this
-        # thread, which outlives them: each dies with it (and so with this process, however it ends).
+    def run_probes(slot: int) -> None:
+        # A sandbox waits, warm, for this slot's next submission: started when the one before it is taken (if
+        # another is expected), it imports torch and the probe modules while that one is probed and judged. Started
+        # in this thread, which outlives them: each dies with it (and so with this process, however it ends).
         # With a fork server (the course's choice, strict level) each worker is forked from it instead of started
-        # afresh: torch is imported once for this process, not once per submission.
-        server = fork_server(course, sandbox)
+        # afresh: torch is imported once for this process, not once per submission. The first slot's thread starts
+        # it (it dies with that thread, which ends last); the others fork from it too.
+        if slot == 0:
+            try:
+                servers.append(fork_server(course, sandbox))
+            finally:
+                server_ready.set()
+        server_ready.wait()
+        server = servers[0] if servers else None
 
         def started() -> SandboxSession:
             session = prestart(course, sandbox, server=server)
@@ -277,27 +308,43 @@ def main() -> None:
             return session
 
         waiting: SandboxSession | None = started()
-        for line in sys.stdin:
+        while True:
+            with requests_lock:
+                line = next(requests, None)
+            if line is None:
+                break
             request = json.loads(line)
             # a sandbox for the next submission only when one is expected: a batch's last ones need none
             taken, waiting = waiting, (started() if request.get("more", True) else None)
             probed_queue.put((request, probe_phase(course, sandbox, request, taken, server)))
         if waiting is not None:
             waiting.discard()
-        if server is not None:
-            server.close()
         probed_queue.put(None)
+        if slot == 0:
+            for _ in range(slots - 1):   # the other slots' last submissions are probed before the server goes
+                done_slots.acquire()
+            if server is not None:
+                server.close()
+        else:
+            done_slots.release()
 
+    done_slots = threading.Semaphore(0)
     judge = judge_for(course)
     judge.start()   # it imports and collects the criteria while the first sandbox warms
-    threading.Thread(target=run_probes, daemon=True, name="probes").start()
+    for slot in range(slots):
+        threading.Thread(target=run_probes, args=(slot,), daemon=True, name=f"probes-{slot}").start()
     try:
         warm_up(judge)
     except Exception as exc:  # noqa: BLE001 - a judge that cannot start: said to whoever started this process
         reply({"id": HELLO, "error": f"{type(exc).__name__}: {exc}"})
         return
     reply({"id": HELLO, "sandbox": sandbox.level})
-    while (item := probed_queue.get()) is not None:
+    ended = 0
+    while ended < slots:
+        item = probed_queue.get()
+        if item is None:
+            ended += 1
+            continue
         request, probed = item
         reply({"id": request["id"], **judge_phase(course, probed, request, judge)})
     judge.close()

@@ -26,6 +26,7 @@ from grader.worker.protocol import SERVER_READY as READY
 
 PLACEHOLDER_UID = 65534   # the server's passwd names this uid; each worker's names its grading's
 LOG_TAIL_BYTES = 2000
+CLOSE_SECONDS = 5.0       # for the server to exit once told to
 
 
 class ForkServerUnavailable(Exception):
@@ -109,8 +110,14 @@ class ForkServer:
         return ForkedWorker(ours)
 
     def close(self) -> None:
-        """End the server (and, with its pid namespace, every worker it forked) and remove its scratch folder."""
+        """End the server (and, with its pid namespace, every worker it forked) and remove its scratch folder. Told
+        by the end of its socket, it exits on its own, waited for, so that its time (its keepers' and workers'
+        included) is counted where its grading process's is; killed when it does not within CLOSE_SECONDS."""
         self._socket.close()
+        try:
+            self.proc.wait(CLOSE_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
         try:
             os.killpg(self.proc.pid, 9)
         except (ProcessLookupError, PermissionError):
