@@ -339,7 +339,7 @@ def fake_grade(outcomes: list, monkeypatch):
     calls = []
 
     class FakeWarmGrader:
-        def __init__(self, course_root, sandbox):
+        def __init__(self, course_root, sandbox, slots=1):
             pass
 
         def grade(self, submission, exercise_ids, lang, timeout_s, more=True, keep=None):
