@@ -93,9 +93,13 @@ def start_cluster(start, tmp_path: Path, name: str, workers: int, nanny: bool = 
     scheduler, _ = start(name, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
                          "--no-dashboard", "--scheduler-file", str(scheduler_file))
     deadline = time.monotonic() + 60
-    while not scheduler_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    address = json.loads(scheduler_file.read_text())["address"]
+    address = None
+    while address is None and time.monotonic() < deadline:   # the scheduler writes the file after creating it
+        try:
+            address = json.loads(scheduler_file.read_text())["address"]
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.2)
+    assert address, f"the scheduler wrote no address to {scheduler_file} in 60 s"
     started = [start(f"{name}-worker{i}", "distributed.cli.dask_worker", address, "--nthreads", "1",
                      "--nanny" if nanny else "--no-nanny",
                      "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(tmp_path / f"{name}-worker{i}"))
