@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # worker so that its module fixtures are made once). A worker takes the next file when one ends, so the files that
 # take longest (measured with --durations on a 2-core machine, several minutes each) are handed out first: started
 # last, one of them would keep one worker busy long after the other ran out of work.
-LONGEST_FIRST = ("test_hostile.py", "test_check_anywhere.py", "test_student_install.py", "test_batch.py",
-                 "test_class_view.py", "test_judge_isolation.py", "test_isolation.py", "test_notebooks.py",
-                 "test_handout_and_gradescope.py", "test_memory_limits.py", "test_basic_level.py")
+LONGEST_FIRST = ("test_hostile_1.py", "test_hostile_2.py", "test_hostile_3.py", "test_check_anywhere.py",
+                 "test_student_install.py", "test_batch.py", "test_class_view.py", "test_judge_isolation.py",
+                 "test_isolation.py", "test_notebooks.py", "test_handout_and_gradescope.py", "test_memory_limits.py",
+                 "test_basic_level.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
