@@ -19,8 +19,8 @@ every grading, whatever the case, this test also checks that:
 Cases with `pack = true` never start student code (staging refuses them), so several of them share one
 grading, each in an exercise of its own. Cases with `twin = true` are forgeries: their file says `FORGE = True`,
 and it is graded again with `FORGE = False`, the same code without the forgery; the two must score the same,
-criterion by criterion (`test_forgery_gains_nothing`). Gradings run two at a time (their processes are told apart by the
-scratch folder in their environment); `exclusive = true` ones run alone. Cases with `basic = true` are
+criterion by criterion (`test_forgery_gains_nothing`). Gradings run PARALLEL at a time (their processes are told
+apart by the scratch folder in their environment); `exclusive = true` ones run alone. Cases with `basic = true` are
 graded again without root (as `nobody` when the tests run as root) with `--sandbox basic`, to show the
 recorded fallback of a machine where the strict sandbox is unavailable (no fork bomb there: without a pid
 namespace it would reach the whole machine).
@@ -73,7 +73,9 @@ WALL_SLACK_S = GRACE_SECONDS
 # on a machine others load too. A wait on one of the supervisor's own deadlines shows in the report as well.
 RUN_SLACK_S = 300.0
 STRAYS_SETTLE_S = 30.0       # a killed namespace takes a moment to be reaped (longer on a busy machine)
-PARALLEL = 2                 # gradings of one part run at the same time (each one's processes and files are told apart)
+# gradings of one part at the same time (each one's processes and files are told apart): a grading waits on its
+# timeouts and sandboxes most of its wall time (the catalog used about half a core per worker): three at a time
+PARALLEL = 3
 PARTS = 3                    # test files the gradings are dealt to (tests/test_hostile_<n>.py), graded side by side
 MARKER = "hostile-marker"    # hostile cases name every file they try to leave on the host like this
 STRAY = "hostile-stray"      # ... and every process they try to leave running
