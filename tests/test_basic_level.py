@@ -34,12 +34,30 @@ COURSE = load_course(ROOT)
 MUTANT = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
 UIDS = (61000, 61999)   # course.toml's [sandbox] uids
 
-# Mallory's heads.py: the known-bug mutant, preceded by code that looks for a better heads.py for up to 25 s: any
-# copy of a solution in the reference cache, and the staged file of any classmate whose grading holds its scratch
-# folder meanwhile (the scratch folders are under /tmp; a lent one has a grading uid for its group). Whatever it
-# reads replaces the mutant's functions. It prints what it tried and what it could read.
-ATTACK = '''
-import glob, os, time
+# The two gradings meet through this folder, which every user may write (the test's, not the grader's), and not
+# through the clock: Carol's import says it started and waits until Mallory has looked; Mallory looks once Carol's
+# import has started. However slow the machine, Mallory looks while Carol's staged file lies in her scratch folder.
+# The waits end after WAIT_S (a grading that never came: the test then fails on what Mallory tried).
+CAROL_IMPORTING, MALLORY_LOOKED = "carol-importing", "mallory-looked"
+WAIT_S = 240
+MEET = '''
+import os, time
+
+def _wait_for(name):
+    _until = time.monotonic() + @WAIT_S@
+    while not os.path.exists(os.path.join(@SIGNALS@, name)) and time.monotonic() < _until:
+        time.sleep(0.1)
+
+def _say(name):
+    open(os.path.join(@SIGNALS@, name), "w").close()
+'''
+
+# Mallory's heads.py: the known-bug mutant, preceded by code that, once Carol's import has started, looks for a
+# better heads.py in ten passes: any copy of a solution in the reference cache, and the staged file of any classmate
+# whose grading holds its scratch folder meanwhile (the scratch folders are under /tmp; a lent one has a grading uid
+# for its group). Whatever it reads replaces the mutant's functions. It prints what it tried and what it could read.
+ATTACK = MEET + '''
+import glob
 
 _CACHE, _CONTROL = @CACHE@, @CONTROL@
 _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,8 +77,10 @@ try:
     print("CACHE LISTED", flush=True)
 except OSError:
     print("CACHE DENIED", flush=True)
-_stolen, _tried, _end = None, {}, time.monotonic() + 25
-while _stolen is None and time.monotonic() < _end and sum(_tried.values()) < 20:
+_wait_for(@CAROL_IMPORTING@)
+_stolen, _tried, _passes = None, {}, 0
+while _stolen is None and _passes < 10:
+    _passes += 1
     for _path in glob.glob(os.path.join(_CACHE, "**", "*"), recursive=True):
         _text = _read(_path)
         if _text is not None:
@@ -83,6 +103,7 @@ while _stolen is None and time.monotonic() < _end and sum(_tried.values()) < 20:
                 print("STOLE", _path, flush=True)
     time.sleep(0.2)
 print("TRIED", " ".join(sorted(_tried)), flush=True)
+_say(@MALLORY_LOOKED@)
 '''
 # ... and after the mutant's functions: what it stole, if anything, replaces them.
 STEAL = '''
@@ -90,9 +111,16 @@ if _stolen:
     exec(compile(_stolen, "stolen", "exec"), globals())
 '''
 
-# Carol's heads.py: the solution, slow to import, so that her staged file waits in her scratch folder meanwhile.
+# Carol's heads.py: the solution, whose import waits until Mallory has looked, so that her staged file lies in her
+# scratch folder meanwhile.
 CAROL = "# carol's own heads.py"
-SLOW_SOLUTION = f"{CAROL}\nimport time\ntime.sleep(12)\n" + SOLUTION.read_text()
+SLOW_SOLUTION = f"{CAROL}\n" + MEET + "_say(@CAROL_IMPORTING@)\n_wait_for(@MALLORY_LOOKED@)\n" + SOLUTION.read_text()
+
+
+def met(source: str, signals: Path) -> str:
+    """`source` with the meeting folder and its names filled in."""
+    return (source.replace("@SIGNALS@", repr(str(signals))).replace("@WAIT_S@", str(WAIT_S))
+            .replace("@CAROL_IMPORTING@", repr(CAROL_IMPORTING)).replace("@MALLORY_LOOKED@", repr(MALLORY_LOOKED)))
 
 
 @pytest.fixture
@@ -117,17 +145,22 @@ def _heads(report: dict) -> dict:
 def test_basic_batch_code_reads_neither_the_cache_nor_a_concurrent_classmate(shared_base):
     """`grader batch --sandbox basic --jobs 2`: Mallory's code, graded while Carol's is, reads nothing of the
     reference cache nor of Carol's scratch, and scores exactly what the mutant it falls back on scores."""
-    course = course_copy(shared_base / "course", ["heads"])
+    # the timeout is not what is tested: Carol's import waits on Mallory's grading, which may start late on a busy
+    # machine
+    course = course_copy(shared_base / "course", ["heads"], timeout_s={"heads": 2 * WAIT_S})
     cache, control = shared_base / "cache", shared_base / "readable.txt"
     control.write_text("anyone may read this")
     os.chmod(control, 0o644)
+    signals = shared_base / "signals"
+    signals.mkdir()
+    os.chmod(signals, 0o1777)
     room = shared_base / "private" / "class"   # the class folder itself is the instructor's alone
     attack = (ATTACK.replace("@CACHE@", repr(str(cache))).replace("@CONTROL@", repr(str(control)))
               .replace("@FIRST@", str(UIDS[0])).replace("@LAST@", str(UIDS[1])))
     for name, source in (("a-carol", SLOW_SOLUTION),
                          ("b-mallory", attack + mutant_text(COURSE, "heads", MUTANT) + STEAL)):
         (room / name / "heads").mkdir(parents=True)
-        (room / name / "heads" / "heads.py").write_text(source)
+        (room / name / "heads" / "heads.py").write_text(met(source, signals))
     os.chmod(shared_base / "private", 0o700)
     out = shared_base / "out"
 
@@ -150,7 +183,7 @@ def test_basic_batch_code_reads_neither_the_cache_nor_a_concurrent_classmate(sha
     try:
         graded = subprocess.run([sys.executable, "-m", "grader", "--course", str(course), "batch", str(room), "--out",
                                  str(out), "--jobs", "2", "--sandbox", "basic"], capture_output=True, text=True,
-                                timeout=600, cwd=ROOT, env=env)
+                                timeout=1200, cwd=ROOT, env=env)
     finally:
         done.set()
         watcher.join()
@@ -164,6 +197,7 @@ def test_basic_batch_code_reads_neither_the_cache_nor_a_concurrent_classmate(sha
     assert "CACHE DENIED" in tail and "STOLE" not in tail, tail
     tried = tail.split("TRIED", 1)[1].split()
     assert carol_folders and carol_folders <= set(tried), (carol_folders, tail)   # it looked while Carol's was there
+    assert sorted(os.listdir(signals)) == sorted([CAROL_IMPORTING, MALLORY_LOOKED])   # and they met
     # the secret it looked for was there: the reference observations, in the cache it could not enter
     assert list(cache.glob("references/heads-*/obs/*.json"))
     for folder in (cache, cache / "references", out):

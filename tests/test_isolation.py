@@ -327,18 +327,22 @@ while True:
 
 
 def test_fork_bombs_in_a_batch_cost_a_concurrent_correct_submission_nothing(tmp_path):
-    """`grader batch --jobs 2`: two fork bombs graded beside (and concurrently with) a correct submission."""
-    course = course_copy(tmp_path / "course", ["heads"], timeout_s={"heads": 8})   # the bombs are stopped by it
+    """`grader batch --jobs 2`: two fork bombs graded beside (and concurrently with) a correct submission. The bombs
+    are in `heads`, stopped by its short timeout; the correct submission is Carol's `masks`, with the course's own
+    timeout: a healthy exercise next to two bombs on a busy machine takes many times its CPU time in wall time."""
+    course = course_copy(tmp_path / "course", ["heads", "masks"], timeout_s={"heads": 8})
     room = tmp_path / "class"
-    for name, source in (("alice", FORK_BOMB), ("bob", FORK_BOMB), ("carol", SOLUTION_HEADS.read_text())):
-        (room / name / "heads").mkdir(parents=True)
-        (room / name / "heads" / "heads.py").write_text(source)
+    masks = ROOT / "solutions" / "masks" / "masks.py"
+    for name, exercise, source in (("alice", "heads", FORK_BOMB), ("bob", "heads", FORK_BOMB),
+                                   ("carol", "masks", masks.read_text())):
+        (room / name / exercise).mkdir(parents=True)
+        (room / name / exercise / f"{exercise}.py").write_text(source)
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course), "batch", str(room),
                            "--out", str(out), "--jobs", "2"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    reports = {name: _exercise(json.loads((out / "students" / name / "report.json").read_text()), "heads")
-               for name in ("alice", "bob", "carol")}
+    reports = {name: _exercise(json.loads((out / "students" / name / "report.json").read_text()), exercise)
+               for name, exercise in (("alice", "heads"), ("bob", "heads"), ("carol", "masks"))}
     assert reports["carol"]["status"] == "passed" and reports["carol"]["score"] == reports["carol"]["max_score"]
     for bomb in ("alice", "bob"):
         assert reports[bomb]["score"] == 0 and reports[bomb]["status"] in ("timeout", "crashed"), reports[bomb]

@@ -19,15 +19,20 @@ every grading, whatever the case, this test also checks that:
 Cases with `pack = true` never start student code (staging refuses them), so several of them share one
 grading, each in an exercise of its own. Cases with `twin = true` are forgeries: their file says `FORGE = True`,
 and it is graded again with `FORGE = False`, the same code without the forgery; the two must score the same,
-criterion by criterion (`test_forgery_gains_nothing`). Gradings run two at a time (their processes are told apart by the
-scratch folder in their environment); `exclusive = true` ones run alone. Cases with `basic = true` are
+criterion by criterion (`test_forgery_gains_nothing`). Gradings run PARALLEL at a time (their processes are told
+apart by the scratch folder in their environment); `exclusive = true` ones run alone. Cases with `basic = true` are
 graded again without root (as `nobody` when the tests run as root) with `--sandbox basic`, to show the
 recorded fallback of a machine where the strict sandbox is unavailable (no fork bomb there: without a pid
 namespace it would reach the whole machine).
+
+The gradings are dealt out to PARTS test files, tests/test_hostile_<n>.py (`PART = n`), which hold no code of their
+own: pytest-xdist gives each file to one worker, so the parts are graded side by side, each with a `gradings` of its
+own. One file of every case kept one worker busy for most of the suite's run.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -46,7 +51,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, shared_folder
 from grader.course import load_course
 from grader.sandbox import uids
 from grader.sandbox.supervisor import GRACE_SECONDS
@@ -56,6 +61,10 @@ from grader.render.files import DEFAULT_FORMATS, FORMATS
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = pytest.mark.slow
 
+# what a part's file takes (`from hostile_suite import *`): the tests, their fixtures, the hook dealing the cases
+__all__ = ["pytestmark", "pytest_generate_tests", "course", "gradings", "nobody_area", "test_hostile_case",
+           "test_forgery_gains_nothing", "test_basic_fallback_without_root"]
+
 CATALOG = ROOT / "tests" / "hostile"
 # How far past its own timeout an exercise may run: past it, the worker did not end it and the supervisor did,
 # after its grace period. The one bound that tells the two apart, whatever the machine's load.
@@ -64,7 +73,10 @@ WALL_SLACK_S = GRACE_SECONDS
 # on a machine others load too. A wait on one of the supervisor's own deadlines shows in the report as well.
 RUN_SLACK_S = 300.0
 STRAYS_SETTLE_S = 30.0       # a killed namespace takes a moment to be reaped (longer on a busy machine)
-PARALLEL = 2                 # gradings run at the same time (each one's processes and files are told apart)
+# gradings of one part at the same time (each one's processes and files are told apart): a grading waits on its
+# timeouts and sandboxes most of its wall time (the catalog used about half a core per worker): three at a time
+PARALLEL = 3
+PARTS = 3                    # test files the gradings are dealt to (tests/test_hostile_<n>.py), graded side by side
 MARKER = "hostile-marker"    # hostile cases name every file they try to leave on the host like this
 STRAY = "hostile-stray"      # ... and every process they try to leave running
 # what `grader grade` writes into --out: the reports, and the observations kept for `--rejudge`
@@ -101,6 +113,8 @@ def load_cases() -> list[Case]:
 
 CASES = load_cases()
 PACKED = [c for c in CASES if c.manifest.get("pack")]
+TWINS = [c for c in CASES if c.manifest.get("twin")]
+BASIC = [c for c in CASES if c.manifest.get("basic")]
 
 
 # ------------------------------------------------------------------------------------------------ the course
@@ -439,11 +453,55 @@ def grading_key(case: Case) -> str:
 
 
 TWIN = ".unforged"   # the grading key of a twin case's file without its forgery
+WITHOUT_ROOT = "basic:"   # the key of a case's grading without root, as it is dealt to a part
+
+
+def deal(parts: int) -> dict[str, int]:
+    """grading key -> the part (1 to `parts`) that grades it: the strict gradings (the packed cases one; a twin
+    counts its grading without the forgery too), then the gradings without root, each given in catalog order to the
+    part with the fewest gradings so far. The fork bomb's part grades it after the others, alone."""
+    load = [0] * parts
+    dealt: dict[str, int] = {}
+    units = [(key, 1 + sum(c.name == key for c in TWINS)) for key in dict.fromkeys(grading_key(c) for c in CASES)]
+    for key, count in units + [(WITHOUT_ROOT + c.name, 1) for c in BASIC]:
+        part = load.index(min(load))
+        dealt[key] = part + 1
+        load[part] += count
+    return dealt
+
+
+DEALT = deal(PARTS)
+
+
+def pytest_generate_tests(metafunc):
+    """A part's file takes the cases dealt to it (its `PART`), for each test that takes a `case`."""
+    if "case" not in metafunc.fixturenames:
+        return
+    part = metafunc.module.PART
+    if metafunc.function.__name__ == "test_basic_fallback_without_root":
+        cases = [c for c in BASIC if DEALT[WITHOUT_ROOT + c.name] == part]
+    else:
+        among = TWINS if metafunc.function.__name__ == "test_forgery_gains_nothing" else CASES
+        cases = [c for c in among if DEALT[grading_key(c)] == part]
+    metafunc.parametrize("case", cases, ids=[c.name for c in cases])
 
 
 @pytest.fixture(scope="module")
 def course():
     return load_course(ROOT)
+
+
+def clear_old_markers(tmp_path_factory) -> None:
+    """Remove the markers an earlier, interrupted run left on the host: once in this run, by the first part to
+    start (under a lock the parts share), never while another part's gradings may be leaving theirs."""
+    folder = shared_folder(tmp_path_factory, "hostile-markers")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / "hostile-markers.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not folder.exists():
+            for leftover in markers_on_host(host_places(Path("/nonexistent"), Path("/nonexistent"))):
+                os.unlink(leftover)
+            folder.mkdir()
 
 
 @pytest.fixture(scope="module")
@@ -452,14 +510,13 @@ def gradings(request, tmp_path_factory, course) -> dict[str, Grading]:
     alone (a fork bomb fills the process table of the unprivileged user that every grading shares)."""
     users = ("test_hostile_case", "test_forgery_gains_nothing")
     selected = [item.callspec.params["case"] for item in request.session.items
-                if item.originalname in users and hasattr(item, "callspec")]
+                if item.originalname in users and hasattr(item, "callspec") and item.path == request.path]
     groups = {}
     for case in selected:
         groups[grading_key(case)] = PACKED if case.manifest.get("pack") else [case]
         if case.manifest.get("twin"):
             groups[case.name + TWIN] = [case]
-    for leftover in markers_on_host(host_places(Path("/nonexistent"), Path("/nonexistent"))):
-        os.unlink(leftover)  # from an earlier, interrupted run
+    clear_old_markers(tmp_path_factory)
     alone = [k for k, g in groups.items() if any(c.manifest.get("exclusive") for c in g)]
     shared = [k for k in groups if k not in alone]
     done: dict[str, Grading] = {}
@@ -540,7 +597,6 @@ def check_case(g: Grading, case: Case) -> None:
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="the strict sandbox needs root (CI runs as root)")
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_hostile_case(case, gradings, course):
     g = gradings[grading_key(case)]
     check_grading_survived(g, course)
@@ -554,11 +610,7 @@ def test_hostile_case(case, gradings, course):
     pytest.fail(f"{case.name} is judged right now: remove its `xfail`")
 
 
-TWINS = [c for c in CASES if c.manifest.get("twin")]
-
-
 @pytest.mark.skipif(not IS_ROOT, reason="the strict sandbox needs root (CI runs as root)")
-@pytest.mark.parametrize("case", TWINS, ids=[c.name for c in TWINS])
 def test_forgery_gains_nothing(case, gradings, course):
     """The forgery (which the case's `present_output` shows ran) earns exactly what the same code earns without it:
     the same status and points for every criterion."""
@@ -573,9 +625,6 @@ def test_forgery_gains_nothing(case, gradings, course):
 
 
 # ------------------------------------------------------------------------------------------------ non-root
-BASIC = [c for c in CASES if c.manifest.get("basic")]
-
-
 @pytest.fixture(scope="module")
 def nobody_area():
     """A folder the unprivileged user can reach (pytest's own temporary folders are root's alone)."""
@@ -589,7 +638,6 @@ NO_SETPRIV = IS_ROOT and shutil.which("setpriv") is None
 
 
 @pytest.mark.skipif(NO_SETPRIV, reason="setpriv (util-linux) is needed to drop root")
-@pytest.mark.parametrize("case", BASIC, ids=[c.name for c in BASIC])
 def test_basic_fallback_without_root(case, nobody_area, course):
     """Without root (as `nobody` when the tests run as root) the strict sandbox is unavailable: with
     --sandbox basic the grader still survives the case and judges it the same, and the report records the
