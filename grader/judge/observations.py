@@ -222,7 +222,11 @@ def _within_caps(record: dict) -> bool:
         children = value.values() if isinstance(value, dict) else value
         if len(value) > (MAX_KEYS if isinstance(value, dict) else MAX_ITEMS) and value is not exempt:
             return False
-        stack.extend((v, depth + 1) for v in children if isinstance(v, (list, dict)))
+        kinds = set(map(type, children))   # a list of numbers is seen at C speed; json makes lists and dicts only
+        if list in kinds or dict in kinds:
+            stack.extend((v, depth + 1) for v in children if type(v) is list or type(v) is dict)
+        elif len(kinds) > 1 and any(isinstance(v, (list, dict)) for v in children):
+            return False   # a subclass: no record json parsed, so the full pass decides
     return True
 
 
