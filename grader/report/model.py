@@ -195,8 +195,11 @@ def _indented(value, newline: str, parts: list[str]) -> None:
             return
         opening = "[" + inner
         for item in value:
-            parts.append(opening)
-            _indented(item, inner, parts)
+            if type(item) is str:   # the commonest leaf, written here rather than by a call
+                parts.append(opening + encode_basestring(item))
+            else:
+                parts.append(opening)
+                _indented(item, inner, parts)
             opening = "," + inner
         parts.append(newline + "]")
     elif isinstance(value, dict):
@@ -208,10 +211,11 @@ def _indented(value, newline: str, parts: list[str]) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise _NotPlain
-            parts.append(opening)
-            parts.append(encode_basestring(key))
-            parts.append(": ")
-            _indented(item, inner, parts)
+            if type(item) is str:
+                parts.append(opening + encode_basestring(key) + ": " + encode_basestring(item))
+            else:
+                parts.append(opening + encode_basestring(key) + ": ")
+                _indented(item, inner, parts)
             opening = "," + inner
         parts.append(newline + "}")
     else:
