@@ -51,6 +51,8 @@ class ProbeObservation:
     tensor_digest: str | None = None     # the digest the worker reported, when the run's files are checked
     verify: bool = False
     _tensors: dict[str, torch.Tensor] | None = None
+    # the tensors pinned by the judging server (the references'): each one a criterion reads is copied for it then
+    _shared: dict[str, torch.Tensor] | None = None
 
     def value(self, key: str) -> Any:
         if key not in self.values:
@@ -65,13 +67,20 @@ class ProbeObservation:
         if key in self.not_tensors:
             raise CriterionFailed(t("expected a tensor, but your code returned a {kind}", kind=self.not_tensors[key]),
                                   returned=self.not_tensors[key])
-        tensors = self._load()
+        if self._shared is not None:
+            tensors = self._tensors = {} if self._tensors is None else self._tensors
+            if key in self._shared and key not in tensors:
+                tensors[key] = self._shared[key].clone()
+        else:
+            tensors = self._load()
         if key not in tensors:
             raise GraderFault(t("probe `{probe}` recorded no tensor `{key}`, which the criterion reads: this is the "
                                 "grader's fault, no point is taken for it", probe=self.name, key=key))
         return tensors[key]
 
     def _load(self) -> dict[str, torch.Tensor]:
+        if self._shared is not None:
+            return {k: v.clone() for k, v in self._shared.items()}
         if self._tensors is None:
             tensors: dict[str, torch.Tensor] = {}
             if self.tensor_names:
@@ -178,6 +187,8 @@ class RunSummary:
 def oversized(record: dict) -> Text | None:
     """What in a probe's JSON record goes past what the judge reads (MAX_DEPTH, MAX_ITEMS, MAX_KEYS), found in
     one pass over it, or None. The forbidden-call record is exempt from MAX_ITEMS (only its count is shown)."""
+    if _within_caps(record):
+        return None
     stack: list[tuple[Any, int, tuple]] = [(record, 1, ())]
     while stack:
         value, depth, where = stack.pop()
@@ -196,6 +207,27 @@ def oversized(record: dict) -> Text | None:
                          most=MAX_ITEMS)
             stack.extend((v, depth + 1, (where, i)) for i, v in enumerate(value))
     return None
+
+
+def _within_caps(record: dict) -> bool:
+    """Whether nothing in the record goes past the caps, as `oversized` would find, in a pass that visits only the
+    lists and dicts and keeps no place (a record within them, as every grading's is, is not walked twice)."""
+    stack: list[tuple[Any, int]] = [(record, 1)]
+    exempt = record.get(protocol.FORBIDDEN_KEY)
+    exempt = exempt if isinstance(exempt, list) else None
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        children = value.values() if isinstance(value, dict) else value
+        if len(value) > (MAX_KEYS if isinstance(value, dict) else MAX_ITEMS) and value is not exempt:
+            return False
+        kinds = set(map(type, children))   # a list of numbers is seen at C speed; json makes lists and dicts only
+        if list in kinds or dict in kinds:
+            stack.extend((v, depth + 1) for v in children if type(v) is list or type(v) is dict)
+        elif len(kinds) > 1 and any(isinstance(v, (list, dict)) for v in children):
+            return False   # a subclass: no record json parsed, so the full pass decides
+    return True
 
 
 def _path(where: tuple) -> Text:
@@ -282,6 +314,7 @@ class Observations:
         self._forged: set[str] = set()   # probes whose file was there but not written by the grader
         self._refused: dict[str, Text] = {}   # probes whose record is larger than the judge reads, and why
         self._pinned: dict[str, dict[str, torch.Tensor]] = {}   # probe -> its tensors, read once (see `pin`)
+        self._returned: bool | None = None   # returned_a_result, found once (every criterion asks)
 
     # --- the entry point criteria use -----------------------------------------------------------
     def probe(self, name: str) -> ProbeObservation:
@@ -309,8 +342,7 @@ class Observations:
         assert self.directory is not None   # `raw` was read from it
         return ProbeObservation(self.exercise, name, raw.get("values", {}), raw.get("not_tensors", {}),
                                 list(raw.get("tensors", [])), self.directory, raw.get(protocol.FORBIDDEN_KEY, []),
-                                tensor_digest, verify,
-                                None if pinned is None else {k: v.clone() for k, v in pinned.items()})
+                                tensor_digest, verify, _shared=pinned)
 
     def pin(self) -> Observations:
         """Read every probe's record and tensors now, and keep them: the references, read once by the judging
@@ -353,6 +385,11 @@ class Observations:
         through `ctx.outcome` return, or recorded no exception at all (so every call it made of student code
         returned). A file whose every function raises (a stub's NotImplementedError turned into ValueError)
         has not."""
+        if self._returned is None:
+            self._returned = self._any_returned()
+        return self._returned
+
+    def _any_returned(self) -> bool:
         for name in self.probe_order:
             raw = self._raw(name) or {}
             calls = raw.get("calls")

@@ -182,7 +182,7 @@ class Server:
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # no judging outlives its server
         with open(result.fileno(), "w", encoding="utf-8", closefd=False) as out:
             def write(message: dict) -> None:
-                out.write(json.dumps(message) + "\n")
+                out.write(_message_text(message) + "\n")
                 out.flush()   # what was judged before a kill is kept
 
             try:
@@ -202,10 +202,11 @@ class Server:
 
         def on_outcome(exercise: str, outcome) -> None:
             line = channel.outcome_to_json(exercise, outcome, judging.blocked_by.get((exercise, outcome.meta.id)))
-            size = len(json.dumps(line))
-            if size > channel.MAX_OUTCOME_BYTES:
-                line["evidence"] = {"evidence_dropped_bytes": size}
-            write({channel.OUTCOME: line})
+            text = json.dumps(line)   # encoded once: its size decides, and it is what is written
+            if len(text) > channel.MAX_OUTCOME_BYTES:
+                line["evidence"] = {"evidence_dropped_bytes": len(text)}
+                text = json.dumps(line)
+            write({channel.OUTCOME: _Encoded(text)})
 
         judging = Judging(observations, references, self.limits, on_outcome)
         metas = {(ex, m.id): m for ex, ms in self.metas.items() for m in ms}
@@ -231,6 +232,16 @@ class Server:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=after[item])
             else:
                 run_lean(item, judging, timer)
+
+
+class _Encoded(str):
+    """A message's value already encoded as JSON (an outcome, encoded once to be measured)."""
+
+
+def _message_text(message: dict) -> str:
+    """json.dumps(message), with an _Encoded value written as it is."""
+    return "{" + ", ".join(f"{json.dumps(k)}: {v if isinstance(v, _Encoded) else json.dumps(v)}"
+                           for k, v in message.items()) + "}"
 
 
 def _threads() -> int:

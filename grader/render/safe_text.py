@@ -44,6 +44,8 @@ def visible_controls(text: str, keep: str = "") -> str:
     """`text` with lone surrogates replaced and every control character but those in `keep` written out as
     an escape (ESC as `\\x1b`, CR as `\\r`), so it is seen rather than obeyed."""
     text = valid_unicode(str(text))
+    if _CONTROL.search(text) is None:
+        return text   # the common case: no substitution to set up
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else _shown_escaped(m), text)
 
 

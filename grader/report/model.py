@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
+from json.encoder import encode_basestring
 from pathlib import Path
 
 from grader.worker.protocol import Status
@@ -36,13 +37,24 @@ def valid_unicode(value):
 
     Student text can hold them (`raise ValueError("\\ud800")`, a folder name decoded with surrogateescape),
     and no UTF-8 file can: the model holds none, so every report can be written."""
+    if type(value) is str and (value.isascii() or _LONE_SURROGATE.search(value) is None):
+        return value   # the common case, checked without building a new string (isascii is O(1))
     if isinstance(value, str):
         return _LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
         return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if _numbers_only(value):
+            return type(value)(value)   # no string in it: copied as it is (evidence's arrays, a loss curve)
         return type(value)(valid_unicode(v) for v in value)
     return value
+
+
+_NUMBERS = frozenset({int, float, bool, type(None)})   # exactly these types, written by json as its C encoder does
+
+
+def _numbers_only(values: list | tuple) -> bool:
+    return all(type(v) in _NUMBERS for v in values)
 
 
 class _ValidUnicode:
@@ -100,7 +112,7 @@ class Report(_ValidUnicode):
 
     def to_dict(self) -> dict:
         # cleaned again: a field assigned after the report was built skipped __post_init__
-        data = valid_unicode(asdict(self))
+        data = _plain(self)
         if data["grade"] is None:
             del data["grade"]
         return data
@@ -115,7 +127,7 @@ class Report(_ValidUnicode):
         return self.grade["percent"] if self.grade else self.percent
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, sort_keys=False)
+        return indented_json(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: dict) -> Report:
@@ -127,6 +139,101 @@ class Report(_ValidUnicode):
     def criteria_count(self) -> tuple[int, int]:
         every = [c for e in self.exercises for c in e.criteria]
         return sum(c.status == Status.PASSED for c in every), len(every)
+
+
+def _plain(value):
+    """dataclasses.asdict and valid_unicode in one pass: the dataclasses as dicts of their fields in order, lists,
+    tuples and dicts copied, strings cleaned; every other value (a number, None) is kept as it is."""
+    if isinstance(value, str):
+        return valid_unicode(value)
+    if isinstance(value, dict):
+        return {valid_unicode(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(value) if _numbers_only(value) else type(value)(_plain(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return value
+
+
+class _NotPlain(Exception):
+    """A value `indented_json` leaves to json.dumps (a key that is not a string, a type JSON has no form for)."""
+
+
+def indented_json(data) -> str:
+    """`json.dumps(data, indent=2, ensure_ascii=False)`, the same text, made in a third of the time: json's own C
+    encoder is used only without indentation, and its Python one yields every piece up through every level. Strings
+    go through the same encoder function json uses, numbers through the same reprs; anything else is json's."""
+    parts: list[str] = []
+    try:
+        _indented(data, "\n", parts)
+    except (_NotPlain, RecursionError):
+        return json.dumps(data, indent=2, ensure_ascii=False)
+    return "".join(parts)
+
+
+def _indented(value, newline: str, parts: list[str]) -> None:
+    # in json.encoder's order of checks, so that a subclass (a StrEnum, an IntEnum) is written as json writes it
+    if isinstance(value, str):
+        parts.append(encode_basestring(value))
+    elif value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif isinstance(value, int):
+        parts.append(int.__repr__(value))
+    elif isinstance(value, float):
+        parts.append(_float_text(value))
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            parts.append("[]")
+            return
+        inner = newline + "  "
+        if _numbers_only(value):   # json's C encoder writes each number as its Python one would, none holds ", "
+            parts.append("[" + inner + _compact(value)[1:-1].replace(", ", "," + inner) + newline + "]")
+            return
+        opening = "[" + inner
+        for item in value:
+            if type(item) is str:   # the commonest leaf, written here rather than by a call
+                parts.append(opening + encode_basestring(item))
+            else:
+                parts.append(opening)
+                _indented(item, inner, parts)
+            opening = "," + inner
+        parts.append(newline + "]")
+    elif isinstance(value, dict):
+        if not value:
+            parts.append("{}")
+            return
+        inner = newline + "  "
+        opening = "{" + inner
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotPlain
+            if type(item) is str:
+                parts.append(opening + encode_basestring(key) + ": " + encode_basestring(item))
+            else:
+                parts.append(opening + encode_basestring(key) + ": ")
+                _indented(item, inner, parts)
+            opening = "," + inner
+        parts.append(newline + "}")
+    else:
+        raise _NotPlain
+
+
+_compact = json.JSONEncoder(ensure_ascii=False).encode   # no indent: json's C encoder
+
+
+def _float_text(value: float) -> str:
+    """A float as json.dumps writes it (allow_nan, as its default)."""
+    if value != value:
+        return "NaN"
+    if value == float("inf"):
+        return "Infinity"
+    if value == -float("inf"):
+        return "-Infinity"
+    return float.__repr__(value)
 
 
 def stable_view(report: dict) -> dict:
