@@ -36,6 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grader.subprocesses import end_by_closing_input
 from grader.i18n import Text, rendered, t, verbatim
 
 if TYPE_CHECKING:
@@ -110,13 +111,7 @@ class WarmGrader:
             proc, self._proc = self._proc, None
         if proc is None:
             return
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            proc.wait(CLOSE_SECONDS)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
+        end_by_closing_input(proc, CLOSE_SECONDS)
 
     def _wait(self, proc: subprocess.Popen, pending: _Pending, timeout_s: float) -> dict:
         if not pending.done.wait(timeout_s):

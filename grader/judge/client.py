@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.subprocesses import end_by_closing_input
 from grader.i18n import Text, t, verbatim
 from grader.judge import channel
 from grader.judge.criterion import CriterionMeta, Outcome
@@ -148,13 +149,7 @@ class JudgeClient:
             proc, self._proc = self._proc, None
         if proc is None:
             return
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            proc.wait(CLOSE_SECONDS)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
+        end_by_closing_input(proc, CLOSE_SECONDS)
 
     # --- internals ------------------------------------------------------------------------------
     def _death(self, request: _Request) -> tuple[Status, Text]:
