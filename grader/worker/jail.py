@@ -221,9 +221,9 @@ def cleanup_strays(pid: int, jail: dict) -> None:
                 os.kill(-1, signal.SIGKILL)  # never reaches this process nor pid 1 (which this process is)
             except ProcessLookupError:
                 break
-            _reap()
+            reap_ended()
             time.sleep(0.005)
-        _reap()
+        reap_ended()
         return
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -239,9 +239,9 @@ def cleanup_strays(pid: int, jail: dict) -> None:
                 os.kill(orphan, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        _reap()
+        reap_ended()
         time.sleep(0.005)
-    _reap()
+    reap_ended()
 
 
 def _children() -> list[int]:
@@ -259,7 +259,8 @@ def _children() -> list[int]:
     return found
 
 
-def _reap() -> None:
+def reap_ended() -> None:
+    """Reap every child of this process that has ended, without waiting for one that has not."""
     while True:
         try:
             waited, _ = os.waitpid(-1, os.WNOHANG)

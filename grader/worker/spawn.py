@@ -38,6 +38,7 @@ from grader.worker.syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLO
                                     MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT,
                                     PR_SET_PDEATHSIG, mount, prctl, umount, unshare)
 from grader.worker.protocol import SERVER_READY as READY
+from grader.worker import jail
 
 NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID
 MAX_FDS = 32              # descriptors one spawn request may carry
@@ -58,7 +59,7 @@ def serve(argv: list[str] | None = None) -> int:
     version = start_up(json.loads(args.preload))
     # Its keepers are reaped as they end, never waited for: reaped (not left to the kernel), each one's CPU and its
     # worker's reach this process's children's time, and so the grading process's (`getrusage`, `time`).
-    signal.signal(signal.SIGCHLD, _reap)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: jail.reap_ended())   # keepers are its only children
     server.sendall(READY + b" " + version.encode())
     while True:
         try:
@@ -85,17 +86,6 @@ def serve(argv: list[str] | None = None) -> int:
                 os._exit(code)
         for fd in fds:
             os.close(fd)
-
-
-def _reap(signum: int, frame) -> None:
-    """SIGCHLD: reap every keeper that has ended (the server has no other children)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def _spawn(request: dict, fds: list[int], environment: dict[str, str]) -> int:
