@@ -233,10 +233,30 @@ def scaling_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
     if len(cores) < 2 or not shutil.which("taskset"):
         return [Figure("--jobs 2 over --jobs 1, pinned", "n/a", ">= 1.8", "needs two cores and taskset")]
     classroom = class_of(tmp, args.n)
+    before = machine_ceiling(cores)
     walls = {k: pinned_cluster_run(classroom, tmp / f"scaling-{k}", cores[:k], tmp / f"scaling-cluster-{k}")
              for k in (1, 2)}
+    after = machine_ceiling(cores)
     return [Figure("--jobs 2 over --jobs 1 throughput, one core each", f"{walls[1] / walls[2]:.2f}", ">= 1.8",
-                   f"batch of {args.n}: {walls[1]:.1f} s with one worker, {walls[2]:.1f} s with two")]
+                   f"batch of {args.n}: {walls[1]:.1f} s with one worker, {walls[2]:.1f} s with two"),
+            Figure("the machine's own: two CPU-bound loops over one, one core each", f"{min(before, after):.2f}",
+                   "2.00", f"before the batches {before:.2f}, after {after:.2f}: the most the line above can reach "
+                   "now (cores shared with other work, or with each other, give less than 2)")]
+
+
+SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range(20_000_000): x += i\nprint(time.perf_counter() - t)"
+
+
+def machine_ceiling(cores: list[int]) -> float:
+    """Throughput of the same pure-Python loop run on both cores at once over it run alone on the first, each
+    process pinned (taskset): what the cores give two workers that share nothing of the grader's."""
+    def spin(core: int) -> subprocess.Popen:
+        return subprocess.Popen(["taskset", "-c", str(core), PYTHON, "-c", SPIN], stdout=subprocess.PIPE, text=True)
+
+    alone = float(spin(cores[0]).communicate()[0])
+    pair = [spin(core) for core in cores]
+    together = max(float(p.communicate()[0]) for p in pair)
+    return 2 * alone / together
 
 
 # The issue's figures, each measured by a function of its own and printed side by side; a new figure is one

@@ -48,6 +48,9 @@ from grader.worker.jail import (ExerciseBox, become_subreaper, child_limits, cle
                                hand_over, oom_kills)
 
 OUTPUT_TAIL_BYTES = 4096
+# How often the loop driving a child looks at its clock and its memory group unwoken: the child's end, its output
+# and its answers wake it at once where the child has a pidfd (TICK), and where it has none its end is polled (POLL).
+TICK_SECONDS, POLL_SECONDS = 0.05, 0.02
 MEMORY_WORDS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"can't allocate memory")
 _torch_threads_set = False   # start_up has set torch's threads in this process (or in the fork server it came from)
 
@@ -213,10 +216,16 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
     output_bytes = 0
     cap = job["output_kb"] * 1024
     status = rusage = None
+    # The child's end wakes the loop at once (its pidfd becomes readable), not at the next tick; the tick is left
+    # for the clock and the memory group's kill count. A pipe at its end is watched no more: select would
+    # find it readable at every call, and the loop would spin while the child runs on.
+    ended = _pidfd(pid)
+    watched = [fd for fd in (read_end, result_read, ended) if fd is not None]
+    tick = TICK_SECONDS if ended is not None else POLL_SECONDS
     try:
         while True:
-            output_bytes += drain(read_end, tail)
-            if drain_results(result_read, results):
+            output_bytes += drain(read_end, tail, watched)
+            if drain_results(result_read, results, watched=watched):
                 step_write = ask(results, step_write)
             if output_bytes > cap and limit is None:
                 limit = Limit.OUTPUT
@@ -230,12 +239,12 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
             if limit is None and oom_kills(jail) > kills:   # a process of the exercise passed its memory group's limit
                 limit = Limit.MEMORY
                 kill_child(pid, jail)
-            wait_readable((read_end, result_read), 0.02)
+            wait_readable(watched, max(0.0, min(tick, deadline - time.monotonic())) if limit is None else tick)
         cleanup_strays(pid, jail)  # first, so that no stray keeps writing while the pipes are drained
         output_bytes += drain(read_end, tail)
         drain_results(result_read, results)
     finally:
-        left: tuple[int | None, ...] = (read_end, result_read, step_write)
+        left: tuple[int | None, ...] = (read_end, result_read, step_write, ended)
         for end in left:
             if end is not None:
                 os.close(end)
@@ -275,9 +284,18 @@ def ask(results: Results, step_write: int | None) -> int | None:
     return step_write
 
 
-def drain_results(fd: int, results: Results, most: int = 16) -> bool:
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when the child `pid` ends; None where the system has none (the loop then
+    polls its wait at POLL_SECONDS)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def drain_results(fd: int, results: Results, most: int = 16, watched: list[int] | None = None) -> bool:
     """Feed what is waiting on the result pipe to `results`, at most `most` MiB (a child that never stops writing
-    must not keep the loop from its clock); whether anything came."""
+    must not keep the loop from its clock); whether anything came. At the pipe's end it leaves `watched`."""
     came = False
     for _ in range(most):
         try:
@@ -285,6 +303,7 @@ def drain_results(fd: int, results: Results, most: int = 16) -> bool:
         except BlockingIOError:
             return came
         if not chunk:
+            _unwatch(fd, watched)
             return came
         came = True
         results.feed(chunk)
@@ -421,8 +440,14 @@ class Results:
             self.files.write(name, text, tensors)
 
 
-def drain(fd: int, tail: bytearray) -> int:
-    """Read what is waiting on fd, keep the last few kilobytes, return how many bytes came."""
+def _unwatch(fd: int, watched: list[int] | None) -> None:
+    if watched is not None and fd in watched:
+        watched.remove(fd)
+
+
+def drain(fd: int, tail: bytearray, watched: list[int] | None = None) -> int:
+    """Read what is waiting on fd, keep the last few kilobytes, return how many bytes came; at the pipe's end
+    (every writer gone) it leaves `watched`."""
     total = 0
     while True:
         try:
@@ -430,6 +455,7 @@ def drain(fd: int, tail: bytearray) -> int:
         except BlockingIOError:
             return total
         if not chunk:
+            _unwatch(fd, watched)
             return total
         total += len(chunk)
         tail.extend(chunk)
@@ -437,10 +463,13 @@ def drain(fd: int, tail: bytearray) -> int:
             del tail[: len(tail) - OUTPUT_TAIL_BYTES]
 
 
-def wait_readable(fds: tuple[int, ...], seconds: float) -> None:
+def wait_readable(fds: list[int], seconds: float) -> None:
     import select
 
-    select.select(fds, [], [], seconds)
+    if fds:
+        select.select(fds, [], [], seconds)
+    else:
+        time.sleep(seconds)
 
 
 def kill_child(pid: int, jail: dict) -> None:
