@@ -449,3 +449,30 @@ def test_a_criterion_blocked_in_a_served_judging_carries_no_evidence_of_an_earli
     blocked = outcomes["parameter_count_large"]
     assert blocked.status == "blocked" and "parameter_count_small" in blocked.message["en"], blocked
     assert blocked.evidence == {}
+
+
+def test_the_memory_in_use_is_read_afresh_and_per_process():
+    """The judge checks the memory in use before each tensor file from one descriptor per process: what was
+    allocated since counts, and a forked child reads its own, as /proc/self/status says."""
+    import os
+
+    from grader.judge import limits
+
+    def status_kb() -> int:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("VmData:"))
+
+    before = limits._data_in_use()
+    held = bytearray(64 << 20)
+    grown = limits._data_in_use()
+    assert grown - before >= 60 << 20 and abs(grown - status_kb() * 1024) < 1 << 20
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child's own figure, not the parent's, once it allocates
+        more = bytearray(32 << 20)
+        os.write(write, f"{limits._data_in_use()} {status_kb() * 1024} {len(more)}".encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child, child_status, _ = map(int, os.read(read, 200).split())
+    assert child - grown >= 30 << 20 and abs(child - child_status) < 1 << 20
+    del held

@@ -57,6 +57,22 @@ def test_an_infinite_expectation_is_met_only_by_the_same_infinity():
     assert difference(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-7]), atol=1e-6) is None
 
 
+def test_finite_values_are_said_as_with_an_infinity_beside_them():
+    """All-finite tensors take a shorter path: the same largest difference, at the same index, as when a matching
+    infinity elsewhere sends the comparison through the general one."""
+    got = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.5, 6.0]])
+    want = torch.tensor([[1.0, 2.0, 3.1], [4.0, 5.0, 6.0]])
+    said = difference(got, want, atol=1e-3, rtol=1e-2)
+    assert said is not None
+    assert "largest difference 0.5 at index (1, 1): got 5.5, expected 5" in said.render("en")
+    general = difference(torch.cat([got, torch.full((1, 3), math.inf)]),
+                         torch.cat([want, torch.full((1, 3), math.inf)]), atol=1e-3, rtol=1e-2)
+    assert general is not None and general.render("en") == said.render("en")
+    assert difference(torch.tensor(2.0), torch.tensor(1.0), atol=0.1).render("en").startswith(
+        "largest difference 1 at index (): got 2")
+    assert difference(got, got + 1e-4, atol=1e-3) is None
+
+
 def test_position_changes_keep_nan():
     base = torch.zeros(1, 3, 2)
     changed = base.clone()

@@ -686,17 +686,20 @@ def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, st
     reply carries report.json alone, to be read), and `kept`, the record with what the judge concluded."""
     from grader.grading.rejudge import report_from, with_outcomes
     from grader.render.files import FORMATS
+    from grader.report.model import indented_json
     from grader.batch.warm import REPORT_FILES
 
     try:
         # a report left by an earlier run must not be read as this one's
         (report_dir / "report.json").unlink(missing_ok=True)
         report = report_from(course, name, kept, versions, judged)
-        files = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in REPORT_FILES}
+        data = report.to_dict()   # what report.json is written from, and what the outcomes are kept from
+        files = {FORMATS[fmt][0]: indented_json(data) + "\n" if fmt == "json" else
+                 FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in REPORT_FILES}
         for file_name, text in files.items():
             write_atomic(report_dir / file_name, text)
         return {"files": {"report.json": files["report.json"]}, WRITTEN_TO: str(report_dir),
-                "kept": with_outcomes(kept, json.loads(files["report.json"]), versions)}
+                "kept": with_outcomes(kept, data, versions)}
     except Exception as exc:  # noqa: BLE001 - the grader's failure is this submission's grader_error
         return {"error": f"{type(exc).__name__}: {exc}"}
 

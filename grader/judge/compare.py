@@ -24,6 +24,11 @@ def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float =
     if got.numel() == 0:
         return None
     g, w = got.double(), want.double()
+    if bool(torch.isfinite(g).all()) and bool(torch.isfinite(w).all()):
+        # every value finite (what nearly every comparison sees): no NaN or infinity to tell apart, so the excess
+        # over the tolerance is computed directly, as the general case below computes it for finite values
+        excess = (g - w).abs() - (atol + rtol * w.abs())
+        return None if excess.max() <= 0 else _largest(g, w, excess, atol, rtol)
     nan_got = torch.isnan(g)
     if nan_got.any():
         index = tuple(int(i) for i in torch.nonzero(nan_got)[0])
@@ -44,8 +49,13 @@ def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float =
     excess = torch.where(finite, gap.abs() - allowed, torch.where(g == w, -1.0, math.inf))
     if excess.max() <= 0:
         return None
+    return _largest(g, w, excess, atol, rtol)
+
+
+def _largest(g: torch.Tensor, w: torch.Tensor, excess: torch.Tensor, atol: float, rtol: float) -> Text:
+    """The sentence for the value furthest past its tolerance (the first, where several are)."""
     flat = int(torch.argmax(excess))
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), g.shape))
+    index = _unravel(flat, list(g.shape))
     said = dict(diff=float((g[index] - w[index]).abs()), index=index, got=float(g[index]), want=float(w[index]),
                 atol=atol)
     if rtol:
@@ -53,6 +63,16 @@ def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float =
                  "{atol:g} + {rtol:g}·|expected|)", rtol=rtol, **said)
     return t("largest difference {diff:.3g} at index {index}: got {got:.6g}, expected {want:.6g} (tolerance {atol:g})",
              **said)
+
+
+def _unravel(flat: int, shape: list[int]) -> tuple[int, ...]:
+    """The index of the `flat`-th value of a tensor of `shape` in row-major order (torch.unravel_index's answer,
+    without the tensors it builds)."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
 
 
 def prefix_leaks(base: torch.Tensor, perturbed: list[torch.Tensor], axis: int) -> list[float]:
