@@ -13,11 +13,19 @@ from test_public_tests import COURSE, run_public_tests
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def variant_runs(tmp_path_factory) -> dict[tuple[str, str], tuple[int, str]]:
+    """(exercise id, variant name) -> (exit code, output) of that exercise's public tests on it: every variant of
+    every exercise, in one interpreter."""
+    variants = [c for c in discover(COURSE, ROOT / "tests") if c.kind == "variant"]
+    return run_public_tests(tmp_path_factory.mktemp("variants"),
+                            {(c.exercise, c.name): c.text.encode("utf-8") for c in variants})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise_id", [e.id for e in COURSE.exercises])
-def test_public_tests_pass_on_every_variant(tmp_path, exercise_id):
-    variants = [c for c in discover(COURSE, ROOT / "tests") if c.kind == "variant" and c.exercise == exercise_id]
-    assert variants, f"no correct variant of {exercise_id} in tests/variants/"
-    runs = run_public_tests(tmp_path, exercise_id, {c.name: c.text.encode("utf-8") for c in variants})
+def test_public_tests_pass_on_every_variant(variant_runs, exercise_id):
+    runs = {name: run for (exercise, name), run in variant_runs.items() if exercise == exercise_id}
+    assert runs, f"no correct variant of {exercise_id} in tests/variants/"
     failed = {name: output[-3000:] for name, (code, output) in runs.items() if code != 0}
     assert not failed, "\n\n".join(f"{name}:\n{output}" for name, output in failed.items())
