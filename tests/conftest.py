@@ -22,14 +22,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # take longest are handed out first, in the order of their measured time (`--durations` of a whole run on this
 # 2-core machine, each file's tests summed): started last, one of them would keep one worker busy long after the
 # other ran out of work. A file that alone would take a large share of the run is split (tests/hostile_suite.py).
-LONGEST_FIRST = ("test_public_tests_variants.py", "test_judge_isolation.py", "test_selftest.py",
-                 "test_check_anywhere.py", "test_batch.py", "test_student_install.py", "test_public_tests.py",
-                 "test_student_install_uv.py", "test_grade_end_to_end.py", "test_hostile_1.py", "test_hostile_2.py",
-                 "test_hostile_3.py", "test_classroom.py", "test_fork_server.py", "test_sandbox_statuses.py",
+LONGEST_FIRST = ("test_judge_isolation.py", "test_selftest.py", "test_check_anywhere.py", "test_batch.py",
+                 "test_student_install.py", "test_student_install_uv.py", "test_grade_end_to_end.py",
+                 "test_hostile_1.py", "test_hostile_2.py", "test_hostile_3.py", "test_public_tests_variants.py",
+                 "test_public_tests.py", "test_classroom.py", "test_fork_server.py", "test_sandbox_statuses.py",
                  "test_cluster.py", "test_isolation.py", "test_similarity.py", "test_mutation.py",
                  "test_handout_and_gradescope.py", "test_class_view.py", "test_overrides.py", "test_rejudge.py",
-                 "test_slurm.py", "test_variants_full_marks.py", "test_warm.py", "test_prestart.py",
-                 "test_basic_level.py", "test_notebooks.py", "test_memory_limits.py")
+                 "test_slurm.py", "test_warm.py", "test_prestart.py", "test_basic_level.py", "test_notebooks.py",
+                 "test_memory_limits.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -2,55 +2,30 @@
 each with full marks) passes them. A file of its own, so that it runs beside the solution and stub runs of
 tests/test_public_tests.py (on the other pytest-xdist worker)."""
 
-import json
-import shutil
-import subprocess
-import sys
-
 import pytest
 
 from grader.review.selftest import discover
 
 from conftest import ROOT
-from test_public_tests import COURSE, isolated
+from test_public_tests import COURSE, run_public_tests
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = pytest.mark.slow
 
 
-# Runs one exercise's public tests on several sources in one interpreter (torch is imported once): each source in a
-# folder of its own with copies of the tests, the exercise's module and the test modules forgotten between runs.
-EACH_SOURCE = """
-import json, sys
-import pytest
-module, tests, runs = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
-failed = {}
-for folder, options in runs:
-    for name in [module, *tests]:
-        sys.modules.pop(name, None)
-    code = pytest.main([*options, folder])
-    if code != 0:
-        failed[folder] = int(code)
-print("FAILED " + json.dumps(failed))
-"""
+@pytest.fixture(scope="module")
+def variant_runs(tmp_path_factory) -> dict[tuple[str, str], tuple[int, str]]:
+    """(exercise id, variant name) -> (exit code, output) of that exercise's public tests on it: every variant of
+    every exercise, in one interpreter."""
+    variants = [c for c in discover(COURSE, ROOT / "tests") if c.kind == "variant"]
+    return run_public_tests(tmp_path_factory.mktemp("variants"),
+                            {(c.exercise, c.name): c.text.encode("utf-8") for c in variants})
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise_id", [e.id for e in COURSE.exercises])
-def test_public_tests_pass_on_every_variant(tmp_path, exercise_id):
-    ex = COURSE.exercise(exercise_id)
-    variants = [c for c in discover(COURSE, ROOT / "tests") if c.kind == "variant" and c.exercise == exercise_id]
-    assert variants, f"no correct variant of {exercise_id} in tests/variants/"
-    tests = sorted((ROOT / "exercises" / exercise_id).glob("test_*.py"))
-    folders = []
-    for case in variants:
-        folder = tmp_path / case.name
-        folder.mkdir()
-        for test in tests:
-            shutil.copyfile(test, folder / test.name)
-        (folder / ex.file).write_text(case.text, encoding="utf-8")
-        folders.append([str(folder), isolated(folder)])
-    done = subprocess.run([sys.executable, "-c", EACH_SOURCE, ex.file.removesuffix(".py"),
-                           json.dumps([t.stem for t in tests]), json.dumps(folders)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=900)
-    assert done.returncode == 0 and "FAILED {}" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
+def test_public_tests_pass_on_every_variant(variant_runs, exercise_id):
+    runs = {name: run for (exercise, name), run in variant_runs.items() if exercise == exercise_id}
+    assert runs, f"no correct variant of {exercise_id} in tests/variants/"
+    failed = {name: output[-3000:] for name, (code, output) in runs.items() if code != 0}
+    assert not failed, "\n\n".join(f"{name}:\n{output}" for name, output in failed.items())

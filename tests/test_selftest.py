@@ -125,11 +125,44 @@ def test_the_conversion_script_reproduces_whole_file_mutants_byte_for_byte(tmp_p
     assert (same / ex.file).read_bytes() == COURSE.solution(ex).read_bytes()
 
 
-@pytest.mark.slow
-def test_selftest_passes(tmp_path):
-    matrix = tmp_path / "matrix.md"
+def test_the_restructured_transformer_variants_are_in_the_catalog():
+    names = {c.name for c in discover(COURSE, CATALOG) if c.kind == "variant" and c.exercise == "transformer_lm"}
+    assert {"feedforward_sequential", "renamed_inner_layers", "attention_helper_methods",
+            "own_layer_norm_mask_buffer"} <= names
+
+
+@pytest.fixture(scope="module")
+def selftest(tmp_path_factory):
+    """`grader selftest` run once for the tests below: (the finished process, its matrix)."""
+    matrix = tmp_path_factory.mktemp("selftest") / "matrix.md"
     done = subprocess.run([sys.executable, "-m", "grader", "selftest", "--matrix", str(matrix)],
                           capture_output=True, text=True, cwd=ROOT, timeout=2400)
+    return done, matrix
+
+
+@pytest.mark.slow
+def test_selftest_passes(selftest):
+    done, matrix = selftest
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
     assert "0 problems" in done.stdout
     assert matrix.read_text().count("| `") >= 45
+
+
+@pytest.mark.slow
+def test_every_variant_scores_full_marks(selftest):
+    """Every correct variant in tests/variants/ scores full marks, graded as `grader grade` grades a class: the
+    ways students really restructure code (a feed-forward as nn.Sequential, renamed inner layers, attention with
+    helper methods of its own, their own LayerNorm class) cost nothing, and no probe of the grader's fails on them.
+    The selftest grades each one (a lost point is one of its problems); this reads its verdicts."""
+    done, matrix = selftest
+    variants = [c for c in discover(COURSE, CATALOG) if c.kind == "variant"]
+    assert len(variants) > 20
+    assert f"{len(COURSE.exercises)} solutions, {len(variants)} variants, " in done.stdout, done.stdout[-2000:]
+    lost = [line.strip() for line in done.stdout.splitlines() if line.startswith(("  variant ", "  solution "))]
+    assert not lost, "\n".join(lost)
+    text = matrix.read_text()
+    for ex in COURSE.exercises:   # each exercise's line names its correct implementations, all with full marks
+        names = ["reference"] + [c.name for c in variants if c.exercise == ex.id]
+        line = (f"Correct implementations with full marks: {len(names)} of {len(names)} "
+                f"({', '.join(names)}).")
+        assert f"## {ex.id}\n\n{line}\n" in text, f"{ex.id}: {line!r} not in the matrix"
