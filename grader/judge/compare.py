@@ -24,7 +24,8 @@ def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float =
     if got.numel() == 0:
         return None
     g, w = got.double(), want.double()
-    if bool(torch.isfinite(g).all()) and bool(torch.isfinite(w).all()):
+    finite = torch.isfinite(g) & torch.isfinite(w)
+    if bool(finite.all()):
         # every value finite (what nearly every comparison sees): no NaN or infinity to tell apart, so the excess
         # over the tolerance is computed directly, as the general case below computes it for finite values
         excess = (g - w).abs() - (atol + rtol * w.abs())
@@ -42,7 +43,6 @@ def difference(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float =
         index = tuple(int(i) for i in torch.nonzero(nan_want)[0])
         return t("the expected value at index {index} is NaN, which nothing matches (got {got:.6g})", index=index,
                  got=float(g[index]))
-    finite = torch.isfinite(g) & torch.isfinite(w)
     # |g - w| is computed on finite values only (inf - inf is NaN); an infinity matches only the same infinity
     gap = torch.where(finite, g, 0.0) - torch.where(finite, w, 0.0)
     allowed = atol + rtol * torch.where(finite, w, 0.0).abs()
