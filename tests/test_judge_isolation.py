@@ -16,6 +16,7 @@ import csv
 import io
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -291,6 +292,25 @@ def test_the_forbidden_call_record_is_merged_in_one_pass(tmp_path):
 
 
 # --- the judging server and its children -----------------------------------------------------------------
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="the judge's CPU timer is POSIX's")
+def test_the_criterion_timers_signal_raises_only_while_a_criterion_runs():
+    """Python handles a signal at its next check, so the timer's signal can be handled just after the criterion it
+    timed has ended, in the judge's own code: there it is ignored. While a criterion runs it is the limit (the
+    positive control)."""
+    from grader.judge.limits import JudgeLimits, LimitExceeded, _criterion_cpu_spent, criterion_timer
+
+    before = signal.signal(signal.SIGPROF, _criterion_cpu_spent)
+    try:
+        signal.raise_signal(signal.SIGPROF)                 # after a criterion: nothing raised
+        with pytest.raises(LimitExceeded):
+            with criterion_timer(JudgeLimits(criterion_cpu_s=10.0)):
+                signal.raise_signal(signal.SIGPROF)         # during one: its limit
+        signal.raise_signal(signal.SIGPROF)                 # and once that criterion is over, nothing again
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, before)
+
+
 @pytest.mark.parametrize("budget_s, status", [(0.001, "error"), (10.0, "failed")])
 def test_a_criterion_past_its_cpu_budget_is_that_submissions_error_and_the_rest_is_judged(tmp_path, budget_s,
                                                                                          status):

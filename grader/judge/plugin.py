@@ -147,8 +147,11 @@ def run_lean(item: pytest.Function, judging: Judging, timer: Callable[[], contex
     if setup.excinfo is not None:
         record(item, setup, meta, judging)
         return
-    with timer():
-        call = pytest.CallInfo.from_call(lambda: item.obj(**setup.result), "call", reraise=reraise)
+    def timed_call() -> object:
+        with timer():   # entered and left inside from_call: a limit reached as the timer is disarmed is caught too
+            return item.obj(**setup.result)
+
+    call = pytest.CallInfo.from_call(timed_call, "call", reraise=reraise)
     record(item, call, meta, judging)
 
 
