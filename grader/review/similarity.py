@@ -77,6 +77,7 @@ def compare(course: Course, submissions: list[Submission], processes: int = 1) -
     if processes <= 1 or not hasattr(os, "fork"):
         return [pair for ex in exercises for pair in _compare_exercise(course, ex, submissions)]
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     import copydetect  # noqa: F401 - imported before the fork, once
     from pygments import lexers
@@ -87,10 +88,12 @@ def compare(course: Course, submissions: list[Submission], processes: int = 1) -
     # Largest first: the exercise that costs most starts first, and the rest fill in around it.
     order = sorted(range(len(exercises)), key=lambda i: -sum(len(s.files.get(exercises[i].id, ""))
                                                                for s in submissions))
-    with multiprocessing.get_context("fork").Pool(processes, initializer=_dies_with_parent,
-                                                initargs=(os.getpid(),)) as pool:
-        found = pool.map(partial(_compare_exercise, course, submissions=submissions),
-                         [exercises[i] for i in order], chunksize=1)
+    # An executor, not a Pool: a process that dies (a signal) fails the comparison at once, where a Pool would wait
+    # for it until the child's time limit.
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_dies_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        found = list(pool.map(partial(_compare_exercise, course, submissions=submissions),
+                              [exercises[i] for i in order]))
     by_exercise = dict(zip(order, found, strict=True))
     return [pair for i in range(len(exercises)) for pair in by_exercise[i]]
 
