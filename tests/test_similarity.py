@@ -138,6 +138,18 @@ def test_the_pairs_are_compared_in_course_order_and_each_exercise_apart():
     assert [p["exercise"] for p in compare(COURSE, submissions)] == ["heads", "rope"]
 
 
+
+def test_compared_in_several_processes_the_pairs_are_the_same_and_in_course_order():
+    heads = (ROOT / "solutions" / "heads" / "heads.py").read_text()
+    long = "\n# " + "x" * 20_000 + "\n"   # rope's files the larger: its processes start first, out of course order
+    submissions = [Submission("ann", "a", {"rope": SOLUTION + long, "heads": heads}),
+                   Submission("ben", "b", {"rope": RENAMED + long, "heads": heads + "\n# mine\n"}),
+                   Submission("cat", "c", {"rope": INDEPENDENT["rotation_matrix"] + long,
+                                           "heads": heads + "\n# cat\n"})]
+    alone = compare(COURSE, submissions)
+    assert {p["exercise"] for p in alone} == {"heads", "rope"}
+    assert compare(COURSE, submissions, processes=2) == alone
+
 # transformer_lm's variants are the reference solution edited (a layer renamed, the feed-forward as a Sequential,
 # the initialisation written per parameter): copies by construction, which the comparison rightly flags; every other
 # exercise's variants were written apart.

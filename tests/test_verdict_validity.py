@@ -23,7 +23,7 @@ from grader.course import load_course
 from grader.criteria import (attention, checkpoint, decoder_block, embedding, heads, layer_norm, masks, param_count,
                              training, transformer_lm)
 from grader.grading.pipeline import probe_order, reference_folders
-from grader.judge.compare import describe_outcome, difference, position_changes
+from grader.judge.compare import describe_outcome, difference, position_changes, unravel
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.observations import Observations, RunSummary
 from grader.judge.session import judge as judge_session
@@ -81,6 +81,13 @@ def test_position_changes_keep_nan():
     reach = position_changes(base, changed, axis=1)
     assert reach[0] == 0.0 and reach[1] == 0.5 and math.isnan(reach[2])
 
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 3), (3, 1, 4), (2, 3, 4, 5), ()])
+def test_unravel_answers_as_torch_does_for_every_index(shape):
+    for flat in range(max(1, math.prod(shape))):
+        want = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
+        assert unravel(flat, shape) == unravel(torch.tensor(flat), torch.Size(shape)) == want
 
 # --- the stub's raise, and the student's values ---------------------------------------------------
 

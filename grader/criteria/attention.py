@@ -6,7 +6,7 @@ import torch
 
 from grader.i18n import Text, join, t, verbatim
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import difference, position_changes, prefix_leaks, where_raised
+from grader.judge.compare import difference, position_changes, prefix_leaks, unravel, where_raised
 from grader.judge.criterion import criterion
 from grader.judge.evidence import attention_map
 from grader.judge.observations import recorded_breach
@@ -191,7 +191,7 @@ def test_softmax_over_keys(obs, ref, verdict):
     error = (weights.sum(-1) - 1).abs()
     verdict.note(max_row_sum_error=float(error.max()))
     if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
-        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
+        i = unravel(torch.argmax(error), error.shape)
         columns = float((weights.sum(-2) - 1).abs().max())
         why = (t(" Each key's column sums to 1 instead: the softmax runs over the query axis.")
                if columns <= SUM_TOLERANCE else verbatim(""))
@@ -228,7 +228,7 @@ def test_masked_weights_zero(obs, ref, verdict):
                        weight=float(weights[i]), location=_at(i), why=why))
     error = (weights.sum(-1) - 1).abs()
     if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
-        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
+        i = unravel(torch.argmax(error), error.shape)
         total = float(weights[i].sum())
         why = (t("Every weight of that row is 0: nothing is attended, there is no softmax over the allowed keys.")
                if total == 0 else
@@ -373,7 +373,7 @@ def _check_rows_with_keys(verdict, weights, out, v, mask, has_keys) -> None:
     sums = weights.sum(-1)                                  # [B, H, Tq]
     off = (sums - 1).abs() * has_keys
     if not float(off.max()) <= SUM_TOLERANCE:  # NaN fails too
-        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(torch.nan_to_num(off, nan=math.inf)), off.shape))
+        i = unravel(torch.argmax(torch.nan_to_num(off, nan=math.inf)), off.shape)
         verdict.fail(t("the fully masked queries get zeros, but the queries with allowed keys are not attended "
                        "right: the weights of {location}, which has {allowed} allowed keys, sum to {total:.6g}; "
                        "expected 1 (zeros for the fully masked queries count only where the others get a softmax)",
@@ -446,7 +446,7 @@ def test_gradients_finite(obs, ref, verdict):
             verdict.fail(t("{name}.grad is all zeros: {name} does not influence out or weights", name=name))
     q_leak = grads["q"].abs().amax(-1) * empty
     if float(q_leak.max()) > ZERO_GRADIENT:
-        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(q_leak), q_leak.shape))
+        i = unravel(torch.argmax(q_leak), q_leak.shape)
         verdict.fail(t("{location} may attend to no key, so its output is constant zero, yet q.grad there reaches "
                        "{grad:.3g}; expected 0", location=_at(i, AXES[:3]), grad=float(q_leak[i])))
     hidden = ~mask.any(-2)                                 # [B, H, Tk]: keys no query may read
@@ -459,7 +459,7 @@ def test_gradients_finite(obs, ref, verdict):
     for name in ("k", "v"):
         leak = grads[name].abs().amax(-1) * hidden
         if float(leak.max()) > ZERO_GRADIENT:
-            b, h, j = (int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
+            b, h, j = unravel(torch.argmax(leak), leak.shape)
             verdict.fail(t("key {j} (batch {b}, head {h}) is masked for every query, yet {name}.grad there reaches "
                            "{grad:.3g}; expected 0. That key still influences the result: through a query with no "
                            "allowed key (uniform weights instead of zeros), or through a mask applied after the "
@@ -501,7 +501,7 @@ def test_masked_weights_zero_large_scores(obs, ref, verdict):
                        location=_at(i)))
     error = (weights.sum(-1) - 1).abs()
     if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
-        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
+        i = unravel(torch.argmax(error), error.shape)
         verdict.fail(t("{setting} the weights of {location} sum to {total:.6g} over the keys; expected 1",
                        setting=setting, location=_at(i, AXES[:3]), total=float(weights[i].sum())))
     verdict.ok(t("with scores of spread ~{spread} all {masked} masked weights are exactly 0 and every row sums to 1",

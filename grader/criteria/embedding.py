@@ -4,7 +4,7 @@ import torch
 
 from grader.i18n import Text, t, verbatim
 from grader.judge.common import forbidden_api_criterion
-from grader.judge.compare import describe_outcome, difference, raised
+from grader.judge.compare import describe_outcome, difference, raised, unravel
 from grader.judge.criterion import criterion
 
 EXERCISE = "embedding"
@@ -329,7 +329,7 @@ def _first_wrong_row(out, rows, ids, weight) -> Text:
     """Name the first output position that is not its row, and which row (if any) it equals instead."""
     bad = (out != rows).reshape(-1, DIM).any(dim=1)
     flat = int(torch.nonzero(bad)[0])
-    position = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ids.shape))
+    position = unravel(flat, ids.shape)
     token = int(ids[position])
     vec = out[position]
     same = [r for r in range(weight.shape[0]) if torch.equal(vec, weight[r])]

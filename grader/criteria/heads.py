@@ -3,7 +3,7 @@
 import torch
 
 from grader.i18n import Text, join, t, verbatim
-from grader.judge.compare import describe_outcome, raised
+from grader.judge.compare import describe_outcome, raised, unravel
 from grader.judge.criterion import criterion
 from grader.judge.verdicts import CriterionFailed
 
@@ -227,7 +227,7 @@ def _first_mismatch(got, want):
         raise CriterionFailed(t("the values are right but the dtype is {got}; expected {want}, the input's dtype",
                                 got=str(got.dtype), want=str(want.dtype)))
     flat = int(torch.nonzero(differs)[0])
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), want.shape))
+    index = unravel(flat, want.shape)
     return index, float(got[index]), float(want[index])
 
 

@@ -3,7 +3,7 @@
 import torch
 
 from grader.i18n import Text, join, t, verbatim
-from grader.judge.compare import difference
+from grader.judge.compare import difference, unravel
 from grader.judge.criterion import criterion
 from grader.judge.evidence import attention_map
 
@@ -265,7 +265,7 @@ def test_combined_no_leak(obs, ref, verdict):
                        location=_at((b, h, i, j), names), what=what, culprit=culprit))
     sums = probs.double().sum(-1)                              # over the keys: a softmax sums to 1 on every row
     if not float((sums - 1).abs().max()) <= SUM_TOLERANCE:      # NaN fails too (every query sees itself)
-        i = tuple(int(x) for x in torch.unravel_index(torch.argmax((sums - 1).abs()), sums.shape))
+        i = unravel(torch.argmax((sums - 1).abs()), sums.shape)
         verdict.fail(t("the weights of {location} sum to {total:.6g} over its visible keys; expected 1: masked_softmax "
                        "must normalise what the mask allows, or zeros on the masked keys show nothing",
                        location=_at(i, names[:3]), total=float(sums[i])))
@@ -309,7 +309,7 @@ def test_masked_softmax_normalised(obs, ref, verdict):
         error = (got.sum(-1) - 1).abs()
         if not float(error.max()) <= SUM_TOLERANCE:
             worst = torch.argmax(torch.nan_to_num(error, nan=float("inf")))
-            i = tuple(int(x) for x in torch.unravel_index(worst, error.shape))
+            i = unravel(worst, error.shape)
             why = (t(". The masked entries are 0 but still took their share: the mask was applied after the softmax")
                    if float(got.sum(-1).max()) <= 1 + SUM_TOLERANCE else verbatim(""))
             verdict.fail(t("{call}: the row at index {index} sums to {total:.6g}; expected 1 (tolerance {tolerance:g})"
@@ -348,7 +348,7 @@ def test_masked_softmax_large_scores(obs, ref, verdict):
                        count=int(leaked.sum()), value=float(got[i]), index=i))
     error = (got.sum(-1) - 1).abs()
     if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
-        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(error), error.shape))
+        i = unravel(torch.argmax(error), error.shape)
         verdict.fail(t("{call}: the row at index {index} sums to {total:.6g}; expected 1 (tolerance {tolerance:g})",
                        call=call, index=i, total=float(got[i].sum()), tolerance=SUM_TOLERANCE))
     verdict.ok(t("with scores of spread ~1e5 all {count} masked entries are exactly 0 and every row sums to 1",
@@ -417,7 +417,7 @@ def test_masked_softmax_gradients(obs, ref, verdict):
                        count=int(bad.sum()), total=grad.numel(), index=i, row=row))
     leak = grad.abs() * ~mask
     if float(leak.max()) > ZERO_GRADIENT:
-        i = tuple(int(x) for x in torch.unravel_index(torch.argmax(leak), leak.shape))
+        i = unravel(torch.argmax(leak), leak.shape)
         verdict.fail(t("the masked score at index {index} receives gradient {grad:.3g}; expected 0: a masked score "
                        "must not influence the result (it still sits in the softmax's normalisation)", index=i,
                        grad=float(grad[i])))

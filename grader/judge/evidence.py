@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from grader.judge.compare import unravel
+
 MAP_SIDE = 12  # rows and columns kept of a heat map: enough to see a pattern, small enough for the report
 
 
@@ -15,7 +17,7 @@ def attention_map(got: torch.Tensor, want: torch.Tensor) -> dict | None:
         return None
     g, w = got.detach().double(), want.detach().double()
     gap = torch.nan_to_num((g - w).abs(), nan=float("inf")).reshape(-1, *g.shape[-2:]).amax(dim=(-2, -1))
-    lead = [int(i) for i in torch.unravel_index(torch.argmax(gap), g.shape[:-2])] if g.dim() > 2 else []
+    lead = list(unravel(torch.argmax(gap), g.shape[:-2])) if g.dim() > 2 else []
     part = (slice(0, MAP_SIDE), slice(0, MAP_SIDE))
 
     def rows(t: torch.Tensor) -> list[list[float]]:

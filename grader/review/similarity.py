@@ -12,7 +12,8 @@ similarity.csv, and nothing else reads them.
 The comparison runs in a child process of its own: pygments tokenises student text with regular expressions a
 crafted file could make slow, so the child has a time and a memory limit, and a failure there costs the class page
 its similarity section only. It also fixes the hash seed: copydetect hashes with Python's hash(), salted per
-process, and the same class must give the same pairs.
+process, and the same class must give the same pairs. Its exercises are compared in as many forked processes as it has
+cores (each exercise's pairs are its own), at the end of a batch whose cores are otherwise idle.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
+from functools import partial
 
-from grader.course import Course
+from grader.course import Course, ExerciseConfig
 from grader.i18n import Text, t, verbatim
 
 # Both files of a pair must be at least this share the other's code. Measured on this course's catalog (stub as
@@ -66,42 +67,81 @@ class Submission:
     files: dict[str, str]     # exercise id -> code
 
 
-def compare(course: Course, submissions: list[Submission]) -> list[dict]:
+def compare(course: Course, submissions: list[Submission], processes: int = 1) -> list[dict]:
     """Every pair flagged, per exercise in course order, most similar first: {exercise, first, second, similarity,
     first_share, second_share, first_html, second_html}. Submissions with the same files (content hash) are left
-    out: the class page flags them as identical already."""
+    out: the class page flags them as identical already. `processes` above 1: the exercises are compared in that
+    many forked processes at once (each exercise's pairs are its own: the result is the same)."""
+    exercises = list(course.exercises)
+    processes = min(processes, len(exercises))
+    if processes <= 1 or not hasattr(os, "fork"):
+        return [pair for ex in exercises for pair in _compare_exercise(course, ex, submissions)]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import copydetect  # noqa: F401 - imported before the fork, once
+    from pygments import lexers
+
+    for ex in exercises:   # a lexer class compiles its rules on its first use: here, once, not in every process
+        lexers.get_lexer_for_filename(ex.file)
+
+    # Largest first: the exercise that costs most starts first, and the rest fill in around it.
+    order = sorted(range(len(exercises)), key=lambda i: -sum(len(s.files.get(exercises[i].id, ""))
+                                                               for s in submissions))
+    # An executor, not a Pool: a process that dies (a signal) fails the comparison at once, where a Pool would wait
+    # for it until the child's time limit.
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_dies_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        found = list(pool.map(partial(_compare_exercise, course, submissions=submissions),
+                              [exercises[i] for i in order]))
+    by_exercise = dict(zip(order, found, strict=True))
+    return [pair for i in range(len(exercises)) for pair in by_exercise[i]]
+
+
+def _compare_exercise(course: Course, ex: ExerciseConfig, submissions: list[Submission]) -> list[dict]:
+    """The pairs flagged for one exercise, most similar first."""
     import numpy as np
     from copydetect import CodeFingerprint, compare_files
     from copydetect.utils import highlight_overlap
 
-    pairs = []
-    for ex in course.exercises:
-        stub = course.stub(ex).read_text(encoding="utf-8")
-        boilerplate = np.array(sorted(CodeFingerprint(ex.file, NOISE, 1, fp=io.StringIO(stub)).hashes))
-        prints = {}
-        for s in submissions:
-            code = s.files.get(ex.id)
-            if code is None or code.strip() == stub.strip():
-                continue
-            fingerprint = CodeFingerprint(ex.file, NOISE, WINDOW, boilerplate=boilerplate, fp=io.StringIO(code))
-            if fingerprint.token_coverage >= MIN_OWN:
-                prints[s.name] = (s, fingerprint)
-        found = []
-        for a, b in itertools.combinations(sorted(prints), 2):
-            (sa, fa), (sb, fb) = prints[a], prints[b]
-            if sa.content_hash == sb.content_hash:
-                continue
-            _, (share_a, share_b), (slices_a, slices_b) = compare_files(fa, fb)
-            similarity = min(float(share_a), float(share_b))
-            if similarity < THRESHOLD:
-                continue
-            html_a, _ = highlight_overlap(fa.raw_code, slices_a, LEFT, RIGHT, CONTEXT_LINES, escape_html=True)
-            html_b, _ = highlight_overlap(fb.raw_code, slices_b, LEFT, RIGHT, CONTEXT_LINES, escape_html=True)
-            found.append({"exercise": ex.id, "first": a, "second": b, "similarity": round(similarity, 4),
-                          "first_share": round(float(share_a), 4), "second_share": round(float(share_b), 4),
-                          "first_html": html_a, "second_html": html_b})
-        pairs += sorted(found, key=lambda p: (-p["similarity"], p["first"], p["second"]))
-    return pairs
+    stub = course.stub(ex).read_text(encoding="utf-8")
+    boilerplate = np.array(sorted(CodeFingerprint(ex.file, NOISE, 1, fp=io.StringIO(stub)).hashes))
+    prints = {}
+    for s in submissions:
+        code = s.files.get(ex.id)
+        if code is None or code.strip() == stub.strip():
+            continue
+        fingerprint = CodeFingerprint(ex.file, NOISE, WINDOW, boilerplate=boilerplate, fp=io.StringIO(code))
+        if fingerprint.token_coverage >= MIN_OWN:
+            prints[s.name] = (s, fingerprint)
+    found = []
+    for a, b in itertools.combinations(sorted(prints), 2):
+        (sa, fa), (sb, fb) = prints[a], prints[b]
+        if sa.content_hash == sb.content_hash:
+            continue
+        _, (share_a, share_b), (slices_a, slices_b) = compare_files(fa, fb)
+        similarity = min(float(share_a), float(share_b))
+        if similarity < THRESHOLD:
+            continue
+        html_a, _ = highlight_overlap(fa.raw_code, slices_a, LEFT, RIGHT, CONTEXT_LINES, escape_html=True)
+        html_b, _ = highlight_overlap(fb.raw_code, slices_b, LEFT, RIGHT, CONTEXT_LINES, escape_html=True)
+        found.append({"exercise": ex.id, "first": a, "second": b, "similarity": round(similarity, 4),
+                      "first_share": round(float(share_a), 4), "second_share": round(float(share_b), 4),
+                      "first_html": html_a, "second_html": html_b})
+    return sorted(found, key=lambda p: (-p["similarity"], p["first"], p["second"]))
+
+
+def _dies_with_parent(parent: int) -> None:
+    """A comparing process goes with the child that forked it (`parent`): that child's time limit, which kills it
+    alone, ends the comparison."""
+    if sys.platform == "linux":
+        import signal
+
+        from grader.worker.syscalls import PR_SET_PDEATHSIG, prctl
+
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:   # it died before the call
+            os._exit(1)
 
 
 def _limits() -> None:
@@ -114,14 +154,12 @@ def compare_in_child(course: Course, submissions: list[Submission], timeout_s: f
     request = json.dumps({"course": str(course.root),
                           "submissions": [{"name": s.name, "content_hash": s.content_hash, "files": s.files}
                                           for s in submissions]})
-    with tempfile.TemporaryDirectory(prefix="grader-similarity-") as scratch:
-        env = {**os.environ, "PYTHONHASHSEED": "0", "MPLCONFIGDIR": scratch, "MPLBACKEND": "Agg"}
-        try:
-            done = subprocess.run([sys.executable, "-m", "grader.review.similarity"], input=request,
-                                  capture_output=True,
-                                  text=True, timeout=timeout_s, env=env, preexec_fn=_limits)
-        except subprocess.TimeoutExpired:
-            raise SimilarityFailed(t("the comparison took more than {seconds:g} s", seconds=timeout_s)) from None
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    try:
+        done = subprocess.run([sys.executable, "-m", "grader.review.similarity"], input=request, capture_output=True,
+                              text=True, timeout=timeout_s, env=env, preexec_fn=_limits)
+    except subprocess.TimeoutExpired:
+        raise SimilarityFailed(t("the comparison took more than {seconds:g} s", seconds=timeout_s)) from None
     if done.returncode != 0:
         raise SimilarityFailed(t("the comparison failed (exit {code}): {error}", code=done.returncode,
                                  error=verbatim(done.stderr.strip()[-500:])))
@@ -131,15 +169,27 @@ def compare_in_child(course: Course, submissions: list[Submission], timeout_s: f
         raise SimilarityFailed(t("the comparison's answer is not JSON")) from None
 
 
+def _without_plots() -> None:
+    """copydetect's module imports matplotlib.pyplot (a third of a second of CPU) for its own reports' plots alone,
+    which the comparison never draws: in the comparing child, an empty module stands in for it."""
+    import types
+
+    if "matplotlib" not in sys.modules:
+        for name in ("matplotlib", "matplotlib.pyplot"):
+            sys.modules[name] = types.ModuleType(name)
+
+
 def main() -> None:
     from pathlib import Path
 
     from grader.course import load_course
 
+    _without_plots()
     request = json.load(sys.stdin)
     course = load_course(Path(request["course"]))
     submissions = [Submission(s["name"], s["content_hash"], s["files"]) for s in request["submissions"]]
-    json.dump(compare(course, submissions), sys.stdout)
+    json.dump(compare(course, submissions, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else os.cpu_count() or 1), sys.stdout)
 
 
 if __name__ == "__main__":
