@@ -691,7 +691,7 @@ def _report_pool(jobs: int):
 
 def ready_to_report(templates: Path) -> None:
     """What a report process does once, at its first report otherwise (the message catalogs parsed, the report
-    templates compiled, the report modules imported: about a fifth of a second), done before any report is asked of
+    templates compiled, the report modules imported: about 85 ms), done before any report is asked of
     it: a re-judging's report processes are otherwise idle while the judging server starts."""
     import grader.batch.warm  # noqa: F401 - imported here, as rejudged_files imports it
     import grader.report.build  # noqa: F401
