@@ -182,6 +182,33 @@ def test_writing_reports_again_skips_one_it_cannot_read_and_goes_on(tmp_path):
     assert render_students(COURSE, tmp_path, "zh") == 0 and render_students(COURSE, tmp_path, "en") == 1
 
 
+
+def test_a_report_this_run_wrote_is_not_read_back_for_its_grade(tmp_path):
+    """The reports a batch wrote itself hold no grade and its language: publishing reads them back only when the
+    gradebook gives them a grade. The positive control: one not written by this run, holding a grade the gradebook
+    no longer gives, is read and written again."""
+    import json
+
+    from hostile_report import hostile_report
+
+    from grader.batch.run import RENDERED_LANG, write_student_pages
+    from grader.batch.gradebook import grader_key
+
+    book = Gradebook(tmp_path / "gradebook.sqlite")
+    store(book, "ann", key=grader_key(COURSE))
+    book.close()
+    folder = tmp_path / "students" / "ann"
+    folder.mkdir(parents=True)
+    data = json.loads(hostile_report().to_json())
+    data["grade"] = {"final": 0.0, "percent": 0.0}   # a grade the gradebook does not give
+    (folder / "report.json").write_text(json.dumps(data), encoding="utf-8")
+    (folder / RENDERED_LANG).write_text("en\n", encoding="utf-8")
+    assert write_student_pages(COURSE, tmp_path, "en", written=frozenset({"ann"})) == (0, 0)
+    assert "grade" in json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    assert write_student_pages(COURSE, tmp_path, "en") == (0, 1)
+    assert "grade" not in json.loads((folder / "report.json").read_text(encoding="utf-8"))
+
+
 # --- A real class, graded once ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

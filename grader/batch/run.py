@@ -243,7 +243,7 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
         tallies["unplaced_times"] = _record_times(course, out, tallies.pop("names"), roster, submitted_at or {},
                                                   arrivals or {})
         tallies["similarity"] = compare_class(course, out)
-        tallies.update(publish(course, out, lang, roster, excel, formats))
+        tallies.update(publish(course, out, lang, roster, excel, formats, tallies.pop("written")))
         return tallies
 
 
@@ -343,17 +343,18 @@ def compare_class(course: Course, out: Path) -> Text | None:
 
 
 def publish(course: Course, out: Path, lang: str, roster: list[Student] | None, excel: bool,
-            formats: tuple[str, ...]) -> dict:
+            formats: tuple[str, ...], written: frozenset[str] = frozenset()) -> dict:
     """Everything `out` shows, from the gradebook alone: each student's report with its grade (overrides, lateness)
     in `lang`, grades.csv, the --format files, similarity.csv and class.html; the settings they were written with
-    are kept, so that a command changing one grade (grader override) writes them again the same way."""
+    are kept, so that a command changing one grade (grader override) writes them again the same way. `written`:
+    the submissions whose reports this process wrote just now (write_student_pages)."""
     book = Gradebook(out / "gradebook.sqlite")
     try:
         book.set_settings({"lang": lang, "excel": excel, "formats": list(formats),
                            "roster": [s.record() for s in roster] if roster is not None else None})
     finally:
         book.close()
-    rendered, regraded = write_student_pages(course, out, lang, roster)
+    rendered, regraded = write_student_pages(course, out, lang, roster, written)
     summary = _write_class_files(course, out, lang, roster, excel, formats)
     return {"rendered": rendered, "regraded": regraded,
             "stale": [line for line in summary.overrides if line.graded is None]}
@@ -383,11 +384,13 @@ def render_students(course: Course, out: Path, lang: str, roster: list[Student] 
     return sum(write_student_pages(course, out, lang, roster))
 
 
-def write_student_pages(course: Course, out: Path, lang: str, roster: list[Student] | None = None
-                        ) -> tuple[int, int]:
+def write_student_pages(course: Course, out: Path, lang: str, roster: list[Student] | None = None,
+                        written: frozenset[str] = frozenset()) -> tuple[int, int]:
     """Bring every student's report.json, report.html and scorecard.md the gradebook holds up to date, with no
     grading: the report's `grade` (overrides, lateness: grader.batch.grades) as the gradebook now says, and the pages in
     `lang` (one in another language, or in one not recorded, is written again from the student's report.json).
+    `written` names submissions whose report.json this process wrote just now, with no grade in it (as every grading
+    and re-judging writes one): one of those whose grade is none and whose pages are in `lang` is not read back.
     Returns (how many were written again for their language only, how many for their grade)."""
     from grader.batch.gradebook import graded_lines
     from grader.report.build import stored_report
@@ -406,9 +409,11 @@ def write_student_pages(course: Course, out: Path, lang: str, roster: list[Stude
             same_lang = (folder / RENDERED_LANG).read_text(encoding="utf-8").strip() == lang
         except OSError:
             same_lang = False
+        wanted = grade.record() if grade is not None and grade.adjusted else None
+        if same_lang and wanted is None and name in written:
+            continue
         try:
             data = json.loads((folder / "report.json").read_text(encoding="utf-8"))
-            wanted = grade.record() if grade is not None and grade.adjusted else None
             if same_lang and data.get("grade") == wanted:
                 continue
             report = stored_report(data)
@@ -546,6 +551,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     progress.begin(len(entries), skipped, len(gradable) + len(stored))
 
     together: list[tuple[Entry, str, dict, list[dict], dict | None]] = []   # re-judged, stored in one transaction
+    written: set[str] = set()   # the submissions whose reports this run wrote (publish need not read them back)
 
     def record(entry: Entry, chash: str, summary: dict, rows: list[dict], kept: dict | None = None,
                reply: dict | None = None) -> None:
@@ -563,6 +569,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
         for entry, _, summary, _, _ in together:
             if summary.get("report_dir"):   # its reports were rendered in the batch's language
                 _mark_rendered(Path(summary["report_dir"]), lang)
+                written.add(entry.name)
             progress.finished(entry.name, summary, graded=entry.folder is not None)
         together.clear()
 
@@ -599,7 +606,7 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
         finally:
             engine.close()
     tallies = {"total": len(entries), "graded": len(todo) + len(stored), "skipped": skipped,
-               "names": [e.name for e in entries]}
+               "names": [e.name for e in entries], "written": frozenset(written)}
     if rejudge:
         tallies.update(_diff(book, out, before, {e.name for e, _, _ in stored} - {name for name, _ in afresh},
                              afresh))
@@ -635,6 +642,9 @@ def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]]
     if not stored:
         return
     pool = _report_pool(jobs) if len(stored) > jobs else None
+    if pool is not None:   # each report process readies itself while the judging server starts
+        for _ in range(max(1, jobs)):
+            pool.submit(ready_to_report, course.root / "templates")
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
             waiting: deque = deque()
@@ -677,6 +687,20 @@ def _report_pool(jobs: int):
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["grader.grading.rejudge", "grader.grading.pipeline", "grader.render.files"])
     return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context)
+
+
+def ready_to_report(templates: Path) -> None:
+    """What a report process does once, at its first report otherwise (the message catalogs parsed, the report
+    templates compiled, the report modules imported: about 85 ms), done before any report is asked of
+    it: a re-judging's report processes are otherwise idle while the judging server starts."""
+    import grader.batch.warm  # noqa: F401 - imported here, as rejudged_files imports it
+    import grader.report.build  # noqa: F401
+    from grader.i18n import LANGS, catalog
+    from grader.render.templated import compile_report_templates
+
+    for lang in LANGS:
+        catalog(lang)
+    compile_report_templates(templates)
 
 
 def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, str], judged: dict[str, list],

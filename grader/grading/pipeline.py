@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import datetime as dt
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -109,6 +110,13 @@ def reference_folders(course: Course, exercises: list[ExerciseConfig]) -> dict[s
     return refs
 
 
+@functools.cache
+def torch_version() -> str:
+    """The installed torch's version, read from its metadata file once per process (a report names it: parsing that
+    file for each of a class's reports cost more than writing one of their files)."""
+    return importlib.metadata.version("torch")
+
+
 def reference_key(course: Course, ex: ExerciseConfig) -> str:
     """Solution content, probe and worker code, seed and torch version: any change makes a new key."""
     h = hashlib.sha256()
@@ -116,7 +124,7 @@ def reference_key(course: Course, ex: ExerciseConfig) -> str:
     package = Path(grader.__file__).parent
     for source in sorted([*(package / "probes").glob("*.py"), *(package / "worker").glob("*.py")]):
         h.update(source.name.encode() + b"\0" + source.read_bytes())
-    h.update(f"{ex.id}|{course.seed}|{importlib.metadata.version('torch')}|{grader.__version__}".encode())
+    h.update(f"{ex.id}|{course.seed}|{torch_version()}|{grader.__version__}".encode())
     return h.hexdigest()[:16]
 
 
@@ -348,7 +356,7 @@ def build_report(course: Course, name: str, exercises: list[ExerciseConfig], out
     return Report(schema_version=SCHEMA_VERSION, submission=name, course=course.name, score=score,
                   max_score=max_score, percent=round(100 * score / max_score, 2) if max_score else 0.0,
                   sandbox=sandbox, grader_version=grader.__version__,
-                  torch_version=importlib.metadata.version("torch"), started_at=started_at,
+                  torch_version=torch_version(), started_at=started_at,
                   duration_s=duration_s, exercises=results)
 
 

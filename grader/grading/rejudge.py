@@ -25,7 +25,6 @@ import contextlib
 import csv
 import functools
 import hashlib
-import importlib.metadata
 import io
 import json
 import os
@@ -72,15 +71,12 @@ def _probe_sources() -> str:
     return h.hexdigest()
 
 
-@functools.cache
-def _torch_version() -> str:
-    return importlib.metadata.version("torch")   # read from its metadata file: once, not per submission
-
-
 def probe_version(course: Course, ex: ExerciseConfig) -> str:
     """What decides an exercise's observations of a given file: any change means they must be made again."""
+    from grader.grading.pipeline import torch_version
+
     settings = {"seed": course.seed, "file": ex.file, **ex.limits.to_dict(), "forbidden": list(ex.forbidden),
-                "torch": _torch_version(), "probes": _probe_sources()}
+                "torch": torch_version(), "probes": _probe_sources()}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -98,12 +94,12 @@ def _grader_sources() -> str:
 def judge_versions(course: Course) -> dict[str, str]:
     """Each exercise's judge version: what decides the judge's outcomes on given observations. Any change means the
     exercise must be judged again."""
-    from grader.grading.pipeline import reference_key
+    from grader.grading.pipeline import reference_key, torch_version
 
     versions = {}
     for ex in course.exercises:
         own = course.criteria / f"{ex.id}.py" if course.criteria is not None else None
-        settings = {"grader": _grader_sources(), "torch": _torch_version(), "limits": course.judge_limits.to_dict(),
+        settings = {"grader": _grader_sources(), "torch": torch_version(), "limits": course.judge_limits.to_dict(),
                     "own_criteria": hashlib.sha256(own.read_bytes()).hexdigest() if own and own.is_file() else None,
                     "references": reference_key(course, ex) if course.references is None else str(course.references)}
         versions[ex.id] = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]

@@ -51,6 +51,14 @@ def _printed(value, safe_text: Callable[[str], str]):
     return safe_text(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
+def compile_report_templates(templates: Path) -> None:
+    """Compile report.html's and scorecard.md's templates now (each process compiles them once, at its first use
+    otherwise): a re-judging's report processes do it while the judging server starts, not in the re-judging's
+    busiest stretch."""
+    _environment(templates, html_text, autoescape=True).get_template("report.html.j2")
+    _environment(templates, markdown_text, autoescape=False).get_template("scorecard.md.j2")
+
+
 def render_html(report: Report, templates: Path, lang: str) -> str:
     env = _environment(templates, html_text, autoescape=True)
     return env.get_template("report.html.j2").render(report=report, lang=lang, t=LABELS[lang], mark=STATUS_MARK)
