@@ -24,7 +24,6 @@ import json
 import os
 import select
 import signal
-import sys
 import tempfile
 import threading
 import traceback
@@ -38,6 +37,7 @@ from grader.judge import channel, limits as judge_limits
 from grader.judge.criterion import CriterionMeta
 from grader.judge.limits import JudgeLimits
 from grader.judge.observations import Observations, observations_of, references_of
+from grader.subprocesses import die_with_parent
 from grader.judge.plugin import JUDGING, JudgePlugin, Judging, criterion_of, exercise_of, run_lean, runs_lean
 from grader.judge.session import criteria_of, pytest_args
 
@@ -176,10 +176,7 @@ class Server:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.close(0)
-        if sys.platform == "linux":
-            from grader.worker.syscalls import PR_SET_PDEATHSIG, prctl
-
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # no judging outlives its server
+        die_with_parent()   # no judging outlives its server
         with open(result.fileno(), "w", encoding="utf-8", closefd=False) as out:
             def write(message: dict) -> None:
                 out.write(_message_text(message) + "\n")
@@ -258,10 +255,7 @@ def main() -> None:
     parser.add_argument("--limits", required=True, help="the judge's limits, as JSON")
     parser.add_argument("--criteria", type=Path, default=None, help="the course's own criteria folder, if any")
     args = parser.parse_args()
-    if sys.platform == "linux":
-        from grader.worker.syscalls import PR_SET_PDEATHSIG, prctl
-
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # dies with the grading process, even before it reads its stdin
+    die_with_parent()   # with the grading process, even before it reads its stdin
     # Replies own stdout; anything else printed (pytest's terminal included) goes to stderr, never into a reply.
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)

@@ -30,6 +30,7 @@ from functools import partial
 
 from grader.course import Course, ExerciseConfig
 from grader.i18n import Text, t, verbatim
+from grader.subprocesses import die_with_parent
 
 # Both files of a pair must be at least this share the other's code. Measured on this course's catalog (stub as
 # boilerplate): the rope solution with every variable renamed and the code reformatted scores 0.93
@@ -90,7 +91,9 @@ def compare(course: Course, submissions: list[Submission], processes: int = 1) -
                                                                for s in submissions))
     # An executor, not a Pool: a process that dies (a signal) fails the comparison at once, where a Pool would wait
     # for it until the child's time limit.
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_dies_with_parent,
+    # Each comparing process goes with the child that forked it: that child's time limit, which kills it alone,
+    # ends the comparison.
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:
         found = list(pool.map(partial(_compare_exercise, course, submissions=submissions),
                               [exercises[i] for i in order]))
@@ -129,19 +132,6 @@ def _compare_exercise(course: Course, ex: ExerciseConfig, submissions: list[Subm
                       "first_share": round(float(share_a), 4), "second_share": round(float(share_b), 4),
                       "first_html": html_a, "second_html": html_b})
     return sorted(found, key=lambda p: (-p["similarity"], p["first"], p["second"]))
-
-
-def _dies_with_parent(parent: int) -> None:
-    """A comparing process goes with the child that forked it (`parent`): that child's time limit, which kills it
-    alone, ends the comparison."""
-    if sys.platform == "linux":
-        import signal
-
-        from grader.worker.syscalls import PR_SET_PDEATHSIG, prctl
-
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:   # it died before the call
-            os._exit(1)
 
 
 def _limits() -> None:
