@@ -44,6 +44,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from phase_profile import stat as proc_stat   # bench/, this script's folder
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 GRADER = [PYTHON, "-m", "grader"]
@@ -78,12 +80,9 @@ def batch_run(classroom: Path, out: Path, *options: str) -> tuple[float, float]:
 
 
 def own_cpu(pid: int) -> float:
-    """CPU seconds of a living process and of the children it has reaped (/proc/PID/stat), 0 where it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of a living process and of the children it has reaped, 0 where it is gone."""
+    read = proc_stat(pid)
+    return 0.0 if read is None else read[1] + read[2]
 
 
 def pinned_cluster_run(classroom: Path, out: Path, cores: list[int], folder: Path) -> tuple[float, float]:
@@ -266,7 +265,7 @@ def scaling_figure(args: argparse.Namespace, tmp: Path) -> list[Figure]:
                    f"{past[1]:.1f} s and {past[2]:.1f} s past the batch of {n}"),
             # Two workers leave no core free for what is not pinned: at most, its CPU is taken from them. An
             # estimate of the ratio that work spares them, not a measurement of one.
-            Figure("the same, less what is not pinned (an upper estimate)",
+            Figure(f"the batch of {n}, less what is not pinned (an upper estimate)",
                    f"{walls[1, n] / max(walls[2, n] - unpinned[2, n] / 2, 1e-9):.2f}", "",
                    f"batch of {n}: the command, its children and the scheduler took {unpinned[1, n]:.1f} s of CPU "
                    f"with one worker, {unpinned[2, n]:.1f} s with two; two workers' wall less half of it "
