@@ -134,7 +134,11 @@ def legacy_figures(args: argparse.Namespace, tmp: Path) -> None:
         forked.append(timed([PYTHON, str(ROOT / "bench" / "fork_floor.py")]))
         lones.append(timed([*GRADER, "grade", str(ROOT / "solutions"), "--out", str(tmp / "lone")]))
     floor_wall, floor_cpu = (statistics.median(run[i] for run in floors) for i in (0, 1))
-    forked_wall = statistics.median(run[0] for run in forked)
+    # the exercises' own walls, fork to reaped (the process also runs them warm, for the penalty it prints)
+    forked_runs = [json.loads(run[2].stdout) for run in forked]
+    forked_walls = [run["exercises_s"] for run in forked_runs]
+    forked_wall = statistics.median(forked_walls)
+    penalty = statistics.median(run["penalty"] for run in forked_runs)
     lone_wall, lone_cpu = (statistics.median(run[i] for run in lones) for i in (0, 1))
     floor = json.loads(floors[-1][2].stdout)
     report = json.loads((tmp / "lone" / "report.json").read_text())
@@ -144,11 +148,11 @@ def legacy_figures(args: argparse.Namespace, tmp: Path) -> None:
         print(f"{e['id']:<16}{floor['exercises'][e['id']]['wall_s']:>9.2f}{e['run'].get('wall_s', 0):>10.2f}"
               f"{e['run'].get('max_rss_mb', 0):>15.0f}")
     print(f"\nmedians of {args.repeat} alternating runs (walls: a {' '.join(f'{r[0]:.2f}' for r in floors)};"
-          f" a2 {' '.join(f'{r[0]:.2f}' for r in forked)}; b {' '.join(f'{r[0]:.2f}' for r in lones)})")
+          f" a2 {' '.join(f'{wall:.2f}' for wall in forked_walls)}; b {' '.join(f'{r[0]:.2f}' for r in lones)})")
     print(f"(a) bare floor          wall {floor_wall:6.2f} s   cpu {floor_cpu:6.2f} s   (import torch "
           f"{floor['import_torch_s']:.2f} s)")
     print(f"(a2) fork per exercise  wall {forked_wall:6.2f} s   (bench/fork_floor.py: a child per "
-          "exercise, no sandbox)")
+          f"exercise, no sandbox; its CPU {penalty:.2f} times the same probes' warm in one process)")
     print(f"(b) lone grader grade   wall {lone_wall:6.2f} s   cpu {lone_cpu:6.2f} s")
     if args.naive:
         naive_wall = sum(timed([*GRADER, "grade", str(ROOT / "solutions"), "--exercise", e["id"], "--out",
