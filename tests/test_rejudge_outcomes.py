@@ -89,6 +89,47 @@ def test_the_judge_version_follows_the_course_criteria_and_limits_not_the_points
     assert all(limited[ex] != versions[ex] for ex in versions)
 
 
+def _changed(before: dict, after: dict) -> set[str]:
+    return {ex for ex in before if after[ex] != before[ex]}
+
+
+def test_a_change_to_one_exercises_criteria_judges_that_exercise_alone(tmp_path, monkeypatch):
+    """The package's criteria of one exercise changed (a tolerance fixed): that exercise alone is judged again; a
+    change to what every exercise's judging shares (the judge's code, a catalog) judges every one again; a criteria
+    module that imports another's is judged again with it."""
+    import shutil
+
+    import grader
+
+    course = load_course(ROOT)
+    package = tmp_path / "grader"
+    shutil.copytree(Path(grader.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(grader, "__file__", str(package / "__init__.py"))
+
+    def versions() -> dict[str, str]:
+        for cached in (rejudge._source_files, rejudge._grader_sources, rejudge._criteria_imports):
+            cached.cache_clear()
+        return rejudge.judge_versions(course)
+
+    def edit(relative: str, line: str) -> None:
+        path = package / relative
+        path.write_text(path.read_text(encoding="utf-8") + line, encoding="utf-8")
+
+    start = versions()
+    edit("criteria/rope.py", "\nTOLERANCE_FIXED = True\n")
+    fixed = versions()
+    assert _changed(start, fixed) == {"rope"}
+    edit("judge/compare.py", "\nSHARED_CHANGED = True\n")
+    shared = versions()
+    assert _changed(fixed, shared) == set(start)
+    edit("locale/zh/LC_MESSAGES/rope.po", "\n")   # one catalog: every criterion's words come from the merged one
+    assert _changed(shared, versions()) == set(start)
+    edit("criteria/heads.py", "\nfrom grader.criteria import rope as _rope  # noqa: E402,F401\n")
+    importing = versions()
+    edit("criteria/rope.py", "\nTOLERANCE_FIXED_AGAIN = True\n")
+    assert _changed(importing, versions()) == {"rope", "heads"}
+
+
 class OutcomeJudge:
     """A stand-in judge that gives each criterion an outcome (`evidence` for the exercises named there)."""
 

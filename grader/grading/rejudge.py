@@ -81,25 +81,82 @@ def probe_version(course: Course, ex: ExerciseConfig) -> str:
 
 
 @functools.cache
-def _grader_sources() -> str:
-    """A digest of the whole package's code and message catalogs: the judge, the criteria, what they import and the
-    words they say (more than the judge reads, so that nothing it reads is missed)."""
-    package = Path(grader.__file__).parent
+def _source_files(package: Path) -> tuple[tuple[str, str], ...]:
+    """The package's code and message catalogs, each file's path (relative to the package) and digest, read once."""
+    return tuple((path.relative_to(package).as_posix(), hashlib.sha256(path.read_bytes()).hexdigest())
+                 for path in sorted(package.rglob("*"))
+                 if path.suffix in (".py", ".po", ".mo", ".ini") and path.is_file())
+
+
+@functools.cache
+def _grader_sources(package: Path, apart: frozenset[str] = frozenset()) -> str:
+    """A digest of the package's code and message catalogs but the files of `apart` (paths relative to the package):
+    the judge, the criteria, what they import and the words they say (more than the judge reads, so that nothing it
+    reads is missed)."""
     h = hashlib.sha256()
-    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".po", ".mo", ".ini") and p.is_file()):
-        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for relative, digest in _source_files(package):
+        if relative not in apart:
+            h.update(f"{relative}\0{digest}\0".encode())
     return h.hexdigest()
+
+
+@functools.cache
+def _criteria_imports(package: Path) -> dict[str, frozenset[str]]:
+    """Each criteria module of the package (`criteria/<exercise>.py`), by exercise: the criteria modules it imports,
+    itself included, transitively."""
+    folder = package / "criteria"
+    direct: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        names: set[str] = set()
+        source = path.read_bytes()
+        if b"grader.criteria" not in source and b"from ." not in source:
+            direct[path.stem] = set()   # it names no criteria module (read without parsing it)
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.ImportFrom):   # relative: from . import rope, from .rope import x
+                names |= {f"grader.criteria.{node.module or a.name}" for a in node.names}
+        direct[path.stem] = {n.split(".")[2] for n in names if n.startswith("grader.criteria.")}
+    closed = {}
+    for stem in direct:
+        seen, todo = {stem}, [stem]
+        while todo:
+            for other in direct.get(todo.pop(), ()):
+                if other not in seen:
+                    seen.add(other)
+                    todo.append(other)
+        closed[stem] = frozenset(seen)
+    return closed
+
+
+def _judged_with(course: Course, ex: ExerciseConfig) -> str:
+    """The digest of the package's files that can decide an exercise's outcomes: all of them but the other
+    exercises' criteria modules, which the judge collects each as a module of its own (none of them changes what
+    another's criteria conclude). The catalogs count whole: one merged catalog says every criterion's words. An
+    exercise whose criteria are the course's own counts every file (its module may import any of the package's)."""
+    package = Path(grader.__file__).parent
+    modules = _criteria_imports(package)
+    own = course.criteria is not None and (course.criteria / f"{ex.id}.py").is_file()
+    if own or ex.id not in modules:
+        return _grader_sources(package)
+    return _grader_sources(package, frozenset(f"criteria/{stem}.py" for stem in modules if stem not in modules[ex.id]))
 
 
 def judge_versions(course: Course) -> dict[str, str]:
     """Each exercise's judge version: what decides the judge's outcomes on given observations. Any change means the
-    exercise must be judged again."""
+    exercise must be judged again (a change to one exercise's criteria alone: that exercise)."""
     from grader.grading.pipeline import reference_key, torch_version
 
     versions = {}
     for ex in course.exercises:
         own = course.criteria / f"{ex.id}.py" if course.criteria is not None else None
-        settings = {"grader": _grader_sources(), "torch": torch_version(), "limits": course.judge_limits.to_dict(),
+        settings = {"grader": _judged_with(course, ex), "torch": torch_version(),
+                    "limits": course.judge_limits.to_dict(),
                     "own_criteria": hashlib.sha256(own.read_bytes()).hexdigest() if own and own.is_file() else None,
                     "references": reference_key(course, ex) if course.references is None else str(course.references)}
         versions[ex.id] = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
