@@ -12,7 +12,10 @@ graded class's is), two ways:
   them), so every submission is judged again; observations alike (the same bytes, as these copies are) are
   judged once per re-judging;
 - every criterion judged, none alike: the same with that reuse switched off (GRADER_REJUDGE_ALIKE=0), so each of
-  the N is judged in a judging child of its own, as a class of N distinct students would be.
+  the N is judged in a judging child of its own, as a class of N distinct students would be;
+- one exercise's criteria changed, none alike: a copy of the package with one tolerance of one criteria module
+  changed (CHANGED_CRITERIA), run from there, the reuse switched off: that exercise alone is judged again, in a
+  judging child per submission, and the others' kept outcomes stand.
 
 `stored_class` and `rejudge_times` are what bench/grade_bench.py prints its re-judging figure from.
 """
@@ -39,6 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 TABLES = ("submissions", "results", "observed", "sources")
 CHANGED_POINTS = ("split_values", 2, 5)   # the criterion of course.toml the points-changed copy makes worth more
+# the exercise whose criteria module the criteria-changed copy edits, and the edit: a tolerance, as a fix would be
+CHANGED_CRITERIA = ("rope", "VALUE_TOLERANCE = 1e-5 ", "VALUE_TOLERANCE = 2e-5 ")
 
 
 def stored_class(folder: Path, n: int, jobs: int) -> tuple[Path, Path]:
@@ -100,6 +105,24 @@ def changed_course(folder: Path) -> Path:
     return folder
 
 
+def criteria_changed(folder: Path) -> Path:
+    """This course and a copy of the package with CHANGED_CRITERIA's edit, as an instructor's fix of one criterion is:
+    a `grader` started there (its working folder) imports that package. Readable by others, the bench's temporary
+    folder above it included: the strict sandbox's user must be able to read the package it would run."""
+    folder.mkdir(parents=True)
+    for readable in (folder.parent, folder):
+        readable.chmod(0o755)
+    shutil.copytree(ROOT / "grader", folder / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("exercises", "solutions", "templates", "course.toml"):
+        (folder / name).symlink_to(ROOT / name)
+    module, old, new = CHANGED_CRITERIA
+    path = folder / "grader" / "criteria" / f"{module}.py"
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{path.name} sets {old.strip()} once"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    return folder
+
+
 def _drop_kept_outcomes(out: Path) -> None:
     db = sqlite3.connect(out / "gradebook.sqlite")
     for rowid, record in db.execute("SELECT rowid, record FROM observed").fetchall():
@@ -121,13 +144,15 @@ class Rejudged:
     load: tuple[float, float]
 
 
-def _rejudge(course: Path, klass: Path, out: Path, jobs: int, env: dict[str, str] | None = None) -> Rejudged:
+def _rejudge(course: Path, klass: Path, out: Path, jobs: int, env: dict[str, str] | None = None,
+             package: Path = ROOT) -> Rejudged:
+    """`package`: the folder whose `grader` package runs (the command's working folder)."""
     command = [sys.executable, "-m", "grader", "--course", str(course), "batch", str(klass), "--out", str(out),
                "--jobs", str(jobs), "--rejudge"]
     before = os.getloadavg()[0]
     with _tree_cpu() as (enter, counted):
         t0 = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=enter,
+        done = subprocess.run(command, capture_output=True, text=True, cwd=package, preexec_fn=enter,
                               env={**os.environ, **(env or {})})
         wall = time.perf_counter() - t0
     said = re.search(r"(\d+) submissions re-judged", done.stdout)
@@ -185,19 +210,24 @@ def _tree_cpu():
 
 
 def rejudge_runs(folder: Path, n: int, jobs: int) -> dict[str, Rejudged]:
-    """`grader batch --rejudge` over a stored class of N: with the points changed (kept outcomes stand) and with
-    every criterion judged again (kept outcomes dropped)."""
+    """`grader batch --rejudge` over a stored class of N: with the points changed (kept outcomes stand), with every
+    criterion judged again (kept outcomes dropped), and with one exercise's criteria changed."""
     klass, out = stored_class(folder, n, jobs)
     changed = changed_course(folder / "changed")
-    judged_out, distinct_out = folder / "out-judged", folder / "out-distinct"
-    for copy in (judged_out, distinct_out):
+    fixed = criteria_changed(folder / "fixed")
+    judged_out, distinct_out, fixed_out = folder / "out-judged", folder / "out-distinct", folder / "out-fixed"
+    for copy in (judged_out, distinct_out, fixed_out):
         shutil.copytree(out, copy, symlinks=True)
+    for copy in (judged_out, distinct_out):
         _drop_kept_outcomes(copy)
     from grader.grading.rejudge import ALIKE_SWITCH
 
+    distinct = {ALIKE_SWITCH: "0"}
     return {"points changed": _rejudge(changed, klass, out, jobs),
             "every criterion judged": _rejudge(ROOT, klass, judged_out, jobs),
-            "every criterion judged, none alike": _rejudge(ROOT, klass, distinct_out, jobs, {ALIKE_SWITCH: "0"})}
+            "every criterion judged, none alike": _rejudge(ROOT, klass, distinct_out, jobs, distinct),
+            f"{CHANGED_CRITERIA[0]}'s criteria changed, none alike": _rejudge(fixed, klass, fixed_out, jobs, distinct,
+                                                                             package=fixed)}
 
 
 def rejudge_times(folder: Path, n: int, jobs: int) -> dict[str, float]:
