@@ -39,7 +39,12 @@ class Text:
 
     def render(self, lang: str) -> str:
         template = self.template if lang == "en" else catalog(lang).get(self.template, self.template)
-        return _Formatter(lang).vformat(template, (), self.params)
+        names = _plain_fields(template)
+        if names is None:
+            return _Formatter(lang).vformat(template, (), self.params)
+        params = self.params
+        # str.format_map formats as _Formatter would (format(value, spec), in C): each field's Text rendered first
+        return template.format_map({name: _in_language(params[name], lang) for name in names})
 
     def texts(self) -> dict[str, str]:
         return {lang: self.render(lang) for lang in LANGS}
@@ -134,6 +139,25 @@ def catalog(lang: str) -> dict[str, str]:
 
 def placeholders(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_fields(template: str) -> tuple[str, ...] | None:
+    """The names a template's fields read, when every field is a plain `{name}` or `{name:spec}`; None for one that
+    _Formatter alone formats as it should (a conversion, a spec with fields of its own, a field that is not a name,
+    a malformed template: what it raises is _Formatter's to raise)."""
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
+                  if name is not None]
+    except ValueError:
+        return None
+    if any(not name.isidentifier() or conversion is not None or "{" in spec for name, spec, conversion in fields):
+        return None
+    return tuple(dict.fromkeys(name for name, _, _ in fields))
+
+
+def _in_language(value, lang: str):
+    return value.render(lang) if isinstance(value, Text) else value
 
 
 class _Formatter(string.Formatter):

@@ -104,6 +104,30 @@ def test_templates_render_in_both_languages(catalogs):
                 assert text, f"{domain}: {msgid!r} renders empty in {lang}"
 
 
+def test_a_plain_template_renders_as_the_general_formatter_does(catalogs):
+    """Templates whose fields are plain names are formatted by str.format_map: every template of the catalogs, with
+    numbers, strings, lists and a Text for its parameters, in both languages, says what i18n's own formatter says
+    (or raises what it raises)."""
+    def said(render):
+        try:
+            return render()
+        except (ValueError, TypeError, KeyError) as exc:
+            return type(exc)
+
+    plain = 0
+    for entries in catalogs.values():
+        for msgid in entries:
+            plain += i18n._plain_fields(msgid) is not None
+            for value in (1, 2.5, "x", [1, 2], t("the import")):
+                params = {name: value for name in placeholders(msgid)}
+                for lang in i18n.LANGS:
+                    template = msgid if lang == "en" else i18n.catalog(lang).get(msgid, msgid)
+                    assert said(lambda: t(msgid, **params).render(lang)) == \
+                        said(lambda: i18n._Formatter(lang).vformat(template, (), params)), (msgid, value, lang)
+    assert plain > 0.9 * sum(map(len, catalogs.values()))   # nearly every template takes the plain way
+    assert i18n._plain_fields("{x!r} and {y:{width}}") is None and i18n._plain_fields("{x:.3g}") == ("x",)
+
+
 def test_a_parameter_text_is_rendered_in_the_same_language():
     said = t("{what} did not finish", what=t("the import"))
     texts = said.texts()
