@@ -151,7 +151,8 @@ def _plain_fields(template: str) -> tuple[str, ...] | None:
                   if name is not None]
     except ValueError:
         return None
-    if any(not name.isidentifier() or conversion is not None or "{" in spec for name, spec, conversion in fields):
+    if any(not name.isidentifier() or conversion is not None or "{" in (spec or "")
+           for name, spec, conversion in fields):
         return None
     return tuple(dict.fromkeys(name for name, _, _ in fields))
 
