@@ -130,6 +130,16 @@ def said(stored: str) -> dict[str, str]:
     return value if isinstance(value, dict) and set(LANGS) <= set(value) else dict.fromkeys(LANGS, stored)
 
 
+class EncodedRecord(str):
+    """A record of kept observations already encoded as the gradebook stores it (`encoded_record`), by a process
+    other than the batch's own (a re-judging's report process): stored as it is."""
+
+
+def encoded_record(kept: dict | EncodedRecord) -> str:
+    """The text the gradebook stores a record of kept observations as."""
+    return kept if isinstance(kept, EncodedRecord) else json.dumps(kept, ensure_ascii=False)
+
+
 class Gradebook:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,11 +161,11 @@ class Gradebook:
         return row is not None
 
     def store(self, submission: str, chash: str, key: str, summary: dict, rows: list[dict],
-              kept: dict | None = None) -> None:
+              kept: dict | EncodedRecord | None = None) -> None:
         """Replace a submission's rows in one transaction, with the record of its kept observations when given."""
         self.store_many([(submission, chash, key, summary, rows, kept)])
 
-    def store_many(self, gradings: list[tuple[str, str, str, dict, list[dict], dict | None]]) -> None:
+    def store_many(self, gradings: list[tuple[str, str, str, dict, list[dict], dict | EncodedRecord | None]]) -> None:
         """`store` for several submissions (submission, chash, key, summary, rows, kept), in one transaction: one
         commit, and its wait for the disk, for all of them."""
         with self._transaction():
@@ -163,12 +173,11 @@ class Gradebook:
                 self._store(*grading)
 
     def _store(self, submission: str, chash: str, key: str, summary: dict, rows: list[dict],
-               kept: dict | None) -> None:
+               kept: dict | EncodedRecord | None) -> None:
         self.db.execute("DELETE FROM results WHERE submission=? AND grader_key=?", (submission, key))
         self.db.execute("DELETE FROM observed WHERE submission=? AND grader_key=?", (submission, key))
         if kept is not None:
-            self.db.execute("INSERT INTO observed VALUES (?,?,?,?)",
-                            (submission, chash, key, json.dumps(kept, ensure_ascii=False)))
+            self.db.execute("INSERT INTO observed VALUES (?,?,?,?)", (submission, chash, key, encoded_record(kept)))
         self.db.execute("INSERT OR REPLACE INTO submissions (submission, content_hash, grader_key, "
                         "score, max_score, "
                         "percent, status, message, report_dir, graded_at, sandbox) VALUES (?,?,?,?,?,?,?,?,?,?,?)",

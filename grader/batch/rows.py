@@ -25,12 +25,18 @@ def now() -> str:
 # In a reply: the report folder its producer has written the report's files to already (the reply's files are
 # then only read).
 WRITTEN_TO = "written_to"
+# In a reply whose files are written already: the summary and rows its producer made of the report (`report_rows`),
+# so that the batch's own process need not read report.json back.
+ROWS = "rows"
 
 
 def reply_rows(course: Course, reply: dict, report_dir: Path, graded_at: str) -> tuple[dict, list[dict]]:
     """Write the reply's report files to `report_dir` (unless its producer wrote them there: WRITTEN_TO) and return
     the submission's summary and rows; a reply without a readable report is a `grader_error`."""
     written = reply.get(WRITTEN_TO) == str(report_dir)
+    if written and ROWS in reply:   # its producer made them of the report it held (a re-judging's report process)
+        summary, rows = reply[ROWS]
+        return {**summary, "graded_at": graded_at}, rows
     if not written:   # a report left by an earlier run must not be read as this one's (a producer removed it)
         (report_dir / "report.json").unlink(missing_ok=True)
     if reply.get("final_status"):   # a verdict the engine reached without a report (a worker-killing grading)
@@ -43,6 +49,12 @@ def reply_rows(course: Course, reply: dict, report_dir: Path, graded_at: str) ->
                                                     reason=reason), graded_at)
     for name, text in files.items() if not written else ():
         write_atomic(report_dir / Path(name).name, text)
+    return report_rows(report, report_dir, graded_at)
+
+
+def report_rows(report: dict, report_dir: Path, graded_at: str) -> tuple[dict, list[dict]]:
+    """A report's summary and rows (report.json's data), its files in `report_dir`: what reply_rows makes of a reply,
+    for a producer that holds the report already (a re-judging's report process)."""
     rows = [{"exercise": e["id"], "criterion": c["id"], "kind": c["kind"], "status": c["status"],
              "points": c["points"], "max_points": c["max_points"], "message": c["message"]}
             for e in report["exercises"] for c in e["criteria"]]

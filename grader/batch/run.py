@@ -25,9 +25,9 @@ from pathlib import Path
 from grader.i18n import Text, t, verbatim
 from grader.course import Course
 from grader.policy import Submitted
-from grader.batch.gradebook import (GRADER_ERROR, UNREADABLE, Gradebook, class_summary, content_hash, grader_key,
-                              grades_csv)
-from grader.batch.rows import WRITTEN_TO, failure_rows, now, reply_rows
+from grader.batch.gradebook import (GRADER_ERROR, UNREADABLE, EncodedRecord, Gradebook, class_summary, content_hash,
+                                    encoded_record, grader_key, grades_csv)
+from grader.batch.rows import ROWS, WRITTEN_TO, failure_rows, now, reply_rows, report_rows
 from grader.batch.progress import BatchProgress
 from grader.render.files import write_atomic
 from grader.batch.roster import Student
@@ -706,8 +706,9 @@ def ready_to_report(templates: Path) -> None:
 def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, str], judged: dict[str, list],
                    lang: str, report_dir: Path) -> dict:
     """A re-judged submission's reply, as a grading process's, its report's files in `lang` written to `report_dir`
-    already (`WRITTEN_TO`: here, in a report process, off the batch's own process and its waits for the disk; the
-    reply carries report.json alone, to be read), and `kept`, the record with what the judge concluded."""
+    already (`WRITTEN_TO`: here, in a report process, off the batch's own process and its waits for the disk), with
+    the summary and rows made of the report (`ROWS`, the time of grading left to the batch), and `kept`, the record
+    with what the judge concluded, encoded as the gradebook stores it."""
     from grader.grading.rejudge import report_from, with_outcomes
     from grader.render.files import FORMATS
     from grader.report.model import indented_json
@@ -722,8 +723,10 @@ def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, st
                  FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in REPORT_FILES}
         for file_name, text in files.items():
             write_atomic(report_dir / file_name, text)
-        return {"files": {"report.json": files["report.json"]}, WRITTEN_TO: str(report_dir),
-                "kept": with_outcomes(kept, data, versions)}
+        # The summary, the rows and the record made here, of the report held here: the batch's own process (busy
+        # with the judging's replies and the gradebook) neither reads report.json back nor encodes the record.
+        return {WRITTEN_TO: str(report_dir), ROWS: report_rows(data, report_dir, ""),
+                "kept": EncodedRecord(encoded_record(with_outcomes(kept, data, versions)))}
     except Exception as exc:  # noqa: BLE001 - the grader's failure is this submission's grader_error
         return {"error": f"{type(exc).__name__}: {exc}"}
 

@@ -33,7 +33,7 @@ import stat
 import tempfile
 import threading
 import weakref
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import grader
 from grader.course import Course, ExerciseConfig
@@ -273,19 +273,26 @@ def _materialise(store: Path, files: dict[str, str], folder: Path) -> None:
     """The stored files of one obs folder laid out again in `folder` (a fresh folder of ours: nothing in it is a
     link), each checked against its hash."""
     folder.mkdir(parents=True)
-    made = {folder}
-    for name, digest in files.items():
-        data = (store / digest[:2] / digest).read_bytes()
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise NotKept(f"the stored observation {digest} is damaged")
-        relative = PurePosixPath(name)
-        if not relative.parts or relative.is_absolute() or ".." in relative.parts:
-            raise NotKept(f"a stored observation is named {name!r}")
-        target = folder.joinpath(*relative.parts)
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
-        target.write_bytes(data)
+    made = {""}
+    root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name, digest in files.items():
+            with open(f"{store}/{digest[:2]}/{digest}", "rb") as stored:
+                data = stored.read()
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise NotKept(f"the stored observation {digest} is damaged")
+            parts = name.split("/")
+            if name.startswith("/") or any(part in ("", ".", "..") for part in parts):
+                raise NotKept(f"a stored observation is named {name!r}")
+            parent = "/".join(parts[:-1])
+            if parent not in made:
+                os.makedirs(folder / parent, exist_ok=True)
+                made.add(parent)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=root)
+            with open(fd, "wb") as out:
+                out.write(data)
+    finally:
+        os.close(root)
 
 
 # Where stored observations are laid out for the judge: memory (tmpfs) where there is one, so that a class's
