@@ -2,17 +2,20 @@
 
 Grades two submissions (the reference solution and the bundled sample) once, with every exercise, then makes a
 class of N by copying them under N names, their kept observations and gradebook rows with them (the same files,
-so the same content hash: what a class of N graded before would hold), and times `grader batch --rejudge` over
-it, each in a fresh `grader` process (imports included; the class's comparison of code counted as done, as a
-graded class's is), two ways:
+so the same content hash: what a class of N graded before would hold) and their report files (written once for
+each name, untimed, as the class's grading left them), and times `grader batch --rejudge` over it, each in a
+fresh `grader` process (imports included; the class's comparison of code counted as done, as a graded class's
+is), these ways:
 
 - points changed: a copy of the course with one criterion worth more; every exercise's kept outcomes stand (its
-  judge version is the same), so no judge starts: each report is built again and written;
+  judge version is the same), so no judge starts: each report is built again and, its points changed, written;
 - every criterion judged: the kept outcomes dropped first (as a change to every exercise's criteria would make
   them), so every submission is judged again; observations alike (the same bytes, as these copies are) are
-  judged once per re-judging;
+  judged once per re-judging; each report comes out as it is on the disk (nothing changed), so none is written;
 - every criterion judged, none alike: the same with that reuse switched off (GRADER_REJUDGE_ALIKE=0), so each of
   the N is judged in a judging child of its own, as a class of N distinct students would be;
+- the same, every report written: the report files' stamps removed first, so each report is rendered and written
+  again, as a change to every student's outcomes would make it;
 - one exercise's criteria changed, none alike: a copy of the package with one tolerance of one criteria module
   changed (CHANGED_CRITERIA), run from there, the reuse switched off: that exercise alone is judged again, in a
   judging child per submission, and the others' kept outcomes stand.
@@ -212,20 +215,27 @@ def _tree_cpu():
 def rejudge_runs(folder: Path, n: int, jobs: int) -> dict[str, Rejudged]:
     """`grader batch --rejudge` over a stored class of N: with the points changed (kept outcomes stand), with every
     criterion judged again (kept outcomes dropped), and with one exercise's criteria changed."""
+    from grader.grading.rejudge import ALIKE_SWITCH, PAGES_STAMP
+
     klass, out = stored_class(folder, n, jobs)
+    _rejudge(ROOT, klass, out, jobs)   # each copy's report files, with its own name, as its grading wrote them
     changed = changed_course(folder / "changed")
     fixed = criteria_changed(folder / "fixed")
-    judged_out, distinct_out, fixed_out = folder / "out-judged", folder / "out-distinct", folder / "out-fixed"
-    for copy in (judged_out, distinct_out, fixed_out):
+    judged_out, distinct_out, written_out, fixed_out = (folder / f"out-{way}"
+                                                        for way in ("judged", "distinct", "written", "fixed"))
+    for copy in (judged_out, distinct_out, written_out, fixed_out):
         shutil.copytree(out, copy, symlinks=True)
-    for copy in (judged_out, distinct_out):
+    for copy in (judged_out, distinct_out, written_out):
         _drop_kept_outcomes(copy)
-    from grader.grading.rejudge import ALIKE_SWITCH
+    for stamp in (written_out / "students").glob(f"*/{PAGES_STAMP}"):
+        stamp.unlink()
 
     distinct = {ALIKE_SWITCH: "0"}
     return {"points changed": _rejudge(changed, klass, out, jobs),
             "every criterion judged": _rejudge(ROOT, klass, judged_out, jobs),
             "every criterion judged, none alike": _rejudge(ROOT, klass, distinct_out, jobs, distinct),
+            "every criterion judged, none alike, every report written": _rejudge(ROOT, klass, written_out, jobs,
+                                                                                 distinct),
             f"{CHANGED_CRITERIA[0]}'s criteria changed, none alike": _rejudge(fixed, klass, fixed_out, jobs, distinct,
                                                                              package=fixed)}
 

@@ -143,6 +143,24 @@ def test_rejudge_matches_a_full_regrade_and_runs_no_student_code(tmp_path, monke
         theirs = json.loads((full / "students" / name / "report.json").read_text())
         assert _timeless(ours) == _timeless(theirs)
 
+    # Re-judged again with nothing changed: each report comes out as it is on the disk, so no file is written again,
+    # but the one whose page was changed by hand since, which is written whole again.
+    pages = ("report.json", "report.html", "scorecard.md")
+
+    def written(name: str) -> dict[str, tuple[int, int]]:
+        found = {page: (out / "students" / name / page).stat() for page in pages}
+        return {page: (info.st_ino, info.st_mtime_ns) for page, info in found.items()}
+
+    html = out / "students" / "mutant" / "report.html"
+    kept_html = html.read_text()
+    html.write_text("edited by hand\n")
+    before_again = {name: written(name) for name in ("reference", "mutant")}
+    again = run_batch(load_course(changed), submissions, out, 2, False, "strict", "en", rejudge=True)
+    assert again["rejudged"] == 3 and again["diff"] == []
+    assert written("reference") == before_again["reference"]
+    assert all(written("mutant")[page] != before_again["mutant"][page] for page in pages)
+    assert html.read_text() == kept_html
+
 
 @pytest.mark.slow
 def test_rejudge_grades_afresh_what_the_probes_no_longer_match(tmp_path):

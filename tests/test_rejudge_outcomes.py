@@ -130,6 +130,39 @@ def test_a_change_to_one_exercises_criteria_judges_that_exercise_alone(tmp_path,
     assert _changed(importing, versions()) == {"rope", "heads"}
 
 
+def test_pages_are_current_only_as_their_stamp_says_in_every_respect(tmp_path, monkeypatch):
+    """Pages written with their stamp are found current for the same report.json, language and renderer; any other
+    report.json, language or renderer, a page changed on the disk, or no stamp, and they are not."""
+    from grader.render.files import write_atomic
+
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "report.html.j2").write_text("{{ report }}\n")
+    folder = tmp_path / "students" / "ann"
+    names = ["report.json", "report.html", "scorecard.md"]
+    pages = {"report.json": '{"score": 1}\n', "report.html": "<p>1</p>\n", "scorecard.md": "1\n"}
+    for name, text in rejudge.stamped(pages, "en", templates).items():
+        write_atomic(folder / name, text)
+
+    def current(report_json: str = pages["report.json"], lang: str = "en") -> bool:
+        rejudge.renderer_version.cache_clear()
+        return rejudge.pages_current(folder, names, report_json, lang, templates)
+
+    assert current()
+    assert not current('{"score": 2}\n') and not current(lang="zh")
+    assert not rejudge.pages_current(folder, [*names, "results.json"], pages["report.json"], "en", templates)
+    (templates / "report.html.j2").write_text("{{ report }}!\n")   # another renderer
+    assert not current()
+    (templates / "report.html.j2").write_text("{{ report }}\n")
+    assert current()
+    (folder / "scorecard.md").write_text("2\n")                     # a page changed on the disk
+    assert not current()
+    (folder / "scorecard.md").write_text("1\n")
+    assert current()
+    (folder / rejudge.PAGES_STAMP).unlink()
+    assert not current()
+
+
 class OutcomeJudge:
     """A stand-in judge that gives each criterion an outcome (`evidence` for the exercises named there)."""
 

@@ -706,23 +706,28 @@ def ready_to_report(templates: Path) -> None:
 def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, str], judged: dict[str, list],
                    lang: str, report_dir: Path) -> dict:
     """A re-judged submission's reply, as a grading process's, its report's files in `lang` written to `report_dir`
-    already (`WRITTEN_TO`: here, in a report process, off the batch's own process and its waits for the disk), with
+    already (`WRITTEN_TO`: here, in a report process, off the batch's own process and its waits for the disk; none
+    when the folder holds those very files, as a report the re-judging left as it was does: `pages_current`), with
     the summary and rows made of the report (`ROWS`, the time of grading left to the batch), and `kept`, the record
     with what the judge concluded, encoded as the gradebook stores it."""
-    from grader.grading.rejudge import report_from, with_outcomes
+    from grader.grading.rejudge import pages_current, report_from, stamped, with_outcomes
     from grader.render.files import FORMATS
     from grader.report.model import indented_json
     from grader.batch.warm import REPORT_FILES
 
     try:
-        # a report left by an earlier run must not be read as this one's
-        (report_dir / "report.json").unlink(missing_ok=True)
         report = report_from(course, name, kept, versions, judged)
         data = report.to_dict()   # what report.json is written from, and what the outcomes are kept from
-        files = {FORMATS[fmt][0]: indented_json(data) + "\n" if fmt == "json" else
-                 FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in REPORT_FILES}
-        for file_name, text in files.items():
-            write_atomic(report_dir / file_name, text)
+        text = indented_json(data) + "\n"
+        templates = course.root / "templates"
+        names = [FORMATS[fmt][0] for fmt in REPORT_FILES]
+        if not pages_current(report_dir, names, text, lang, templates):
+            # a report left by an earlier run must not be read as this one's
+            (report_dir / "report.json").unlink(missing_ok=True)
+            files = {FORMATS[fmt][0]: text if fmt == "json" else FORMATS[fmt][1](report, templates, lang)
+                     for fmt in REPORT_FILES}
+            for file_name, page in stamped(files, lang, templates).items():
+                write_atomic(report_dir / file_name, page)
         # The summary, the rows and the record made here, of the report held here: the batch's own process (busy
         # with the judging's replies and the gradebook) neither reads report.json back nor encodes the record.
         return {WRITTEN_TO: str(report_dir), ROWS: report_rows(data, report_dir, ""),

@@ -209,6 +209,7 @@ def probe_phase(course, sandbox, request: dict, session=None, server=None):
 def judge_phase(course, probed, request: dict, judge=None) -> dict:
     """The reply: the judged report's files, or why there are none."""
     from grader.grading.pipeline import judged
+    from grader.grading.rejudge import stamped
     from grader.render.files import FORMATS
 
     if isinstance(probed, dict):
@@ -223,7 +224,8 @@ def judge_phase(course, probed, request: dict, judge=None) -> dict:
             files[name] = render(report, course.root / "templates", request["lang"])
         if kept:
             kept["duration_s"] = report.duration_s
-        return {"files": files, "kept": kept or None}
+        # stamped, so that a re-judging that comes to the same report finds these files current
+        return {"files": stamped(files, request["lang"], course.root / "templates"), "kept": kept or None}
     except Exception as exc:  # noqa: BLE001
         return {"error": f"{type(exc).__name__}: {exc}"}
 

@@ -51,7 +51,14 @@ OUTCOME_KEYS = ("id", "kind", "title", "hint", "status", "message", "evidence") 
 def _probe_sources() -> str:
     """A digest of the probe and worker code and every grader module they import, transitively."""
     package = Path(grader.__file__).parent
-    todo = [*sorted((package / "probes").glob("*.py")), *sorted((package / "worker").glob("*.py"))]
+    return _closure_digest(package, [*sorted((package / "probes").glob("*.py")),
+                                     *sorted((package / "worker").glob("*.py"))])
+
+
+def _closure_digest(package: Path, roots: list[Path]) -> str:
+    """A digest of the files `roots` and of every module of the package they import (`import grader.x`, `from
+    grader.x import y`: grader/x.py or grader/x/__init__.py), transitively, each with its path in the package."""
+    todo = list(roots)
     seen: set[Path] = set()
     while todo:
         path = todo.pop()
@@ -188,6 +195,53 @@ def _kept_outcomes(record: dict, ex_id: str, version: str) -> list | None:
         return None
     return [Outcome(CriterionMeta(c["id"], c["kind"], c["title"], c["hint"]), c["status"], c["message"],
                     c["evidence"], c["hint"]) for c in held["criteria"]]
+
+
+# Beside a student's report files: the renderer and language they were written with, and each file's digest. A
+# re-judging whose report.json comes out as the stamp says, from the same renderer in the same language, finds the
+# files it would write on the disk already (each checked against its digest) and writes none.
+PAGES_STAMP = ".rendered"
+
+
+@functools.cache
+def renderer_version(templates: Path) -> str:
+    """What decides a report's files given its report.json and a language: the rendering code (grader/render/files.py
+    and every grader module it imports), the message catalogs, the report templates, jinja2's and markupsafe's
+    versions."""
+    from importlib.metadata import version
+
+    package = Path(grader.__file__).parent
+    h = hashlib.sha256(_closure_digest(package, [package / "render" / "files.py"]).encode())
+    for folder in (package / "locale", templates):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            h.update(f"{path.relative_to(folder).as_posix()}\0".encode() + path.read_bytes() + b"\0")
+    h.update(f"jinja2 {version('jinja2')} markupsafe {version('markupsafe')}".encode())
+    return h.hexdigest()[:20]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stamped(files: dict[str, str], lang: str, templates: Path) -> dict[str, str]:
+    """A report's files, by file name, and their stamp (PAGES_STAMP), to be written last."""
+    stamp = {"renderer": renderer_version(templates), "lang": lang,
+             "files": {name: _digest(text) for name, text in files.items()}}
+    return {**files, PAGES_STAMP: json.dumps(stamp, sort_keys=True) + "\n"}
+
+
+def pages_current(folder: Path, names: list[str], report_json: str, lang: str, templates: Path) -> bool:
+    """Whether `folder` holds exactly the files `names` that this renderer writes of `report_json` (report.json's
+    text) in `lang`: its stamp says so, and each file on the disk has the digest the stamp gives it."""
+    try:
+        stamp = json.loads((folder / PAGES_STAMP).read_text(encoding="utf-8"))
+        digests = stamp["files"]
+        if (stamp["renderer"] != renderer_version(templates) or stamp["lang"] != lang
+                or sorted(digests) != sorted(names) or digests["report.json"] != _digest(report_json)):
+            return False
+        return all(hashlib.sha256((folder / name).read_bytes()).hexdigest() == digests[name] for name in names)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 class NotKept(Exception):
