@@ -70,6 +70,15 @@ def _rows(out: Path) -> dict[tuple[str, str, str], float]:
     return found
 
 
+PAGES = ("report.json", "report.html", "scorecard.md")
+
+
+def _written(out: Path, name: str) -> dict[str, tuple[int, int]]:
+    """Each report file of a student's folder: which file it is (inode) and when it was written."""
+    found = {page: (out / "students" / name / page).stat() for page in PAGES}
+    return {page: (info.st_ino, info.st_mtime_ns) for page, info in found.items()}
+
+
 def _timeless(value):
     if isinstance(value, dict):
         return {k: _timeless(v) for k, v in value.items() if k not in TIMELESS}
@@ -92,6 +101,11 @@ def test_rejudge_matches_a_full_regrade_and_runs_no_student_code(tmp_path, monke
     assert done.returncode == 0, done.stderr
     before = _rows(out)
     assert before[("mutant", *LOOSENED)] == 0 and before[("reference", *LOOSENED)] > 0
+    # Re-judged with nothing changed, the grading's own report files are found current: none is written again.
+    graded = {name: _written(out, name) for name in ("reference", "mutant", "sample")}
+    same = run_batch(load_course(first), submissions, out, 2, False, "strict", "en", rejudge=True)
+    assert same["rejudged"] == 3 and same["diff"] == []
+    assert {name: _written(out, name) for name in graded} == graded
     corrected = run_grader("--course", str(first), "override", str(out), "sample", "heads/round_trip", "--points",
                            "1", "--comment", "checked by hand")
     assert corrected.returncode == 0, corrected.stderr
@@ -145,20 +159,14 @@ def test_rejudge_matches_a_full_regrade_and_runs_no_student_code(tmp_path, monke
 
     # Re-judged again with nothing changed: each report comes out as it is on the disk, so no file is written again,
     # but the one whose page was changed by hand since, which is written whole again.
-    pages = ("report.json", "report.html", "scorecard.md")
-
-    def written(name: str) -> dict[str, tuple[int, int]]:
-        found = {page: (out / "students" / name / page).stat() for page in pages}
-        return {page: (info.st_ino, info.st_mtime_ns) for page, info in found.items()}
-
     html = out / "students" / "mutant" / "report.html"
     kept_html = html.read_text()
     html.write_text("edited by hand\n")
-    before_again = {name: written(name) for name in ("reference", "mutant")}
+    before_again = {name: _written(out, name) for name in ("reference", "mutant")}
     again = run_batch(load_course(changed), submissions, out, 2, False, "strict", "en", rejudge=True)
     assert again["rejudged"] == 3 and again["diff"] == []
-    assert written("reference") == before_again["reference"]
-    assert all(written("mutant")[page] != before_again["mutant"][page] for page in pages)
+    assert _written(out, "reference") == before_again["reference"]
+    assert all(_written(out, "mutant")[page] != before_again["mutant"][page] for page in PAGES)
     assert html.read_text() == kept_html
 
 
