@@ -127,7 +127,12 @@ def test_a_change_to_one_exercises_criteria_judges_that_exercise_alone(tmp_path,
     edit("criteria/heads.py", "\nfrom grader.criteria import rope as _rope  # noqa: E402,F401\n")
     importing = versions()
     edit("criteria/rope.py", "\nTOLERANCE_FIXED_AGAIN = True\n")
-    assert _changed(importing, versions()) == {"rope", "heads"}
+    importing_rope = versions()
+    assert _changed(importing, importing_rope) == {"rope", "heads"}
+    edit("criteria/masks.py", "\nimport importlib  # noqa: E402\nimportlib.import_module('grader.criteria.heads')\n")
+    dynamic = versions()
+    edit("criteria/embedding.py", "\nEDITED = True\n")   # an import by name may reach any criteria module
+    assert _changed(dynamic, versions()) == {"embedding", "masks"}
 
 
 def test_pages_are_current_only_as_their_stamp_says_in_every_respect(tmp_path, monkeypatch):
