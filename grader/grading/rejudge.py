@@ -215,9 +215,11 @@ def renderer_version(templates: Path) -> str:
 
     package = Path(grader.__file__).parent
     h = hashlib.sha256(_closure_digest(package, [package / "render" / "files.py"]).encode())
-    for folder in (package / "locale", templates):
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            h.update(f"{path.relative_to(folder).as_posix()}\0".encode() + path.read_bytes() + b"\0")
+    for relative, digest in _source_files(package):   # the catalogs, as the judge versions read them
+        if relative.startswith("locale/"):
+            h.update(f"{relative}\0{digest}\0".encode())
+    for path in sorted(p for p in templates.rglob("*") if p.is_file()):
+        h.update(f"{path.relative_to(templates).as_posix()}\0".encode() + path.read_bytes() + b"\0")
     h.update(f"jinja2 {version('jinja2')} markupsafe {version('markupsafe')}".encode())
     return h.hexdigest()[:20]
 
