@@ -8,9 +8,7 @@ any moment leaves whole submissions or none.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import sqlite3
 import tomllib
@@ -24,7 +22,7 @@ from markupsafe import Markup
 
 from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
-from grader.render.safe_text import csv_cell
+from grader.render.safe_text import csv_text
 from grader.batch.grades import Grade, Override, grade_of
 from grader.i18n import LANGS
 from grader.policy import Submitted, lateness, student_dates
@@ -406,30 +404,26 @@ def grades_csv(course: Course, book: Gradebook, key: str, roster: list[Student] 
     `reason` says why (in `lang`). With no roster the id is the submission's name; with one, its students come
     first in its order (matched as grader.batch.roster says), then the submissions it does not name, flagged in the
     `roster` column."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
     course_max = sum(ex.max_points for ex in course.exercises)
-    writer.writerow(["id", "name", "email", "submission", "status",
-                     *[f"{ex.id} ({ex.max_points:g})" for ex in course.exercises], f"raw ({course_max:g})",
-                     "penalty", f"total ({course_max:g})", "percent", "late", "submitted_at", "reason", "roster",
-                     "content_hash"])
+    rows: list[list[str | float | None]] = [
+        ["id", "name", "email", "submission", "status",
+         *[f"{ex.id} ({ex.max_points:g})" for ex in course.exercises], f"raw ({course_max:g})",
+         "penalty", f"total ({course_max:g})", "percent", "late", "submitted_at", "reason", "roster",
+         "content_hash"]]
     for line in graded_lines(course, book, key, roster):
         student, s, grade = line.student, line.submission, line.grade
         who = ([student.id, student.name, student.email] if student
                else ["" if roster else line.name, "", ""])
         late = grade.lateness if grade else None
-        if grade is None:
-            points = ["" for _ in course.exercises] + ["", "", "", ""]
-        else:
-            points = [*[f"{grade.exercise_points[ex.id]:g}" for ex in course.exercises], f"{grade.raw:g}",
-                      f"{grade.penalty:g}", f"{grade.final:g}", f"{grade.percent:g}"]
+        points: list[float | None] = ([None for _ in course.exercises] + [None, None, None, None] if grade is None
+                                      else [*[grade.exercise_points[ex.id] for ex in course.exercises], grade.raw,
+                                            grade.penalty, grade.final, grade.percent])
         why = line.reason
-        cells = (*who, line.name, STANDING_WORDS[line.standing], *points,
-                 LATE_WORDS[late.state] if late else "",
-                 late.submitted.at.isoformat(timespec="seconds") if late and late.submitted else "",
-                 why[lang] if why else "", line.how, s["content_hash"] if s is not None else "")
-        writer.writerow([csv_cell(cell) for cell in cells])
-    return out.getvalue()
+        rows.append([*who, line.name, STANDING_WORDS[line.standing], *points,
+                     LATE_WORDS[late.state] if late else "",
+                     late.submitted.at.isoformat(timespec="seconds") if late and late.submitted else "",
+                     why[lang] if why else "", line.how, s["content_hash"] if s is not None else ""])
+    return csv_text(rows)
 
 
 def with_roster(submissions: list[sqlite3.Row], roster: list[Student] | None

@@ -496,21 +496,13 @@ def _criteria(course: Course, book: Gradebook) -> dict[str, list]:
 def similarity_csv(summary) -> str:
     """The pairs of near-identical code class.html shows: exercise, the two submissions (and their students), the
     similarity (the lesser share) and each one's share of code the other holds."""
-    import csv
-    import io
+    from grader.render.safe_text import csv_text
 
-    from grader.render.safe_text import csv_cell
-
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(["exercise", "first", "first_student", "second", "second_student", "similarity", "first_share",
-                     "second_share"])
-    for pair in summary.similar:
-        writer.writerow([csv_cell(cell) for cell in (pair.exercise, pair.first.submission, pair.first.student,
-                                                     pair.second.submission, pair.second.student,
-                                                     f"{pair.similarity:g}", f"{pair.first_share:g}",
-                                                     f"{pair.second_share:g}")])
-    return text.getvalue()
+    return csv_text([["exercise", "first", "first_student", "second", "second_student", "similarity", "first_share",
+                      "second_share"],
+                     *[[pair.exercise, pair.first.submission, pair.first.student, pair.second.submission,
+                        pair.second.student, pair.similarity, pair.first_share, pair.second_share]
+                       for pair in summary.similar]])
 
 
 def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,

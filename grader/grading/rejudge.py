@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import csv
 import functools
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -539,15 +537,9 @@ def grade_diff(name: str, old: list[dict], new: list[dict], how: str) -> list[di
 
 
 def diff_csv(lines: list[dict]) -> str:
-    from grader.render.safe_text import csv_cell
+    from grader.render.safe_text import csv_text
 
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(DIFF_COLUMNS)
-    for line in lines:
-        writer.writerow([csv_cell("" if line[c] is None else f"{line[c]:g}" if isinstance(line[c], float)
-                                  else str(line[c])) for c in DIFF_COLUMNS])
-    return text.getvalue()
+    return csv_text([DIFF_COLUMNS, *[[line[c] for c in DIFF_COLUMNS] for line in lines]])
 
 
 def remove_store(store: Path) -> None:
