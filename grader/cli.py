@@ -17,6 +17,7 @@ from grader.i18n import LANGS
 from grader.worker.protocol import Status
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+EXIT_REDIRECT_REFUSED = 9   # `grader lms canvas`: Canvas's address redirected to another host, the push stopped
 
 
 class UsageError(Exception):
@@ -801,7 +802,7 @@ def command_lms_canvas(args) -> int:
     """`grader lms canvas`: each roster student's final grade and scorecard to a Canvas assignment."""
     from grader.batch.run import stored_settings
     from grader.i18n import t
-    from grader.classroom.lms import FAILED, TOKEN_VARIABLE, LmsError, canvas_push, said_of
+    from grader.classroom.lms import FAILED, TOKEN_VARIABLE, LmsError, RedirectRefused, canvas_push, said_of
     from grader.render.safe_text import terminal_text
     from grader.batch.roster import RosterError, read_roster
 
@@ -820,6 +821,9 @@ def command_lms_canvas(args) -> int:
     try:
         sent = canvas_push(course, out, roster, args.canvas_course, args.assignment, args.url,
                            os.environ.get(TOKEN_VARIABLE), args.dry_run, args.force, show, lang)
+    except RedirectRefused as exc:
+        print(f"grader: {terminal_text(exc.said.render(lang))}", file=sys.stderr)
+        return EXIT_REDIRECT_REFUSED
     except LmsError as exc:
         raise UsageError(exc.said.render(lang)) from None
     counts = {status: sum(s.status == status for s in sent) for status in {s.status for s in sent}}

@@ -56,6 +56,11 @@ class LmsError(Exception):
         self.said = said
 
 
+class RedirectRefused(LmsError):
+    """Canvas's address answered with a redirect to another scheme, host or port: the push stops there, since the
+    request would carry a grade and a scorecard to whoever answers at that address."""
+
+
 @dataclass(frozen=True)
 class Placed:
     """A roster's student as a system gets them: their grade, or why there is none."""
@@ -211,6 +216,10 @@ def canvas_push(course: Course, out: Path, roster: list[Student] | None, canvas_
             try:
                 submission_of(sent.user).edit(submission={"posted_grade": sent.grade},
                                               comment={"text_comment": sent.comment})
+            except RedirectRefused:
+                sent.status, sent.said = FAILED, t("not sent: Canvas redirected it to another host")
+                progress(sent)
+                raise
             except Exception as exc:  # noqa: BLE001 - canvasapi's and requests' errors alike: this student's row
                 sent.status, sent.said = FAILED, t("Canvas refused it: {error}",
                                                    error=verbatim(f"{type(exc).__name__}: {exc}"))
@@ -252,6 +261,7 @@ def _canvas_assignment(course: Course, url: str, token: str, canvas_course: str,
         canvas = Canvas(url.rstrip("/"), token)
     requester = canvas._Canvas__requester   # noqa: SLF001 - canvasapi sets no timeout of its own
     requester._session.request = functools.partial(requester._session.request, timeout=TIMEOUT_S)
+    requester._session.hooks["response"].append(_refuse_other_origins(requester._session, url))
     try:
         found = canvas.get_course(canvas_course).get_assignment(assignment)
     except (CanvasException, OSError) as exc:
@@ -269,6 +279,38 @@ def _canvas_assignment(course: Course, url: str, token: str, canvas_course: str,
                                              "user_id": user})
 
     return submission_of
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """An address's scheme, host and port (the scheme's own port where none is written)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:   # not a port at all: an origin no address shares
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _refuse_other_origins(session, url: str) -> Callable:
+    """A requests response hook that raises RedirectRefused for a redirect away from `url`'s origin. Hooks run on
+    each response before requests follows its redirect, so nothing (a 307 or 308 would repeat the body) is sent
+    to the other address; a redirect within Canvas's own origin is followed as before."""
+    origin = _origin(url)
+
+    def refuse(response, *args, **kwargs):
+        target = session.get_redirect_target(response)
+        if target is not None and _origin(urllib.parse.urljoin(response.url, target)) != origin:
+            request = response.request
+            raise RedirectRefused(t("Canvas at {url} answered {method} {path} with a redirect to another host "
+                                    "({target}): nothing was sent there and the push stopped; pass the address "
+                                    "Canvas answers at itself as --url",
+                                    url=verbatim(url), method=verbatim(request.method),
+                                    path=verbatim(urllib.parse.urlsplit(request.url).path),
+                                    target=verbatim(urllib.parse.urljoin(response.url, target))))
+        return response
+
+    return refuse
 
 
 def said_of(sent: Sent) -> Text:
