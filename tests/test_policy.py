@@ -185,6 +185,19 @@ def test_out_of_range_inputs_are_refused_when_read_with_the_file_and_line(tmp_pa
         load_policy(course)
 
 
+def test_a_batch_with_an_out_of_range_extension_is_refused_before_grading(tmp_path):
+    room = tmp_path / "class"
+    (room / "ann" / "heads").mkdir(parents=True)
+    room.chmod(0o700)
+    (tmp_path / "roster.csv").write_text("id,name,email,extension\nann,Ann,ann@uni.edu,1e10\n")
+    course = policy_course(tmp_path / "course", ["heads"])
+    done = run_grader("--course", str(course), "batch", str(room), "--out", str(tmp_path / "out"), "--sandbox",
+                      "basic", "--roster", str(tmp_path / "roster.csv"), timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().endswith("roster.csv, line 2: extension '1e10' is out of range (at most 3650 days)")
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists(), "nothing graded, nothing written"
+
+
 @pytest.mark.parametrize("extension", ["1e10", "999999999", "9999-12-31"])
 def test_an_extension_read_before_the_bound_moves_the_dates_no_further_than_a_policy_reckons(extension):
     dates = student_dates(RATE, extension)
