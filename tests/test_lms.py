@@ -246,21 +246,16 @@ def serve(fake: FakeCanvas):
     return server
 
 
-@pytest.fixture
-def canvas():
+def _served():
     fake = FakeCanvas()
     server = serve(fake)
     yield fake, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
 
-@pytest.fixture
-def foreign():
-    """Another host as far as an origin goes: the same fake on another loopback port, recording what reaches it."""
-    fake = FakeCanvas()
-    server = serve(fake)
-    yield fake, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+canvas = pytest.fixture(_served, name="canvas")
+# Another host as far as an origin goes: the same fake on another loopback port, recording what reaches it.
+foreign = pytest.fixture(_served, name="foreign")
 
 
 PUTS = {"sis_user_id:S-1": ("10", "2024001"), "1002": ("8", "bo@uni.edu")}   # Ann by SIS id, Bo by Canvas id
