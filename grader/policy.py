@@ -74,7 +74,6 @@ def in_range(when: dt.datetime) -> dt.datetime:
     return when
 
 
-
 @dataclass(frozen=True)
 class Policy:
     """The course's late-work rules. With no `due` nothing is late (Gradescope brings its own due dates)."""
@@ -184,8 +183,8 @@ def student_dates(policy: Policy, extension: str = "") -> Dates | None:
         return Dates(policy.due, policy.cutoff)
     try:
         moved = policy.due + dt.timedelta(days=float(extension))
-    except OverflowError:
-        moved = LATEST
+    except OverflowError:   # more days than a date holds, either way
+        moved = LATEST if float(extension) > 0 else policy.due
     except ValueError:
         moved = parse_moment(extension, policy.due.tzinfo, policy.due.timetz().replace(tzinfo=None))
     shift = min(max(moved - policy.due, dt.timedelta(0)), max(LATEST - policy.due, dt.timedelta(0)))
@@ -245,7 +244,7 @@ class Lateness:
         if self.submitted is None:
             return t("no submission time is known (due {due}): no late penalty applied", due=due)
         when = t("submitted {at} ({how})", at=shown(self.submitted.at), how=HOW_SAID[self.submitted.how])
-        if self.state == UNKNOWN:
+        if self.state == UNKNOWN:   # a time that is known and still unknown: one out of range (see lateness)
             return t("{when}: out of range ({range}), so not reckoned with (due {due}): no late penalty applied",
                      when=when, range=RANGE_SAID, due=due)
         if self.state == ON_TIME:
