@@ -36,7 +36,7 @@ _LEADING_HASH = re.compile(r"^(\s*)#")
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP's rule; tab and CR never reach a
 # cell, visible_controls writes them out), their full-width forms included, which some input methods type. A
 # spreadsheet may open a CSV file with any of the separators below (Excel in German, French, Spanish, Italian and
-# Russian locales splits on ";"), so a trigger after a separator inside a cell (spaces and double quotes between),
+# Russian locales splits on ";"), so a trigger after a separator inside a cell, spaces or double quotes between,
 # starts a cell too: each such start gets a single quote, which a spreadsheet shows as text.
 _FORMULA_TRIGGERS = "=+\\-@\uff1d\uff0b\uff0d\uff20"
 _SEPARATORS = ",;\t|"
@@ -94,7 +94,7 @@ def csv_cell(value: str | float | None) -> str:
     if value is None:
         return ""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return f"{value:g}"
+        return f"{value:g}" if isinstance(value, float) else str(value)
     return _FORMULA_CELL.sub(r"\1'", visible_controls(str(value)))
 
 
