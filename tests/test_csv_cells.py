@@ -55,7 +55,7 @@ def test_a_cell_is_text_for_every_separator_and_keeps_what_it_said(name):
 
 
 def test_the_graders_numbers_stay_numbers():
-    assert [csv_cell(v) for v in (-2.0, 0.0, 7.5, 10, None)] == ["-2", "0", "7.5", "10", ""]
+    assert [csv_cell(v) for v in (-2.0, 0.0, 7.5, 10, 1234567, None)] == ["-2", "0", "7.5", "10", "1234567", ""]
     assert csv_cell("-2") == "'-2", "the same characters from a person are text"
     assert csv_cell(float("-inf")) == "'-inf", "no number a spreadsheet reads as a formula"
 
