@@ -50,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, CourseError) as exc:
         from grader.render.safe_text import terminal_text
 
-        print(f"grader: {terminal_text(str(exc))}", file=sys.stderr)  # it may name the submission's folder
+        said = exc.problems if isinstance(exc, CourseError) else (str(exc),)   # a course's problems: a line each
+        for line in said:
+            print(f"grader: {terminal_text(line)}", file=sys.stderr)  # it may name the submission's folder
         return EXIT_USAGE
 
 
@@ -79,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=command_check)
     if student_edition():
         return parser
+
+    validate = sub.add_parser("validate", help="check course.toml against its schema: every problem with its line")
+    validate.set_defaults(handler=command_validate)
 
     grade = sub.add_parser("grade", help="grade one submission and write report.json, report.html, scorecard.md")
     grade.add_argument("submission", nargs="?", type=Path, default=None,
@@ -828,6 +833,22 @@ def command_lms_canvas(args) -> int:
             unchanged=counts.get("unchanged", 0), skipped=counts.get("skipped", 0),
             failed=counts.get(FAILED, 0)).render(lang))
     return EXIT_INCOMPLETE if counts.get(FAILED) else EXIT_OK
+
+
+def command_validate(args) -> int:
+    """course.toml alone: the schema's checks (load_course raises with every problem), then [policy], which
+    grader.policy reads and checks in the language of the command that uses it."""
+    from grader.course import COURSE_FILE
+    from grader.policy import PolicyError, load_policy
+
+    course = load_course(args.course)
+    path = course.root / COURSE_FILE
+    try:
+        load_policy(course)
+    except PolicyError as exc:
+        raise CourseError(f"{path}: {exc.said.render('en').removeprefix(f'{COURSE_FILE}: ')}") from None
+    print(f"{path}: valid ({len(course.exercises)} exercises)")
+    return EXIT_OK
 
 
 def command_gradescope(args) -> int:
