@@ -10,6 +10,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from grader.course_schema import problem_at, problems, schema
 from grader.i18n import LANGS
@@ -161,7 +162,8 @@ def load_course(root: Path | None = None) -> Course:
     references = root / course["references"] if "references" in course else None
     names = _names(course.get("name", "course"))
     table = data.get("judge", {})
-    judge = {f.name: (int if f.type == "int" else float)(table[f.name]) for f in fields(JudgeLimits) if f.name in table}
+    judge: dict[str, Any] = {f.name: (int if f.type == "int" else float)(table[f.name]) for f in fields(JudgeLimits)
+                             if f.name in table}
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
                   uids=(uids[0], uids[1]), fork_server=fork_server, references=references, names=names,
                   criteria=criteria, judge_limits=JudgeLimits(**judge))

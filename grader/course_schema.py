@@ -135,7 +135,7 @@ def _explain(error, data: dict) -> Iterator[tuple[Where, str]]:
         yield where, f"{subject} must be {rule['x-expected']}, not {got}"
     elif error.validator == "type":
         wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        yield where, f"{subject} must be {' or '.join(_TYPES.get(w, w) for w in wanted)}, not {got}"
+        yield where, f"{subject} must be {' or '.join(_TYPES.get(str(w), str(w)) for w in wanted)}, not {got}"
     elif error.validator == "enum":
         yield where, f"{subject} must be one of {', '.join(_toml(v) for v in error.validator_value)}, not {got}"
     elif error.validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
