@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         return parser
 
     validate = sub.add_parser("validate", help="check course.toml against its schema: every problem with its line")
+    validate.add_argument("--course", type=Path, default=argparse.SUPPRESS,   # as well as before the command
+                          help="folder holding course.toml (default: this checkout)")
     validate.set_defaults(handler=command_validate)
 
     grade = sub.add_parser("grade", help="grade one submission and write report.json, report.html, scorecard.md")

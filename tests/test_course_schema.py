@@ -51,8 +51,9 @@ def test_a_misspelt_key_is_refused_with_its_line_and_the_key_meant(tmp_path):
     said = (f"{folder / 'course.toml'}, line {line}: `timout_s`: unknown key under [defaults]; "
             "did you mean `timeout_s`?")
     assert problems_of(folder) == (said,)
-    done = run_grader("--course", str(folder), "validate", timeout=120)
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"grader: {said}\n")
+    for args in (["--course", str(folder), "validate"], ["validate", "--course", str(folder)]):
+        done = run_grader(*args, timeout=120)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", f"grader: {said}\n")
     # the positive control: the same copy with the key spelt right validates
     fixed = folder / "course.toml"
     fixed.write_text(fixed.read_text().replace("timout_s = 5", "timeout_s = 5"))
