@@ -149,7 +149,7 @@ def load_course(root: Path | None = None) -> Course:
             limits=Limits.from_table(merged), forbidden=tuple(merged.get("forbidden", ())),
             points={str(k): float(v) for k, v in raw["points"].items()},
             visible=tuple(merged.get("visible", ())),
-            hidden_criteria=raw.get("hidden_criteria", 0),
+            hidden_criteria=int(raw.get("hidden_criteria", 0)),   # the schema takes 3.0 for a whole number
             visibility={**defaults.get("visibility", {}), **raw.get("visibility", {})},
         ))
     try:
@@ -165,7 +165,7 @@ def load_course(root: Path | None = None) -> Course:
     judge: dict[str, Any] = {f.name: (int if f.type == "int" else float)(table[f.name]) for f in fields(JudgeLimits)
                              if f.name in table}
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
-                  uids=(uids[0], uids[1]), fork_server=fork_server, references=references, names=names,
+                  uids=(int(uids[0]), int(uids[1])), fork_server=fork_server, references=references, names=names,
                   criteria=criteria, judge_limits=JudgeLimits(**judge))
 
 
