@@ -94,9 +94,10 @@ def problems(path: Path, text: str, data: dict) -> list[str]:
     order of the file's lines; empty when it is valid."""
     from jsonschema import Draft202012Validator
 
-    lines = key_lines(text)
+    errors = list(Draft202012Validator(schema()).iter_errors(data))
+    lines = key_lines(text) if errors else {}
     found: list[tuple[int, str]] = []
-    for error in Draft202012Validator(schema()).iter_errors(data):
+    for error in errors:
         for where, said in _explain(error, data):
             line = line_of(lines, where)
             found.append((line or 0, f"{path}, line {line}: {said}" if line else f"{path}: {said}"))
