@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, CourseError) as exc:
         from grader.render.safe_text import terminal_text
 
-        print(f"grader: {terminal_text(str(exc))}", file=sys.stderr)  # it may name the submission's folder
+        said = exc.problems if isinstance(exc, CourseError) else (str(exc),)   # a course's problems: a line each
+        for line in said:
+            print(f"grader: {terminal_text(line)}", file=sys.stderr)  # it may name the submission's folder
         return EXIT_USAGE
 
 
@@ -80,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=command_check)
     if student_edition():
         return parser
+
+    validate = sub.add_parser("validate", help="check course.toml against its schema: every problem with its line")
+    validate.add_argument("--course", type=Path, default=argparse.SUPPRESS,   # as well as before the command
+                          help="folder holding course.toml (default: this checkout)")
+    validate.set_defaults(handler=command_validate)
 
     grade = sub.add_parser("grade", help="grade one submission and write report.json, report.html, scorecard.md")
     grade.add_argument("submission", nargs="?", type=Path, default=None,
@@ -195,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument("out", type=Path, help="the .zip to write")
     bundle.add_argument("--lang", choices=LANGS, default="en",
                         help="the language of the results students see in Gradescope")
+    bundle.add_argument("--gradescope-memory-mb", type=positive_int_argument, default=None, metavar="MB",
+                        help="the memory chosen in the assignment's Autograder Settings (default: Gradescope's, 768); "
+                             "the bundle is refused when the course's limits need more")
+    bundle.add_argument("--gradescope-timeout-min", type=positive_int_argument, default=None, metavar="MINUTES",
+                        help="the timeout chosen there (default: Gradescope's, 10; at most 40)")
+    bundle.add_argument("--gradescope-cpus", type=positive_float_argument, default=None, metavar="VCPU",
+                        help="the CPUs chosen there (default: Gradescope's, 0.5); fewer than the course needs warns")
     bundle.set_defaults(handler=command_gradescope)
 
     gs_run = sub.add_parser("gradescope-run")  # what the bundle's run_autograder calls; not for people
@@ -265,6 +279,16 @@ def percent_argument(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not (math.isfinite(value) and 0 <= value <= 100):
         raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
+    return value
+
+
+def positive_float_argument(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
     return value
 
 
@@ -834,10 +858,53 @@ def command_lms_canvas(args) -> int:
     return EXIT_INCOMPLETE if counts.get(FAILED) else EXIT_OK
 
 
-def command_gradescope(args) -> int:
-    from grader.classroom.gradescope import build_bundle
+def command_validate(args) -> int:
+    """course.toml alone: the schema's checks (load_course raises with every problem), then [policy], which
+    grader.policy reads and checks in the language of the command that uses it."""
+    from grader.course import COURSE_FILE
+    from grader.policy import PolicyError, load_policy
 
-    names = build_bundle(load_course(args.course), args.out, args.lang)
+    course = load_course(args.course)
+    path = course.root / COURSE_FILE
+    try:
+        load_policy(course)
+    except PolicyError as exc:
+        raise CourseError(f"{path}: {exc.said.render('en').removeprefix(f'{COURSE_FILE}: ')}") from None
+    print(f"{path}: valid ({len(course.exercises)} exercises)")
+    return EXIT_OK
+
+
+def command_gradescope(args) -> int:
+    """The bundle, after the Autograder Settings the course needs. A setting stated with --gradescope-* that gives
+    less memory or time than the course's limits can take is refused (a grading past it is killed with no results);
+    Gradescope's defaults, when nothing is stated, and too few CPUs are warned about."""
+    from grader.classroom.gradescope import (GRADESCOPE_DEFAULT_CPUS, GRADESCOPE_DEFAULT_MEMORY_MB,
+                                             GRADESCOPE_DEFAULT_TIMEOUT_MIN, GRADESCOPE_MAX_TIMEOUT_MIN, Hardware,
+                                             build_bundle, needs, settings_text, shortfall)
+
+    course = load_course(args.course)
+    print(settings_text(course))
+    needed, _ = needs(course)
+    if (args.gradescope_timeout_min or 0) > GRADESCOPE_MAX_TIMEOUT_MIN:
+        raise UsageError(f"--gradescope-timeout-min {args.gradescope_timeout_min}: Gradescope allows at most "
+                         f"{GRADESCOPE_MAX_TIMEOUT_MIN} minutes")
+    if needed.timeout_min > GRADESCOPE_MAX_TIMEOUT_MIN:
+        raise UsageError(f"the course needs a timeout of {needed.timeout_min} minutes and Gradescope allows at most "
+                         f"{GRADESCOPE_MAX_TIMEOUT_MIN}: lower the exercises' timeout_s in course.toml")
+    stated = args.gradescope_memory_mb is not None or args.gradescope_timeout_min is not None
+    chosen = Hardware(args.gradescope_memory_mb or GRADESCOPE_DEFAULT_MEMORY_MB,
+                      args.gradescope_timeout_min or GRADESCOPE_DEFAULT_TIMEOUT_MIN,
+                      args.gradescope_cpus or GRADESCOPE_DEFAULT_CPUS)
+    fatal, slow = shortfall(course, chosen)
+    which = (f"the chosen Gradescope setting ({chosen.short()}) gives" if stated or args.gradescope_cpus is not None
+             else f"Gradescope's default Autograder Settings ({chosen.short()}) give")
+    if fatal and stated:
+        raise UsageError(f"{which} {'; '.join(fatal)} (course.toml's memory_mb and timeout_s): choose a larger "
+                         "setting, or lower those limits")
+    if fatal or slow:
+        print(f"grader: warning: {which} {'; '.join(fatal + slow)}: choose at least {needed.short()} in the "
+              "assignment's Autograder Settings", file=sys.stderr)
+    names = build_bundle(course, args.out, args.lang)
     print(f"{args.out}: {len(names)} files (setup.sh, run_autograder, the course)")
     return EXIT_OK
 

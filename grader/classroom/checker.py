@@ -232,7 +232,7 @@ def checker_pyproject(course: Course) -> str:
         f"dependencies = {_toml_value(needed)}", "",
         "[project.scripts]", 'grader = "grader.cli:main"', "",
         "[tool.setuptools.packages.find]", 'include = ["grader*"]', "",
-        "[tool.setuptools.package-data]", 'grader = ["report/*.json", "criteria/judge.ini"]', ""])
+        "[tool.setuptools.package-data]", 'grader = ["course.schema.json", "report/*.json", "criteria/judge.ini"]', ""])
 
 
 def write_checker(course: Course, target: Path) -> None:
