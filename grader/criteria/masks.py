@@ -333,7 +333,8 @@ def test_masked_softmax_large_scores(obs, ref, verdict):
     level = r.value("negative_level")
     cases = (("large", "mask", "masked_softmax(scores [4, 4, 5, 7] of spread ~1e5, mask [4, 4, 5, 7])",
               t("a finite fill (such as -1e4) is outweighed by scores this large; fill with -inf")),
-             ("negative", "negative.mask", f"masked_softmax(scores [4, 4, 5, 7] all near -{level:g}, mask [4, 4, 5, 7])",
+             ("negative", "negative.mask",
+              f"masked_softmax(scores [4, 4, 5, 7] all near -{level:g}, mask [4, 4, 5, 7])",
               t("every allowed score of the line is below a finite fill (such as -1e4), so the filled entries took "
                 "the line; fill with -inf")))
     count = 0

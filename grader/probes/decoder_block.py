@@ -111,7 +111,7 @@ def weight_reader(student, ctx, dropout: float):
 
 
 def square_parameter(attn, name: str) -> torch.Tensor:
-    """The module's parameter `name` of shape [16, 16], which the contract names; its absence is the student's breach."""
+    """The module's parameter `name` of shape [16, 16], which the contract names (its absence: the student's breach)."""
     params = dict(attn.named_parameters())
     if name not in params or list(params[name].shape) != [READ_D_MODEL, READ_D_MODEL]:
         raise ContractBreach("the module has no parameter `{name}` of shape [16, 16], which the contract names",
