@@ -9,14 +9,26 @@ Two layouts, read only where the exercise's .py file is missing or still the stu
 The cells are read with nbformat and joined, two blank lines apart, into the text of the exercise's file, which is
 staged and graded as that file would be: the same code gives the same report either way. IPython's own syntax (a
 `%magic`, a `%%cell magic`, a `!shell` line) is not Python: a cell holding one is refused by number, rather than
-graded as a syntax error somewhere in a file the student never saw. Notebooks are read like every file of a
-submission: no link followed, size capped.
+graded as a syntax error somewhere in a file the student never saw.
+
+Notebooks are read like every file of a submission: no link followed, size capped, and before nbformat sees one,
+its JSON nesting, its number of values and its number of cells are capped too. nbformat reads (and validates) it in
+a child process with a time and a memory limit of its own, so that a crafted notebook costs its own submission a
+refusal ("the notebook took longer than 20 s to read") and never the grading process the class shares. Student
+text is taken from the notebook as valid text: a lone surrogate (`\\ud800`, legal in JSON, impossible in UTF-8) is
+written out as that escape, so the code graded, the record stored and every report agree.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
 import os
+import signal
+import subprocess
+import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +37,12 @@ from grader.nolinks import LINK, REGULAR, read_without_links
 
 SUFFIX = ".ipynb"
 MAX_NOTEBOOK_BYTES = 16 << 20   # a notebook keeps its outputs (pictures included): larger than its code
+MAX_DEPTH = 64                  # JSON nesting: nbformat's own structure is 7 deep; metadata and JSON outputs add some
+MAX_VALUES = 200_000            # JSON values: validation costs ~10 us each; 5,000 cells with outputs hold fewer
+MAX_CELLS = 5_000               # a course notebook has hundreds; validation costs ~50 us a cell
+READ_TIMEOUT_S = 20.0           # the reading child's wall time (a capped notebook reads in about a second)
+READ_MEMORY_BYTES = 2 << 30     # the reading child's address space: 16 MiB of small JSON values takes ~1 GiB
+CACHED = 8                      # notebooks read kept by digest: every exercise of a submission reads the same one
 IPYTHON_STARTS = ("%", "!")     # line magics, cell magics and shell commands
 
 
@@ -49,14 +67,15 @@ def notebook_code(submission: Path, exercise_id: str) -> FromNotebook | None:
     for name in _top_level_notebooks(submission):
         found = read_without_links(submission, (name,), MAX_NOTEBOOK_BYTES + 1)
         if found.kind == LINK:
-            return FromNotebook(name, None, t("`{link}` is a symbolic link: submit plain files", link=found.link))
+            return FromNotebook(valid_text(name), None, t("`{link}` is a symbolic link: submit plain files",
+                                                          link=valid_text(str(found.link))))
         if found.kind != REGULAR:
             continue
-        cells = _read(name, found.data)
+        cells = _read(valid_text(name), found.data)
         if isinstance(cells, FromNotebook):   # unreadable: it may hold this exercise's cells, so it is said
             return cells
         if any(exercise_id in _tags(cell) for cell in cells):
-            tagged.append((name, found.data))
+            tagged.append((valid_text(name), found.data))
     if len(tagged) > 1:
         return FromNotebook(tagged[0][0], None, t("cells tagged `{id}` are in more than one notebook ({names}): keep "
                                                   "an exercise's cells in one", id=exercise_id,
@@ -83,26 +102,75 @@ def _top_level_notebooks(submission: Path) -> list[str]:
         return []
 
 
+def valid_text(text: str) -> str:
+    """`text` as UTF-8 can hold it: a lone surrogate written out as its escape (`\\ud800`)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_read_cache: OrderedDict[bytes, list[dict] | dict] = OrderedDict()
+
+
 def _read(source: str, data: bytes) -> list[dict] | FromNotebook:
-    """The notebook's cells, or why it cannot be read."""
+    """The notebook's cells ({"cell_type", "tags", "source"}, a code cell's source as valid text), or why it cannot
+    be read."""
     if len(data) > MAX_NOTEBOOK_BYTES:
         return FromNotebook(source, None, t("{file} is {size:,} bytes; a notebook may be at most {most:,}",
                                             file=source, size=len(data), most=MAX_NOTEBOOK_BYTES))
-    import nbformat   # only where a notebook is submitted
+    digest = hashlib.sha256(data).digest()
+    read = _read_cache.get(digest)
+    if read is None:
+        read = _read_in_child(data)
+        _read_cache[digest] = read
+        while len(_read_cache) > CACHED:
+            _read_cache.popitem(last=False)
+    else:
+        _read_cache.move_to_end(digest)
+    return read if isinstance(read, list) else _problem(source, read)
 
+
+def _read_in_child(data: bytes) -> list[dict] | dict:
+    """The child's answer: the cells, or the problem it found ({"problem": ...}); a child that ran out of time,
+    or ended without an answer, is a problem too."""
+    root = str(Path(__file__).resolve().parents[2])   # the folder holding `grader`, however this process found it
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
     try:
-        notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
-    except Exception as exc:  # noqa: BLE001 - not JSON, not a notebook, not UTF-8: each the same verdict
-        said = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        return FromNotebook(source, None, t("{file} is not a notebook nbformat can read: {error}", file=source,
-                                            error=verbatim(said)))
-    cells = notebook.get("cells")
-    return [c for c in cells if isinstance(c, dict)] if isinstance(cells, list) else []
+        done = subprocess.run([sys.executable, "-m", "grader.grading.notebooks", str(READ_MEMORY_BYTES),
+                               str(READ_TIMEOUT_S)], input=data, capture_output=True, timeout=READ_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        return {"problem": "time"}
+    if done.returncode in (-signal.SIGXCPU, -signal.SIGKILL) if hasattr(signal, "SIGXCPU") else False:
+        return {"problem": "time"}   # its CPU limit, which its wall time limit is meant to come before
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = None
+    if done.returncode != 0 or not isinstance(answer, dict):
+        return {"problem": "ended", "code": done.returncode}
+    cells = answer.get("cells")
+    return cells if isinstance(cells, list) else answer
+
+
+def _problem(source: str, answer: dict) -> FromNotebook:
+    """The child's problem said to the student."""
+    problem = answer.get("problem")
+    said = (t("{file}: the notebook took longer than {seconds:g} s to read", file=source, seconds=READ_TIMEOUT_S)
+            if problem == "time" else
+            t("{file}: the notebook needed more than {mib:,} MiB of memory to read", file=source,
+              mib=READ_MEMORY_BYTES >> 20) if problem == "memory" else
+            t("{file} nests its JSON more than {most} levels deep; a notebook may nest at most {most}", file=source,
+              most=MAX_DEPTH) if problem == "depth" else
+            t("{file} holds more than {most:,} JSON values; a notebook may hold at most {most:,}", file=source,
+              most=MAX_VALUES) if problem == "values" else
+            t("{file} has {cells:,} cells; a notebook may have at most {most:,}", file=source,
+              cells=answer.get("cells_count", 0), most=MAX_CELLS) if problem == "cells" else
+            t("{file} is not a notebook nbformat can read: {error}", file=source,
+              error=verbatim(answer.get("error", ""))) if problem == "unreadable" else
+            t("{file} could not be read: its reader ended with exit {code}", file=source, code=answer.get("code")))
+    return FromNotebook(source, None, said)
 
 
 def _tags(cell: dict) -> list:
-    tags = (cell.get("metadata") or {}).get("tags") or []
-    return tags if isinstance(tags, list) else []
+    return cell["tags"]
 
 
 def _code(source: str, data: bytes, exercise_id: str, tagged_only: bool) -> FromNotebook:
@@ -114,8 +182,7 @@ def _code(source: str, data: bytes, exercise_id: str, tagged_only: bool) -> From
         numbered = [(number, cell) for number, cell in numbered if exercise_id in _tags(cell)]
     parts = []
     for number, cell in numbered:
-        text = cell.get("source") or ""
-        text = "".join(text) if isinstance(text, list) else str(text)
+        text = cell["source"]
         if not text.strip():
             continue
         line = _ipython_line(text)
@@ -144,3 +211,95 @@ def _ipython_line(text: str) -> str | None:
         if line.lstrip().startswith(IPYTHON_STARTS):
             return line.strip()
     return None
+
+
+# --- the reading child: `python -m grader.grading.notebooks MEMORY_BYTES SECONDS`, the notebook on its input -------
+
+
+def _shape_problem(value) -> dict | None:
+    """The first cap the parsed JSON breaks (nesting, values, cells), before nbformat sees it."""
+    stack, values = [(value, 1)], 0
+    while stack:
+        item, depth = stack.pop()
+        values += 1
+        if depth > MAX_DEPTH:
+            return {"problem": "depth"}
+        if values > MAX_VALUES:
+            return {"problem": "values"}
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    cells = value.get("cells") if isinstance(value, dict) else None
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:
+        return {"problem": "cells", "cells_count": len(cells)}
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    said = str(exc).strip()
+    return valid_text(said.splitlines()[0][:200] if said else type(exc).__name__)
+
+
+def read_notebook(data: bytes) -> dict:
+    """The child's answer for a notebook's bytes: {"cells": [...]} or {"problem": ...}."""
+    try:
+        text = data.decode("utf-8")
+        value = json.loads(text)
+    except RecursionError:   # nested past the interpreter's own limit: deeper than MAX_DEPTH
+        return {"problem": "depth"}
+    except ValueError as exc:   # not UTF-8, not JSON
+        return {"problem": "unreadable", "error": _first_line(exc)}
+    problem = _shape_problem(value)
+    if problem is not None:
+        return problem
+    del value
+    import nbformat
+
+    try:
+        notebook = nbformat.reads(text, as_version=4)
+    except RecursionError:
+        return {"problem": "depth"}
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - not a notebook, a version nbformat cannot convert: the same verdict
+        return {"problem": "unreadable", "error": _first_line(exc)}
+    cells = notebook.get("cells")
+    read = []
+    for cell in (c for c in cells if isinstance(c, dict)) if isinstance(cells, list) else ():
+        tags = (cell.get("metadata") or {}).get("tags") or []
+        code = cell.get("cell_type") == "code"
+        source = (cell.get("source") or "") if code else ""
+        read.append({"cell_type": "code" if code else "other",
+                     "tags": [valid_text(tag) for tag in tags if isinstance(tag, str)] if isinstance(tags, list)
+                     else [],
+                     "source": valid_text("".join(map(str, source)) if isinstance(source, list) else str(source))})
+    return {"cells": read}
+
+
+def _limit_self(memory_bytes: int, seconds: float) -> None:
+    """This child's own limits, set before it reads anything (where the system has them: not on Windows)."""
+    from grader.subprocesses import die_with_parent
+
+    die_with_parent()
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        cpu = int(seconds) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    except (ImportError, ValueError, OSError):   # Windows; macOS refuses an address-space limit
+        pass
+
+
+def main() -> None:
+    _limit_self(int(sys.argv[1]), float(sys.argv[2]))
+    try:
+        answer = read_notebook(sys.stdin.buffer.read())
+    except MemoryError:
+        answer = {"problem": "memory"}
+    sys.stdout.write(json.dumps(answer))   # ASCII: every character outside it escaped
+
+
+if __name__ == "__main__":
+    main()
