@@ -22,6 +22,7 @@ written out as that escape, so the code graded, the record stored and every repo
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import json
 import os
@@ -297,6 +298,10 @@ def main() -> None:
     try:
         answer = read_notebook(sys.stdin.buffer.read())
     except MemoryError:
+        answer = {"problem": "memory"}
+    except OSError as exc:   # an import or a file nbformat opens, refused its memory
+        if exc.errno != errno.ENOMEM:
+            raise
         answer = {"problem": "memory"}
     sys.stdout.write(json.dumps(answer))   # ASCII: every character outside it escaped
 
