@@ -121,7 +121,7 @@ def test_a_notebook_at_each_cap_is_read(tmp_path):
         assert found.problem is None and found.code is not None and found.code.startswith(b"x = 1\n")
 
 
-def test_the_readers_time_and_memory_limits_each_end_in_a_sentence(tmp_path, monkeypatch):
+def test_the_readers_time_cpu_and_memory_limits_each_end_in_a_sentence(tmp_path, monkeypatch):
     (tmp_path / "rope").mkdir()
     (tmp_path / "rope" / "rope.ipynb").write_text(notebook_text(code_cells(SOLUTION)))
     assert notebook_code(tmp_path, "rope").code is not None
@@ -130,6 +130,11 @@ def test_the_readers_time_and_memory_limits_each_end_in_a_sentence(tmp_path, mon
     assert said(notebook_code(tmp_path, "rope")) == "rope/rope.ipynb: the notebook took longer than 0.01 s to read"
     monkeypatch.setattr(notebooks, "_read_cache", type(notebooks._read_cache)())
     monkeypatch.setattr(notebooks, "READ_TIMEOUT_S", 60.0)
+    monkeypatch.setattr(notebooks, "READ_CPU_S", 0)   # spent before the child has read a byte
+    assert said(notebook_code(tmp_path, "rope")) == ("rope/rope.ipynb: reading the notebook took more than 0 s of CPU "
+                                                     "time")
+    monkeypatch.setattr(notebooks, "_read_cache", type(notebooks._read_cache)())
+    monkeypatch.setattr(notebooks, "READ_CPU_S", 10)
     monkeypatch.setattr(notebooks, "READ_MEMORY_BYTES", 24 << 20)   # less than nbformat's imports take
     assert said(notebook_code(tmp_path, "rope")) == ("rope/rope.ipynb: the notebook needed more than 24 MiB of "
                                                      "memory to read")
@@ -169,7 +174,8 @@ def write_class(room: Path) -> None:
     put("ben/rope/rope.ipynb", notebook_text(code_cells(RENAMED)))      # ann's code, renamed, as a notebook
     put("cat/work.ipynb", notebook_text([(c, ["rope"]) for c, _ in code_cells(INDEPENDENT["rotation_matrix"])]))
     put("dan/rope/rope.ipynb", notebook_text(code_cells(INDEPENDENT["complex_halves"])))
-    put("eve/rope/rope.ipynb", notebook_text(code_cells(SOLUTION + f'\n\nNOTE = "{SURROGATE}"\n')))
+    put("eve/rope/rope.ipynb", notebook_text(code_cells(INDEPENDENT["gpt_neox_cached_tables"] +
+                                                        f'\n\nNOTE = "{SURROGATE}"\n')))
     put("fay/rope/rope.ipynb", notebook_text([(f'%magic "{SURROGATE}"', []), *code_cells(SOLUTION)]))
     zipped(room, "gus", {"rope/rope.ipynb": nested(100_000)})
     zipped(room, "hal", {"rope/rope.ipynb": many_cells(4 * MAX_CELLS)})
@@ -208,7 +214,7 @@ def graded(tmp_path_factory):
 def test_hostile_notebooks_cost_their_own_submission_and_the_class_is_graded(graded):
     _, _, out = graded
     rows = grades(out)
-    assert set(rows) == {"ann", "ben", "cat", "dan", "eve", "fay", "gus", "hal", "ivy"}
+    assert set(rows) == {"ann", "ben", "cat", "dan", "eve", "fay", "gus.zip", "hal.zip", "ivy.zip"}
     full = rows["ann"]["total (14)"]
     assert full == "14" and rows["ann"]["status"] == "complete"
     for name in ("ben", "cat", "dan", "eve"):
@@ -218,9 +224,9 @@ def test_hostile_notebooks_cost_their_own_submission_and_the_class_is_graded(gra
     fay = exercise_of(out, "fay")
     assert fay["status"] == "error" and '`%magic "\\ud800"` is IPython syntax' in fay["message"]["en"]
     assert "\\ud800" in (out / "students" / "fay" / "report.html").read_text(encoding="utf-8")
-    refusals = {"gus": f"rope/rope.ipynb nests its JSON more than {MAX_DEPTH} levels deep",
-                "hal": f"rope/rope.ipynb has {4 * MAX_CELLS:,} cells; a notebook may have at most {MAX_CELLS:,}",
-                "ivy": f"n0.ipynb holds more than {MAX_VALUES:,} JSON values"}
+    refusals = {"gus.zip": f"rope/rope.ipynb nests its JSON more than {MAX_DEPTH} levels deep",
+                "hal.zip": f"rope/rope.ipynb has {4 * MAX_CELLS:,} cells; a notebook may have at most {MAX_CELLS:,}",
+                "ivy.zip": f"n0.ipynb holds more than {MAX_VALUES:,} JSON values"}
     for name, refusal in refusals.items():
         rope = exercise_of(out, name)
         assert rope["status"] == "error" and rope["message"]["en"].startswith(refusal), (name, rope["message"])
@@ -237,7 +243,8 @@ def test_a_copy_handed_in_as_a_notebook_is_flagged_and_honest_notebooks_are_not_
     similar = list(csv.DictReader(io.StringIO((out / "similarity.csv").read_text(encoding="utf-8"))))
     assert [(r["exercise"], r["first"], r["second"]) for r in similar] == [("rope", "ann", "ben")]
     rows = grades(out)
-    notebook_only = [rows[name]["content_hash"] for name in ("ben", "cat", "dan", "eve", "fay", "gus", "hal", "ivy")]
+    notebook_only = [rows[name]["content_hash"] for name in ("ben", "cat", "dan", "eve", "fay", "gus.zip",
+                                                                        "hal.zip", "ivy.zip")]
     assert len(set(notebook_only)) == len(notebook_only)
     dom = parse_dom((out / "class.html").read_text(encoding="utf-8"))
     flagged = {text_of(r.find(".//a[@class='submission']")) for r in with_class(dom, "tr", "student")

@@ -14,7 +14,7 @@ graded as a syntax error somewhere in a file the student never saw.
 Notebooks are read like every file of a submission: no link followed, size capped, and before nbformat sees one,
 its JSON nesting, its number of values and its number of cells are capped too. nbformat reads (and validates) it in
 a child process with a time and a memory limit of its own, so that a crafted notebook costs its own submission a
-refusal ("the notebook took longer than 20 s to read") and never the grading process the class shares. Student
+refusal ("reading the notebook took more than 10 s of CPU time") and never the grading process the class shares. Student
 text is taken from the notebook as valid text: a lone surrogate (`\\ud800`, legal in JSON, impossible in UTF-8) is
 written out as that escape, so the code graded, the record stored and every report agree.
 """
@@ -39,9 +39,10 @@ from grader.nolinks import LINK, REGULAR, read_without_links
 SUFFIX = ".ipynb"
 MAX_NOTEBOOK_BYTES = 16 << 20   # a notebook keeps its outputs (pictures included): larger than its code
 MAX_DEPTH = 64                  # JSON nesting: nbformat's own structure is 7 deep; metadata and JSON outputs add some
-MAX_VALUES = 200_000            # JSON values: validation costs ~10 us each; 5,000 cells with outputs hold fewer
-MAX_CELLS = 5_000               # a course notebook has hundreds; validation costs ~50 us a cell
-READ_TIMEOUT_S = 20.0           # the reading child's wall time (a capped notebook reads in about a second)
+MAX_VALUES = 100_000            # JSON values: reading one costs ~12 us of CPU; a course notebook holds a few thousand
+MAX_CELLS = 5_000               # a course notebook has hundreds; reading one costs ~0.1 ms of CPU
+READ_CPU_S = 10                 # the reading child's CPU time: a notebook at the caps takes about 1 s
+READ_TIMEOUT_S = 60.0           # its wall time: on a busy machine, a share of a core gives it that CPU time slowly
 READ_MEMORY_BYTES = 2 << 30     # the reading child's address space: 16 MiB of small JSON values takes ~1 GiB
 CACHED = 8                      # notebooks read kept by digest: every exercise of a submission reads the same one
 IPYTHON_STARTS = ("%", "!")     # line magics, cell magics and shell commands
@@ -108,6 +109,8 @@ def valid_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# How a child ended by its CPU limit ends (the soft limit's signal; the hard one's, set equal); none on Windows
+_CPU_LIMIT_SIGNALS = tuple(-getattr(signal, name) for name in ("SIGXCPU", "SIGKILL") if hasattr(signal, name))
 _read_cache: OrderedDict[bytes, list[dict] | dict] = OrderedDict()
 
 
@@ -136,11 +139,11 @@ def _read_in_child(data: bytes) -> list[dict] | dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
     try:
         done = subprocess.run([sys.executable, "-m", "grader.grading.notebooks", str(READ_MEMORY_BYTES),
-                               str(READ_TIMEOUT_S)], input=data, capture_output=True, timeout=READ_TIMEOUT_S, env=env)
+                               str(READ_CPU_S)], input=data, capture_output=True, timeout=READ_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         return {"problem": "time"}
-    if done.returncode in (-signal.SIGXCPU, -signal.SIGKILL) if hasattr(signal, "SIGXCPU") else False:
-        return {"problem": "time"}   # its CPU limit, which its wall time limit is meant to come before
+    if done.returncode in _CPU_LIMIT_SIGNALS:
+        return {"problem": "cpu"}
     try:
         answer = json.loads(done.stdout)
     except ValueError:
@@ -156,6 +159,8 @@ def _problem(source: str, answer: dict) -> FromNotebook:
     problem = answer.get("problem")
     said = (t("{file}: the notebook took longer than {seconds:g} s to read", file=source, seconds=READ_TIMEOUT_S)
             if problem == "time" else
+            t("{file}: reading the notebook took more than {seconds:g} s of CPU time", file=source,
+              seconds=READ_CPU_S) if problem == "cpu" else
             t("{file}: the notebook needed more than {mib:,} MiB of memory to read", file=source,
               mib=READ_MEMORY_BYTES >> 20) if problem == "memory" else
             t("{file} nests its JSON more than {most} levels deep; a notebook may nest at most {most}", file=source,
@@ -278,23 +283,22 @@ def read_notebook(data: bytes) -> dict:
     return {"cells": read}
 
 
-def _limit_self(memory_bytes: int, seconds: float) -> None:
-    """This child's own limits, set before it reads anything (where the system has them: not on Windows)."""
-    from grader.subprocesses import die_with_parent
-
-    die_with_parent()
+def _limit_self(memory_bytes: int, seconds: int) -> None:
+    """This child's own limits, set before it reads anything, where the system has them (not on Windows, where its
+    parent's time limit alone ends it). The CPU limit also ends it should its parent be gone."""
     try:
         import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        cpu = int(seconds) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-    except (ImportError, ValueError, OSError):   # Windows; macOS refuses an address-space limit
-        pass
+    except ImportError:
+        return
+    for limit, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_CPU, seconds)):
+        try:
+            resource.setrlimit(limit, (value, value))
+        except (ValueError, OSError):   # macOS refuses an address-space limit
+            pass
 
 
 def main() -> None:
-    _limit_self(int(sys.argv[1]), float(sys.argv[2]))
+    _limit_self(int(sys.argv[1]), int(sys.argv[2]))
     try:
         answer = read_notebook(sys.stdin.buffer.read())
     except MemoryError:
