@@ -13,10 +13,10 @@ graded as a syntax error somewhere in a file the student never saw.
 
 Notebooks are read like every file of a submission: no link followed, size capped, and before nbformat sees one,
 its JSON nesting, its number of values and its number of cells are capped too. nbformat reads (and validates) it in
-a child process with a time and a memory limit of its own, so that a crafted notebook costs its own submission a
-refusal ("reading the notebook took more than 10 s of CPU time") and never the grading process the class shares. Student
-text is taken from the notebook as valid text: a lone surrogate (`\\ud800`, legal in JSON, impossible in UTF-8) is
-written out as that escape, so the code graded, the record stored and every report agree.
+a child process with time and memory limits of its own, so that a crafted notebook costs its own submission a
+refusal ("reading the notebook took more than 10 s of CPU time") and never the grading process the class shares.
+Student text is taken from the notebook as valid text: a lone surrogate (`\\ud800`, legal in JSON, impossible in
+UTF-8) is written out as that escape, so the code graded, the record stored and every report agree.
 """
 
 from __future__ import annotations
