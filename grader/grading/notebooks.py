@@ -223,7 +223,10 @@ def _ipython_line(text: str) -> str | None:
 
 
 def _shape_problem(value) -> dict | None:
-    """The first cap the parsed JSON breaks (nesting, values, cells), before nbformat sees it."""
+    """The first cap the parsed JSON breaks (cells, nesting, values), before nbformat sees it."""
+    cells = value.get("cells") if isinstance(value, dict) else None
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:
+        return {"problem": "cells", "cells_count": len(cells)}
     stack, values = [(value, 1)], 0
     while stack:
         item, depth = stack.pop()
@@ -236,9 +239,6 @@ def _shape_problem(value) -> dict | None:
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
-    cells = value.get("cells") if isinstance(value, dict) else None
-    if isinstance(cells, list) and len(cells) > MAX_CELLS:
-        return {"problem": "cells", "cells_count": len(cells)}
     return None
 
 
