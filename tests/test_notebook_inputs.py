@@ -269,3 +269,29 @@ def test_a_changed_notebook_is_graded_again_resumed_and_rejudged(graded):
     batch(course, room, out, "--rejudge")
     assert grades(out)["dan"]["total (14)"] == "14"
     assert grades(out)["dan"]["content_hash"] != wrong["content_hash"]
+
+
+def test_a_cluster_worker_gets_the_notebooks_the_grader_would_read(tmp_path):
+    """`grader batch --cluster` ships each submission's files to a worker: the notebooks standing in for an
+    exercise's file go too (each exercise's own, a top-level one, a link as a link), so a worker grades the code the
+    client would, and nothing else goes."""
+    from grader.batch.cluster import rebuild_submission, submission_files
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    (here / "rope").mkdir(parents=True)
+    (here / "rope" / "rope.ipynb").write_text(notebook_text(code_cells(SOLUTION)))
+    (here / "work.ipynb").write_text(notebook_text([(c, ["heads"]) for c, _ in code_cells(
+        (ROOT / "solutions" / "heads" / "heads.py").read_text())]))
+    (here / "linked.ipynb").symlink_to(here / "work.ipynb")
+    (here / "rope" / "scratch.ipynb").write_text(notebook_text([("x = 1", [])]))   # no notebook staging reads
+    there.mkdir()
+    rebuild_submission(COURSE, submission_files(COURSE, here), there)
+    for ex in COURSE.exercises:
+        graded_here = graded_code(here, ex.id, ex.file, COURSE.stub(ex))
+        graded_there = graded_code(there, ex.id, ex.file, COURSE.stub(ex))
+        assert (graded_there.source, graded_there.data, str(graded_there.message)) == (
+            graded_here.source, graded_here.data, str(graded_here.message)), ex.id
+    assert graded_code(there, "rope", ROPE.file, COURSE.stub(ROPE)).data is not None
+    assert "is a symbolic link" in str(graded_code(there, "heads", "heads.py", COURSE.stub(COURSE.exercise("heads"))
+                                                   ).message)
+    assert not (there / "rope" / "scratch.ipynb").exists()

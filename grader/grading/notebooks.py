@@ -97,6 +97,12 @@ def is_submitted_notebook(exercise_ids, relative: str) -> bool:
     return len(parts) == 1 and parts[0].endswith(SUFFIX) and not parts[0].startswith(".")
 
 
+def notebook_paths(submission: Path, exercise_ids) -> list[str]:
+    """The notebooks of a submission staging may read (`/`-separated paths inside it), whether or not they exist:
+    each exercise's own, and every one at the top level."""
+    return [f"{e}/{e}{SUFFIX}" for e in exercise_ids] + _top_level_notebooks(submission)
+
+
 def _top_level_notebooks(submission: Path) -> list[str]:
     try:
         return sorted(name for name in os.listdir(submission) if name.endswith(SUFFIX))
