@@ -295,3 +295,40 @@ def test_a_cluster_worker_gets_the_notebooks_the_grader_would_read(tmp_path):
     assert "is a symbolic link" in str(graded_code(there, "heads", "heads.py", COURSE.stub(COURSE.exercise("heads"))
                                                    ).message)
     assert not (there / "rope" / "scratch.ipynb").exists()
+
+
+def test_a_submissions_notebooks_are_read_in_one_child_each_answered_in_its_place(tmp_path, monkeypatch):
+    """Starting a child and importing nbformat costs more than reading a notebook: a submission's notebooks are read
+    in one child when its first exercise asks, and what one of them breaks is its own answer alone."""
+    import subprocess
+
+    started = []
+    run = subprocess.run
+    monkeypatch.setattr(notebooks.subprocess, "run", lambda *a, **k: started.append(1) or run(*a, **k))
+    monkeypatch.setattr(notebooks, "_read_cache", type(notebooks._read_cache)())
+    heads = COURSE.exercise("heads")
+    for exercise, text in (("rope", notebook_text(code_cells(SOLUTION))), ("masks", nested(MAX_DEPTH + 1)),
+                           ("heads", notebook_text(code_cells(COURSE.solution(heads).read_text()))),
+                           ("attention", many_cells(MAX_CELLS + 1))):
+        (tmp_path / exercise).mkdir()
+        (tmp_path / exercise / f"{exercise}.ipynb").write_text(text)
+    (tmp_path / "work.ipynb").write_text(notebook_text([("y = 2", ["embedding"])]))
+    content_hash(COURSE, tmp_path)
+    assert len(started) == 1
+    assert notebook_code(tmp_path, "rope").code == SOLUTION.rstrip("\n").encode() + b"\n"
+    assert notebook_code(tmp_path, "heads").code == COURSE.solution(heads).read_text().rstrip("\n").encode() + b"\n"
+    assert notebook_code(tmp_path, "embedding").code == b"y = 2\n"
+    assert "nests its JSON" in said(notebook_code(tmp_path, "masks"))
+    assert "cells; a notebook may have at most" in said(notebook_code(tmp_path, "attention"))
+    assert len(started) == 1, "every exercise's notebook was read already"
+    # the child's answers in order, each notebook's own: one that stops the child (here, its CPU time) is answered
+    # for, and a new child reads the ones after it
+    monkeypatch.setattr(notebooks, "READ_CPU_S", 0)
+    started.clear()
+    answers = notebooks._read_in_child([b"{}", b"{}"])
+    assert answers == [{"problem": "cpu"}, {"problem": "cpu"}] and len(started) == 2
+    monkeypatch.setattr(notebooks, "READ_CPU_S", 10)
+    answers = notebooks._read_in_child([notebook_text([("a = 1", [])]).encode(), many_cells(MAX_CELLS + 1).encode(),
+                                        b"not json", notebook_text([("b = 2", [])]).encode()])
+    assert [a[0]["source"] if isinstance(a, list) else a["problem"] for a in answers] == [
+        "a = 1", "cells", "unreadable", "b = 2"]

@@ -44,7 +44,7 @@ MAX_CELLS = 5_000               # a course notebook has hundreds; reading one co
 READ_CPU_S = 10                 # the reading child's CPU time: a notebook at the caps takes about 1 s
 READ_TIMEOUT_S = 60.0           # its wall time: on a busy machine, a share of a core gives it that CPU time slowly
 READ_MEMORY_BYTES = 2 << 30     # the reading child's address space: 16 MiB of small JSON values takes ~1 GiB
-CACHED = 8                      # notebooks read kept by digest: every exercise of a submission reads the same one
+CACHED = 32                     # notebooks' answers kept by digest: a submission's, for each of its exercises
 IPYTHON_STARTS = ("%", "!")     # line magics, cell magics and shell commands
 
 
@@ -59,6 +59,7 @@ class FromNotebook:
 
 def notebook_code(submission: Path, exercise_id: str) -> FromNotebook | None:
     """The exercise's code from the submission's notebooks; None when no notebook holds any."""
+    _read_ahead(submission)
     own = (exercise_id, exercise_id + SUFFIX)
     found = read_without_links(submission, own, MAX_NOTEBOOK_BYTES + 1)
     if found.kind == LINK:
@@ -115,9 +116,10 @@ def valid_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-# How a child ended by its CPU limit ends (the soft limit's signal; the hard one's, set equal); none on Windows
+# How a child ended by its CPU limit ends (the soft limit's signal; the hard one's); none on Windows
 _CPU_LIMIT_SIGNALS = tuple(-getattr(signal, name) for name in ("SIGXCPU", "SIGKILL") if hasattr(signal, name))
-_read_cache: OrderedDict[bytes, list[dict] | dict] = OrderedDict()
+_read_cache: OrderedDict[bytes, list[dict] | dict] = OrderedDict()   # sha256 of a notebook -> the child's answer
+_read_ahead_of: list = [None]   # the submission last read ahead (its notebooks' sizes and times), their digests
 
 
 def _read(source: str, data: bytes) -> list[dict] | FromNotebook:
@@ -129,35 +131,88 @@ def _read(source: str, data: bytes) -> list[dict] | FromNotebook:
     digest = hashlib.sha256(data).digest()
     read = _read_cache.get(digest)
     if read is None:
-        read = _read_in_child(data)
-        _read_cache[digest] = read
-        while len(_read_cache) > CACHED:
-            _read_cache.popitem(last=False)
+        [read] = _read_in_child([data])
+        _remember(digest, read)
     else:
         _read_cache.move_to_end(digest)
     return read if isinstance(read, list) else _problem(source, read)
 
 
-def _read_in_child(data: bytes) -> list[dict] | dict:
-    """The child's answer: the cells, or the problem it found ({"problem": ...}); a child that ran out of time,
-    or ended without an answer, is a problem too."""
+def _remember(digest: bytes, read: list[dict] | dict) -> None:
+    _read_cache[digest] = read
+    while len(_read_cache) > CACHED:
+        _read_cache.popitem(last=False)
+
+
+def _read_ahead(submission: Path) -> None:
+    """Every notebook of the submission that staging may read, read in one child when the first exercise asks (a
+    child's start and nbformat's import cost ~0.3 s of CPU, a notebook itself far less). Read again only when the
+    submission or one of its notebooks (size, time) is not what was last read, or its answers left the cache."""
+    candidates = _top_level_notebooks(submission)
+    try:
+        candidates += [f"{e.name}/{e.name}{SUFFIX}" for e in os.scandir(submission)
+                       if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    stamps = []
+    for relative in candidates:
+        try:
+            st = os.lstat(submission / relative)
+        except OSError:
+            continue
+        stamps.append((relative, st.st_size, st.st_mtime_ns))
+    stamp = (str(submission), tuple(stamps))
+    if _read_ahead_of[0] is not None and _read_ahead_of[0][0] == stamp and all(
+            digest in _read_cache for digest in _read_ahead_of[0][1]):
+        return
+    unread: dict[bytes, bytes] = {}
+    kept: list[bytes] = []
+    for relative, size, _ in stamps[:CACHED]:
+        if size > MAX_NOTEBOOK_BYTES:
+            continue
+        try:
+            found = read_without_links(submission, tuple(relative.split("/")), MAX_NOTEBOOK_BYTES + 1)
+        except OSError:
+            continue
+        if found.kind == REGULAR and len(found.data) <= MAX_NOTEBOOK_BYTES:
+            digest = hashlib.sha256(found.data).digest()
+            kept.append(digest)
+            if digest not in _read_cache:
+                unread[digest] = found.data
+    for digest, read in zip(unread, _read_in_child(list(unread.values())) if unread else [], strict=True):
+        _remember(digest, read)
+    _read_ahead_of[0] = (stamp, kept)
+
+
+def _read_in_child(notebooks: list[bytes]) -> list[list[dict] | dict]:
+    """Each notebook's cells as the reading child answers, or the problem it found ({"problem": ...}). One child
+    reads them in turn, each within its own CPU time; a notebook it did not answer for (time or memory ran out,
+    it failed) is that notebook's problem, and a new child reads the ones after it."""
     root = str(Path(__file__).resolve().parents[2])   # the folder holding `grader`, however this process found it
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
-    try:
-        done = subprocess.run([sys.executable, "-m", "grader.grading.notebooks", str(READ_MEMORY_BYTES),
-                               str(READ_CPU_S)], input=data, capture_output=True, timeout=READ_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired:
-        return {"problem": "time"}
-    if done.returncode in _CPU_LIMIT_SIGNALS:
-        return {"problem": "cpu"}
-    try:
-        answer = json.loads(done.stdout)
-    except ValueError:
-        answer = None
-    if done.returncode != 0 or not isinstance(answer, dict):
-        return {"problem": "ended", "code": done.returncode}
-    cells = answer.get("cells")
-    return cells if isinstance(cells, list) else answer
+    answers: list[list[dict] | dict] = []
+    while len(answers) < len(notebooks):
+        rest = notebooks[len(answers):]
+        given = b"".join(len(data).to_bytes(8, "big") + data for data in rest)
+        try:
+            done = subprocess.run([sys.executable, "-m", "grader.grading.notebooks", str(READ_MEMORY_BYTES),
+                                   str(READ_CPU_S)], input=given, capture_output=True,
+                                  timeout=READ_TIMEOUT_S * len(rest), env=env)
+            said, code = done.stdout, done.returncode
+        except subprocess.TimeoutExpired as exc:
+            said, code = exc.stdout or b"", None
+        for line in said.split(b"\n")[:-1][:len(rest)]:   # whole lines only: the last may be cut off
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                break
+            cells = answer.get("cells") if isinstance(answer, dict) else None
+            answers.append(cells if isinstance(cells, list) else answer if isinstance(answer, dict) else
+                           {"problem": "ended", "code": code})
+        if len(answers) < len(notebooks):   # the child stopped at this one
+            answers.append({"problem": "time"} if code is None else {"problem": "cpu"} if code in _CPU_LIMIT_SIGNALS
+                           else {"problem": "ended", "code": code})
+    return answers
 
 
 def _problem(source: str, answer: dict) -> FromNotebook:
@@ -289,31 +344,52 @@ def read_notebook(data: bytes) -> dict:
     return {"cells": read}
 
 
-def _limit_self(memory_bytes: int, seconds: int) -> None:
-    """This child's own limits, set before it reads anything, where the system has them (not on Windows, where its
-    parent's time limit alone ends it). The CPU limit also ends it should its parent be gone."""
+def _limit_memory(memory_bytes: int) -> None:
+    """This child's address space, limited before it reads anything (not on Windows, where its parent's time
+    limit alone ends it; macOS refuses the limit)."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _cpu_for_one(seconds: int) -> None:
+    """The next notebook's CPU time: the soft limit set that far past what this child has used (its signal ends
+    the child, and its parent says which notebook it was reading). The hard limit is left: a limit lowered could
+    not be raised again for the next notebook."""
     try:
         import resource
     except ImportError:
         return
-    for limit, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_CPU, seconds)):
-        try:
-            resource.setrlimit(limit, (value, value))
-        except (ValueError, OSError):   # macOS refuses an address-space limit
-            pass
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = int(used.ru_utime + used.ru_stime + seconds)
+    if hard == resource.RLIM_INFINITY or soft <= hard:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
 def main() -> None:
-    _limit_self(int(sys.argv[1]), int(sys.argv[2]))
-    try:
-        answer = read_notebook(sys.stdin.buffer.read())
-    except MemoryError:
-        answer = {"problem": "memory"}
-    except OSError as exc:   # an import or a file nbformat opens, refused its memory
-        if exc.errno != errno.ENOMEM:
-            raise
-        answer = {"problem": "memory"}
-    sys.stdout.write(json.dumps(answer))   # ASCII: every character outside it escaped
+    """Notebooks on the input, each its length (8 bytes, big-endian) then its bytes; one line of JSON out for each,
+    written as soon as it is read."""
+    _limit_memory(int(sys.argv[1]))
+    seconds = int(sys.argv[2])
+    given = sys.stdin.buffer
+    while len(head := given.read(8)) == 8:
+        data = given.read(int.from_bytes(head, "big"))
+        _cpu_for_one(seconds)
+        try:
+            answer = read_notebook(data)
+        except MemoryError:
+            answer = {"problem": "memory"}
+        except OSError as exc:   # an import or a file nbformat opens, refused its memory
+            if exc.errno != errno.ENOMEM:
+                raise
+            answer = {"problem": "memory"}
+        del data
+        sys.stdout.write(json.dumps(answer) + "\n")   # ASCII: every character outside it escaped
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":
