@@ -280,7 +280,7 @@ def _ipython_line(text: str) -> str | None:
     return None
 
 
-# --- the reading child: `python -m grader.grading.notebooks MEMORY_BYTES SECONDS`, the notebook on its input -------
+# --- the reading child: `python -m grader.grading.notebooks MEMORY_BYTES CPU_SECONDS`, notebooks on its input ------
 
 
 def _shape_problem(value) -> dict | None:
@@ -334,7 +334,8 @@ def read_notebook(data: bytes) -> dict:
     cells = notebook.get("cells")
     read = []
     for cell in (c for c in cells if isinstance(c, dict)) if isinstance(cells, list) else ():
-        tags = (cell.get("metadata") or {}).get("tags") or []
+        metadata = cell.get("metadata")   # nbformat only logs what its schema refuses: any JSON may be here
+        tags = metadata.get("tags") if isinstance(metadata, dict) else None
         code = cell.get("cell_type") == "code"
         source = (cell.get("source") or "") if code else ""
         read.append({"cell_type": "code" if code else "other",
