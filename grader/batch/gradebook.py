@@ -103,7 +103,10 @@ def grader_key(course: Course) -> str:
 
 def content_hash(course: Course, submission: Path) -> str:
     """A hash of exactly what the grader reads: each exercise's contract file, or what stands in its place (a
-    link is hashed as a link, never as its target's content)."""
+    link is hashed as a link, never as its target's content), and where a notebook is graded instead of the file,
+    the code taken from it (or why none could be): a changed notebook is a changed submission."""
+    from grader.sandbox.staging import graded_code
+
     h = hashlib.sha256()
     for ex in course.exercises:
         h.update(f"{ex.id}/{ex.file}\0".encode())
@@ -116,6 +119,14 @@ def content_hash(course: Course, submission: Path) -> str:
             h.update(found.data)
         else:
             h.update(f"<link {found.link}>".encode() if found.kind == LINK else b"<absent>")
+        try:
+            graded = graded_code(submission, ex.id, ex.file, course.stub(ex))
+        except OSError:
+            h.update(b"<unreadable notebook>")
+            continue
+        if graded.from_notebook:
+            said = graded.data if graded.data is not None else str(graded.message).encode("utf-8", "backslashreplace")
+            h.update(f"\0<notebook {graded.source}>\0".encode("utf-8", "backslashreplace") + said)
     return h.hexdigest()[:20]
 
 
