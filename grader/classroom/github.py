@@ -9,15 +9,24 @@ Theory of operation. One run:
    list nothing is known, and the run stops;
 2. learns, for each repository, what its default branch held and since when (`Timeline`): GitHub's record of
    the branch's pushes (the repository activity API: each push's time and the commit it left the branch at)
-   and what each run saw at the branch's head (the first run that saw a commit: it arrived then or before).
+   or, where GitHub keeps no such record, what each run saw at the branch's head (the first run that saw a
+   commit: it arrived then or before).
    Both are kept in `OUT/classroom.json`, so what GitHub stops listing stays known. The commit to grade is the
    one the branch held at the deadline (course.toml's `[classroom]` `deadline`), or now without one. A
    commit's own date, which whoever commits sets, plays no part; `arrival` says when a graded commit arrived;
 3. downloads that commit's exercise files and nothing else (`exercises/<exercise-id>/<file>` as course.toml
    names them) through the commit's git trees and blobs, each capped: a larger file is not downloaded and
-   staging refuses it by its size (that exercise's error), a link stays a link (refused by name);
-4. grades them all with `grader batch` (its regrade on: each is a new commit) and posts each scorecard back to
-   its commit: a status carrying the score and a comment holding the scorecard.
+   staging refuses it by its size (that exercise's error), a link stays a link (refused by name); a file
+   already downloaded (the same blob, for this repository's last commit or a classmate's) is not downloaded again;
+4. grades them all with `grader batch` (its regrade on: each is a new commit), keeps each scorecard as the
+   repository's pending post, and posts it back to its commit: a status carrying the score and a comment
+   holding the scorecard.
+
+GitHub's budget (a token's 5,000 calls an hour, and secondary limits on bursts and posts): the calls are counted
+(`GitHub.calls`); the organisation's listing and each branch's record are asked for conditionally (ETag), so that
+what did not change since the last run costs a 304, free of the rate limit; a rate limit is waited for as GitHub
+asks when the wait is short (`MAX_WAIT_S`), and otherwise stops the run (`RateLimited`): what was downloaded is
+graded and kept pending, and the same command, run again after the reset, goes on without grading it again.
 
 With course.toml's `[policy]` (grader.policy) the deadline is each student's own: the commit graded is the one the
 branch held at the student's cutoff (moved by an extension from `--roster`), or the newest one without a cutoff,
@@ -25,8 +34,9 @@ and its lateness is by when it reached GitHub (`submitted_time`), which goes int
 the batch then writes the penalty into the scorecard it posts.
 
 Each repository goes on its own and gets its row (`Row`). One that GitHub or the grader failed (its listing, a
-download, a grading that ended `grader_error`, a post) is posted and recorded nothing, so the next run tries it
-again; the others are graded and posted. The REST calls use the standard library; the API's base URL is
+download, a grading that ended `grader_error`) is posted and recorded nothing, so the next run tries it again; one
+whose post GitHub failed keeps it pending, posted by the next run without a grading; the others are graded and
+posted. The REST calls use the standard library; the API's base URL is
 configurable (tests use a local fake).
 """
 
@@ -156,7 +166,9 @@ class GitHub:
         except (OSError, ValueError):
             return
         if isinstance(data, dict) and data.get("version") == 1 and isinstance(data.get("answers"), dict):
-            self.validators = data["answers"]
+            self.validators = {url: kept for url, kept in data["answers"].items()
+                               if isinstance(kept, dict) and all(isinstance(kept.get(k), str)
+                                                                 for k in ("etag", "last_modified", "body"))}
 
     def save_validators(self, path: Path) -> None:
         write_atomic(path, json.dumps({"version": 1, "answers": self.validators}, sort_keys=True), durable=False)
