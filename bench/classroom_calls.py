@@ -14,7 +14,6 @@ calls per graded commit (per repository when nothing was graded).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -23,29 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from conftest import course_copy  # noqa: E402 - the tests' folder, put first on sys.path above
-from grader.batch.gradebook import Gradebook, content_hash, grader_key  # noqa: E402
 from grader.classroom.github import GitHub, sync  # noqa: E402
-from grader.course import Course, load_course  # noqa: E402
+from grader.course import load_course  # noqa: E402
 from test_classroom import ORG, PREFIX, TOKEN, FakeGitHub, serve  # noqa: E402
-
-
-def recorded_grading(course: Course):
-    """grade_batch as the sync calls it: each submission stored with a report and a scorecard, nothing run."""
-    def grade_batch(submissions: Path, out: Path) -> dict:
-        book = Gradebook(out / "gradebook.sqlite")
-        try:
-            for folder in sorted(submissions.iterdir()):
-                report = out / "students" / folder.name
-                report.mkdir(parents=True, exist_ok=True)
-                (report / "report.json").write_text(json.dumps({"score": 1, "max_score": 1, "percent": 100}))
-                (report / "scorecard.md").write_text(f"### {folder.name}\n")
-                book.store(folder.name, content_hash(course, folder), grader_key(course),
-                           {"score": 1, "max_score": 1, "percent": 100, "status": "complete", "message": {"en": ""},
-                            "graded_at": "2026-12-07T00:00:00Z"}, [])
-        finally:
-            book.close()
-        return {}
-    return grade_batch
+from test_classroom_budget import recording_grader  # noqa: E402
 
 
 def main() -> None:
@@ -61,7 +41,7 @@ def main() -> None:
     url, out = f"http://127.0.0.1:{server.server_address[1]}", work / "gradebook"
 
     def run(label: str, graded: int) -> None:
-        done = sync(course, GitHub(TOKEN, url), ORG, PREFIX, out, recorded_grading(course))
+        done = sync(course, GitHub(TOKEN, url), ORG, PREFIX, out, recording_grader(course, []))
         assert not done.left, done.rows
         counted = done.calls - done.not_modified
         per = (f"{counted / graded:.1f} per graded commit" if graded else

@@ -334,7 +334,9 @@ def test_one_repositorys_trouble_is_its_own_row_and_the_next_run_grades_it(cours
 
     fake, client = github
     total = sum(course.exercise("heads").points.values())
-    shas = {name: fake.commit(f"{PREFIX}-{name}", heads_file(SOLUTION)) for name in ("alice", "bob", "erin", "frank")}
+    shas = {name: fake.commit(f"{PREFIX}-{name}", heads_file(SOLUTION)) for name in ("alice", "bob", "frank")}
+    # erin's own file: a classmate's same file would be taken from the classmate's download
+    shas["erin"] = fake.commit(f"{PREFIX}-erin", {HEADS: SOLUTION.read_text() + "# erin\n"})
     shas["dave"] = fake.commit(f"{PREFIX}-dave", {HEADS: b"#" * BIG, "checkpoints/model.pt": b"\0" * BIG})
     shas["gina"] = fake.commit(f"{PREFIX}-gina", {HEADS: Link("../../../solutions/heads/heads.py")})
     big_blobs = {git_sha("blob", b"#" * BIG), git_sha("blob", b"\0" * BIG)}

@@ -120,7 +120,8 @@ def test_a_class_of_300_stopped_by_the_rate_limit_finishes_on_the_next_run(cours
 
 def test_the_calls_of_a_graded_commit(course, fake, tmp_path):
     """A graded commit costs its branch's record, two listings, its exercise file and two posts; a later commit in
-    which the exercise file did not change does not download it again."""
+    which the exercise file did not change does not download it again, nor does a classmate's commit holding the
+    same file."""
     repository = f"{PREFIX}-alice"
     fake.commit(repository, {HEADS: "x = 1\n", "README.md": "not graded"})
     graded: list[str] = []
@@ -138,6 +139,12 @@ def test_the_calls_of_a_graded_commit(course, fake, tmp_path):
     assert [r.status for r in second.rows] == [POSTED] and graded == ["alice", "alice"]
     assert fake.fetched_blobs() == [], "the exercise file is the one downloaded for the commit before"
     assert second.calls - second.not_modified == 5
+
+    fake.commit(f"{PREFIX}-bob", {HEADS: "x = 1\n"})   # the same file as a classmate's: not downloaded again
+    fake.commit(f"{PREFIX}-carol", {HEADS: "x = 2\n"})
+    third = sync(course, client(fake, sleeps), ORG, PREFIX, out, recording_grader(course, graded))
+    assert [(r.student, r.status) for r in third.rows] == [("bob", POSTED), ("carol", POSTED)]
+    assert len(fake.fetched_blobs()) == 1 and graded[2:] == ["bob", "carol"]
 
 
 def test_retry_after_and_a_secondary_limit_are_waited_for(course, fake, tmp_path):
@@ -161,6 +168,36 @@ def test_retry_after_and_a_secondary_limit_are_waited_for(course, fake, tmp_path
     assert 'HTTP 403 {"message": "Resource not accessible' in carol
     assert posted(fake) == {f"{PREFIX}-{s}": ["status", "comment"] for s in ("alice", "bob")}
     assert done.stopped is None and done.left == 1
+
+
+def test_a_short_wait_is_slept_and_a_limit_that_stays_stops_the_run(course, fake, tmp_path):
+    """The primary limit spent every 3 calls, its reset a minute away: the sync sleeps until the reset (the injected
+    sleep starts the fake's new window) and finishes in one run. A 429 still there after three tries again stops
+    the run, to go on after its Retry-After."""
+    for name in ("alice", "bob"):
+        fake.commit(f"{PREFIX}-{name}", {HEADS: f"# {name}\n"})
+    fake.limit, fake.reset_at = 3, int(time.time()) + 60
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        fake.new_window()
+
+    graded: list[str] = []
+    done = sync(course, GitHub(TOKEN, fake.url, sleep=sleep), ORG, PREFIX, tmp_path / "book",
+                recording_grader(course, graded))
+    assert done.stopped is None and [r.status for r in done.rows] == [POSTED, POSTED]
+    assert len(sleeps) == 4 and all(50 < s <= 61 for s in sleeps), sleeps   # 13 calls, 3 a window
+
+    fake.limit = None
+    fake.commit(f"{PREFIX}-alice", {HEADS: "# alice, again\n"})
+    fake.refusals = [(rf"{PREFIX}-alice/activity", 429, {"Retry-After": "5"}, "Too Many Requests")] * 4
+    sleeps.clear()
+    began = time.time()
+    again = sync(course, GitHub(TOKEN, fake.url, sleep=sleeps.append), ORG, PREFIX, tmp_path / "book",
+                 recording_grader(course, graded))
+    assert sleeps == [5, 5, 5] and again.stopped is not None and again.left == 2
+    assert began + 4 <= again.stopped.resume_at.timestamp() <= time.time() + 6
 
 
 def test_a_long_wait_stops_the_run_and_the_next_posts_what_was_graded(course, fake, tmp_path):

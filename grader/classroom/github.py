@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -490,7 +491,7 @@ class Blobs:
             return self.github.blob(self.owner, self.repo, sha, size)
         self.used.add(sha)
         kept = self.store / sha
-        for found in (kept, *self.store.parent.glob(f"*/{sha}")):
+        for found in itertools.chain((kept,), self.store.parent.glob(f"*/{sha}")):   # the classmates' looked at lazily
             if found.is_file() and found.stat().st_size == size:
                 data = found.read_bytes()
                 if git_blob_sha(data) == sha:
