@@ -260,3 +260,19 @@ def test_the_command_stops_at_the_rate_limit_with_its_own_exit_status(course, fa
     assert lines[3] == (f"stopped at GitHub's rate limit after 0 of 3 repositories; run the same command after "
                         f"{resume} to finish")
     assert fake.spent == 3 and len(fake.calls) == 3
+
+
+def test_a_listing_refused_by_the_rate_limit_stops_the_run_before_anything(course, fake, tmp_path):
+    """The primary limit spent by another run of the same token before this one lists the organisation: one call,
+    refused; nothing downloaded or posted; every repository known from the last run is left for the next."""
+    for name in ("alice", "bob"):
+        fake.commit(f"{PREFIX}-{name}", {HEADS: f"# {name}\n"})
+    graded: list[str] = []
+    out, sleeps = tmp_path / "gradebook", []
+    sync(course, client(fake, sleeps), ORG, PREFIX, out, recording_grader(course, graded))
+    fake.commit(f"{PREFIX}-alice", {HEADS: "# alice, again\n"})
+    fake.limit, fake.reset_at = 0, int(time.time()) + 3600
+    fake.calls.clear()
+    done = sync(course, client(fake, sleeps), ORG, PREFIX, out, recording_grader(course, graded))
+    assert done.stopped is not None and (done.repositories, done.left, done.rows) == (2, 2, [])
+    assert len(fake.calls) == 1 and sleeps == [] and graded == ["alice", "bob"]

@@ -670,7 +670,7 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
     try:
         repos = github.student_repositories(org, prefix)
     except RateLimited as exc:   # nothing is known: every repository recorded is left
-        repos, reached, stopped = [dict(name=name) for name in state["repositories"]], 0, exc
+        repos, reached, stopped = [{"name": name} for name in state["repositories"]], 0, exc
         return outcome()
     todo: list[tuple[str, str, str]] = []          # (student, repository, sha) to download and grade
     to_post: list[tuple[str, str]] = []            # (student, repository) graded, their post pending
