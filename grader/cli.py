@@ -18,6 +18,7 @@ from grader.worker.protocol import Status
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_REDIRECT_REFUSED = 9   # `grader lms canvas`: Canvas's address redirected to another host, the push stopped
+EXIT_RATE_LIMITED = 8       # `grader classroom sync`: GitHub's rate limit stopped the run; the same command goes on
 
 
 class UsageError(Exception):
@@ -196,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--roster", type=Path, default=None, metavar="CSV",
                       help="the class list, its id the GitHub user name: names the students and gives each their "
                            "extension (course.toml's [policy])")
+    sync.add_argument("--max-wait", type=float, default=None, metavar="SECONDS",
+                      help="the longest a rate limit of GitHub's may make the run sleep; a longer one stops it, to go "
+                           "on by the same command later (default: 300)")
     sync.set_defaults(handler=command_classroom_sync)
 
     bundle = sub.add_parser("gradescope", help="build a Gradescope autograder bundle (setup.sh, run_autograder)")
@@ -620,8 +624,8 @@ def command_handout(args) -> int:
 
 def command_classroom_sync(args) -> int:
     from grader.batch.run import run_batch
-    from grader.classroom.github import (GitHub, GitHubError, POSTED, RETRY, classroom_settings, iso, parse_time, sync,
-                                  token_from_environment)
+    from grader.classroom.github import (MAX_WAIT_S, GitHub, GitHubError, POSTED, classroom_settings, iso, parse_time,
+                                         sync, token_from_environment)
     from grader.render.safe_text import terminal_text
     from grader.sandbox.levels import strict_missing
 
@@ -656,20 +660,26 @@ def command_classroom_sync(args) -> int:
     def grade_batch(submissions, gradebook):
         return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang, roster=roster)
 
+    github = GitHub(token, args.api_url, max_wait_s=MAX_WAIT_S if args.max_wait is None else args.max_wait)
     try:
-        rows = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch, deadline, args.lang,
-                    policy=policy, roster=roster)
+        done = sync(course, github, args.org, args.prefix, out, grade_batch, deadline, args.lang, policy=policy,
+                    roster=roster)
     except GitHubError as exc:   # the organisation's repositories could not be listed: nothing is known
         raise UsageError(f"GitHub: {exc}") from None
-    for row in rows:
+    for row in done.rows:
         where = f" {row.sha[:12]}" if row.sha else ""
         came = f" ({row.arrival.how} {iso(row.arrival.at)})" if row.arrival else ""
         stage = f" [{row.stage}]" if row.stage else ""
         print(terminal_text(f"{row.repository}{where}: {row.status}{stage}: {row.description}{came}"))
-    posted = sum(r.status == POSTED for r in rows)
-    retried = sum(r.status == RETRY for r in rows)
-    print(f"{posted} scorecards posted, {retried} repositories to try again; gradebook in {out}")
-    return EXIT_INCOMPLETE if retried else EXIT_OK
+    posted = sum(r.status == POSTED for r in done.rows)
+    print(f"{done.calls} calls ({done.not_modified} of them answered 304, free of the rate limit), {posted} "
+          f"repositories posted, {done.left} left for the next run; gradebook in {out}")
+    if done.stopped is not None:
+        after = done.stopped.resume_at.astimezone().strftime("%H:%M %Z")
+        print(f"stopped at GitHub's rate limit after {done.repositories - done.left} of {done.repositories} "
+              f"repositories; run the same command after {after} to finish")
+        return EXIT_RATE_LIMITED
+    return EXIT_INCOMPLETE if done.left else EXIT_OK
 
 
 def gradebook_folder(path: Path, lang: str) -> Path:
