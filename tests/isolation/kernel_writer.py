@@ -1,0 +1,89 @@
+"""A submission that leaves a mark (`MARK`, filled in by the test) in what the kernel keeps for its uid rather than
+for its namespaces, for the next grading given the same uid to look for (tests/isolation/kernel_seeker.py): a key in
+each keyring it can reach (user, user-session, session, persistent, a named session keyring linked into the user
+keyring), its uid's whole key quota, a file in each world-writable folder, and a System V and a POSIX message queue.
+It prints `UID <uid>`, `PLANTED <n>` (the places it wrote) and `FILLED <keys>` (the keys it added before the quota
+refused one), the proof that it ran. Then its functions raise."""
+
+import ctypes
+import os
+import platform
+
+MARK = "@MARK@"
+KEYCTL = {"x86_64": 250, "aarch64": 219}[platform.machine()]
+ADD_KEY = {"x86_64": 248, "aarch64": 217}[platform.machine()]
+USER, USER_SESSION, SESSION, THREAD = -4, -5, -3, -1
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+planted = 0
+
+
+def keyctl(*args):
+    result = libc.syscall(KEYCTL, *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    if result < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return result
+
+
+def add_key(description, payload, keyring):
+    result = libc.syscall(ADD_KEY, b"user", description.encode(), payload, ctypes.c_size_t(len(payload)),
+                          ctypes.c_int(keyring))
+    if result < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return result
+
+
+print("UID", os.getuid(), flush=True)
+for keyring in (USER, USER_SESSION, SESSION):
+    try:
+        add_key(MARK, MARK.encode(), keyring)
+        planted += 1
+    except OSError:
+        pass
+try:
+    add_key(MARK, MARK.encode(), keyctl(22, -1, THREAD))   # KEYCTL_GET_PERSISTENT, kept in the thread keyring
+    planted += 1
+except OSError:
+    pass
+try:   # a named session keyring, kept alive by a link from the user keyring; the next one joins it by name
+    named = keyctl(1, MARK.encode())   # KEYCTL_JOIN_SESSION_KEYRING
+    keyctl(5, named, 0x3F3F0000)       # KEYCTL_SETPERM: its owner may find it by name
+    add_key(MARK, MARK.encode(), named)
+    keyctl(8, named, USER)   # KEYCTL_LINK
+    planted += 1
+except OSError:
+    pass
+filled = 0
+try:
+    for i in range(100000):   # the uid's key quota (maxkeys, maxbytes), spent
+        add_key(f"fill{i}", b"x" * 64, USER)
+        filled += 1
+except OSError:
+    pass
+for folder in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock"):
+    try:
+        with open(os.path.join(folder, MARK), "w") as fh:
+            fh.write(MARK)
+        planted += 1
+    except OSError:
+        pass
+libc.msgget.restype = ctypes.c_int
+key = int(MARK[-6:], 16)   # the mark names the System V key too
+if libc.msgget(key, 0o1000 | 0o666) >= 0:   # IPC_CREAT
+    planted += 1
+try:
+    libc.mq_open.restype = ctypes.c_int
+    if libc.mq_open(("/" + MARK).encode(), os.O_CREAT | os.O_RDWR, 0o666, None) >= 0:
+        planted += 1
+except AttributeError:
+    pass
+print("PLANTED", planted, flush=True)
+print("FILLED", filled, flush=True)
+
+
+def split_heads(x, n_heads):
+    raise ValueError("not an implementation")
+
+
+def merge_heads(x):
+    raise ValueError("not an implementation")
