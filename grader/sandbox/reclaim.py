@@ -30,6 +30,7 @@ import shutil
 import signal
 import stat
 import time
+from collections.abc import Callable
 
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")   # world-writable on a stock system
 SYSV_TABLES = {"shm": "shmctl", "msg": "msgctl", "sem": "semctl"}   # /proc/sysvipc/<table>: its RMID call
@@ -47,6 +48,7 @@ def clear(uid: int) -> list[str]:
     if keys:
         left.append(f"{keys} kernel keys of the uid outlive the clearing of its keyrings")
     left += _shared_files(uid)
+    left += _posix_queues(uid)
     left += _sysv_objects(uid)
     return left
 
@@ -55,16 +57,25 @@ def _as_uid(uid: int) -> list[str]:
     """Steps 1 and 2, by a forked process of `uid` (only it may name that uid's own keyrings); what failed."""
     from grader.worker import syscalls   # Linux only, and loaded before the fork: the child only makes calls
 
+    def become_and_clear() -> list[str]:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        return _kill_all() + _invalidate_keyrings(syscalls)
+
+    return _in_child(become_and_clear, "the uid's processes and keyrings could not be cleared")
+
+
+def _in_child(action: Callable[[], list[str]], failed: str) -> list[str]:
+    """`action`'s lines, run in a forked child (which may change its uid or namespaces, this process keeping its
+    own); `failed` when it raised."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:   # only system calls here: the caller may have threads, which the child does not inherit
-        said = "the uid's processes and keyrings could not be cleared"
+        said = failed
         try:
             os.close(read_end)
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            said = "\n".join(_kill_all() + _invalidate_keyrings(syscalls))
+            said = "\n".join(action())
         finally:
             os.write(write_end, said.encode()[:4096])
             os._exit(0)
@@ -171,26 +182,50 @@ def owned_keys(uid: int) -> int:
 def _shared_files(uid: int) -> list[str]:
     """Remove what `uid` owns at the top of the world-writable folders (a folder with all in it); links are never
     followed."""
+    return [said for folder in SHARED_FOLDERS for said in _remove_owned(folder, uid, "file")]
+
+
+def _remove_owned(folder: str, uid: int, what: str) -> list[str]:
+    """Remove each entry of `folder` that `uid` owns (a folder with all in it, never following a link); what could
+    not be removed."""
     left = []
-    for folder in SHARED_FOLDERS:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []   # not on this machine
+    for entry in entries:
         try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue   # not on this machine
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-                if info.st_uid != uid:
-                    continue
-                if stat.S_ISDIR(info.st_mode):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-            except FileNotFoundError:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid != uid:
                 continue
-            except OSError as error:
-                left.append(f"{entry.path}, the uid's, could not be removed: {error.strerror}")
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            left.append(f"the uid's {what} {entry.path} could not be removed: {error.strerror}")
     return left
+
+
+def _posix_queues(uid: int) -> list[str]:
+    """Remove the POSIX message queues `uid` owns in this IPC namespace (the host's at the basic level). They are
+    files of the namespace's mqueue file system, which a child mounts where only it sees it (a mount namespace of its
+    own), since the machine need not have one mounted at /dev/mqueue; where no namespace can be made, /dev/mqueue
+    (one of SHARED_FOLDERS) is all there is to look at."""
+    from grader.worker.syscalls import CLONE_NEWNS, MS_PRIVATE, MS_REC, mount, unshare
+
+    def mount_and_remove() -> list[str]:
+        try:
+            unshare(CLONE_NEWNS)
+            mount(None, "/", None, MS_REC | MS_PRIVATE)   # nothing done here reaches the machine's mount table
+            mount("mqueue", "/tmp", "mqueue", 0)          # over /tmp, in this child's view alone
+        except OSError:
+            return []   # no mount namespace here: /dev/mqueue, where it is mounted, was looked at with SHARED_FOLDERS
+        return _remove_owned("/tmp", uid, "POSIX message queue")
+
+    return _in_child(mount_and_remove, "the uid's POSIX message queues could not be looked for")
 
 
 def _sysv_objects(uid: int) -> list[str]:
