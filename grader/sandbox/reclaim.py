@@ -10,16 +10,19 @@ for the next grading given the same uid, or fill the quota so that the next one 
 `clear(uid)` clears all of it, and says what it could not clear: the caller (grader/sandbox/uids.py) then never
 gives that uid to another grading. In order:
 
-1. processes: a process of the uid kills every other one (kill -1, as in isolate), until none is left to signal;
+1. processes: a process of the uid kills every other one (kill -1, as in isolate), until none is left in /proc;
 2. keyrings: the same process invalidates the uid's user, user-session and persistent keyrings (keyctl(2)), which
-   unlinks every key in them; the kernel makes fresh, empty ones when they are next asked for;
+   unlinks every key in them (the kernel makes fresh, empty ones when they are next asked for), and removes the
+   POSIX message queues the uid owns in this IPC namespace;
 3. the check: once the kernel's key collector has run, the uid owns no key at all (/proc/key-users);
 4. files the uid owns at the top of a world-writable folder (/tmp, /var/tmp, /dev/shm, /dev/mqueue, /run/lock) and
-   System V IPC objects it owns or created, removed (only the basic level can reach the host's).
+   System V IPC objects it owns or created, removed (only the basic level reaches the host's: the strict box has
+   IPC and mount namespaces of its own).
 
-Everything else a process owns (POSIX timers, inotify and fanotify marks, file locks, memory mappings, user
-namespaces, pending signals, io_uring rings, the counts RLIMIT_NPROC, RLIMIT_SIGPENDING and RLIMIT_MSGQUEUE keep per
-uid) is freed by the kernel when its last process is gone, which step 1 sees to.
+Everything else a uid can own is a process's (POSIX timers, inotify and fanotify marks, file locks, memory
+mappings, user namespaces, pending signals, io_uring rings) and the kernel frees it with its last process, which
+step 1 sees to; the per-uid counts (RLIMIT_NPROC, RLIMIT_SIGPENDING, inotify instances, user namespaces,
+RLIMIT_MSGQUEUE's bytes) fall with what they count.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ IPC_RMID = 0
 KILL_SECONDS = 5.0     # for every process of the uid to be gone once killed
 COLLECT_SECONDS = 3.0  # for the kernel's key collector to free what the invalidated keyrings held
 KEY_USERS = "/proc/key-users"
+QUEUES = "/tmp"        # where the clearing child mounts the mqueue file system, over the folder in its view alone
 
 
 def clear(uid: int) -> list[str]:
@@ -48,22 +52,32 @@ def clear(uid: int) -> list[str]:
     if keys:
         left.append(f"{keys} kernel keys of the uid outlive the clearing of its keyrings")
     left += _shared_files(uid)
-    left += _posix_queues(uid)
     left += _sysv_objects(uid)
     return left
 
 
 def _as_uid(uid: int) -> list[str]:
-    """Steps 1 and 2, by a forked process of `uid` (only it may name that uid's own keyrings); what failed."""
+    """Steps 1, 2 and the uid's POSIX message queues, by a forked process of `uid` (only it may name that uid's own
+    keyrings); what failed. The queues are files of the IPC namespace's mqueue file system, which the child mounts
+    (still root) where only it sees it, in a mount namespace of its own: the machine need not have one mounted at
+    /dev/mqueue. Where no namespace can be made, /dev/mqueue (one of SHARED_FOLDERS) is all there is to look at."""
     from grader.worker import syscalls   # Linux only, and loaded before the fork: the child only makes calls
 
     def become_and_clear() -> list[str]:
+        try:
+            syscalls.unshare(syscalls.CLONE_NEWNS)
+            syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)   # the machine's table untouched
+            syscalls.mount("mqueue", QUEUES, "mqueue", 0)   # over QUEUES, in this child's view alone
+            queues = True
+        except OSError:
+            queues = False
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-        return _kill_all() + _invalidate_keyrings(syscalls)
+        left = _kill_all() + _invalidate_keyrings(syscalls)
+        return left + (_remove_owned(QUEUES, uid, "POSIX message queue") if queues else [])
 
-    return _in_child(become_and_clear, "the uid's processes and keyrings could not be cleared")
+    return _in_child(become_and_clear, "the uid's processes, keyrings and message queues could not be cleared")
 
 
 def _in_child(action: Callable[[], list[str]], failed: str) -> list[str]:
@@ -207,25 +221,6 @@ def _remove_owned(folder: str, uid: int, what: str) -> list[str]:
         except OSError as error:
             left.append(f"the uid's {what} {entry.path} could not be removed: {error.strerror}")
     return left
-
-
-def _posix_queues(uid: int) -> list[str]:
-    """Remove the POSIX message queues `uid` owns in this IPC namespace (the host's at the basic level). They are
-    files of the namespace's mqueue file system, which a child mounts where only it sees it (a mount namespace of its
-    own), since the machine need not have one mounted at /dev/mqueue; where no namespace can be made, /dev/mqueue
-    (one of SHARED_FOLDERS) is all there is to look at."""
-    from grader.worker.syscalls import CLONE_NEWNS, MS_PRIVATE, MS_REC, mount, unshare
-
-    def mount_and_remove() -> list[str]:
-        try:
-            unshare(CLONE_NEWNS)
-            mount(None, "/", None, MS_REC | MS_PRIVATE)   # nothing done here reaches the machine's mount table
-            mount("mqueue", "/tmp", "mqueue", 0)          # over /tmp, in this child's view alone
-        except OSError:
-            return []   # no mount namespace here: /dev/mqueue, where it is mounted, was looked at with SHARED_FOLDERS
-        return _remove_owned("/tmp", uid, "POSIX message queue")
-
-    return _in_child(mount_and_remove, "the uid's POSIX message queues could not be looked for")
 
 
 def _sysv_objects(uid: int) -> list[str]:

@@ -43,6 +43,14 @@ def has_key(keyring, description):
         return False
 
 
+def attempt(call, *args):
+    """A control's step: where it fails (its uid's key quota spent), its look finds no control, and says so."""
+    try:
+        return call(*args)
+    except OSError:
+        return None
+
+
 def look(where, found, mark):
     if found:
         said.append(("TRACE " if mark == MARK else "CONTROL ") + where)
@@ -72,18 +80,24 @@ for i in range(WANTED):   # before any control is made: the quota as the grading
 keyctl(7, THREAD)   # KEYCTL_CLEAR: they have proved their point
 
 # The session keyring it started with first (joining a named one below leaves it): the control, then the looks.
-add_key(CONTROL, CONTROL.encode(), SESSION)
+attempt(add_key, CONTROL, CONTROL.encode(), SESSION)
 for mark in (CONTROL, MARK):
     look("session keyring", has_key(SESSION, mark), mark)
 # The other controls, where each look would see them.
 for keyring in (USER, USER_SESSION):
-    add_key(CONTROL, CONTROL.encode(), keyring)
-add_key(CONTROL, CONTROL.encode(), persistent())
-control_ring = join_named(CONTROL)
-keyctl(5, control_ring, 0x3F3F0000)   # KEYCTL_SETPERM, as the writer does
-add_key(CONTROL, CONTROL.encode(), control_ring)
-keyctl(8, control_ring, USER)         # KEYCTL_LINK: kept alive by the user keyring, as the writer's
-keyctl(1, None)                       # a fresh anonymous session keyring: the named one is found by name again
+    attempt(add_key, CONTROL, CONTROL.encode(), keyring)
+attempt(lambda: add_key(CONTROL, CONTROL.encode(), persistent()))
+
+
+def named_control():
+    ring = join_named(CONTROL)
+    keyctl(5, ring, 0x3F3F0000)   # KEYCTL_SETPERM, as the writer does
+    add_key(CONTROL, CONTROL.encode(), ring)
+    keyctl(8, ring, USER)         # KEYCTL_LINK: kept alive by the user keyring, as the writer's
+
+
+attempt(named_control)
+attempt(keyctl, 1, None)          # a fresh anonymous session keyring: the named one is found by name again
 folders = []
 for folder in FOLDERS:
     try:
@@ -102,8 +116,8 @@ if has_mq:
 for mark in (CONTROL, MARK):
     for name, keyring in (("user keyring", USER), ("user-session keyring", USER_SESSION)):
         look(name, has_key(keyring, mark), mark)
-    look("persistent keyring", has_key(persistent(), mark), mark)
-    look("named session keyring", has_key(join_named(mark), mark), mark)
+    look("persistent keyring", attempt(lambda m: has_key(persistent(), m), mark), mark)
+    look("named session keyring", attempt(lambda m: has_key(join_named(m), m), mark), mark)
     for folder in folders:
         look(f"file {folder}", os.path.exists(os.path.join(folder, mark)), mark)
     look("System V message queue", libc.msgget(sysv_key(mark), 0) >= 0, mark)
