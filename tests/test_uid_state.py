@@ -151,6 +151,10 @@ def test_a_uid_whose_keys_cannot_be_cleared_is_quarantined(capfd):
             uids.claim(uid, uid)
         assert "kernel keys of the uid outlive the clearing" in quarantine.read_text()
         assert f"grading uid {uid} is quarantined" in capfd.readouterr().err
+        uids._announced.discard(uid)
+        uids.sweep(*TEST_UIDS)           # as a batch's end does: named where the instructor sees it
+        assert f"grading uid {uid} is quarantined" in capfd.readouterr().err
+        assert uids.quarantined(*TEST_UIDS) == {uid: quarantine.read_text().strip()}
         claim = uids.claim(*TEST_UIDS)   # it stays so, and the range's other uid serves
         try:
             assert claim.uid == TEST_UIDS[1]

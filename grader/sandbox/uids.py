@@ -22,6 +22,7 @@ DEFAULT_UIDS = (61000, 61999)   # course.toml's `[sandbox] uids` when it names n
 
 
 QUARANTINED = ".quarantined"   # `<uid>.quarantined` beside `<uid>.lock`: what of the uid could not be cleared
+_announced: set[int] = set()   # the quarantined uids this process has named on its standard error
 
 
 class NoFreeUid(Exception):
@@ -73,7 +74,9 @@ def claim(first: int, last: int) -> UidClaim:
 
 def sweep(first: int, last: int) -> None:
     """Kill what runs as any uid of [first, last] that no grading holds, and clear what it owns: a grading killed
-    with -9 (or its warm process) may have left student processes there that nothing else ends."""
+    with -9 (or its warm process) may have left student processes there that nothing else ends. Then name the
+    quarantined uids of the range not named yet by this process (a batch sweeps as its grading processes end: its
+    gradings' own standard error is not the terminal's)."""
     try:
         folder = _lock_folder()
     except NoFreeUid:
@@ -88,6 +91,26 @@ def sweep(first: int, last: int) -> None:
             _clear_or_quarantine(folder, uid)
         finally:
             os.close(fd)
+    for uid, reason in quarantined(first, last).items():
+        if uid not in _announced:
+            _announced.add(uid)
+            _say(uid, reason, _quarantine_file(folder, uid))
+
+
+def quarantined(first: int, last: int) -> dict[int, str]:
+    """The quarantined uids of [first, last], each with what of it could not be cleared."""
+    try:
+        folder = _lock_folder()
+    except NoFreeUid:
+        return {}
+    found = {}
+    for uid in range(first, last + 1):
+        try:
+            with open(_quarantine_file(folder, uid), encoding="utf-8", errors="replace") as fh:
+                found[uid] = fh.read(4096).strip()
+        except OSError:
+            continue
+    return found
 
 
 def _lock(folder: str, uid: int) -> int | None:
@@ -118,9 +141,14 @@ def _clear_or_quarantine(folder: str, uid: int) -> bool:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(reason + "\n")
+    _announced.add(uid)
+    _say(uid, reason, path)
+    return False
+
+
+def _say(uid: int, reason: str, path: str) -> None:
     print(f"grader: grading uid {uid} is quarantined, no grading gets it again ({reason}); remove {path} once "
           "that is cleared", file=sys.stderr, flush=True)
-    return False
 
 
 def _quarantine_file(folder: str, uid: int) -> str:

@@ -82,8 +82,9 @@ class ExerciseBox:
 
 
 def drop_privileges(jail: dict, worker: int) -> None:
-    """In a child about to run student code: become the grading's own uid for good, with no groups and no way
-    back (no_new_privs), and die with the worker `worker` (its pid). Nothing here forks or writes a file."""
+    """In a child about to run student code: take a session keyring of its own, become the grading's own uid for
+    good, with no groups and no way back (no_new_privs), and die with the worker `worker` (its pid). Nothing here
+    forks or writes a file."""
     user = jail.get("user")
     own_session_keyring()
     if user:
