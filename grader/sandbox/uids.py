@@ -46,12 +46,12 @@ class UidClaim:
 def claim(first: int, last: int) -> UidClaim:
     """Hold the first free uid in [first, last] until `release` (or this process's end)."""
     folder = _lock_folder()
-    quarantined = 0
+    set_aside = 0
     for uid in range(first, last + 1):
         if _is_account(uid):
             continue
         if os.path.exists(_quarantine_file(folder, uid)):
-            quarantined += 1
+            set_aside += 1
             continue
         fd = _lock(folder, uid)
         if fd is None:
@@ -65,9 +65,9 @@ def claim(first: int, last: int) -> UidClaim:
         if cleared:
             return UidClaim(uid, fd, folder)
         os.close(fd)
-        quarantined += 1
-    quarantine = (f" ({quarantined} of them quarantined, as {os.path.join(folder, '<uid>' + QUARANTINED)} says why)"
-                  if quarantined else "")
+        set_aside += 1
+    quarantine = (f" ({set_aside} of them quarantined, as {os.path.join(folder, '<uid>' + QUARANTINED)} says why)"
+                  if set_aside else "")
     raise NoFreeUid(f"all {last - first + 1} grading uids ({first}-{last}) are in use{quarantine}; widen [sandbox] "
                     "uids in course.toml")
 
