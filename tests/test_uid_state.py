@@ -77,9 +77,13 @@ def test_nothing_of_a_grading_in_its_uids_kernel_state_reaches_the_next(tmp_path
     assert _said(planted, "UID") == _said(seen, "UID") == str(ONE_UID), (planted, seen)   # the same uid, in turn
     assert int(_said(planted, "PLANTED")) >= 7, planted      # five keyrings, a file, a queue at the least
     assert int(_said(planted, "FILLED")) > 0, planted        # it spent its uid's key quota
+    # request_key(2) is refused outright (its upcall would run as root outside the box), though add_key works
+    assert _said(planted, "REQUEST_KEY") == "ENOSYS", planted
     assert "ADDED" in seen, seen
     assert "TRACE" not in seen, seen
     assert int(_said(seen, "ADDED")) == 20, seen             # the quota is whole again
+    assert int(_said(planted, "QUEUES")) > 0, planted        # it spent its uid's message queue bytes...
+    assert _said(seen, "QUEUE_ROOM") == "1", seen             # ...which are whole again
     folders = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock") if level == "basic" else ("/tmp", "/dev/shm")
     for look in (*KEY_LOOKS, *IPC_LOOKS, *(f"file {folder}" for folder in folders)):
         assert f"CONTROL {look}\n" in seen + "\n", f"the {look} look is blind: {seen}"

@@ -24,7 +24,7 @@ import time
 from grader.worker import protocol
 from grader.worker.syscalls import (KEYCTL_JOIN_SESSION_KEYRING, MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID,
                                     PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, keyctl, mount, prctl,
-                                    umount)
+                                    refuse_request_key, umount)
 
 SCRATCH = "/.scratch"
 PROT_NONE = 0  # mmap has no name for it
@@ -83,8 +83,8 @@ class ExerciseBox:
 
 def drop_privileges(jail: dict, worker: int) -> None:
     """In a child about to run student code: take a session keyring of its own, become the grading's own uid for
-    good, with no groups and no way back (no_new_privs), and die with the worker `worker` (its pid). Nothing here
-    forks or writes a file."""
+    good, with no groups and no way back (no_new_privs) and no request_key(2) (its upcall runs as root outside every
+    namespace), and die with the worker `worker` (its pid). Nothing here forks or writes a file."""
     user = jail.get("user")
     own_session_keyring()
     if user:
@@ -92,6 +92,8 @@ def drop_privileges(jail: dict, worker: int) -> None:
         os.setresgid(user["gid"], user["gid"], user["gid"])
         os.setresuid(user["uid"], user["uid"], user["uid"])
         prctl(PR_SET_NO_NEW_PRIVS, 1)
+        if LINUX:
+            refuse_request_key()
     # After the uid change, which clears it. Without a pid namespace (basic level) nothing else would end a
     # child whose worker was killed; what the child starts itself is its grading uid's, swept when that uid is
     # next claimed (grader.sandbox.uids).

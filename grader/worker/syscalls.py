@@ -26,6 +26,13 @@ SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 271, "s3
 KEYCTL_GET_KEYRING_ID, KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_READ = 0, 1, 11
 KEYCTL_INVALIDATE, KEYCTL_GET_PERSISTENT = 21, 22
 KEY_SPEC_THREAD_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -1, -4, -5
+# request_key(2), refused to student code by a seccomp filter (`refuse_request_key`), and the filter's words.
+SYS_REQUEST_KEY = {"x86_64": 249, "aarch64": 218}
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}   # what seccomp names each system call table
+X32_SYSCALL_BIT = 0x40000000   # x86_64's second table (x32), which would name request_key otherwise
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
 
 _libc = ctypes.CDLL(None, use_errno=True)
 for _name, _args in (("mount", [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]),
@@ -73,6 +80,36 @@ def keyctl(operation: int, *args: int | bytes | None) -> int:
         err = ctypes.get_errno()
         raise OSError(err, f"keyctl({operation}): {os.strerror(err)}")
     return result
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def refuse_request_key() -> None:
+    """From now on request_key(2) fails with ENOSYS in this process and all it starts (no_new_privs must be set).
+    The kernel answers a request it cannot satisfy by running /sbin/request-key as root in the machine's own
+    namespaces (keyutils' upcall, whose configuration may resolve names on the host's network), whatever namespaces
+    the caller is in: student code has no use for it. A system call of another table (i386's `int 0x80`, x32) is
+    refused too, as nothing the grader runs makes one."""
+    machine = platform.machine()
+    if machine not in SYS_REQUEST_KEY:
+        raise OSError(errno.ENOSYS, f"seccomp: unknown system call numbers on {machine}")
+    refused = SECCOMP_RET_ERRNO | errno.ENOSYS
+    program = [(BPF_LD_W_ABS, 0, 0, 4),                              # the table: seccomp_data.arch
+               (BPF_JEQ_K, 0, 4, AUDIT_ARCH[machine]),               # another one: refused
+               (BPF_LD_W_ABS, 0, 0, 0),                              # seccomp_data.nr
+               (BPF_JGE_K, 2, 0, X32_SYSCALL_BIT),                   # x32: refused
+               (BPF_JEQ_K, 1, 0, SYS_REQUEST_KEY[machine]),          # request_key: refused
+               (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+               (BPF_RET_K, 0, 0, refused)]
+    filters = (_SockFilter * len(program))(*[_SockFilter(*step) for step in program])
+    fprog = _SockFprog(len(program), filters)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp filter")
 
 
 def prctl(option: int, value: int) -> None:

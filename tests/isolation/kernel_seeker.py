@@ -1,8 +1,9 @@
 """A submission that looks for what an earlier one given the same uid (tests/isolation/kernel_writer.py) left in the
 kernel's state for that uid (`MARK`, filled in by the test), and prints `TRACE <where>` for each trace it finds. Each
 look has a positive control: the seeker first plants a control mark of its own where that look would see it
-(`CONTROL <where>` for each control it finds again; one missing means the look is blind). It prints `UID <uid>` and
-`ADDED <n>`, the keys of `WANTED` its uid's key quota let it add. Then its functions raise."""
+(`CONTROL <where>` for each control it finds again; one missing means the look is blind). It prints `UID <uid>`,
+`ADDED <n>`, the keys of `WANTED` its uid's key quota let it add, and `QUEUE_ROOM 1` when its uid's message queue
+bytes (RLIMIT_MSGQUEUE) let it make the largest queue it may ask for. Then its functions raise."""
 
 import ctypes
 import os
@@ -18,6 +19,11 @@ FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 said = []
+
+
+class QueueAttributes(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long),
+                ("curmsgs", ctypes.c_long), ("reserved", ctypes.c_long * 4)]
 
 
 def keyctl(*args):
@@ -78,6 +84,11 @@ for i in range(WANTED):   # before any control is made: the quota as the grading
     except OSError:
         break
 keyctl(7, THREAD)   # KEYCTL_CLEAR: they have proved their point
+room = 0   # the largest queue an unprivileged process may ask for, which a spent RLIMIT_MSGQUEUE refuses
+if hasattr(libc, "mq_open"):
+    libc.mq_open.restype = ctypes.c_int
+    room = int(libc.mq_open(f"/{CONTROL}-room".encode(), os.O_CREAT | os.O_RDWR, 0o600,
+                            ctypes.byref(QueueAttributes(0, 10, 8192, 0))) >= 0)
 
 # The session keyring it started with first (joining a named one below leaves it): the control, then the looks.
 attempt(add_key, CONTROL, CONTROL.encode(), SESSION)
@@ -125,6 +136,7 @@ for mark in (CONTROL, MARK):
 for line in said:
     print(line)
 print("ADDED", added, flush=True)
+print("QUEUE_ROOM", room, flush=True)
 
 
 def split_heads(x, n_heads):

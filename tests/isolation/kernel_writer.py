@@ -1,17 +1,21 @@
 """A submission that leaves a mark (`MARK`, filled in by the test) in what the kernel keeps for its uid rather than
 for its namespaces, for the next grading given the same uid to look for (tests/isolation/kernel_seeker.py): a key in
 each keyring it can reach (user, user-session, session, persistent, a named session keyring linked into the user
-keyring), its uid's whole key quota, a file in each world-writable folder, and a System V and a POSIX message queue.
-It prints `UID <uid>`, `PLANTED <n>` (the places it wrote) and `FILLED <keys>` (the keys it added before the quota
-refused one), the proof that it ran. Then its functions raise."""
+keyring), its uid's whole key quota, a file in each world-writable folder, a System V and a POSIX message queue, and
+its uid's whole message queue bytes (RLIMIT_MSGQUEUE). It prints `UID <uid>`, `REQUEST_KEY <errno>` (what
+request_key(2) said), `PLANTED <n>` (the places it wrote), `FILLED <keys>` (the keys it added before the quota
+refused one) and `QUEUES <n>` (the largest queues it made before RLIMIT_MSGQUEUE refused one), the proof that it ran.
+Then its functions raise."""
 
 import ctypes
+import errno
 import os
 import platform
 
 MARK = "@MARK@"
 KEYCTL = {"x86_64": 250, "aarch64": 219}[platform.machine()]
 ADD_KEY = {"x86_64": 248, "aarch64": 217}[platform.machine()]
+REQUEST_KEY = {"x86_64": 249, "aarch64": 218}[platform.machine()]
 USER, USER_SESSION, SESSION, THREAD = -4, -5, -3, -1
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -33,7 +37,16 @@ def add_key(description, payload, keyring):
     return result
 
 
+class QueueAttributes(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long),
+                ("curmsgs", ctypes.c_long), ("reserved", ctypes.c_long * 4)]
+
+
 print("UID", os.getuid(), flush=True)
+# A key the kernel does not hold, with callout information: the kernel would run /sbin/request-key as root, outside
+# every namespace, to make it (keyutils' upcall), and the error says whether it tried.
+asked = libc.syscall(REQUEST_KEY, b"user", f"debug:{MARK}".encode(), MARK.encode(), ctypes.c_int(0))
+print("REQUEST_KEY", errno.errorcode.get(ctypes.get_errno(), "none") if asked < 0 else "made", flush=True)
 for keyring in (USER, USER_SESSION, SESSION):
     try:
         add_key(MARK, MARK.encode(), keyring)
@@ -71,14 +84,19 @@ libc.msgget.restype = ctypes.c_int
 key = int(MARK[-6:], 16)   # the mark names the System V key too
 if libc.msgget(key, 0o1000 | 0o666) >= 0:   # IPC_CREAT
     planted += 1
-try:
+queues = 0
+if hasattr(libc, "mq_open"):
     libc.mq_open.restype = ctypes.c_int
     if libc.mq_open(("/" + MARK).encode(), os.O_CREAT | os.O_RDWR, 0o666, None) >= 0:
         planted += 1
-except AttributeError:
-    pass
+    largest = QueueAttributes(0, 10, 8192, 0)   # the most an unprivileged process may ask for
+    for i in range(1000):   # its uid's message queue bytes (RLIMIT_MSGQUEUE), spent
+        if libc.mq_open(f"/{MARK}-{i}".encode(), os.O_CREAT | os.O_RDWR, 0o600, ctypes.byref(largest)) < 0:
+            break
+        queues += 1
 print("PLANTED", planted, flush=True)
 print("FILLED", filled, flush=True)
+print("QUEUES", queues, flush=True)
 
 
 def split_heads(x, n_heads):
