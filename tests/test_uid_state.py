@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def _batch(tmp_path: Path, mark: str, level: str, fork_server: bool) -> Path:
     room = tmp_path / "class"
     for name, source in (("a_writer", "kernel_writer.py"), ("b_seeker", "kernel_seeker.py")):
         (room / name / "heads").mkdir(parents=True)
-        (room / name / "heads" / "heads.py").write_text((ISOLATION / source).read_text().replace("@MARK@", mark))
+        (room / name / "heads" / "heads.py").write_text(_submission(source, mark))
     os.chmod(room, 0o700)   # the basic level refuses a class folder others can enter
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
@@ -55,6 +56,14 @@ def _batch(tmp_path: Path, mark: str, level: str, fork_server: bool) -> Path:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "quarantined" not in done.stderr, done.stderr[-3000:]
     return out
+
+
+def _submission(source: str, mark: str) -> str:
+    """tests/isolation/`source` as one file: kernel_calls.py's text in place of its import, `mark` filled in."""
+    calls = (ISOLATION / "kernel_calls.py").read_text()
+    text = re.sub(r"from kernel_calls import \([^)]*\)\n", lambda _: calls, (ISOLATION / source).read_text(), count=1)
+    assert "from kernel_calls import" not in text, source
+    return text.replace("@MARK@", mark)
 
 
 def _tail(out: Path, student: str) -> str:

@@ -7,38 +7,16 @@ bytes (RLIMIT_MSGQUEUE) let it make the largest queue it may ask for. Then its f
 
 import ctypes
 import os
-import platform
+
+# The test puts kernel_calls.py's text in place of this import: a submission is one file.
+from kernel_calls import (LARGEST_QUEUE, SESSION, THREAD, USER, USER_SESSION, add_key,
+                          keyctl, libc)
 
 MARK = "@MARK@"
 CONTROL = "control" + MARK[::-1]
 WANTED = 20
-KEYCTL = {"x86_64": 250, "aarch64": 219}[platform.machine()]
-ADD_KEY = {"x86_64": 248, "aarch64": 217}[platform.machine()]
-USER, USER_SESSION, SESSION, THREAD = -4, -5, -3, -1
 FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
 said = []
-
-
-class QueueAttributes(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long),
-                ("curmsgs", ctypes.c_long), ("reserved", ctypes.c_long * 4)]
-
-
-def keyctl(*args):
-    result = libc.syscall(KEYCTL, *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
-    if result < 0:
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-    return result
-
-
-def add_key(description, payload, keyring):
-    result = libc.syscall(ADD_KEY, b"user", description.encode(), payload, ctypes.c_size_t(len(payload)),
-                          ctypes.c_int(keyring))
-    if result < 0:
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-    return result
 
 
 def has_key(keyring, description):
@@ -86,9 +64,8 @@ for i in range(WANTED):   # before any control is made: the quota as the grading
 keyctl(7, THREAD)   # KEYCTL_CLEAR: they have proved their point
 room = 0   # the largest queue an unprivileged process may ask for, which a spent RLIMIT_MSGQUEUE refuses
 if hasattr(libc, "mq_open"):
-    libc.mq_open.restype = ctypes.c_int
     room = int(libc.mq_open(f"/{CONTROL}-room".encode(), os.O_CREAT | os.O_RDWR, 0o600,
-                            ctypes.byref(QueueAttributes(0, 10, 8192, 0))) >= 0)
+                            ctypes.byref(LARGEST_QUEUE)) >= 0)
 
 # The session keyring it started with first (joining a named one below leaves it): the control, then the looks.
 attempt(add_key, CONTROL, CONTROL.encode(), SESSION)
@@ -117,11 +94,9 @@ for folder in FOLDERS:
         folders.append(folder)   # where it cannot write, the writer could not either
     except OSError:
         pass
-libc.msgget.restype = ctypes.c_int
 libc.msgget(sysv_key(CONTROL), 0o1000 | 0o600)   # IPC_CREAT
 has_mq = hasattr(libc, "mq_open")
 if has_mq:
-    libc.mq_open.restype = ctypes.c_int
     libc.mq_open(("/" + CONTROL).encode(), os.O_CREAT | os.O_RDWR, 0o600, None)
 
 for mark in (CONTROL, MARK):
