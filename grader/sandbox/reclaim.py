@@ -74,7 +74,9 @@ def _as_uid(uid: int) -> list[str]:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-        left = _kill_all() + _invalidate_keyrings(syscalls)
+        left = _kill_all()
+        if owned_keys(uid):   # none: no keyring of the uid's exists, nor can one now (its processes are gone)
+            left += _invalidate_keyrings(syscalls)
         return left + (_remove_owned(QUEUES, uid, "POSIX message queue") if queues else [])
 
     return _in_child(become_and_clear, "the uid's processes, keyrings and message queues could not be cleared")
