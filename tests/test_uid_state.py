@@ -10,6 +10,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,15 +137,39 @@ def _as(uid: int, action) -> None:
 TEST_UIDS = (62990, 62991)
 
 
-def test_a_claim_clears_the_keys_a_killed_grading_left():
+def test_a_claim_clears_what_a_killed_grading_left(tmp_path):
+    """A grading killed with -9 never releases its uid: what it left (a key, a process, a file and a folder too deep
+    for a recursive removal in a shared folder) is cleared when the uid is next claimed."""
     from grader.worker.syscalls import KEY_SPEC_USER_KEYRING
 
     uid = TEST_UIDS[0]
-    _as(uid, lambda: _add_key(b"user", b"left", b"over", KEY_SPEC_USER_KEYRING))
-    assert reclaim.owned_keys(uid) >= 2   # the positive control: the key and the keyring it is in
+    name = f"left-{secrets.token_hex(4)}"
+
+    def leave() -> None:
+        _add_key(b"user", b"left", b"over", KEY_SPEC_USER_KEYRING)
+        with open(f"/tmp/{name}.txt", "w") as fh:
+            fh.write("left")
+        os.mkdir(f"/tmp/{name}")
+        os.chdir(f"/tmp/{name}")
+        for _ in range(1500):   # deeper than Python's recursion limit
+            os.mkdir("d")
+            os.chdir("d")
+        os.chdir("/")
+        if os.fork() == 0:
+            os.setsid()
+            time.sleep(600)
+            os._exit(0)
+
+    _as(uid, leave)
+    # The positive controls: each is there.
+    assert reclaim.owned_keys(uid) >= 2   # the key and the keyring it is in
+    assert os.path.exists(f"/tmp/{name}.txt") and os.path.isdir(f"/tmp/{name}/d/d")
+    assert reclaim.processes_of(uid)
     claim = uids.claim(uid, uid)
     try:
         assert reclaim.owned_keys(uid) == 0
+        assert not os.path.lexists(f"/tmp/{name}.txt") and not os.path.lexists(f"/tmp/{name}")
+        assert not reclaim.processes_of(uid)
     finally:
         claim.release()
 

@@ -32,6 +32,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -41,6 +42,7 @@ IPC_RMID = 0
 KILL_SECONDS = 5.0     # for every process of the uid to be gone once killed
 COLLECT_SECONDS = 3.0  # for the kernel's key collector to free what the invalidated keyrings held
 KEY_USERS = "/proc/key-users"
+DONE = "done"          # a clearing child's last line: without it, it died on the way
 QUEUES = "/tmp"        # where the clearing child mounts the mqueue file system, over the folder in its view alone
 
 
@@ -84,16 +86,16 @@ def _as_uid(uid: int) -> list[str]:
 
 def _in_child(action: Callable[[], list[str]], failed: str) -> list[str]:
     """`action`'s lines, run in a forked child (which may change its uid or namespaces, this process keeping its
-    own); `failed` when it raised."""
+    own); [`failed`] when it raised or died before it had said all."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:   # only system calls here: the caller may have threads, which the child does not inherit
         said = failed
         try:
             os.close(read_end)
-            said = "\n".join(action())
+            said = "\n".join([*action(), DONE])
         finally:
-            os.write(write_end, said.encode()[:4096])
+            os.write(write_end, said.encode()[-4096:])
             os._exit(0)
     os.close(write_end)
     try:
@@ -103,7 +105,8 @@ def _in_child(action: Callable[[], list[str]], failed: str) -> list[str]:
     finally:
         os.close(read_end)
         os.waitpid(pid, 0)
-    return [line for line in b"".join(chunks).decode("utf-8", "replace").splitlines() if line]
+    lines = [line for line in b"".join(chunks).decode("utf-8", "replace").splitlines() if line]
+    return lines[:-1] if lines[-1:] == [DONE] else [failed]
 
 
 def _kill_all() -> list[str]:
@@ -222,6 +225,11 @@ def _remove_owned(folder: str, uid: int, what: str) -> list[str]:
             continue
         except OSError as error:
             left.append(f"the uid's {what} {entry.path} could not be removed: {error.strerror}")
+        except RecursionError:   # shutil.rmtree recurses: a tree thousands of folders deep, which rm(1) is not
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", entry.path], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            if os.path.lexists(entry.path):
+                left.append(f"the uid's {what} {entry.path} is too deep to remove")
     return left
 
 
