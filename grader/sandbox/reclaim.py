@@ -46,37 +46,44 @@ DONE = "done"          # a clearing child's last line: without it, it died on th
 QUEUES = "/tmp"        # where the clearing child mounts the mqueue file system, over the folder in its view alone
 
 
-def clear(uid: int) -> list[str]:
-    """Kill what runs as `uid` and clear what it owns in the kernel and in shared folders; what could not be
-    cleared, in words (empty: nothing of the uid is left)."""
-    left = _as_uid(uid)
+def clear(uid: int, shared: bool = True) -> list[str]:
+    """Kill what runs as `uid` and clear what it owns in the kernel and, with `shared`, in this machine's
+    world-writable folders and IPC namespace; what could not be cleared, in words (empty: nothing of the uid is
+    left). Without `shared` (a strict grading claims or releases the uid: it sees neither) only processes and keys
+    are looked for, and a uid that left neither costs no fork."""
+    running = bool(processes_of(uid))
+    left = _as_uid(uid, running, shared) if running or owned_keys(uid) or shared else []
     keys = _keys_after_collection(uid)
     if keys:
         left.append(f"{keys} kernel keys of the uid outlive the clearing of its keyrings")
-    left += _shared_files(uid)
-    left += _sysv_objects(uid)
+    if shared:
+        left += _shared_files(uid)
+        left += _sysv_objects(uid)
     return left
 
 
-def _as_uid(uid: int) -> list[str]:
-    """Steps 1, 2 and the uid's POSIX message queues, by a forked process of `uid` (only it may name that uid's own
-    keyrings); what failed. The queues are files of the IPC namespace's mqueue file system, which the child mounts
-    (still root) where only it sees it, in a mount namespace of its own: the machine need not have one mounted at
-    /dev/mqueue. Where no namespace can be made, /dev/mqueue (one of SHARED_FOLDERS) is all there is to look at."""
+def _as_uid(uid: int, running: bool, shared: bool) -> list[str]:
+    """Steps 1, 2 and (with `shared`) the uid's POSIX message queues, by a forked process of `uid` (only it may name
+    that uid's own keyrings); what failed. The queues are files of the IPC namespace's mqueue file system, which the
+    child mounts (still root) where only it sees it, in a mount namespace of its own: the machine need not have one
+    mounted at /dev/mqueue. Where no namespace can be made, /dev/mqueue (one of SHARED_FOLDERS) is all there is to
+    look at."""
     from grader.worker import syscalls   # Linux only, and loaded before the fork: the child only makes calls
 
     def become_and_clear() -> list[str]:
-        try:
-            syscalls.unshare(syscalls.CLONE_NEWNS)
-            syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)   # the machine's table untouched
-            syscalls.mount("mqueue", QUEUES, "mqueue", 0)   # over QUEUES, in this child's view alone
-            queues = True
-        except OSError:
-            queues = False
+        queues = False
+        if shared:
+            try:
+                syscalls.unshare(syscalls.CLONE_NEWNS)
+                syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)   # the machine's: untouched
+                syscalls.mount("mqueue", QUEUES, "mqueue", 0)   # over QUEUES, in this child's view alone
+                queues = True
+            except OSError:
+                pass
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-        left = _kill_all()
+        left = _kill_all() if running else []   # not running: nothing can start as the uid, which the caller holds
         if owned_keys(uid):   # none: no keyring of the uid's exists, nor can one now (its processes are gone)
             left += _invalidate_keyrings(syscalls)
         return left + (_remove_owned(QUEUES, uid, "POSIX message queue") if queues else [])
@@ -136,15 +143,18 @@ def running_uids() -> set[int]:
 
 
 def _live_processes() -> list[tuple[int, int]]:
+    """(pid, real uid) of each process but zombies, from /proc/<pid>/status (`State:\tZ`, `Uid:\t<real> ...`)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/status", "rb") as fh:
-                    fields = dict(line.split(b":", 1) for line in fh if line[:4] in (b"Stat", b"Uid:"))
-                if not fields[b"State"].strip().startswith(b"Z"):
-                    found.append((int(entry), int(fields[b"Uid"].split()[0])))
-            except (OSError, ValueError, IndexError, KeyError):
+                    text = fh.read(4096)
+                state = text.index(b"\nState:") + 8
+                if text[state:state + 2].strip()[:1] != b"Z":
+                    uid = text.index(b"\nUid:") + 5
+                    found.append((int(entry), int(text[uid:text.index(b"\n", uid)].split()[0])))
+            except (OSError, ValueError, IndexError):
                 continue
     return found
 

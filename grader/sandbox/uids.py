@@ -34,17 +34,20 @@ class UidClaim:
     uid: int
     fd: int
     folder: str = ""
+    shared: bool = True   # its grading shares this machine's folders and IPC namespace (no box): cleared as well
 
     def release(self) -> None:
         """Clear what the grading left in the uid's name (quarantining the uid if some of it stays), then free it."""
         try:
-            _clear_or_quarantine(self.folder, self.uid)
+            _clear_or_quarantine(self.folder, self.uid, self.shared)
         finally:
             os.close(self.fd)
 
 
-def claim(first: int, last: int) -> UidClaim:
-    """Hold the first free uid in [first, last] until `release` (or this process's end)."""
+def claim(first: int, last: int, shared: bool = True) -> UidClaim:
+    """Hold the first free uid in [first, last] until `release` (or this process's end). `shared`: the grading
+    shares this machine's world-writable folders and IPC namespace (the basic level), where what the uid owns is
+    cleared too; a strict grading sees neither, and a basic one clears them before it runs."""
     folder = _lock_folder()
     set_aside = 0
     for uid in range(first, last + 1):
@@ -58,12 +61,12 @@ def claim(first: int, last: int) -> UidClaim:
             continue
         try:
             # Held by nobody until now: whatever runs as it, or it owns, is left over (a grading killed with -9).
-            cleared = _clear_or_quarantine(folder, uid)
+            cleared = _clear_or_quarantine(folder, uid, shared)
         except BaseException:
             os.close(fd)
             raise
         if cleared:
-            return UidClaim(uid, fd, folder)
+            return UidClaim(uid, fd, folder, shared)
         os.close(fd)
         set_aside += 1
     quarantine = (f" ({set_aside} of them quarantined, as {os.path.join(folder, '<uid>' + QUARANTINED)} says why)"
@@ -126,14 +129,14 @@ def _lock(folder: str, uid: int) -> int | None:
     return fd
 
 
-def _clear_or_quarantine(folder: str, uid: int) -> bool:
+def _clear_or_quarantine(folder: str, uid: int, shared: bool = True) -> bool:
     """Clear what `uid` (held by the caller) left (grader/sandbox/reclaim.py); where something stays, quarantine the
     uid and say so. Whether it was cleared."""
     if not folder:
         return True   # a claim made without a lock folder: nothing to record
     from grader.sandbox import reclaim   # Linux only: importing this module must work anywhere
 
-    left = reclaim.clear(uid)
+    left = reclaim.clear(uid, shared)
     if not left:
         return True
     reason = "; ".join(left)
