@@ -204,8 +204,10 @@ def failing_function(db):
     raise RuntimeError("a migration's bug")
 
 
-@pytest.mark.parametrize("failing", [failing_function, "CREATE TABLE halfway (x TEXT);\nINSERT INTO nowhere VALUES (1);"],
-                         ids=["function", "sql"])
+FAILING_SQL = "CREATE TABLE halfway (x TEXT);\nINSERT INTO nowhere VALUES (1);"
+
+
+@pytest.mark.parametrize("failing", [failing_function, FAILING_SQL], ids=["function", "sql"])
 def test_a_failed_migration_leaves_the_gradebook_as_it_was(failing, tmp_path, monkeypatch):
     path = tmp_path / "gradebook.sqlite"
     earlier_gradebook(path, EARLIER["before-sandbox"])

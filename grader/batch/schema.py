@@ -88,8 +88,9 @@ class SchemaRefused(Exception):
 
 def open_schema(db: sqlite3.Connection, path: Path) -> None:
     """Bring the gradebook `db` (opened from `path`, in autocommit mode) to SCHEMA_VERSION, or refuse it."""
-    if _version(db, path) == SCHEMA_VERSION:
+    if _stated(db) == SCHEMA_VERSION:   # brought up to date already: the common case
         return
+    _version(db, path)   # a refusal takes no lock and writes nothing
     db.execute("BEGIN IMMEDIATE")
     try:
         found = _version(db, path)   # again, under the lock: another process may have brought it up meanwhile
@@ -108,7 +109,7 @@ def open_schema(db: sqlite3.Connection, path: Path) -> None:
 
 def _version(db: sqlite3.Connection, path: Path) -> int:
     """The gradebook's schema version; SchemaRefused when it is not one this grader can bring up to date."""
-    stated = db.execute("PRAGMA user_version").fetchone()[0]
+    stated = _stated(db)
     if stated > SCHEMA_VERSION:
         raise SchemaRefused(f"{path} was written by a newer grader (schema {stated}; this one reads up to "
                             f"{SCHEMA_VERSION}): use that grader or move it aside")
@@ -117,6 +118,10 @@ def _version(db: sqlite3.Connection, path: Path) -> int:
         raise SchemaRefused(f"{path} is not a gradebook (schema {stated}, tables "
                             f"{', '.join(_tables(db))}): move it aside")
     return found
+
+
+def _stated(db: sqlite3.Connection) -> int:
+    return db.execute("PRAGMA user_version").fetchone()[0]
 
 
 def _unversioned(db: sqlite3.Connection) -> int:
