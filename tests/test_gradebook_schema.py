@@ -257,3 +257,31 @@ def test_a_batch_resumes_an_earlier_gradebook_without_regrading_it(tmp_path, mon
     graded = dict(db.execute("SELECT submission, graded_at FROM submissions").fetchall())
     db.close()
     assert graded["ann"] == "then" and graded["bob"] != "then" and set(graded) == {"ann", "bob", "cy"}
+
+
+def test_two_commands_opening_an_earlier_gradebook_at_once_bring_it_up_once(tmp_path):
+    import threading
+    import time
+
+    path = tmp_path / "gradebook.sqlite"
+    earlier_gradebook(path, EARLIER["before-sandbox"])
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")   # both find version 0, then wait for the write lock
+    failures: list[BaseException] = []
+
+    def open_it():
+        try:
+            Gradebook(path).close()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    holder.execute("ROLLBACK")
+    holder.close()
+    for thread in threads:
+        thread.join()
+    assert failures == [] and user_version(path) == SCHEMA_VERSION
+    assert [c[0] for c in layout(path)["submissions"]].count("sandbox") == 1
