@@ -102,7 +102,8 @@ def open_schema(db: sqlite3.Connection, path: Path) -> None:
                 step(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:   # SQLite may have rolled back already (a full disk): the first error is the one to say
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
 
