@@ -49,13 +49,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (UsageError, CourseError) as exc:
+    except (UsageError, CourseError, *refusals()) as exc:
         from grader.render.safe_text import terminal_text
 
         said = exc.problems if isinstance(exc, CourseError) else (str(exc),)   # a course's problems: a line each
         for line in said:
             print(f"grader: {terminal_text(line)}", file=sys.stderr)  # it may name the submission's folder
         return EXIT_USAGE
+
+
+def refusals() -> tuple[type[Exception], ...]:
+    """The other refusals said in one line with status 2: a gradebook of a newer grader (the student edition
+    has no gradebook, nor its module)."""
+    if student_edition():
+        return ()
+    from grader.batch.schema import SchemaRefused
+
+    return (SchemaRefused,)
 
 
 def student_edition() -> bool:

@@ -3,7 +3,8 @@
 Rows are keyed by the submission's name, the hash of the files the grader reads, and the grader key
 (grader version and a digest of course.toml), so a changed submission or a changed course is regraded
 and an unchanged one is not. Each submission's rows are written in one transaction: a batch killed at
-any moment leaves whole submissions or none.
+any moment leaves whole submissions or none. The tables, and how a gradebook of an earlier version is brought up
+to date, are grader.batch.schema's.
 """
 
 from __future__ import annotations
@@ -24,61 +25,11 @@ from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.render.safe_text import csv_text
 from grader.batch.grades import Grade, Override, grade_of
+from grader.batch.schema import open_schema
 from grader.i18n import LANGS
 from grader.policy import Submitted, lateness, student_dates
 from grader.batch.roster import Student, match
 from grader.worker.protocol import Status
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS submissions (
-    submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL,
-    score REAL NOT NULL, max_score REAL NOT NULL, percent REAL NOT NULL, status TEXT NOT NULL,
-    message TEXT NOT NULL, report_dir TEXT, graded_at TEXT NOT NULL, sandbox TEXT,
-    PRIMARY KEY (submission, grader_key)
-);
-CREATE TABLE IF NOT EXISTS results (
-    submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL,
-    exercise TEXT NOT NULL, criterion TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL,
-    points REAL NOT NULL, max_points REAL NOT NULL, message TEXT NOT NULL,
-    PRIMARY KEY (submission, grader_key, exercise, criterion)
-);
--- The instructor's corrections, applied after grading (grader.batch.grades): no grader key, so that they outlive every
--- regrade and re-judging. exercise '' corrects the whole grade, criterion '' the whole exercise.
-CREATE TABLE IF NOT EXISTS overrides (
-    student TEXT NOT NULL, exercise TEXT NOT NULL, criterion TEXT NOT NULL, points REAL NOT NULL,
-    comment TEXT NOT NULL, author TEXT NOT NULL, at TEXT NOT NULL,
-    PRIMARY KEY (student, exercise, criterion)
-);
--- What each grading's probes observed (grader.grading.rejudge's record; the files are in the observation store): what a
--- re-judging judges again without running the submission.
-CREATE TABLE IF NOT EXISTS observed (
-    submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL, record TEXT NOT NULL,
-    PRIMARY KEY (submission, grader_key)
-);
--- When each submission was handed in, and how that is known (grader.policy's FROM_* words).
-CREATE TABLE IF NOT EXISTS submitted (
-    submission TEXT PRIMARY KEY, at TEXT NOT NULL, how TEXT NOT NULL
-);
--- The exercise files each submission was graded on, for comparing submissions with one another.
-CREATE TABLE IF NOT EXISTS sources (
-    submission TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL, code TEXT NOT NULL,
-    PRIMARY KEY (submission, exercise)
-);
--- Pairs of near-identical exercise files (grader.review.similarity): replaced whole by every comparison.
-CREATE TABLE IF NOT EXISTS similar (
-    exercise TEXT NOT NULL, first TEXT NOT NULL, second TEXT NOT NULL, similarity REAL NOT NULL,
-    first_share REAL NOT NULL, second_share REAL NOT NULL, first_html TEXT NOT NULL, second_html TEXT NOT NULL,
-    PRIMARY KEY (exercise, first, second)
-);
--- What the last `grader batch` wrote its class files with (roster, language...), so that a command changing one
--- grade writes them again the same way; and what was last sent to a learning management system.
-CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sent (
-    target TEXT NOT NULL, submission TEXT NOT NULL, digest TEXT NOT NULL, at TEXT NOT NULL,
-    PRIMARY KEY (target, submission)
-);
-"""
-
 
 # A submission's status when the grader, not the submission, failed: no verdict, graded again next run.
 GRADER_ERROR = Status.GRADER_ERROR   # a submission whose grading failed stands as its criteria do
@@ -153,11 +104,12 @@ class Gradebook:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, isolation_level=None)  # explicit transactions below
+        try:   # before WAL: a gradebook refused is left as it was, header and all
+            open_schema(self.db, path)
+        except BaseException:
+            self.db.close()
+            raise
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(submissions)")}
-        if "sandbox" not in columns:   # a gradebook written before workers stated their sandbox level
-            self.db.execute("ALTER TABLE submissions ADD COLUMN sandbox TEXT")
 
     def close(self) -> None:
         self.db.close()
