@@ -16,7 +16,7 @@ from grader.course import CourseError, load_course
 from grader.i18n import LANGS
 from grader.worker.protocol import Status
 
-EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+from grader.exits import EXIT_BELOW_THRESHOLD, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, epilog
 
 
 class UsageError(Exception):
@@ -45,6 +45,8 @@ def run() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from grader.batch.faults import Fault
+
     try:
         return args.handler(args)
     except (UsageError, CourseError) as exc:
@@ -52,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"grader: {terminal_text(str(exc))}", file=sys.stderr)  # it may name the submission's folder
         return EXIT_USAGE
+    except Fault as exc:   # a full disk, a read-only --out, a gradebook held or damaged: one line, its own status
+        from grader.render.safe_text import terminal_text
+
+        print(f"grader: {terminal_text(exc.said)}", file=sys.stderr)
+        return exc.status
 
 
 def student_edition() -> bool:
@@ -64,7 +71,8 @@ def student_edition() -> bool:
 def build_parser() -> argparse.ArgumentParser:
     student = student_edition()
     described = "Check your exercises before you submit them." if student else "Grade Transformer course submissions."
-    parser = argparse.ArgumentParser(prog="grader", description=described)
+    parser = argparse.ArgumentParser(prog="grader", description=described, epilog=None if student else epilog(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     if not student:
         parser.add_argument("--course", type=Path, default=None,
                             help="folder holding course.toml (default: this checkout)")
@@ -445,8 +453,9 @@ def cluster_option(text: str) -> tuple[str, object]:
 
 
 def command_batch(args) -> int:
-    from grader.batch.run import BatchBusy, run_batch
+    from grader.batch.run import run_batch
     from grader.batch.cluster import ClusterError
+    from grader.batch.faults import Stopped, stopped_by_signals, stopped_line
     from grader.batch.progress import BatchProgress
     from grader.batch.roster import RosterError, read_roster
     from grader.sandbox.levels import strict_missing
@@ -477,11 +486,16 @@ def command_batch(args) -> int:
     interactive = sys.stderr.isatty()
     progress = BatchProgress(on_change=lambda *event: show_progress(progress, interactive, args.lang, *event))
     try:
-        tallies = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
-                            args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
-                            args.excel, args.formats, times, rejudge=args.rejudge)
-    except (BatchBusy, ClusterError) as exc:
+        with stopped_by_signals():   # Ctrl-C, SIGTERM, SIGHUP: helpers ended, what is graded kept, said in a line
+            tallies = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
+                                args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
+                                args.excel, args.formats, times, rejudge=args.rejudge)
+    except ClusterError as exc:
         raise UsageError(str(exc)) from None
+    except Stopped as stop:
+        print(("\r\x1b[K" if interactive else "") + "grader: " + stopped_line(progress.done, progress.total),
+              file=sys.stderr, flush=True)
+        return stop.status
     if interactive:
         print(file=sys.stderr)
     from grader.i18n import t
@@ -661,7 +675,7 @@ def gradebook_folder(path: Path, lang: str) -> Path:
 def command_override(args) -> int:
     """`grader override`: set, remove or list the instructor's overrides, then write the student's report and the
     class files again (no grading)."""
-    from grader.batch.run import BatchBusy, batch_lock, publish, stored_settings
+    from grader.batch.run import batch_lock, publish, stored_settings
     from grader.i18n import t
     from grader.policy import PolicyError
     from grader.render.safe_text import terminal_text
@@ -689,7 +703,7 @@ def command_override(args) -> int:
             name = change_override(course, out, settings, args, exercise, criterion, lang)
             tallies = publish(course, out, settings["lang"], settings["roster"], settings["excel"],
                               settings["formats"])
-    except (BatchBusy, PolicyError) as exc:
+    except PolicyError as exc:
         raise UsageError(str(exc)) from None
     said = (t("override of {target} for {student} removed", target=args.target or t("the whole grade"), student=name)
             if args.remove else

@@ -46,6 +46,7 @@ STARTUP_SECONDS = 300.0   # importing torch and pytest on a loaded machine
 REPORT_FILES = ("json", "html", "md")
 PARENT_POLL_SECONDS = 0.5
 CLOSE_SECONDS = 30.0      # for a warm process told to end to end its sandboxes and judge
+ABORT_SECONDS = 1.0       # for a killed warm process's reader to tell its requests (a stop is said within 2 s)
 HELLO = "hello"
 
 
@@ -85,6 +86,8 @@ class WarmGrader:
         self._ids = itertools.count()
         self._proc: subprocess.Popen | None = None
         self._pending: dict = {}  # this process's requests not yet answered, by id
+        self._aborted = False     # `abort` ended it for good: no process is started again
+        self._reader: threading.Thread | None = None   # the current process's reader
 
     def grade(self, submission: Path, exercise_ids: list[str], lang: str, timeout_s: float,
               more: bool = True, keep: Path | None = None) -> dict:
@@ -92,6 +95,8 @@ class WarmGrader:
         is pre-started for it); `keep`, a store its observations are kept in (grader.grading.rejudge), the reply's
         `kept` then their record."""
         with self._lock:
+            if self._aborted:
+                raise WarmGraderDied("the batch is stopping")   # never stored: the batch drops it
             self._ensure_started()
             proc, request_id, pending = self._proc, next(self._ids), _Pending()
             self._pending[request_id] = pending
@@ -112,6 +117,20 @@ class WarmGrader:
         if proc is None:
             return
         end_by_closing_input(proc, CLOSE_SECONDS)
+
+    def abort(self, seconds: float = ABORT_SECONDS) -> None:
+        """End the process now, for good (killed: its judging server, fork server and sandboxes die with it), and
+        wait up to `seconds` for its reader to tell every request waiting on it (and, at the basic level, to sweep
+        its grading uids)."""
+        with self._lock:
+            self._aborted = True
+            proc, self._proc = self._proc, None
+            reader = self._reader
+        if proc is None:
+            return
+        proc.kill()
+        if reader is not None:
+            reader.join(seconds)
 
     def _wait(self, proc: subprocess.Popen, pending: _Pending, timeout_s: float) -> dict:
         if not pending.done.wait(timeout_s):
@@ -135,11 +154,15 @@ class WarmGrader:
         proc = subprocess.Popen(
             [sys.executable, "-m", "grader.batch.warm", "--course", str(self.course_root), "--sandbox", self.sandbox,
              "--slots", str(self.slots)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""},
+            # Its own process group: a terminal's Ctrl-C or hang-up reaches the batch alone, which ends this
+            # process (and it what it started) itself; it dies with the batch however the batch ends.
+            process_group=0)
         hello = _Pending()
         self._proc, self._pending = proc, {HELLO: hello}
-        threading.Thread(target=self._read_replies, args=(proc, self._pending, log), daemon=True,
-                         name=f"warm-{proc.pid}").start()
+        self._reader = threading.Thread(target=self._read_replies, args=(proc, self._pending, log), daemon=True,
+                                        name=f"warm-{proc.pid}")
+        self._reader.start()
         if not hello.done.wait(STARTUP_SECONDS):
             self._stop()
             raise GradingTimeout(t("the grading process did not start within {seconds:g} s", seconds=STARTUP_SECONDS))
