@@ -16,7 +16,7 @@ from grader.course import CourseError, load_course
 from grader.i18n import LANGS
 from grader.worker.protocol import Status
 
-from grader.exits import EXIT_BELOW_THRESHOLD, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, epilog
+from grader.exits import EXIT_BELOW_THRESHOLD, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, Fault, epilog
 
 
 class UsageError(Exception):
@@ -45,8 +45,6 @@ def run() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from grader.batch.faults import Fault
-
     try:
         return args.handler(args)
     except (UsageError, CourseError) as exc:
@@ -453,10 +451,25 @@ def cluster_option(text: str) -> tuple[str, object]:
 
 
 def command_batch(args) -> int:
-    from grader.batch.run import run_batch
-    from grader.batch.cluster import ClusterError
+    """`grader batch`; SIGINT, SIGTERM and SIGHUP from here on stop it: its helper processes ended, what was graded
+    kept, and said in one line (grader.batch.faults)."""
     from grader.batch.faults import Stopped, stopped_by_signals, stopped_line
     from grader.batch.progress import BatchProgress
+
+    interactive = sys.stderr.isatty()
+    progress = BatchProgress(on_change=lambda *event: show_progress(progress, interactive, args.lang, *event))
+    try:
+        with stopped_by_signals():
+            return grade_class(args, progress, interactive)
+    except Stopped as stop:
+        print(("\r\x1b[K" if interactive else "") + "grader: " + stopped_line(progress.done, progress.total),
+              file=sys.stderr, flush=True)
+        return stop.status
+
+
+def grade_class(args, progress, interactive: bool) -> int:
+    from grader.batch.run import run_batch
+    from grader.batch.cluster import ClusterError
     from grader.batch.roster import RosterError, read_roster
     from grader.sandbox.levels import strict_missing
 
@@ -483,19 +496,12 @@ def command_batch(args) -> int:
         raise UsageError(t("--format {formats} needs --roster: the roster says who each student is to the system",
                            formats=",".join(args.formats)).render(args.lang))
     check_lms_roster(roster, args.formats, args.lang)
-    interactive = sys.stderr.isatty()
-    progress = BatchProgress(on_change=lambda *event: show_progress(progress, interactive, args.lang, *event))
     try:
-        with stopped_by_signals():   # Ctrl-C, SIGTERM, SIGHUP: helpers ended, what is graded kept, said in a line
-            tallies = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
-                                args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
-                                args.excel, args.formats, times, rejudge=args.rejudge)
+        tallies = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
+                            args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
+                            args.excel, args.formats, times, rejudge=args.rejudge)
     except ClusterError as exc:
         raise UsageError(str(exc)) from None
-    except Stopped as stop:
-        print(("\r\x1b[K" if interactive else "") + "grader: " + stopped_line(progress.done, progress.total),
-              file=sys.stderr, flush=True)
-        return stop.status
     if interactive:
         print(file=sys.stderr)
     from grader.i18n import t

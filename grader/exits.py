@@ -34,3 +34,12 @@ def epilog() -> str:
     """The exit statuses, as `grader --help` ends."""
     width = len(str(SIGNALLED))
     return "exit statuses:\n" + "\n".join(f"  {code:>{width}}  {meaning}" for code, meaning in MEANINGS.items())
+
+
+class Fault(Exception):
+    """A fault of the machine, not of any submission (grader.batch.faults tells them apart): `said`, one sentence
+    saying what happened and what to do, and `status`, the exit status."""
+
+    def __init__(self, status: int, said: str):
+        super().__init__(said)
+        self.status, self.said = status, said

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.exits import EXIT_BUSY, EXIT_CORRUPT, EXIT_DISK_FULL, EXIT_NOT_WRITABLE, SIGNALLED
+from grader.exits import EXIT_BUSY, EXIT_CORRUPT, EXIT_DISK_FULL, EXIT_NOT_WRITABLE, SIGNALLED, Fault
 
 # SQLite's primary result codes (an extended code holds one in its low byte)
 _SQLITE_STATUS = {
@@ -39,14 +39,6 @@ _WHAT_TO_DO = {
     EXIT_CORRUPT: "{out}/gradebook.sqlite is damaged ({detail}): restore it from a copy, or move it aside to grade "
                   "the class again from scratch",
 }
-
-
-class Fault(Exception):
-    """A fault of the machine, not of any submission: `said`, one sentence, and `status`, the exit status."""
-
-    def __init__(self, status: int, said: str):
-        super().__init__(said)
-        self.status, self.said = status, said
 
 
 def machine_fault(exc: BaseException, out: Path) -> Fault | None:
@@ -80,7 +72,7 @@ class Stopped(BaseException):
         return SIGNALLED + self.signum
 
 
-STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOPPING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 @contextmanager
@@ -97,7 +89,7 @@ def stopped_by_signals() -> Iterator[None]:
 
     previous = {}
     for signum in STOPPING:
-        if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
+        if signum == getattr(signal, "SIGHUP", None) and signal.getsignal(signum) == signal.SIG_IGN:
             continue
         previous[signum] = signal.signal(signum, stop)
     try:

@@ -30,8 +30,8 @@ from grader.batch.gradebook import (GRADER_ERROR, UNREADABLE, EncodedRecord, Gra
                                     encoded_record, grader_key, grades_csv)
 from grader.batch.rows import ROWS, WRITTEN_TO, failure_rows, now, reply_rows, report_rows
 from grader.batch.progress import BatchProgress
-from grader.batch.faults import Fault, machine_fault
-from grader.exits import EXIT_BUSY
+from grader.batch.faults import machine_fault
+from grader.exits import EXIT_BUSY, Fault
 from grader.render.files import write_atomic
 from grader.batch.roster import Student
 from grader.sandbox.private import private_folder

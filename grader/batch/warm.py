@@ -112,6 +112,8 @@ class WarmGrader:
     def close(self) -> None:
         """End the process: told by the end of its input, it ends its sandboxes and judge and exits, waited for (so
         that its time and theirs is counted where the batch's is); killed when it does not within CLOSE_SECONDS."""
+        if self._aborted:
+            return   # killed already
         with self._lock:
             proc, self._proc = self._proc, None
         if proc is None:
@@ -122,10 +124,10 @@ class WarmGrader:
         """End the process now, for good (killed: its judging server, fork server and sandboxes die with it), and
         wait up to `seconds` for its reader to tell every request waiting on it (and, at the basic level, to sweep
         its grading uids)."""
-        with self._lock:
-            self._aborted = True
-            proc, self._proc = self._proc, None
-            reader = self._reader
+        # Not under the lock: a thread starting the process holds it while the process imports (seconds), and the
+        # kill is what ends that wait. A process started after this look is ended by its starter (_ensure_started).
+        self._aborted = True
+        proc, reader = self._proc, self._reader
         if proc is None:
             return
         proc.kill()
@@ -163,6 +165,8 @@ class WarmGrader:
         self._reader = threading.Thread(target=self._read_replies, args=(proc, self._pending, log), daemon=True,
                                         name=f"warm-{proc.pid}")
         self._reader.start()
+        if self._aborted:   # stopped while this one was being started
+            self._stop()
         if not hello.done.wait(STARTUP_SECONDS):
             self._stop()
             raise GradingTimeout(t("the grading process did not start within {seconds:g} s", seconds=STARTUP_SECONDS))
