@@ -155,7 +155,7 @@ class WarmGrader:
         log = tempfile.TemporaryFile(prefix="grader-warm-")
         proc = subprocess.Popen(
             [sys.executable, "-m", "grader.batch.warm", "--course", str(self.course_root), "--sandbox", self.sandbox,
-             "--slots", str(self.slots)],
+             "--slots", str(self.slots), "--parent", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""},
             # Its own process group: a terminal's Ctrl-C or hang-up reaches the batch alone, which ends this
             # process (and it what it started) itself; it dies with the batch however the batch ends.
@@ -268,29 +268,31 @@ def keep_observations(store: Path, kept: dict, probed) -> None:
         pass
 
 
-def _exit_with_parent() -> None:
-    """Whoever started this process is its only client: when it dies (kill -9 included), so does this."""
-    parent = os.getppid()
+def _exit_with_parent(parent: int) -> None:
+    """Whoever started this process (`parent`) is its only client: when it dies (kill -9 included, and before this
+    process began), so does this."""
     while os.getppid() == parent:
         time.sleep(PARENT_POLL_SECONDS)
     os._exit(1)
 
 
 def main() -> None:
-    from grader.course import load_course
-    from grader.grading.pipeline import fork_server, judge_for, prestart, said_failure
-    from grader.sandbox.levels import SandboxUnavailable, choose
-
     parser = argparse.ArgumentParser(prog="python -m grader.batch.warm")
     parser.add_argument("--course", type=Path, required=True)
     parser.add_argument("--sandbox", required=True)
     parser.add_argument("--slots", type=int, default=1, help="sandboxes run at a time")
+    parser.add_argument("--parent", type=int, default=None, help="the process this one serves (default: its parent)")
     args = parser.parse_args()
+    # Watched from the first moment: a batch killed while this process imports leaves it no longer than a poll.
+    threading.Thread(target=_exit_with_parent, args=(args.parent or os.getppid(),), daemon=True).start()
+    from grader.course import load_course
+    from grader.grading.pipeline import fork_server, judge_for, prestart, said_failure
+    from grader.sandbox.levels import SandboxUnavailable, choose
+
     slots = max(1, args.slots)
     # Replies own stdout; anything an imported module prints goes to stderr, never into a reply.
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
 
     def reply(message: dict) -> None:
         replies.write(json.dumps(message) + "\n")
