@@ -151,9 +151,9 @@ def interrupt(command: list[str], out: Path, students: int, action: str, rng: ra
     problems: list[str] = []
     # once it has begun (its first line: a signal before the batch has read its arguments ends it as Python does)
     wait_for(lambda: proc.poll() is not None or bool(log.read_text(errors="replace").strip()), RUN_SECONDS)
-    target = before + rng.randint(0, max(0, (students - 1 - before) // 2))   # work is left for the next rounds
+    target = min(before + rng.randint(0, 1), students - 1)   # work is left for the rounds after this one
     wait_for(lambda: proc.poll() is not None or stored(out) >= target, RUN_SECONDS)
-    time.sleep(rng.uniform(0, 0.3))
+    time.sleep(rng.uniform(0, 1.0))
     if action.startswith("kill "):
         which = action.removeprefix("kill ")
         found = wait_for(lambda: proc.poll() is not None or helper(proc.pid, which) is not None, 60)

@@ -21,7 +21,7 @@ MEANINGS = {
     EXIT_OK: "done",
     EXIT_BELOW_THRESHOLD: "grade --fail-under: the total is below the threshold",
     EXIT_USAGE: "bad arguments, an unreadable submission or course",
-    EXIT_INCOMPLETE: "left to do again: a grader error (graded by the next run), a repository or grade not sent",
+    EXIT_INCOMPLETE: "left to do again: grade's grader error, classroom sync's repository, lms's grade not sent",
     EXIT_DISK_FULL: "the disk under --out is full: free space and run the same command",
     EXIT_NOT_WRITABLE: "--out cannot be written (read-only, no permission, I/O error)",
     EXIT_BUSY: "another process holds --out's gradebook: wait for it, then run the same command",

@@ -709,8 +709,10 @@ def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]]
             from grader.grading.pipeline import judge_for
 
             judge_for(course).close()   # what is being judged again ends with it
-        if pool is not None:
-            pool.abort() if stopping else pool.shutdown()
+        if pool is not None and stopping:
+            pool.abort()
+        elif pool is not None:
+            pool.shutdown()
 
 
 def _pending(reply) -> bool:

@@ -34,6 +34,10 @@ MAX_CHILDREN = 3          # per submission: after a child is killed, a fresh one
 ANSWER_SECONDS = 60.0     # for the server to say how a child it was told to kill ended
 CLOSE_SECONDS = 10.0      # for a server told to end to do so
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# `python -m grader.judge.server`, whose first act (before its imports: seconds) is to die with this process, at once
+# when it is gone already: a grading process killed while its server starts leaves none behind.
+SERVE = ("import sys; from grader.subprocesses import die_with_parent; die_with_parent(int(sys.argv.pop(1))); "
+         "from grader.judge.server import main; main()")
 
 
 class JudgeUnavailable(Exception):
@@ -102,13 +106,14 @@ class JudgeClient:
         """One Outcome per criterion of each requested exercise (`channel` says what an exercise holds). A server
         that dies while it judges (killed from outside: it never reads a submission's data itself) is started again
         and the submission judged anew, RESTARTS times; then it is JudgeUnavailable."""
-        for restart in itertools.count():
+        restarts = 0
+        while True:
             try:
                 return self._judged(exercises)
             except _ServerDied:
-                if restart >= RESTARTS:
+                if restarts >= RESTARTS:
                     raise
-        raise AssertionError("unreachable")
+                restarts += 1
 
     def _judged(self, exercises: list[dict]) -> dict[str, list[Outcome]]:
         hello = self._ready()
@@ -235,7 +240,7 @@ class JudgeClient:
         # server forks, and forks only while it runs one thread.
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **{name: "1" for name in ONE_THREAD}}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.judge.server", "--exercises", ",".join(self.exercise_ids),
+            [sys.executable, "-c", SERVE, str(os.getpid()), "--exercises", ",".join(self.exercise_ids),
              "--limits", json.dumps(self.limits.to_dict()),
              *(["--criteria", str(self.criteria_folder)] if self.criteria_folder is not None else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
