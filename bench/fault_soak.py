@@ -142,18 +142,44 @@ def wait_for(condition, seconds: float, step: float = 0.05) -> bool:
     return condition()
 
 
-def interrupt(command: list[str], out: Path, students: int, action: str, rng: random.Random, log: Path) -> Round:
-    """One run of the batch, interrupted by `action` at a random point: once it has begun and a random number of
-    submissions more is stored, and a random fraction of a second after."""
+@dataclasses.dataclass
+class Pace:
+    """How the uninterrupted run went: seconds from its first line to its first stored submission (the grading
+    processes starting), then per submission."""
+    startup_s: float
+    per_submission_s: float
+
+
+def run_through(command: list[str], out: Path, students: int, log: Path) -> tuple[int, str, Pace]:
+    """An uninterrupted run: its exit status, what it said, and its pace."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    wait_for(lambda: proc.poll() is not None or bool(log.read_text(errors="replace").strip()), RUN_SECONDS)
+    begun = time.monotonic()
+    wait_for(lambda: proc.poll() is not None or stored(out) > 0, RUN_SECONDS)
+    first = time.monotonic()
+    wait_for(lambda: proc.poll() is not None or stored(out) >= students, RUN_SECONDS)
+    last = time.monotonic()
+    proc.wait(RUN_SECONDS)
+    return proc.returncode, log.read_text(errors="replace"), Pace(first - begun, (last - first) / max(1, students - 1))
+
+
+def interrupt(command: list[str], out: Path, action: str, pace: Pace, share: int, rng: random.Random,
+              log: Path) -> Round:
+    """One run of the batch, interrupted by `action` at a random point once it has begun: as often while its
+    grading processes start (a time drawn within the uninterrupted run's start) as once a number of submissions
+    drawn up to `share` more is stored (the gradings come in a burst once the judge is up: counted, not timed)."""
     before = stored(out)
     with open(log, "w") as err:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     problems: list[str] = []
     # once it has begun (its first line: a signal before the batch has read its arguments ends it as Python does)
     wait_for(lambda: proc.poll() is not None or bool(log.read_text(errors="replace").strip()), RUN_SECONDS)
-    target = min(before + rng.randint(0, 1), students - 1)   # work is left for the rounds after this one
-    wait_for(lambda: proc.poll() is not None or stored(out) >= target, RUN_SECONDS)
-    time.sleep(rng.uniform(0, 1.0))
+    if rng.random() < 0.5:
+        time.sleep(rng.uniform(0, pace.startup_s))
+    else:
+        target = before + rng.randint(1, share)
+        wait_for(lambda: proc.poll() is not None or stored(out) >= target, RUN_SECONDS, step=0.01)
     if action.startswith("kill "):
         which = action.removeprefix("kill ")
         found = wait_for(lambda: proc.poll() is not None or helper(proc.pid, which) is not None, 60)
@@ -204,13 +230,14 @@ def soak(course: Path, classroom: Path, work: Path, students: int, actions: list
     """The rounds, and every problem (the grades of the interrupted batch included)."""
     rng = random.Random(seed)
     reference, out = work / "uninterrupted", work / "interrupted"
-    done = subprocess.run(batch_command(course, classroom, reference, jobs), capture_output=True, text=True,
-                          timeout=RUN_SECONDS)
-    if done.returncode != 0:
-        return [], [f"the uninterrupted run ended with {done.returncode}: {done.stderr[-2000:]}"]
+    code, said, pace = run_through(batch_command(course, classroom, reference, jobs), reference, students,
+                                   work / "uninterrupted.log")
+    if code != 0:
+        return [], [f"the uninterrupted run ended with {code}: {said[-2000:]}"]
     rounds, problems = [], []
     for i, action in enumerate(actions):
-        round_ = interrupt(batch_command(course, classroom, out, jobs), out, students, action, rng,
+        share = max(1, (students - stored(out)) // (len(actions) - i))   # the work spread over the rounds
+        round_ = interrupt(batch_command(course, classroom, out, jobs), out, action, pace, share, rng,
                            work / f"round{i}.log")
         rounds.append(round_)
         took = f"stopped in {round_.seconds_to_stop:.2f} s" if round_.seconds_to_stop is not None else "had ended"
