@@ -175,8 +175,8 @@ def interrupt(command: list[str], out: Path, action: str, pace: Pace, share: int
     problems: list[str] = []
     # once it has begun (its first line: a signal before the batch has read its arguments ends it as Python does)
     wait_for(lambda: proc.poll() is not None or bool(log.read_text(errors="replace").strip()), RUN_SECONDS)
-    if rng.random() < 0.5:
-        time.sleep(rng.uniform(0, pace.startup_s))
+    if rng.random() < 0.5:   # (a later run starts sooner, its caches filled: never past its share of the work)
+        wait_for(lambda: proc.poll() is not None or stored(out) >= before + share, rng.uniform(0, pace.startup_s))
     else:
         target = before + rng.randint(1, share)
         wait_for(lambda: proc.poll() is not None or stored(out) >= target, RUN_SECONDS, step=0.01)

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 from grader.course import CourseError, load_course
+from grader.exits import EXIT_BELOW_THRESHOLD, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, Fault, epilog
 from grader.i18n import LANGS
 from grader.worker.protocol import Status
-
-from grader.exits import EXIT_BELOW_THRESHOLD, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, Fault, epilog
 
 
 class UsageError(Exception):
