@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
@@ -91,9 +91,7 @@ class ReportPool:
         self._pool = self._new()
 
     def submit(self, fn: Callable, *args) -> Report:
-        report = Report(self, fn, args)
-        report.future = self._submitted(fn, args)
-        return report
+        return Report(self, fn, args, self._submitted(fn, args))
 
     def shutdown(self) -> None:
         self._pool.shutdown(cancel_futures=True)
@@ -115,7 +113,7 @@ class ReportPool:
         context.set_forkserver_preload(self.preload)
         return ProcessPoolExecutor(max_workers=self.jobs, mp_context=context, initializer=_report_process)
 
-    def _submitted(self, fn: Callable, args: tuple):
+    def _submitted(self, fn: Callable, args: tuple) -> Future:
         from concurrent.futures.process import BrokenProcessPool
 
         pool = self._pool
@@ -137,9 +135,8 @@ class Report:
     """A report asked of a ReportPool: `done()` and `result()` as a future's, the report asked again of a fresh
     pool when the process rendering it died."""
 
-    def __init__(self, pool: ReportPool, fn: Callable, args: tuple):
-        self.pool, self.fn, self.args = pool, fn, args
-        self.future = None
+    def __init__(self, pool: ReportPool, fn: Callable, args: tuple, future: Future):
+        self.pool, self.fn, self.args, self.future = pool, fn, args, future
         self.resubmitted = 0
 
     def done(self) -> bool:
