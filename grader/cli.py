@@ -13,12 +13,10 @@ import time
 from pathlib import Path
 
 from grader.course import CourseError, load_course
+from grader.exits import (EXIT_BELOW_THRESHOLD, EXIT_INCOMPLETE, EXIT_OK, EXIT_RATE_LIMITED, EXIT_REDIRECT_REFUSED,
+                          EXIT_USAGE, Fault, epilog)
 from grader.i18n import LANGS
 from grader.worker.protocol import Status
-
-EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
-EXIT_REDIRECT_REFUSED = 9   # `grader lms canvas`: Canvas's address redirected to another host, the push stopped
-EXIT_RATE_LIMITED = 8       # `grader classroom sync`: GitHub's rate limit stopped the run; the same command goes on
 
 
 class UsageError(Exception):
@@ -56,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         for line in said:
             print(f"grader: {terminal_text(line)}", file=sys.stderr)  # it may name the submission's folder
         return EXIT_USAGE
+    except Fault as exc:   # a full disk, a read-only --out, a gradebook held or damaged: one line, its own status
+        from grader.render.safe_text import terminal_text
+
+        print(f"grader: {terminal_text(exc.said)}", file=sys.stderr)
+        return exc.status
 
 
 def refusals() -> tuple[type[Exception], ...]:
@@ -78,7 +81,8 @@ def student_edition() -> bool:
 def build_parser() -> argparse.ArgumentParser:
     student = student_edition()
     described = "Check your exercises before you submit them." if student else "Grade Transformer course submissions."
-    parser = argparse.ArgumentParser(prog="grader", description=described)
+    parser = argparse.ArgumentParser(prog="grader", description=described, epilog=None if student else epilog(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     if not student:
         parser.add_argument("--course", type=Path, default=None,
                             help="folder holding course.toml (default: this checkout)")
@@ -484,9 +488,25 @@ def cluster_option(text: str) -> tuple[str, object]:
 
 
 def command_batch(args) -> int:
-    from grader.batch.run import BatchBusy, run_batch
-    from grader.batch.cluster import ClusterError
+    """`grader batch`; SIGINT, SIGTERM and SIGHUP from here on stop it: its helper processes ended, what was graded
+    kept, and said in one line (grader.batch.faults)."""
+    from grader.batch.faults import Stopped, stopped_by_signals, stopped_line
     from grader.batch.progress import BatchProgress
+
+    interactive = sys.stderr.isatty()
+    progress = BatchProgress(on_change=lambda *event: show_progress(progress, interactive, args.lang, *event))
+    try:
+        with stopped_by_signals():
+            return grade_class(args, progress, interactive)
+    except Stopped as stop:
+        print(("\r\x1b[K" if interactive else "") + "grader: " + stopped_line(progress.done, progress.total),
+              file=sys.stderr, flush=True)
+        return stop.status
+
+
+def grade_class(args, progress, interactive: bool) -> int:
+    from grader.batch.run import run_batch
+    from grader.batch.cluster import ClusterError
     from grader.batch.roster import RosterError, read_roster
     from grader.sandbox.levels import strict_missing
 
@@ -513,13 +533,11 @@ def command_batch(args) -> int:
         raise UsageError(t("--format {formats} needs --roster: the roster says who each student is to the system",
                            formats=",".join(args.formats)).render(args.lang))
     check_lms_roster(roster, args.formats, args.lang)
-    interactive = sys.stderr.isatty()
-    progress = BatchProgress(on_change=lambda *event: show_progress(progress, interactive, args.lang, *event))
     try:
         tallies = run_batch(course, args.submissions.absolute(), args.out.absolute(), args.jobs, args.regrade,
                             args.sandbox, args.lang, progress, args.cluster, dict(args.cluster_option), roster,
                             args.excel, args.formats, times, rejudge=args.rejudge)
-    except (BatchBusy, ClusterError) as exc:
+    except ClusterError as exc:
         raise UsageError(str(exc)) from None
     if interactive:
         print(file=sys.stderr)
@@ -706,7 +724,7 @@ def gradebook_folder(path: Path, lang: str) -> Path:
 def command_override(args) -> int:
     """`grader override`: set, remove or list the instructor's overrides, then write the student's report and the
     class files again (no grading)."""
-    from grader.batch.run import BatchBusy, batch_lock, publish, stored_settings
+    from grader.batch.run import batch_lock, publish, stored_settings
     from grader.i18n import t
     from grader.policy import PolicyError
     from grader.render.safe_text import terminal_text
@@ -734,7 +752,7 @@ def command_override(args) -> int:
             name = change_override(course, out, settings, args, exercise, criterion, lang)
             tallies = publish(course, out, settings["lang"], settings["roster"], settings["excel"],
                               settings["formats"])
-    except (BatchBusy, PolicyError) as exc:
+    except PolicyError as exc:
         raise UsageError(str(exc)) from None
     said = (t("override of {target} for {student} removed", target=args.target or t("the whole grade"), student=name)
             if args.remove else

@@ -16,9 +16,10 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import stat
 import zipfile
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from grader.batch.gradebook import (GRADER_ERROR, UNREADABLE, EncodedRecord, Gra
                                     encoded_record, grader_key, grades_csv)
 from grader.batch.rows import ROWS, WRITTEN_TO, failure_rows, now, reply_rows, report_rows
 from grader.batch.progress import BatchProgress
+from grader.batch.faults import machine_fault
+from grader.exits import EXIT_BUSY, Fault
 from grader.render.files import write_atomic
 from grader.batch.roster import Student
 from grader.sandbox.private import private_folder
@@ -49,8 +52,12 @@ class UnsafeArchive(Exception):
     unpack to more than the caps."""
 
 
-class BatchBusy(Exception):
-    """Another `grader batch` is writing the same output folder."""
+class BatchBusy(Fault):
+    """Another `grader batch` (or `grader override`) is writing the same output folder."""
+
+    def __init__(self, out: Path):
+        super().__init__(EXIT_BUSY, f"another grader batch is writing {out}: wait for it to end (or stop it) and run "
+                                    "the same command; what was graded is kept")
 
 
 @dataclass
@@ -109,7 +116,10 @@ def _unpacked_entry(archive: Path, name: str, target: Path, exercise_ids: set[st
     except UnsafeArchive as exc:
         return Entry(name, None, UNREADABLE, t("{name} could not be unpacked: {why}", name=name, why=exc.said),
                      _file_digest(archive))
-    except OSError as exc:   # writing the unpacked files (a full disk...): the grader's problem, not the student's
+    except OSError as exc:   # writing the unpacked files: the grader's problem, not the student's
+        fault = machine_fault(exc, target.parent.parent)
+        if fault is not None:   # a full or read-only disk stops the batch, said in one line
+            raise fault from exc
         return Entry(name, None, GRADER_ERROR, t("{name} could not be unpacked here: {error}", name=name,
                                                  error=verbatim(exc)))
 
@@ -206,7 +216,7 @@ def batch_lock(out: Path):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise BatchBusy(f"another grader batch is writing {out}") from None
+            raise BatchBusy(out) from None
         yield
     finally:
         os.close(fd)
@@ -233,6 +243,20 @@ def run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: 
         from grader.batch.cluster import refuse_basic
 
         refuse_basic(sandbox, lang)
+    try:
+        return _run_batch(course, submissions, out, jobs, regrade, sandbox, lang, progress, cluster, cluster_options,
+                          roster, excel, formats, submitted_at, arrivals, rejudge)
+    except (OSError, sqlite3.Error) as exc:   # a full disk, a read-only --out, a held or damaged gradebook
+        fault = machine_fault(exc, out)
+        if fault is None:
+            raise
+        raise fault from exc
+
+
+def _run_batch(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str, lang: str,
+               progress: BatchProgress | None, cluster: str | None, cluster_options: dict | None,
+               roster: list[Student] | None, excel: bool, formats: tuple[str, ...],
+               submitted_at: dict[str, str] | None, arrivals: dict[str, Submitted] | None, rejudge: bool) -> dict:
     private_folder(out)
     with batch_lock(out):
         # What a killed run left unpacked goes first: nothing but this run writes here, and a stale partial
@@ -568,34 +592,25 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
     for entry, chash in todo:
         if entry.folder is None:   # nothing to grade: the entry's own verdict
             record(entry, chash, *failure_rows(course, entry.status, entry.problem, now()))
-    for (entry, chash, kept), reply in _rejudged(course, out / STORE, stored, jobs, lang, progress, versions,
-                                                 out / "students"):
-        if reply is None:   # what was kept is gone or damaged: graded from scratch
-            afresh.append((entry.name, t("its kept observations could not be read")))
-            gradable.append(((entry, chash), entry.folder))
-            continue
-        try:
-            summary, rows = reply_rows(course, reply, out / "students" / entry.name, now())
-        except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
-            summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
-                                                                 error=repr(exc)), now())
-        # The reply's record holds what the judge concluded already; a killed run loses at most STORE_TOGETHER
-        # re-judgings, done again by the next run.
-        together.append((entry, chash, summary, rows, reply.get("kept") or kept))
-        stored_together(STORE_TOGETHER)
+    with closing(_rejudged(course, out / STORE, stored, jobs, lang, progress, versions, out / "students")) as again:
+        for (entry, chash, kept), reply in again:
+            _rejudged_reply(course, out, entry, chash, kept, reply, afresh, gradable, together)
+            stored_together(STORE_TOGETHER)
     stored_together()
     if gradable:
         # Observations are kept where this machine's grading processes can write them (not from a cluster's).
         engine = _engine(course, jobs, sandbox, lang, cluster, cluster_options, out / STORE)
+        replies = engine.replies(gradable, lambda tag: progress.started(tag[0].name))
         try:
-            for (entry, chash), reply in engine.replies(gradable, lambda tag: progress.started(tag[0].name)):
-                try:
-                    summary, rows = reply_rows(course, reply, out / "students" / entry.name, now())
-                except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
-                    summary, rows = failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}",
-                                                                         error=repr(exc)), now())
-                record(entry, chash, summary, rows, reply.get("kept"), reply)
+            for (entry, chash), reply in replies:
+                record(entry, chash, *_reply_rows(course, out, entry, reply), reply.get("kept"), reply)
+        except BaseException:
+            # A signal, a full disk: the grading processes end now, with what they started; what was in flight is
+            # graded by the next run.
+            engine.abort()
+            raise
         finally:
+            replies.close()
             engine.close()
     tallies = {"total": len(entries), "graded": len(todo) + len(stored), "skipped": skipped,
                "names": [e.name for e in entries], "written": frozenset(written)}
@@ -604,6 +619,32 @@ def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrad
                              afresh))
     book.close()
     return tallies
+
+
+def _reply_rows(course: Course, out: Path, entry: Entry, reply: dict) -> tuple[dict, list[dict]]:
+    """The summary and rows of a grading's reply (its reports written into the student's folder); a failure of
+    ours on that one submission is its grader error, a fault of the machine (a full disk) the batch's."""
+    try:
+        return reply_rows(course, reply, out / "students" / entry.name, now())
+    except Exception as exc:  # noqa: BLE001 - a bug of ours on one submission must not stop the class
+        fault = machine_fault(exc, out)
+        if fault is not None:
+            raise fault from exc
+        return failure_rows(course, GRADER_ERROR, t("the batch could not grade it: {error}", error=repr(exc)), now())
+
+
+def _rejudged_reply(course: Course, out: Path, entry: Entry, chash: str, kept: dict, reply: dict | None,
+                    afresh: list, gradable: list, together: list) -> None:
+    """A re-judged submission's reply, put with those stored together; one whose kept observations could not be
+    read goes to those graded from scratch."""
+    if reply is None:   # what was kept is gone or damaged: graded from scratch
+        afresh.append((entry.name, t("its kept observations could not be read")))
+        gradable.append(((entry, chash), entry.folder))
+        return
+    summary, rows = _reply_rows(course, out, entry, reply)
+    # The reply's record holds what the judge concluded already; a killed run loses at most STORE_TOGETHER
+    # re-judgings, done again by the next run.
+    together.append((entry, chash, summary, rows, reply.get("kept") or kept))
 
 
 STORE_TOGETHER = 25   # re-judged submissions stored in one transaction (a re-judging costs no commit each)
@@ -637,22 +678,33 @@ def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]]
     if pool is not None:   # each report process readies itself while the judging server starts
         for _ in range(max(1, jobs)):
             pool.submit(ready_to_report, course.root / "templates")
+    threads = ThreadPoolExecutor(max_workers=max(1, jobs))
+    stopping = False
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
-            waiting: deque = deque()
-            for item, got in zip(stored, threads.map(judged, stored), strict=True):
-                if got is None or "error" in got:
-                    waiting.append((item, got))
-                else:
-                    args = (course, item[0].name, item[2], versions, got["judged"], lang, students / item[0].name)
-                    waiting.append((item, pool.submit(rejudged_files, *args) if pool else rejudged_files(*args)))
-                while waiting and not _pending(waiting[0][1]):
-                    yield _settled(*waiting.popleft())
-            while waiting:
+        waiting: deque = deque()
+        for item, got in zip(stored, threads.map(judged, stored), strict=True):
+            if got is None or "error" in got:
+                waiting.append((item, got))
+            else:
+                args = (course, item[0].name, item[2], versions, got["judged"], lang, students / item[0].name)
+                waiting.append((item, pool.submit(rejudged_files, *args) if pool else rejudged_files(*args)))
+            while waiting and not _pending(waiting[0][1]):
                 yield _settled(*waiting.popleft())
+        while waiting:
+            yield _settled(*waiting.popleft())
+    except BaseException:   # a signal, a full disk, or the batch left the loop: its helpers end now
+        stopping = True
+        raise
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        threads.shutdown(wait=not stopping, cancel_futures=True)
+        if stopping:
+            from grader.grading.pipeline import judge_for
+
+            judge_for(course).close()   # what is being judged again ends with it
+        if pool is not None and stopping:
+            pool.abort()
+        elif pool is not None:
+            pool.shutdown()
 
 
 def _pending(reply) -> bool:
@@ -671,14 +723,12 @@ def _settled(item, reply):
 
 
 def _report_pool(jobs: int):
-    """`jobs` processes that build and render re-judged reports off this process's interpreter lock: started from a
-    fork server that has imported the reporting code once (this process has threads, so it never forks itself)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    """`jobs` processes that build and render re-judged reports off this process's interpreter lock (a dead one
+    costs the reports it held their rendering, asked again of a fresh pool: grader.batch.pool.ReportPool), started
+    from a fork server that has imported the reporting code once."""
+    from grader.batch.pool import ReportPool
 
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["grader.grading.rejudge", "grader.grading.pipeline", "grader.render.files"])
-    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context)
+    return ReportPool(jobs, ["grader.grading.rejudge", "grader.grading.pipeline", "grader.render.files"])
 
 
 def ready_to_report(templates: Path) -> None:

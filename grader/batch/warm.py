@@ -46,6 +46,7 @@ STARTUP_SECONDS = 300.0   # importing torch and pytest on a loaded machine
 REPORT_FILES = ("json", "html", "md")
 PARENT_POLL_SECONDS = 0.5
 CLOSE_SECONDS = 30.0      # for a warm process told to end to end its sandboxes and judge
+ABORT_SECONDS = 1.0       # for a killed warm process's reader to tell its requests (a stop is said within 2 s)
 HELLO = "hello"
 
 
@@ -85,6 +86,8 @@ class WarmGrader:
         self._ids = itertools.count()
         self._proc: subprocess.Popen | None = None
         self._pending: dict = {}  # this process's requests not yet answered, by id
+        self._aborted = False     # `abort` ended it for good: no process is started again
+        self._reader: threading.Thread | None = None   # the current process's reader
 
     def grade(self, submission: Path, exercise_ids: list[str], lang: str, timeout_s: float,
               more: bool = True, keep: Path | None = None) -> dict:
@@ -92,6 +95,8 @@ class WarmGrader:
         is pre-started for it); `keep`, a store its observations are kept in (grader.grading.rejudge), the reply's
         `kept` then their record."""
         with self._lock:
+            if self._aborted:
+                raise WarmGraderDied("the batch is stopping")   # never stored: the batch drops it
             self._ensure_started()
             proc, request_id, pending = self._proc, next(self._ids), _Pending()
             self._pending[request_id] = pending
@@ -107,11 +112,27 @@ class WarmGrader:
     def close(self) -> None:
         """End the process: told by the end of its input, it ends its sandboxes and judge and exits, waited for (so
         that its time and theirs is counted where the batch's is); killed when it does not within CLOSE_SECONDS."""
+        if self._aborted:
+            return   # killed already
         with self._lock:
             proc, self._proc = self._proc, None
         if proc is None:
             return
         end_by_closing_input(proc, CLOSE_SECONDS)
+
+    def abort(self, seconds: float = ABORT_SECONDS) -> None:
+        """End the process now, for good (killed: its judging server, fork server and sandboxes die with it), and
+        wait up to `seconds` for its reader to tell every request waiting on it (and, at the basic level, to sweep
+        its grading uids)."""
+        # Not under the lock: a thread starting the process holds it while the process imports (seconds), and the
+        # kill is what ends that wait. A process started after this look is ended by its starter (_ensure_started).
+        self._aborted = True
+        proc, reader = self._proc, self._reader
+        if proc is None:
+            return
+        proc.kill()
+        if reader is not None:
+            reader.join(seconds)
 
     def _wait(self, proc: subprocess.Popen, pending: _Pending, timeout_s: float) -> dict:
         if not pending.done.wait(timeout_s):
@@ -134,12 +155,18 @@ class WarmGrader:
         log = tempfile.TemporaryFile(prefix="grader-warm-")
         proc = subprocess.Popen(
             [sys.executable, "-m", "grader.batch.warm", "--course", str(self.course_root), "--sandbox", self.sandbox,
-             "--slots", str(self.slots)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""})
+             "--slots", str(self.slots), "--parent", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "GITHUB_STEP_SUMMARY": ""},
+            # Its own process group: a terminal's Ctrl-C or hang-up reaches the batch alone, which ends this
+            # process (and it what it started) itself; it dies with the batch however the batch ends.
+            process_group=0)
         hello = _Pending()
         self._proc, self._pending = proc, {HELLO: hello}
-        threading.Thread(target=self._read_replies, args=(proc, self._pending, log), daemon=True,
-                         name=f"warm-{proc.pid}").start()
+        self._reader = threading.Thread(target=self._read_replies, args=(proc, self._pending, log), daemon=True,
+                                        name=f"warm-{proc.pid}")
+        self._reader.start()
+        if self._aborted:   # stopped while this one was being started
+            self._stop()
         if not hello.done.wait(STARTUP_SECONDS):
             self._stop()
             raise GradingTimeout(t("the grading process did not start within {seconds:g} s", seconds=STARTUP_SECONDS))
@@ -241,29 +268,31 @@ def keep_observations(store: Path, kept: dict, probed) -> None:
         pass
 
 
-def _exit_with_parent() -> None:
-    """Whoever started this process is its only client: when it dies (kill -9 included), so does this."""
-    parent = os.getppid()
+def _exit_with_parent(parent: int) -> None:
+    """Whoever started this process (`parent`) is its only client: when it dies (kill -9 included, and before this
+    process began), so does this."""
     while os.getppid() == parent:
         time.sleep(PARENT_POLL_SECONDS)
     os._exit(1)
 
 
 def main() -> None:
-    from grader.course import load_course
-    from grader.grading.pipeline import fork_server, judge_for, prestart, said_failure
-    from grader.sandbox.levels import SandboxUnavailable, choose
-
     parser = argparse.ArgumentParser(prog="python -m grader.batch.warm")
     parser.add_argument("--course", type=Path, required=True)
     parser.add_argument("--sandbox", required=True)
     parser.add_argument("--slots", type=int, default=1, help="sandboxes run at a time")
+    parser.add_argument("--parent", type=int, default=None, help="the process this one serves (default: its parent)")
     args = parser.parse_args()
+    # Watched from the first moment: a batch killed while this process imports leaves it no longer than a poll.
+    threading.Thread(target=_exit_with_parent, args=(args.parent or os.getppid(),), daemon=True).start()
+    from grader.course import load_course
+    from grader.grading.pipeline import fork_server, judge_for, prestart, said_failure
+    from grader.sandbox.levels import SandboxUnavailable, choose
+
     slots = max(1, args.slots)
     # Replies own stdout; anything an imported module prints goes to stderr, never into a reply.
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
 
     def reply(message: dict) -> None:
         replies.write(json.dumps(message) + "\n")

@@ -29,14 +29,23 @@ from grader.judge.limits import JudgeLimit, JudgeLimits, exceeded_message
 from grader.worker.protocol import Status
 
 STARTUP_SECONDS = 300.0   # importing torch and pytest and collecting every criterion, on a loaded machine
+RESTARTS = 1              # per submission: a server that died while judging it is started again, and it judged anew
 MAX_CHILDREN = 3          # per submission: after a child is killed, a fresh one judges the criteria left
 ANSWER_SECONDS = 60.0     # for the server to say how a child it was told to kill ended
 CLOSE_SECONDS = 10.0      # for a server told to end to do so
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# `python -m grader.judge.server`, whose first act (before its imports: seconds) is to die with this process, at once
+# when it is gone already: a grading process killed while its server starts leaves none behind.
+SERVE = ("import sys; from grader.subprocesses import die_with_parent; die_with_parent(int(sys.argv.pop(1))); "
+         "from grader.judge.server import main; main()")
 
 
 class JudgeUnavailable(Exception):
     """The judging server could not start or died: the grader's failure, not the submission's."""
+
+
+class _ServerDied(JudgeUnavailable):
+    """The server ended while it judged the request, neither closed nor stopped by this client (killed, say)."""
 
 
 @dataclass
@@ -94,7 +103,19 @@ class JudgeClient:
         return self._ready().criteria
 
     def judge(self, exercises: list[dict]) -> dict[str, list[Outcome]]:
-        """One Outcome per criterion of each requested exercise (`channel` says what an exercise holds)."""
+        """One Outcome per criterion of each requested exercise (`channel` says what an exercise holds). A server
+        that dies while it judges (killed from outside: it never reads a submission's data itself) is started again
+        and the submission judged anew, RESTARTS times; then it is JudgeUnavailable."""
+        restarts = 0
+        while True:
+            try:
+                return self._judged(exercises)
+            except _ServerDied:
+                if restarts >= RESTARTS:
+                    raise
+                restarts += 1
+
+    def _judged(self, exercises: list[dict]) -> dict[str, list[Outcome]]:
         hello = self._ready()
         for entry in exercises:
             if entry["id"] in hello.missing:
@@ -196,7 +217,9 @@ class JudgeClient:
                 raise JudgeUnavailable("the judging server did not end a judging past its time")
             request.overtime = True
         if request.error is not None:
-            raise JudgeUnavailable(request.error)
+            with self._lock:
+                closed = self._proc is None   # closed or stopped here: not to be started again for this request
+            raise (JudgeUnavailable if closed else _ServerDied)(request.error)
         return request, _lines(request.result)
 
     def _send(self, message: dict) -> None:
@@ -217,10 +240,13 @@ class JudgeClient:
         # server forks, and forks only while it runs one thread.
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **{name: "1" for name in ONE_THREAD}}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.judge.server", "--exercises", ",".join(self.exercise_ids),
+            [sys.executable, "-c", SERVE, str(os.getpid()), "--exercises", ",".join(self.exercise_ids),
              "--limits", json.dumps(self.limits.to_dict()),
              *(["--criteria", str(self.criteria_folder)] if self.criteria_folder is not None else [])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+            # Its own process group: a terminal's Ctrl-C reaches its grading process alone, which ends it (it dies
+            # with that process however it ends).
+            process_group=0)
         self._proc, self._hello, self._pending = proc, _Hello(), {}
         threading.Thread(target=self._read_replies, args=(proc, self._hello, self._pending, log), daemon=True,
                          name=f"judge-{proc.pid}").start()
