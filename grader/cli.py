@@ -213,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--max-wait", type=float, default=None, metavar="SECONDS",
                          help="the longest a rate limit of GitHub's may make the run sleep (default: 300)")
     release.set_defaults(handler=command_classroom_publish)
+    pages = classroom_sub.add_parser("reports", help="write each student's report.html and scorecard.md as the "
+                                                     "feedback policy shows them now, to hand out")
+    pages.add_argument("--out", type=Path, required=True, help="the gradebook folder (grader batch or classroom sync)")
+    pages.add_argument("--to", type=Path, required=True, help="the folder to write <student>/report.html and "
+                                                              "scorecard.md into")
+    pages.add_argument("--lang", choices=LANGS, default="en")
+    pages.set_defaults(handler=command_classroom_reports)
 
     bundle = sub.add_parser("gradescope", help="build a Gradescope autograder bundle (setup.sh, run_autograder)")
     bundle.add_argument("out", type=Path, help="the .zip to write")
@@ -691,6 +698,16 @@ def command_classroom_publish(args) -> int:
     out = gradebook_folder(args.out, args.lang)
     github = GitHub(token, args.api_url, max_wait_s=MAX_WAIT_S if args.max_wait is None else args.max_wait)
     return report_classroom_run(publish(course, github, args.org, args.prefix, out, args.lang), out)
+
+
+def command_classroom_reports(args) -> int:
+    """`grader classroom reports`: the students' pages as grader.feedback shows them, to hand out."""
+    from grader.feedback import write_handed_out
+
+    course = load_course(args.course)
+    written = write_handed_out(course, gradebook_folder(args.out, args.lang), args.to.absolute(), args.lang)
+    print(f"{len(written)} students' report.html and scorecard.md written to {args.to}")
+    return EXIT_OK
 
 
 def report_classroom_run(done, out: Path) -> int:

@@ -164,3 +164,32 @@ def mark_published(out: Path, when: dt.datetime) -> str:
         return first
     finally:
         book.close()
+
+
+def handed_out(course: Course, out: Path, submission: str, lang: str,
+               now: dt.datetime | None = None) -> dict[str, str]:
+    """A graded student's report.html and scorecard.md (by name) as the policy shows them at `now` (default: the
+    present), rendered in `lang` from the report.json the gradebook folder `out` holds for `submission` (its grade
+    included) and the release recorded there; the pages beside it stay the instructor's."""
+    import json
+
+    from grader.render.templated import render_html, render_markdown
+    from grader.report.build import stored_report
+
+    report = stored_report(json.loads((out / "students" / submission / "report.json").read_text(encoding="utf-8")))
+    view = student_view(report, course, now or dt.datetime.now(dt.UTC), published_at(out) is not None)
+    templates = course.root / "templates"
+    return {"report.html": render_html(view, templates, lang), "scorecard.md": render_markdown(view, templates, lang)}
+
+
+def write_handed_out(course: Course, out: Path, target: Path, lang: str, now: dt.datetime | None = None) -> list[str]:
+    """Every graded student's pages (`handed_out`) under `target/<submission>/`; returns the submissions written."""
+    from grader.render.files import write_atomic
+
+    written = []
+    for folder in sorted((out / "students").iterdir()) if (out / "students").is_dir() else []:
+        if (folder / "report.json").is_file():
+            for name, text in handed_out(course, out, folder.name, lang, now).items():
+                write_atomic(target / folder.name / name, text)
+            written.append(folder.name)
+    return written

@@ -20,8 +20,8 @@ import pytest
 from grader.batch.gradebook import Gradebook, content_hash, grader_key
 from grader.classroom.github import POSTED, STATE_FILE, GitHub, publish, sync
 from grader.course import load_course
-from grader.feedback import (AFTER_DUE_DATE, NOTHING, VISIBLE, Feedback, load_feedback, published_at,
-                             student_view, visibility)
+from grader.feedback import (AFTER_DUE_DATE, NOTHING, VISIBLE, load_feedback, mark_published,
+                             published_at, student_view, visibility, write_handed_out)
 from grader.i18n import LANGS
 from grader.render.exports import render_gradescope
 from grader.render.files import write_reports
@@ -195,25 +195,6 @@ def test_hidden_as_nothing_leaves_the_criteria_and_their_points_out(tmp_path):
     assert whole.to_dict() == report.to_dict()
 
 
-def test_the_handed_out_pages_follow_the_policy(tmp_path):
-    """report.html and scorecard.md rendered from the student's view hold nothing of the held-back criteria."""
-    course = load_course(make_course(tmp_path / "course"))
-    report = fake_report(course, "alice")
-    hidden = held_back(course)
-    pages = tmp_path / "pages"
-    write_reports(student_view(report, course, DUE - HOUR, False, Feedback(due=DUE)), pages,
-                  course.root / "templates", "en", ("html", "md"))
-    for page in ("report.html", "scorecard.md"):
-        text = (pages / page).read_text()
-        assert not any(secret in text for criterion in hidden for secret in secrets(criterion)), page
-        assert secrets("rejects_bad_input")[0] in text, page
-    write_reports(student_view(report, course, DUE - HOUR, True, Feedback(due=DUE)), pages,
-                  course.root / "templates", "en", ("html", "md"))
-    for page in ("report.html", "scorecard.md"):
-        text = (pages / page).read_text()
-        assert all(secret in text for criterion in hidden for secret in secrets(criterion)[:2]), page
-
-
 CAP = '\n[feedback]\nattempts = 1\nper = "day"\npast_cap = "{past}"\n'
 
 
@@ -259,3 +240,48 @@ def test_past_the_attempt_cap_a_queued_commit_is_graded_in_the_next_window(fake,
                 clock=lambda: now + 2 * HOUR).rows == [] and fake.posts() == [], "told once"
     rows = sync(course, client, ORG, PREFIX, out, stand_in_grader(course, graded), clock=lambda: now + 6 * HOUR).rows
     assert [(r.status, r.sha) for r in rows] == [(POSTED, second)] and graded == ["alice", "alice"]
+
+
+def test_the_pages_handed_out_follow_the_policy_and_the_release(tmp_path):
+    """`grader classroom reports` (write_handed_out): before the release the held-back criteria's messages, hints and
+    evidence are in no page; after `mark_published` every message and hint is; the instructor's pages stay whole."""
+    course = load_course(make_course(tmp_path / "course"))
+    submissions, out = tmp_path / "class", tmp_path / "out"
+    (submissions / "alice" / "rope").mkdir(parents=True)
+    (submissions / "alice" / "rope" / "rope.py").write_text("# alice\n")
+    stand_in_grader(course, [])(submissions, out)
+    hidden = held_back(course)
+    assert write_handed_out(course, out, tmp_path / "before", "en", DUE - HOUR) == ["alice"]
+    for page in ("report.html", "scorecard.md"):
+        text = (tmp_path / "before" / "alice" / page).read_text()
+        assert not any(secret in text for c in hidden for secret in secrets(c)), page
+        assert secrets("rejects_bad_input")[1] in text, page
+        assert all(secret in (out / "students" / "alice" / page).read_text() for c in hidden
+                   for secret in secrets(c)[:2]), "the instructor's pages are whole"
+    mark_published(out, DUE - HOUR)
+    write_handed_out(course, out, tmp_path / "after", "en", DUE - HOUR)
+    for page in ("report.html", "scorecard.md"):
+        text = (tmp_path / "after" / "alice" / page).read_text()
+        assert all(secret in text for c in hidden for secret in secrets(c)[:2]), page
+
+
+def test_grader_check_shows_and_ships_only_what_the_policy_calls_visible(tmp_path, capsys):
+    """A criterion that `visible` names but whose `visibility` holds it back is neither shown by `grader check`
+    nor shipped in the handout's checker; the ones still visible are (the positive control)."""
+    from grader.classroom.checker import visible_tests
+    from grader.grading.precheck import _show_visible
+    from grader.render.labels import LABELS
+
+    folder = make_course(tmp_path / "course")
+    toml = folder / "course.toml"
+    toml.write_text(toml.read_text().replace('visible = ["kind:shape"', 'visible = ["relative_position", "kind:shape"'))
+    course = load_course(folder)
+    ex = course.exercise("rope")
+    assert ex.is_visible("relative_position", "values") and "relative_position" in held_back(course)
+    shipped = {fn.criterion.id for fn in visible_tests(ex).values()}
+    assert shipped == {"output_shape_dtype", "rejects_bad_input"}
+    rows: list = []
+    assert _show_visible(ex, fake_report(course, "alice").exercises[0], LABELS["en"], "en", rows) is False
+    shown = capsys.readouterr().out + json.dumps(rows)
+    assert not any(secret in shown for c in held_back(course) for secret in secrets(c))
+    assert all(secret in shown for c in shipped for secret in secrets(c)[:2])
