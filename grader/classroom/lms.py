@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import Course
-from grader.feedback import handed_out
 from grader.batch.gradebook import Gradebook, GradedLine, graded_lines, grader_key
 from grader.i18n import LANGS, Text, join, rendered, t, verbatim
 from grader.render.safe_text import csv_text
@@ -195,7 +194,7 @@ def canvas_push(course: Course, out: Path, roster: list[Student] | None, canvas_
             elif p.final is None:
                 plan.append(Sent(p.student, user, None, None, SKIPPED, t("no grade: {why}", why=p.why)))
             else:
-                comment = _scorecard(course, out, p.line.name if p.line else "", lang)
+                comment = _scorecard(out, p.line.name if p.line else "")
                 plan.append(Sent(p.student, user, f"{p.final:g}", comment, DRY, t("not sent: a dry run")))
         if dry_run:
             for sent in plan:
@@ -239,10 +238,10 @@ def _key(sent: Sent) -> str:
     return sent.student.id
 
 
-def _scorecard(course: Course, out: Path, submission: str, lang: str) -> str:
-    """The student's scorecard.md (with the grade's overrides and penalty) as the feedback policy shows it now."""
+def _scorecard(out: Path, submission: str) -> str:
+    """The student's scorecard.md, as the batch wrote it (with the grade's overrides and penalty)."""
     try:
-        return handed_out(course, out, submission, lang)["scorecard.md"]
+        return (out / "students" / submission / "scorecard.md").read_text(encoding="utf-8")
     except OSError:
         return ""
 
