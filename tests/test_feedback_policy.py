@@ -285,3 +285,28 @@ def test_grader_check_shows_and_ships_only_what_the_policy_calls_visible(tmp_pat
     shown = capsys.readouterr().out + json.dumps(rows)
     assert not any(secret in shown for c in held_back(course) for secret in secrets(c))
     assert all(secret in shown for c in shipped for secret in secrets(c)[:2])
+
+
+def test_the_publish_command_posts_each_whole_scorecard_once(fake, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    folder = make_course(tmp_path / "course")
+    course = load_course(folder)
+    fake.commit(f"{PREFIX}-alice", {ROPE: "# alice\n"}, DUE - 3 * HOUR)
+    out = tmp_path / "gradebook"
+    sync(course, GitHub(TOKEN, fake.url), ORG, PREFIX, out, stand_in_grader(course, []), clock=lambda: DUE - HOUR)
+    fake.calls.clear()
+    command = [sys.executable, "-m", "grader", "--course", str(folder), "classroom", "publish", "--org", ORG,
+               "--prefix", PREFIX, "--out", str(out), "--api-url", fake.url]
+    env = {**os.environ, "GRADER_TOKEN": TOKEN}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{PREFIX}-alice ") and ": posted: " in done.stdout
+    assert all(secret in student_texts(fake) for c in held_back(course) for secret in secrets(c)[:2])
+    again = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert again.returncode == 0 and ", 0 repositories posted," in again.stdout
+    assert len(fake.posts()) == 2, "a status and a comment, once"
