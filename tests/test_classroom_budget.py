@@ -23,7 +23,7 @@ from grader.course import load_course
 
 from conftest import ROOT, course_copy
 from test_feedback_policy import stand_in_grader
-from test_classroom import HEADS, ORG, PREFIX, TOKEN, FakeGitHub, serve
+from test_classroom import HEADS, ORG, PREFIX, TOKEN, FakeGitHub
 
 CLASS = 300
 LIMIT = 1000
@@ -32,15 +32,6 @@ LIMIT = 1000
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     return load_course(course_copy(tmp_path_factory.mktemp("course"), ["heads"]))
-
-
-@pytest.fixture
-def fake():
-    fake = FakeGitHub()
-    server = serve(fake)
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield fake
-    server.shutdown()
 
 
 def recording_grader(course, graded: list[str]):

@@ -15,7 +15,6 @@ import re
 from functools import partial
 from pathlib import Path
 
-import pytest
 
 from grader.batch.gradebook import Gradebook, content_hash, grader_key
 from grader.classroom.github import POSTED, STATE_FILE, GitHub, publish, sync
@@ -29,7 +28,7 @@ from grader.report.model import SCHEMA_VERSION, CriterionResult, ExerciseResult,
 from grader.worker.protocol import Status
 
 from conftest import course_copy
-from test_classroom import ORG, PREFIX, TOKEN, FakeGitHub, serve
+from test_classroom import ORG, PREFIX, TOKEN, FakeGitHub
 
 ROPE = "exercises/rope/rope.py"
 DUE = dt.datetime(2026, 12, 1, 23, 59, 59, tzinfo=dt.UTC)
@@ -102,15 +101,6 @@ def stand_in_grader(course, graded: list[str], exercise_id: str = "rope"):
             book.close()
         return {}
     return grade_batch
-
-
-@pytest.fixture
-def fake():
-    fake = FakeGitHub()
-    server = serve(fake)
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield fake
-    server.shutdown()
 
 
 def held_back(course) -> list[str]:
