@@ -20,7 +20,9 @@ Theory of operation. One run:
    already downloaded (the same blob, for this repository's last commit or a classmate's) is not downloaded again;
 4. grades them all with `grader batch` (its regrade on: each is a new commit), keeps each scorecard as the
    repository's pending post, and posts it back to its commit: a status carrying the score and a comment
-   holding the scorecard.
+   holding the scorecard, both as the course's feedback policy shows them to the student (grader.feedback: the
+   criteria not shown yet, the attempt cap); `publish` posts the whole scorecards once the instructor releases
+   them.
 
 GitHub's budget (a token's 5,000 calls an hour, and secondary limits on bursts and posts): the calls are counted
 (`GitHub.calls`); the organisation's listing and each branch's record are asked for conditionally (ETag), so that
