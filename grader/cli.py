@@ -215,6 +215,25 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the longest a rate limit of GitHub's may make the run sleep; a longer one stops it, to go "
                            "on by the same command later (default: 300)")
     sync.set_defaults(handler=command_classroom_sync)
+    release = classroom_sub.add_parser("publish", help="release the feedback: post each student's whole scorecard; "
+                                                       "every later sync shows it whole")
+    release.add_argument("--org", required=True, help="the organisation holding the students' repositories")
+    release.add_argument("--prefix", required=True,
+                         help="the assignment's prefix: repositories are <prefix>-<username>")
+    release.add_argument("--out", type=Path, required=True, help="the gradebook folder grader classroom sync keeps")
+    release.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "https://api.github.com"),
+                         help="GitHub's REST API (default: $GITHUB_API_URL, else https://api.github.com)")
+    release.add_argument("--lang", choices=LANGS, default="en")
+    release.add_argument("--max-wait", type=float, default=None, metavar="SECONDS",
+                         help="the longest a rate limit of GitHub's may make the run sleep (default: 300)")
+    release.set_defaults(handler=command_classroom_publish)
+    pages = classroom_sub.add_parser("reports", help="write each student's report.html and scorecard.md as the "
+                                                     "feedback policy shows them now, to hand out")
+    pages.add_argument("--out", type=Path, required=True, help="the gradebook folder (grader batch or classroom sync)")
+    pages.add_argument("--to", type=Path, required=True, help="the folder to write <student>/report.html and "
+                                                              "scorecard.md into")
+    pages.add_argument("--lang", choices=LANGS, default="en")
+    pages.set_defaults(handler=command_classroom_reports)
 
     bundle = sub.add_parser("gradescope", help="build a Gradescope autograder bundle (setup.sh, run_autograder)")
     bundle.add_argument("out", type=Path, help="the .zip to write")
@@ -652,9 +671,8 @@ def command_handout(args) -> int:
 
 def command_classroom_sync(args) -> int:
     from grader.batch.run import run_batch
-    from grader.classroom.github import (MAX_WAIT_S, GitHub, GitHubError, POSTED, classroom_settings, iso, parse_time,
-                                         sync, token_from_environment)
-    from grader.render.safe_text import terminal_text
+    from grader.classroom.github import (MAX_WAIT_S, GitHub, GitHubError, classroom_settings, parse_time, sync,
+                                         token_from_environment)
     from grader.sandbox.levels import strict_missing
 
     course = load_course(args.course)
@@ -694,6 +712,37 @@ def command_classroom_sync(args) -> int:
                     roster=roster)
     except GitHubError as exc:   # the organisation's repositories could not be listed: nothing is known
         raise UsageError(f"GitHub: {exc}") from None
+    return report_classroom_run(done, out)
+
+
+def command_classroom_publish(args) -> int:
+    """`grader classroom publish`: the release recorded, each student's whole scorecard posted (classroom.github)."""
+    from grader.classroom.github import MAX_WAIT_S, GitHub, publish, token_from_environment
+
+    course = load_course(args.course)
+    token = token_from_environment()
+    if not token:
+        raise UsageError("set GRADER_TOKEN (or GITHUB_TOKEN) to a token that can write the students' commit statuses")
+    out = gradebook_folder(args.out, args.lang)
+    github = GitHub(token, args.api_url, max_wait_s=MAX_WAIT_S if args.max_wait is None else args.max_wait)
+    return report_classroom_run(publish(course, github, args.org, args.prefix, out, args.lang), out)
+
+
+def command_classroom_reports(args) -> int:
+    """`grader classroom reports`: the students' pages as grader.feedback shows them, to hand out."""
+    from grader.feedback import write_handed_out
+
+    course = load_course(args.course)
+    written = write_handed_out(course, gradebook_folder(args.out, args.lang), args.to.absolute(), args.lang)
+    print(f"{len(written)} students' report.html and scorecard.md written to {args.to}")
+    return EXIT_OK
+
+
+def report_classroom_run(done, out: Path) -> int:
+    """A line per repository of a sync or a publish, the calls it cost, and its exit status."""
+    from grader.classroom.github import POSTED, iso
+    from grader.render.safe_text import terminal_text
+
     for row in done.rows:
         where = f" {row.sha[:12]}" if row.sha else ""
         came = f" ({row.arrival.how} {iso(row.arrival.at)})" if row.arrival else ""

@@ -156,3 +156,15 @@ def course_copy(folder: Path, exercise_ids: list[str] | None = None, timeout_s: 
     text = head + "".join("[[exercise]]" + b for b in blocks)
     (folder / "course.toml").write_text(text)
     return folder
+
+
+@pytest.fixture
+def fake():
+    """test_classroom's fake GitHub, served on a local port (`fake.url`) for the test."""
+    from test_classroom import FakeGitHub, serve
+
+    github = FakeGitHub()
+    server = serve(github)
+    github.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield github
+    server.shutdown()

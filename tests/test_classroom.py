@@ -460,14 +460,17 @@ def test_the_command_says_each_row_and_exits_3_while_one_is_to_be_tried_again(co
     assert refused.returncode == 2 and "deadline 'next friday' is not an ISO 8601 time" in refused.stderr
 
 
-def test_the_status_and_comment_speak_the_chosen_language(tmp_path):
+def test_the_status_and_comment_speak_the_chosen_language(course, tmp_path):
     """A Chinese class reads its commit status and comment in Chinese; a submission without a report says it could
     not be graded, in that language too."""
     from grader.classroom.github import scorecard_comment
+    from test_feedback_policy import fake_report
 
     graded = tmp_path / "graded"
     graded.mkdir()
-    (graded / "report.json").write_text(json.dumps({"score": 7.5, "max_score": 10, "percent": 75}))
+    report = fake_report(course, "alice", "heads")
+    report.score, report.max_score, report.percent = 7.5, 10, 75
+    (graded / "report.json").write_text(report.to_json())
     (graded / "scorecard.md").write_text("### 评分报告：alice\n")
     state, description, body = scorecard_comment(graded, "abc123", "zh")
     assert (state, description) == ("success", "得分 7.5/10（75%）")

@@ -14,17 +14,16 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from grader.batch.gradebook import Gradebook, content_hash, grader_key
 from grader.cli import EXIT_RATE_LIMITED
 from grader.classroom.github import LEFT, POSTED, RETRY, STATE_FILE, GitHub, sync
 from grader.course import load_course
 
 from conftest import ROOT, course_copy
-from test_classroom import HEADS, ORG, PREFIX, TOKEN, FakeGitHub, serve
+from test_feedback_policy import stand_in_grader
+from test_classroom import HEADS, ORG, PREFIX, TOKEN, FakeGitHub
 
 CLASS = 300
 LIMIT = 1000
@@ -35,35 +34,10 @@ def course(tmp_path_factory):
     return load_course(course_copy(tmp_path_factory.mktemp("course"), ["heads"]))
 
 
-@pytest.fixture
-def fake():
-    fake = FakeGitHub()
-    server = serve(fake)
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield fake
-    server.shutdown()
-
-
 def recording_grader(course, graded: list[str]):
     """grade_batch as the sync calls it: each submission stored in the gradebook with a report and a scorecard, as
     grader batch stores them, without running it; `graded` lists every submission graded."""
-    def grade_batch(submissions: Path, out: Path) -> dict:
-        book = Gradebook(out / "gradebook.sqlite")
-        try:
-            for folder in sorted(submissions.iterdir()):
-                graded.append(folder.name)
-                size = len((folder / "heads" / "heads.py").read_bytes())
-                report = out / "students" / folder.name
-                report.mkdir(parents=True, exist_ok=True)
-                (report / "report.json").write_text(json.dumps({"score": size, "max_score": 100, "percent": size}))
-                (report / "scorecard.md").write_text(f"### {folder.name}\n")
-                book.store(folder.name, content_hash(course, folder), grader_key(course),
-                           {"score": size, "max_score": 100, "percent": size, "status": "complete",
-                            "message": {"en": ""}, "graded_at": "2026-12-07T00:00:00Z"}, [])
-        finally:
-            book.close()
-        return {}
-    return grade_batch
+    return stand_in_grader(course, graded, "heads")
 
 
 def posted(fake: FakeGitHub) -> dict[str, list[str]]:

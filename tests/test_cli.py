@@ -112,7 +112,9 @@ def test_a_grader_error_is_reported_even_below_fail_under(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("argv", [["grade"], ["batch", "class", "--out", "book"], ["check"], ["gradescope", "a.zip"],
                                   ["gradescope-run"],
-                                  ["classroom", "sync", "--org", "o", "--prefix", "p", "--out", "b"]],
+                                  ["classroom", "sync", "--org", "o", "--prefix", "p", "--out", "b"],
+                                  ["classroom", "publish", "--org", "o", "--prefix", "p", "--out", "b"],
+                                  ["classroom", "reports", "--out", "b", "--to", "pages"]],
                          ids=lambda argv: " ".join(argv[:2]))
 def test_every_command_that_writes_for_students_takes_lang(argv):
     parser = build_parser()

@@ -138,7 +138,7 @@ def test_an_out_of_range_value_is_refused_with_its_line(tmp_path, old, new, at, 
      "`sed`: unknown key under [course]; did you mean `seed`?"),
     ("[defaults]", "[grading]\nx = 1\n\n[defaults]", "[grading]",
      "`grading`: unknown table in the file; known: `course`, `sandbox`, `defaults`, `exercise`, `judge`, "
-     "`classroom`, `policy`, `cluster`"),
+     "`classroom`, `feedback`, `policy`, `cluster`"),
 ])
 def test_an_unknown_key_is_refused_with_the_nearest_known_one(tmp_path, old, new, at, said):
     folder, _ = edited(tmp_path / "course", old, new, ["heads"])

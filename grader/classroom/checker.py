@@ -24,6 +24,7 @@ from pathlib import Path
 
 import grader
 from grader.course import Course, ExerciseConfig
+from grader.feedback import VISIBLE
 from grader.i18n import LANGS, update_catalogs
 
 PUBLIC_SEED = 1          # the checker's inputs; the course's seed (hidden inputs) is never written
@@ -43,11 +44,12 @@ class CheckerError(Exception):
 
 
 def visible_tests(ex: ExerciseConfig) -> dict[str, object]:
-    """The visible criteria of an exercise: test function name -> function (its metadata in `.criterion`)."""
+    """The visible criteria of an exercise: test function name -> function (its metadata in `.criterion`). Visible as
+    the feedback policy says (grader.feedback): one `visible` names that no `visibility` entry holds back."""
     module = importlib.import_module(f"grader.criteria.{ex.id}")
     return {name: fn for name, fn in vars(module).items()
             if name.startswith("test_") and hasattr(fn, "criterion")
-            and ex.is_visible(fn.criterion.id, fn.criterion.kind)}
+            and ex.gradescope_visibility(fn.criterion.id, fn.criterion.kind) == VISIBLE}
 
 
 def _defined(node: ast.stmt) -> set[str]:

@@ -20,7 +20,9 @@ Theory of operation. One run:
    already downloaded (the same blob, for this repository's last commit or a classmate's) is not downloaded again;
 4. grades them all with `grader batch` (its regrade on: each is a new commit), keeps each scorecard as the
    repository's pending post, and posts it back to its commit: a status carrying the score and a comment
-   holding the scorecard.
+   holding the scorecard, both as the course's feedback policy shows them to the student (grader.feedback: the
+   criteria not shown yet, the attempt cap); `publish` posts the whole scorecards once the instructor releases
+   them.
 
 GitHub's budget (a token's 5,000 calls an hour, and secondary limits on bursts and posts): the calls are counted
 (`GitHub.calls`); the organisation's listing and each branch's record are asked for conditionally (ETag), so that
@@ -54,8 +56,9 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from grader.course import Course
@@ -63,9 +66,13 @@ from grader.batch.gradebook import GRADER_ERROR, Gradebook, content_hash, grader
 from grader.i18n import Text, rendered, t, verbatim
 from grader.grading.notebooks import MAX_NOTEBOOK_BYTES, is_submitted_notebook
 from grader.grading.notebooks import SUFFIX as NOTEBOOK_SUFFIX
+from grader.feedback import QUEUED, Feedback, load_feedback, mark_published, published_at, student_view
 from grader.policy import FROM_PUSH, FROM_SEEN, Policy, Submitted, student_dates
 from grader.batch.roster import Student, match
 from grader.render.files import write_atomic
+from grader.render.templated import render_markdown
+from grader.report.build import stored_report
+from grader.report.model import Report
 from grader.sandbox.private import private_folder
 from grader.sandbox.staging import MAX_SOURCE_BYTES
 
@@ -91,6 +98,7 @@ POSTED = "posted"      # graded, and the scorecard posted to the commit
 RETRY = "retry"        # GitHub or the grader failed: nothing posted or recorded; the next run tries again
 NOTHING = "nothing"    # no commit to grade: an empty repository, or none on the branch by the deadline
 LEFT = "left"          # GitHub's rate limit stopped the run before this one was downloaded or posted
+# QUEUED (grader.feedback): past the attempt cap, the commit waits for the next window; the student is told once
 # Where a RETRY failed.
 LISTING, DOWNLOAD, GRADING, POSTING = "listing", "download", "grading", "posting"
 # How an arrival is known.
@@ -594,19 +602,26 @@ class Row:
     arrival: Arrival | None = None
 
 
-def scorecard_comment(report_dir: Path, sha: str, lang: str = "en") -> tuple[str, str, str]:
-    """(status state, status description, comment body) from a graded report folder, in `lang`."""
+def scorecard_comment(report_dir: Path, sha: str, lang: str = "en", view: Callable[[Report], Report] | None = None,
+                      templates: Path | None = None, notes: Sequence[Text] = ()) -> tuple[str, str, str]:
+    """(status state, status description, comment body) from a graded report folder, in `lang`: the report as
+    `view` shows it to the student (grader.feedback.student_view; default: whole), its scorecard rendered with
+    `templates` (default: the scorecard.md beside it), then `notes` (the attempts left)."""
     report_file = report_dir / "report.json"
     if not report_file.is_file():
         return ("error", t("could not be graded; your instructor has been told").render(lang),
                 t("Commit {sha} could not be graded.", sha=sha).render(lang))
-    report = json.loads(report_file.read_text(encoding="utf-8"))
-    grade = report.get("grade") or {}   # the final grade, after the late penalty and the instructor's overrides
-    description = t("score {score:g}/{max_score:g} ({percent:g}%)", score=grade.get("final", report["score"]),
-                    max_score=report["max_score"], percent=grade.get("percent", report["percent"]))
-    scorecard = (report_dir / "scorecard.md").read_text(encoding="utf-8")
+    report = stored_report(json.loads(report_file.read_text(encoding="utf-8")))
+    if view is not None:
+        report = view(report)
+    # the final grade, after the late penalty and the instructor's overrides, of the criteria shown
+    description = t("score {score:g}/{max_score:g} ({percent:g}%)", score=report.final_score,
+                    max_score=report.max_score, percent=report.final_percent)
+    scorecard = render_markdown(report, templates, lang) if templates is not None else \
+        (report_dir / "scorecard.md").read_text(encoding="utf-8")
     heading = t("Hidden criteria, commit {sha}: {description}", sha=sha, description=description)
-    return "success", description.render(lang), f"{heading.render(lang)}\n\n{scorecard}"
+    said = "".join(f"\n\n{note.render(lang)}" for note in notes)
+    return "success", description.render(lang), f"{heading.render(lang)}{said}\n\n{scorecard}"
 
 
 @dataclass
@@ -634,7 +649,7 @@ def blob_store(out: Path, repository: str) -> Path | None:
 def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade_batch: Callable[..., dict],
          deadline: dt.datetime | None = None, lang: str = "en",
          clock: Callable[[], dt.datetime] = utc_now, policy: Policy | None = None,
-         roster: list[Student] | None = None) -> Outcome:
+         roster: list[Student] | None = None, feedback: Feedback | None = None) -> Outcome:
     """Grade every student repository whose commit to grade is not the one already posted, and post back.
     `grade_batch(submissions, out)` grades every student folder of `submissions` into `out` (grader batch, with its
     regrade on: each of them is a new commit). Statuses, comments and rows are written in `lang`; `clock` says
@@ -646,7 +661,13 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
     classroom.json as the repository's `pending` post until both its status and its comment are posted, so that
     a post GitHub refused is posted by the next run without a grading, and nothing is posted twice. When GitHub's
     rate limit stops the run (GitHub.RateLimited), what was downloaded is still graded and kept pending, nothing
-    more is asked of GitHub, and the Outcome says so: the same command goes on where this one stopped."""
+    more is asked of GitHub, and the Outcome says so: the same command goes on where this one stopped.
+
+    What the comment and status show is the course's feedback policy (`feedback`, default course.toml's:
+    grader.feedback): the criteria not shown yet as points only or not at all, until the due date or until
+    `publish`. Its attempt cap counts each student's graded commits (`attempts` in classroom.json): past it a commit
+    is graded and shows nothing of those criteria, or is queued for the next window."""
+    feedback = feedback or load_feedback(course)
     private_folder(out)   # every student's files and reports: at the basic level, no classmate's code may read it
     state_file = out / STATE_FILE
     state = load_state(state_file)
@@ -672,7 +693,10 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
     except RateLimited as exc:   # nothing is known: every repository recorded is left
         repos, reached, stopped = [{"name": name} for name in state["repositories"]], 0, exc
         return outcome()
+    released = published_at(out) is not None
     todo: list[tuple[str, str, str]] = []          # (student, repository, sha) to download and grade
+    capped: dict[str, str] = {}                    # student -> how their attempt is counted (attempt_note)
+    notes: dict[str, Text] = {}                    # student -> what the comment says of their attempts
     to_post: list[tuple[str, str]] = []            # (student, repository) graded, their post pending
     reached = len(repos)                           # repositories whose branch this run read
     for index, repo in enumerate(repos):
@@ -703,6 +727,16 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
             to_post.append((student, repository))
         else:
             record.pop("pending", None)   # a newer commit replaces the one whose post was pending
+            past = attempt_note(feedback, record, clock(), released)
+            if past is not None and past[0] == QUEUED:
+                if record.get("queued") != sha:   # told once per commit; graded when the next window opens
+                    record["pending"] = {"sha": sha, "state": "pending", "description": past[1].render(lang)[:140],
+                                         "body": past[1].render(lang), "status": False, "queued": True}
+                    to_post.append((student, repository))
+                continue
+            if past is not None:
+                capped[student] = past[0]
+                notes[student] = past[1]
             todo.append((student, repository, sha))
     save_state(state_file, state)   # what this run learnt of each branch stays, whatever happens next
 
@@ -758,12 +792,29 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
             why = rendered(said(message)) if message else t("no grading was recorded")
             retry(student, repository, sha, GRADING, t("nothing posted: {said}", said=why))
             continue
-        commit_state, description, body = scorecard_comment(out / "students" / student, sha, lang)
-        state["repositories"][repository]["pending"] = {"sha": sha, "state": commit_state,
-                                                        "description": description, "body": body, "status": False}
+        now = clock()
+        view = partial(student_view, course=course, now=now, published=released, feedback=feedback,
+                       capped=capped.get(student) == CAPPED)
+        commit_state, description, body = scorecard_comment(out / "students" / student, sha, lang, view,
+                                                            course.root / "templates", [notes[student]]
+                                                            if student in notes else [])
+        record = state["repositories"][repository]
+        record["pending"] = {"sha": sha, "state": commit_state, "description": description, "body": body,
+                             "status": False, "release": released}
+        if capped.get(student) != CAPPED:
+            record.setdefault("attempts", []).append(iso(now))
         to_post.append((student, repository))
     save_state(state_file, state)   # what was graded is posted by a later run if not by this one
 
+    stopped = post_pending(github, org, state_file, state, to_post, rows, stopped, lang)
+    return outcome()
+
+
+def post_pending(github: GitHub, org: str, state_file: Path, state: dict, to_post: list[tuple[str, str]],
+                 rows: list[Row], stopped: RateLimited | None, lang: str) -> RateLimited | None:
+    """Post each repository's pending post (its status, then its comment), saving classroom.json after each step
+    so that nothing is posted twice; a post GitHub refused stays pending for the next run. Returns the rate limit
+    that stopped the posting, if one did (or `stopped`, when one stopped the run before)."""
     for student, repository in sorted(to_post, key=lambda post: post[1]):
         record = state["repositories"][repository]
         pending = record["pending"]
@@ -777,18 +828,89 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
             except RateLimited as exc:
                 stopped = exc
             except GitHubError as exc:
-                retry(student, repository, pending["sha"], POSTING, t("could not post the scorecard: {error}; posted "
-                                                                      "by the next run", error=verbatim(exc)))
+                rows.append(Row(student, repository, pending["sha"], RETRY, t(
+                    "could not post the scorecard: {error}; posted by the next run",
+                    error=verbatim(exc)).render(lang), stage=POSTING))
                 continue
         if stopped is not None:
-            left(student, repository, pending["sha"], POSTING)
+            rows.append(Row(student, repository, pending["sha"], LEFT, t(
+                "GitHub's rate limit stopped the run first; the next run goes on from here").render(lang),
+                stage=POSTING))
+            continue
+        del record["pending"]
+        if pending.get("queued"):
+            record["queued"] = pending["sha"]
+            save_state(state_file, state)
+            rows.append(Row(student, repository, pending["sha"], QUEUED, pending["description"], pending["state"]))
             continue
         record["posted"] = pending["sha"]
-        del record["pending"]
+        if pending.get("release"):
+            record["released"] = pending["sha"]
         save_state(state_file, state)   # a rerun posts nothing twice
         rows.append(Row(student, repository, record["posted"], POSTED, pending["description"], pending["state"],
                         arrival=Timeline(record["timeline"]).arrival(record["posted"])))
-    return outcome()
+    return stopped
+
+
+WINDOW_WORDS = {"day": t("day"), "hour": t("hour")}   # the attempt policy's windows (grader.feedback.WINDOWS)
+CAPPED, COUNTED = "capped", "counted"   # a graded attempt past the cap (shown nothing hidden), or one within it
+
+
+def attempt_note(feedback: Feedback, record: dict, now: dt.datetime, released: bool) -> tuple[str, Text] | None:
+    """How a new commit of a repository counts against the attempt cap: (QUEUED, what the student is told) when
+    it waits for the next window; (CAPPED, ...) when it is graded past the cap; (COUNTED, the attempts left after
+    it) within it; None without a cap, or once the feedback is published (nothing is hidden any more)."""
+    attempts = feedback.attempts
+    if attempts is None or released:
+        return None
+    used = attempts.used([parse_time(at) for at in record.get("attempts", [])], now)
+    opens, per = iso(attempts.window(now)[1]), WINDOW_WORDS[attempts.per]
+    if used < attempts.limit:
+        return COUNTED, t("Graded attempts left this {per}: {left} of {limit} (the next window opens at {opens}).",
+                          per=per, left=attempts.limit - used - 1, limit=attempts.limit, opens=opens)
+    if attempts.past_cap == QUEUED:
+        return QUEUED, t("Attempt cap reached ({limit} graded commits per {per}): this commit is graded when the "
+                         "next window opens at {opens}.", limit=attempts.limit, per=per, opens=opens)
+    return CAPPED, t("Attempt cap reached ({limit} graded commits per {per}): this commit is graded, but nothing of "
+                     "the criteria not shown yet is shown before the next window opens at {opens}.",
+                     limit=attempts.limit, per=per, opens=opens)
+
+
+def publish(course: Course, github: GitHub, org: str, prefix: str, out: Path, lang: str = "en",
+            clock: Callable[[], dt.datetime] = utc_now, feedback: Feedback | None = None) -> Outcome:
+    """`grader classroom publish`: record the release in the gradebook (grader.feedback.PUBLISHED), then post to
+    each repository's last posted commit its whole scorecard, as a comment and a status, through the same pending
+    posts as `sync` (within GitHub's budget; what a rate limit or a refusal leaves is posted by the next publish or
+    sync). A commit already released is not posted again."""
+    feedback = feedback or load_feedback(course)
+    mark_published(out, clock())
+    state_file = out / STATE_FILE
+    state = load_state(state_file)
+    to_post: list[tuple[str, str]] = []
+    for repository, record in sorted(state["repositories"].items()):
+        student = repository[len(prefix) + 1:]
+        if not repository.startswith(prefix + "-") or not student:
+            continue
+        pending = record.get("pending")
+        queued = pending is not None and pending.get("queued")
+        sha = pending["sha"] if pending is not None and not queued else record.get("posted")
+        # a graded post still pending is replaced by its whole scorecard; a queued commit's notice stays as it is
+        if not queued and sha is not None and record.get("released") != sha and not (pending or {}).get("release"):
+            now = clock()
+            commit_state, description, body = scorecard_comment(
+                out / "students" / student, sha, lang,
+                partial(student_view, course=course, now=now, published=True, feedback=feedback),
+                course.root / "templates")
+            record["pending"] = {"sha": sha, "state": commit_state, "description": description, "body": body,
+                                 "status": False, "release": True}
+        if record.get("pending") is not None:
+            to_post.append((student, repository))
+    save_state(state_file, state)
+    rows: list[Row] = []
+    stopped = post_pending(github, org, state_file, state, to_post, rows, None, lang)
+    left = sum(r.status in (RETRY, LEFT) for r in rows)
+    return Outcome(sorted(rows, key=lambda r: r.repository), len(state["repositories"]), left, stopped, github.calls,
+                   github.not_modified)
 
 
 def token_from_environment() -> str:

@@ -10,9 +10,11 @@ import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from grader.course import Course
+from grader.feedback import visibility
 from grader.i18n import Text, t, verbatim
 from grader.nolinks import LINK, REGULAR, Lookup, links_under, read_without_links
 from grader.render.safe_text import terminal_text
@@ -266,10 +268,8 @@ def run_in_gradescope(course: Course, root: Path, lang: str = "en") -> Path:
     notes += late_work(course, report, root)
     write_reports(report, results, course.root / "templates", lang, ("json", "html"))
 
-    def visibility_of(exercise_id: str, criterion_id: str, kind: str) -> str:
-        return course.exercise(exercise_id).gradescope_visibility(criterion_id, kind)
-
-    write_atomic(results / "results.json", render_gradescope(report, lang, visibility_of, notes))
+    # the course's feedback policy (grader.feedback), which Gradescope applies: its `visibility` values are ours
+    write_atomic(results / "results.json", render_gradescope(report, lang, partial(visibility, course), notes))
     os.chmod(results, 0o755)
     for line in instructor_lines(report.sandbox, lang):
         print(line)

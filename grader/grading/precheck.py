@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.course import Course
+from grader.feedback import VISIBLE
 from grader.i18n import Text, join, t, verbatim
 from grader.grading.plain import OUTCOMES, PublicTests
 from grader.render.labels import STATUS_MARK
@@ -255,7 +256,7 @@ def _show_public_tests(exercise_id: str, tests, words: dict[str, str], lang: str
 def _show_visible(ex, result, words: dict[str, str], lang: str, rows: list) -> bool:
     """The visible criteria of one exercise, explained where they did not pass; whether all passed."""
     ok = True
-    shown = [c for c in result.criteria if ex.is_visible(c.id, c.kind)]
+    shown = [c for c in result.criteria if ex.gradescope_visibility(c.id, c.kind) == VISIBLE]   # grader.feedback
     if shown:
         count = t("{passed} / {total} passed", passed=sum(c.status == Status.PASSED for c in shown), total=len(shown))
         print(f"    {words['visible_criteria']}{words['colon']}{count.render(lang)}")
