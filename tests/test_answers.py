@@ -1,0 +1,143 @@
+"""Written answers: read from <exercise>/answers.md under a heading per question id, or from notebook Markdown cells
+tagged <exercise>:<question>; the template the course ships answers nothing; student text stays valid text."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from conftest import ROOT
+from grader.course import load_course
+from grader.grading import answers as answers_module
+from grader.grading.answers import ANSWERS_FILE, answers_template, read_answers
+
+COURSE = load_course(ROOT)
+LM = COURSE.exercise("transformer_lm")   # two questions: tensor_flow, reads_history
+
+
+def written(tmp_path: Path, text: str | bytes, exercise: str = "transformer_lm") -> Path:
+    folder = tmp_path / "sub"
+    (folder / exercise).mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    (folder / exercise / ANSWERS_FILE).write_bytes(data)
+    return folder
+
+
+def rendered(answers) -> list[str]:
+    return [problem.render("en") for problem in answers.problems]
+
+
+def test_answers_are_read_under_their_exact_headings(tmp_path):
+    folder = written(tmp_path, "\n".join([
+        "# My answers", "text before any heading is not an answer", "",
+        "## tensor_flow", "", "> " + LM.questions[0].prompt["en"], ">", "> " + LM.questions[0].prompt["zh"], "",
+        "tokens [B, T] -> embeddings [B, T, C]", "### a sub-heading stays in the answer", "> my own quote stays",
+        "```python", "## not a heading: inside a fence", "```", "<!-- a comment is not an answer -->", "",
+        "## Tensor_Flow", "a heading with other capitals is not the question",
+        "## reads_history ##", "the query at `a` reads p or q", ""]))
+    got = read_answers(folder, LM)
+    assert got.texts == {
+        "tensor_flow": "tokens [B, T] -> embeddings [B, T, C]\n### a sub-heading stays in the answer\n"
+                       "> my own quote stays\n```python\n## not a heading: inside a fence\n```",
+        "reads_history": "the query at `a` reads p or q"}
+    assert rendered(got) == ["transformer_lm/answers.md: the heading `## Tensor_Flow` names no question of "
+                             "transformer_lm (its questions: tensor_flow, reads_history)"]
+    assert got.empty() == []
+
+
+def test_the_shipped_template_is_every_questions_heading_and_answers_nothing(tmp_path):
+    for ex in COURSE.exercises:
+        shipped = (ROOT / "exercises" / ex.id / ANSWERS_FILE).read_text(encoding="utf-8")
+        assert shipped == answers_template(ex), f"exercises/{ex.id}/answers.md differs from answers_template"
+        assert [line[3:] for line in shipped.splitlines() if line.startswith("## ")] == [q.id for q in ex.questions]
+        got = read_answers(ROOT / "exercises", ex)
+        assert got.texts == {q.id: "" for q in ex.questions} and got.problems == ()
+        assert got.empty() == [q.id for q in ex.questions]
+    # the positive control: one line written into the template is an answer
+    template = answers_template(LM)
+    filled = template.replace("## reads_history\n", "## reads_history\nbecause attention reads earlier keys\n")
+    assert read_answers(written(tmp_path, filled), LM).texts == {
+        "tensor_flow": "", "reads_history": "because attention reads earlier keys"}
+
+
+def test_no_file_no_answers_and_an_exercise_without_questions_has_none(tmp_path):
+    (tmp_path / "sub").mkdir()
+    assert read_answers(tmp_path / "sub", LM).texts == {"tensor_flow": "", "reads_history": ""}
+    bare = type(LM)(**{**LM.__dict__, "questions": ()})
+    assert read_answers(written(tmp_path, "## tensor_flow\nx\n"), bare).texts == {}
+
+
+def test_student_text_stays_valid_text(tmp_path):
+    """Bytes that are not UTF-8 are written out as escapes, never dropped or turned into surrogates."""
+    folder = written(tmp_path, b"## tensor_flow\n<script>alert(1)</script> =1+1 \xff\xfe end\n")
+    text = read_answers(folder, LM).texts["tensor_flow"]
+    assert text == "<script>alert(1)</script> =1+1 \\xff\\xfe end"
+    text.encode("utf-8")
+
+
+def test_answers_md_is_capped_and_never_followed_through_a_link(tmp_path, monkeypatch):
+    monkeypatch.setattr(answers_module, "MAX_ANSWERS_BYTES", 64)
+    folder = written(tmp_path, "## tensor_flow\n" + "x" * 100 + "\n")
+    got = read_answers(folder, LM)
+    assert got.texts["tensor_flow"] == ""
+    assert rendered(got) == ["transformer_lm/answers.md is larger than 64 bytes; answers may be at most that"]
+    # the positive control: under the cap it is read
+    assert read_answers(written(tmp_path, "## tensor_flow\nshort\n"), LM).texts["tensor_flow"] == "short"
+    secret = tmp_path / "secret.md"
+    secret.write_text("## tensor_flow\nsomeone else's answer\n")
+    os.remove(folder / "transformer_lm" / ANSWERS_FILE)
+    (folder / "transformer_lm" / ANSWERS_FILE).symlink_to(secret)
+    got = read_answers(folder, LM)
+    assert got.texts["tensor_flow"] == ""
+    assert rendered(got) == ["`transformer_lm/answers.md` is a symbolic link: submit plain files"]
+
+
+def notebook(cells: list[dict]) -> str:
+    """A notebook's JSON (nbformat 4) holding `cells`: (type, tags, source)."""
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": kind, "id": f"c{i}", "metadata": {"tags": tags}, "source": source,
+         **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+        for i, (kind, tags, source) in enumerate(cells)]})
+
+
+def test_notebook_markdown_cells_tagged_exercise_question_are_answers(tmp_path):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "work.ipynb").write_text(notebook([
+        ("markdown", ["transformer_lm:tensor_flow"], "first part"),
+        ("markdown", [], "an untagged cell is not an answer"),
+        ("markdown", ["attention:tensor_flow"], "another exercise's answer"),
+        ("code", ["transformer_lm:reads_history"], "print('code is not an answer')"),
+        ("markdown", ["transformer_lm:tensorflow"], "a tag naming no question"),
+        ("markdown", ["transformer_lm:tensor_flow"], ["second ", "part \\ud800"]),
+    ]).replace("\\\\ud800", "\\ud800"), encoding="utf-8")   # a lone surrogate, as JSON may hold one
+    got = read_answers(folder, LM)
+    assert got.texts == {"tensor_flow": "first part\n\nsecond part \\ud800", "reads_history": ""}
+    assert rendered(got) == [
+        "work.ipynb, cell 4: the tag `transformer_lm:reads_history` is on a code cell; write the answer in a "
+        "Markdown cell",
+        "work.ipynb, cell 5: the tag `transformer_lm:tensorflow` names no question of transformer_lm (its "
+        "questions: tensor_flow, reads_history)"]
+    # answers.md and the notebook both hold text: the file's comes first, nothing is lost
+    (folder / "transformer_lm").mkdir()
+    (folder / "transformer_lm" / ANSWERS_FILE).write_text("## tensor_flow\nfrom the file\n", encoding="utf-8")
+    assert read_answers(folder, LM).texts["tensor_flow"] == "from the file\n\nfirst part\n\nsecond part \\ud800"
+
+
+def test_a_notebook_over_the_cap_is_refused_and_said(tmp_path, monkeypatch):
+    """The notebook is read through grader/grading/notebooks.py's capped reader, its own exercise's refusal said."""
+    from grader.grading import notebooks
+
+    folder = tmp_path / "sub"
+    (folder / "transformer_lm").mkdir(parents=True)
+    data = notebook([("markdown", ["transformer_lm:tensor_flow"], "x")])
+    assert len(data) > 100
+    (folder / "transformer_lm" / "transformer_lm.ipynb").write_text(data, encoding="utf-8")
+    assert read_answers(folder, LM).texts["tensor_flow"] == "x"   # the positive control
+    monkeypatch.setattr(notebooks, "MAX_NOTEBOOK_BYTES", 100)
+    got = read_answers(folder, LM)
+    assert got.texts["tensor_flow"] == ""
+    [said] = rendered(got)   # the reader reads one byte past the cap, and says the size it read
+    assert said.startswith("transformer_lm/transformer_lm.ipynb is ") and said.endswith(
+        " bytes; a notebook may be at most 100")
