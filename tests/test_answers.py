@@ -141,3 +141,62 @@ def test_a_notebook_over_the_cap_is_refused_and_said(tmp_path, monkeypatch):
     [said] = rendered(got)   # the reader reads one byte past the cap, and says the size it read
     assert said.startswith("transformer_lm/transformer_lm.ipynb is ") and said.endswith(
         " bytes; a notebook may be at most 100")
+
+
+# --- Carried with the submission: report.json, report.html, scorecard.md -------------------------------------------
+
+HOSTILE_ANSWER = "<script>alert(1)</script>\n=1+1\n[click](javascript:alert(2))\n<img src=x onerror=alert(3)>"
+
+
+def graded_with_answers(tmp_path: Path):
+    """A report of transformer_lm (its criteria the grader's error: no judge runs here) built as a grading builds
+    it, from the answers read in the submission: a hostile answer in answers.md, a lone surrogate in a notebook."""
+    from grader.grading.pipeline import build_report, unavailable_outcomes, written_answers
+
+    folder = written(tmp_path, "## tensor_flow\n" + HOSTILE_ANSWER + "\n")
+    (folder / "work.ipynb").write_text(notebook([("markdown", ["transformer_lm:reads_history"], "p or q \\ud800")])
+                                       .replace("\\\\ud800", "\\ud800"), encoding="utf-8")
+    answers = written_answers(folder, [LM])
+    outcomes = unavailable_outcomes(COURSE, [LM], RuntimeError("no judge in this test"))
+    return build_report(COURSE, "s", [LM], outcomes, {}, {"level": "none", "layers": {}, "note": ""},
+                        "2026-01-01T00:00:00+00:00", 1.0, answers)
+
+
+def test_answers_are_carried_in_report_json_as_text_awaiting_review(tmp_path):
+    import jsonschema
+
+    from grader.report.build import stored_report
+    from grader.report.model import SCHEMA_PATH
+
+    report = graded_with_answers(tmp_path)
+    data = json.loads(report.to_json())
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    [exercise] = data["exercises"]
+    assert exercise["answers"] == [
+        {"id": "tensor_flow", "prompt": LM.questions[0].prompt, "text": HOSTILE_ANSWER, "points": 0.0,
+         "max_points": 3.0, "status": "awaiting_review"},
+        {"id": "reads_history", "prompt": LM.questions[1].prompt, "text": "p or q \\ud800", "points": 0.0,
+         "max_points": 3.0, "status": "awaiting_review"}]
+    # the score is the criteria's alone this round: the answers wait for a reviewer
+    assert data["score"] == 0 and data["max_score"] == sum(LM.points.values())
+    assert stored_report(data).to_json() == report.to_json()   # read back as written
+    # a report written before answers were carried still reads, with none
+    older = {**data, "schema_version": "3.1",
+             "exercises": [{k: v for k, v in exercise.items() if k != "answers"}]}
+    again = stored_report(older)
+    assert again.schema_version == "3.2" and again.exercises[0].answers == []
+
+
+def test_an_answer_is_text_in_report_html_and_scorecard_md(tmp_path):
+    from grader.render.templated import render_html, render_markdown
+
+    report = graded_with_answers(tmp_path)
+    for lang, awaiting in (("en", "awaiting review"), ("zh", "待批阅")):
+        html = render_html(report, ROOT / "templates", lang)
+        assert "<script>alert" not in html and "<img src=x" not in html and 'href="javascript' not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;\n=1+1\n[click](javascript:alert(2))" in html
+        assert "p or q \\ud800" in html and awaiting in html
+        card = render_markdown(report, ROOT / "templates", lang)
+        row = next(line for line in card.splitlines() if "tensor" in line and awaiting in line)
+        assert "<script>" not in card and "&lt;script&gt;alert(1)&lt;/script&gt;\\\\n=1+1\\\\n\\[click\\]" in row
+        assert row.count("|") - row.count("\\|") == 6   # one table row: the answer's newlines cannot end it

@@ -269,7 +269,8 @@ def test_check_names_the_written_answers_still_empty(handout, tmp_path):
     assert "· transformer_lm/answers.md: reads_history is empty" in lines
     assert ("✘ transformer_lm/answers.md: the heading `## tensorflow` names no question of transformer_lm (its "
             "questions: tensor_flow, reads_history)") in lines
-    row = f"| `transformer_lm` | Written answers | ⬜ {markdown_text('transformer_lm/answers.md: reads_history is empty')} |"
+    empty = markdown_text("transformer_lm/answers.md: reads_history is empty")
+    row = f"| `transformer_lm` | Written answers | ⬜ {empty} |"
     assert row in summary.read_text(encoding="utf-8")
     answers.write_text("## tensor_flow\nshapes\n## reads_history\nattention reads p or q\n", encoding="utf-8")
     zh = grader_check(repo, "transformer_lm", "--lang", "zh", **{PLAIN_SWITCH: "1"})
