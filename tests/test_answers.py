@@ -200,3 +200,24 @@ def test_an_answer_is_text_in_report_html_and_scorecard_md(tmp_path):
         row = next(line for line in card.splitlines() if "tensor" in line and awaiting in line)
         assert "<script>" not in card and "&lt;script&gt;alert(1)&lt;/script&gt;\\\\n=1+1\\\\n\\[click\\]" in row
         assert row.count("|") - row.count("\\|") == 6   # one table row: the answer's newlines cannot end it
+
+
+def test_an_answer_written_changes_the_submissions_content_hash_and_the_template_does_not(tmp_path):
+    """A batch resumes a submission whose hash it holds: an answer changed alone must be graded again (its text is
+    in the report), while a submission with no answer keeps the hash it had before answers were read."""
+    import shutil
+
+    from grader.batch.gradebook import content_hash
+
+    folder = tmp_path / "sub"
+    shutil.copytree(ROOT / "examples" / "submissions" / "sample", folder)
+    for stray in folder.glob("*/answers.md"):
+        stray.unlink()
+    before = content_hash(COURSE, folder)
+    (folder / "heads" / ANSWERS_FILE).write_text(answers_template(COURSE.exercise("heads")), encoding="utf-8")
+    assert content_hash(COURSE, folder) == before
+    (folder / "heads" / ANSWERS_FILE).write_text("## tensor_flow\n[B, T, C] -> [B, H, T, D]\n", encoding="utf-8")
+    answered = content_hash(COURSE, folder)
+    assert answered != before
+    (folder / "heads" / ANSWERS_FILE).write_text("## tensor_flow\n[B, T, C] -> [B, T, H, D]\n", encoding="utf-8")
+    assert content_hash(COURSE, folder) not in (before, answered)
