@@ -221,3 +221,21 @@ def test_an_answer_written_changes_the_submissions_content_hash_and_the_template
     assert answered != before
     (folder / "heads" / ANSWERS_FILE).write_text("## tensor_flow\n[B, T, C] -> [B, T, H, D]\n", encoding="utf-8")
     assert content_hash(COURSE, folder) not in (before, answered)
+
+
+def test_answers_travel_with_a_submission_fetched_from_github_or_sent_to_a_cluster_worker(tmp_path):
+    """The two places that copy a submission's files from elsewhere take answers.md beside the exercise's file."""
+    from test_notebooks import _Tree
+
+    from grader.batch.cluster import rebuild_submission, submission_files
+    from grader.classroom.github import fetch_exercises
+
+    github = _Tree({"exercises/heads/heads.py": b"x = 1\n", "exercises/heads/answers.md": b"## tensor_flow\nsplit\n",
+                    "exercises/heads/notes.md": b"not taken"})
+    fetched = tmp_path / "fetched"
+    fetch_exercises(github, "org", "repo", "root", COURSE, fetched)
+    assert sorted(p.relative_to(fetched).as_posix() for p in fetched.rglob("*") if p.is_file()) == [
+        "heads/answers.md", "heads/heads.py"]
+    rebuilt = tmp_path / "rebuilt"
+    rebuild_submission(COURSE, submission_files(COURSE, fetched), rebuilt)
+    assert read_answers(rebuilt, COURSE.exercise("heads")).texts == {"tensor_flow": "split"}
