@@ -31,7 +31,7 @@ TAG_SEPARATOR = ":"                    # a notebook cell's tag `<exercise>:<ques
 
 _HEADING = re.compile(r"^ {0,3}##(?!#)[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")   # a level-2 ATX heading and its words
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)   # closed ones only: a stray `<!--` leaves the answer whole
 
 
 @dataclass(frozen=True)
