@@ -46,6 +46,11 @@ def test_answers_are_read_under_their_exact_headings(tmp_path):
     assert got.empty() == []
 
 
+def test_a_stray_comment_opener_leaves_the_answer_whole(tmp_path):
+    folder = written(tmp_path, "## tensor_flow\n<!-- closed -->before <!-- never closed\nafter\n")
+    assert read_answers(folder, LM).texts["tensor_flow"] == "before <!-- never closed\nafter"
+
+
 def test_the_shipped_template_is_every_questions_heading_and_answers_nothing(tmp_path):
     for ex in COURSE.exercises:
         shipped = (ROOT / "exercises" / ex.id / ANSWERS_FILE).read_text(encoding="utf-8")
