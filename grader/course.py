@@ -32,6 +32,23 @@ class CourseError(Exception):
 
 
 @dataclass(frozen=True)
+class RubricItem:
+    points: float                   # added when a reviewer applies the item; negative takes points off
+    text: dict[str, str]            # language -> what the item says
+
+
+@dataclass(frozen=True)
+class Question:
+    """A written question of an exercise, answered under `## <id>` in <exercise>/answers.md (grader/grading/answers.py)
+    or in a notebook Markdown cell tagged <exercise>:<id>."""
+
+    id: str
+    prompt: dict[str, str]          # language -> the question as students read it
+    points: float                   # the most a reviewer may give the answer
+    rubric: tuple[RubricItem, ...]  # the starting rubric
+
+
+@dataclass(frozen=True)
 class ExerciseConfig:
     id: str
     file: str
@@ -44,6 +61,7 @@ class ExerciseConfig:
     hidden_criteria: int = 0        # a handout's checker: how many criteria only the instructor's grading judges
     # Gradescope visibility by criterion id or "kind:<kind>"; see `gradescope_visibility`.
     visibility: dict[str, str] = field(default_factory=dict)
+    questions: tuple[Question, ...] = ()   # its written questions, in course.toml's order
 
     @property
     def module_name(self) -> str:
@@ -138,6 +156,8 @@ def load_course(root: Path | None = None) -> Course:
     if not found and deadline is not None and not _is_time(deadline):
         found.append(problem_at(path, text, ("classroom", "deadline"), f"[classroom] deadline {deadline!r} is not an "
                                 "ISO 8601 time such as 2026-12-01T23:59:59Z"))
+    if not found:
+        found += _repeated_questions(path, text, data.get("exercise", []))
     if found:
         raise CourseError(*found)
     defaults = data.get("defaults", {})
@@ -151,6 +171,7 @@ def load_course(root: Path | None = None) -> Course:
             visible=tuple(merged.get("visible", ())),
             hidden_criteria=int(raw.get("hidden_criteria", 0)),   # the schema takes 3.0 for a whole number
             visibility={**defaults.get("visibility", {}), **raw.get("visibility", {})},
+            questions=tuple(_question(q) for q in raw.get("question", ())),
         ))
     try:
         seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
@@ -167,6 +188,27 @@ def load_course(root: Path | None = None) -> Course:
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
                   uids=(int(uids[0]), int(uids[1])), fork_server=fork_server, references=references, names=names,
                   criteria=criteria, judge_limits=JudgeLimits(**judge))
+
+
+def _question(raw: dict) -> Question:
+    return Question(id=raw["id"], prompt={lang: raw["prompt"][lang] for lang in LANGS}, points=float(raw["points"]),
+                    rubric=tuple(RubricItem(points=float(item["points"]),
+                                            text={lang: item["text"][lang] for lang in LANGS})
+                                 for item in raw["rubric"]))
+
+
+def _repeated_questions(path: Path, text: str, exercises: list[dict]) -> list[str]:
+    """A question id used twice in one exercise: its answers could not be told apart."""
+    found = []
+    for i, raw in enumerate(exercises):
+        seen: set[str] = set()
+        for j, question in enumerate(raw.get("question", ())):
+            if question["id"] in seen:
+                found.append(problem_at(path, text, ("exercise", i, "question", j, "id"),
+                                        f'question `{question["id"]}` of exercise "{raw["id"]}" is there twice: '
+                                        "give each question of an exercise its own id"))
+            seen.add(question["id"])
+    return found
 
 
 def _names(raw: str | dict[str, str]) -> dict[str, str]:

@@ -59,6 +59,8 @@ def key_lines(text: str) -> dict[Where, int]:
             names = _parts(header[2])
             if header[1] == "[[":
                 arrays[tuple(names)] = arrays.get(tuple(names), -1) + 1
+                for inner in [a for a in arrays if len(a) > len(names) and a[:len(names)] == tuple(names)]:
+                    del arrays[inner]   # a new [[exercise]] counts its [[exercise.question]] tables from 0
             table = _place(names, arrays)
             lines.setdefault(table, number)
             continue
@@ -186,6 +188,8 @@ def _table_length(where: Where) -> int:
     """How much of `where` names a table: [exercise.points] and [cluster.<kind>] go two names deep (the exercise's
     index between), every other table one."""
     if where[:1] == ("exercise",) and len(where) > 1 and isinstance(where[1], int):
+        if len(where) > 4 and where[2] == "question" and isinstance(where[3], int):
+            return 4
         return 3 if len(where) > 3 and where[2] == "points" else 2
     if where[:1] == ("cluster",) and len(where) > 2:
         return 2
@@ -199,6 +203,11 @@ def _table(where: Where, data: dict) -> str:
         raw = data.get("exercise", [])[where[1]]
         named = raw.get("id") if isinstance(raw, dict) else None
         exercise = f'"{named}"' if isinstance(named, str) else f"#{where[1] + 1}"
+        if where[2:3] == ("question",) and len(where) > 3:
+            question = raw.get("question", [])[where[3]] if isinstance(raw, dict) else None
+            named = question.get("id") if isinstance(question, dict) else None
+            which = f'"{named}"' if isinstance(named, str) else f"#{where[3] + 1}"
+            return f"[[exercise.question]] {which} of exercise {exercise}"
         return f"[exercise.points] of exercise {exercise}" if where[2:3] == ("points",) else f"[[exercise]] {exercise}"
     return "[" + ".".join(str(part) for part in where) + "]"
 

@@ -16,6 +16,7 @@ from grader.course import load_course
 from grader.classroom.handout import write_handout
 from grader.sandbox import levels
 from grader.review.selftest import mutant_text
+from grader.render.safe_text import markdown_text
 
 from conftest import ROOT, course_copy
 
@@ -245,3 +246,32 @@ def test_the_students_grader_offers_check_alone(handout):
 def commands(help_text: str) -> set[str]:
     """The commands `grader --help` lists (argparse indents each by four spaces under COMMAND)."""
     return {line.split()[0] for line in help_text.splitlines() if line.startswith("    ") and line[4] != " "}
+
+
+def test_check_names_the_written_answers_still_empty(handout, tmp_path):
+    """The handout ships each exercise's answers.md template; `grader check` says which answers are still empty and
+    which heading names no question, in the student's language, and the code's exit status is kept."""
+    repo = copy_of(handout, tmp_path)
+    answers = repo / "exercises" / "transformer_lm" / "answers.md"
+    assert answers.read_text(encoding="utf-8").count("\n## ") == 2   # the template, as shipped
+    done = grader_check(repo, "transformer_lm", **{PLAIN_SWITCH: "1"})
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr   # nothing started: nothing fails
+    assert lines[lines.index("Written answers:") + 1:lines.index("Written answers:") + 3] == [
+        "· transformer_lm/answers.md: tensor_flow is empty", "· transformer_lm/answers.md: reads_history is empty"]
+    answers.write_text(answers.read_text(encoding="utf-8").replace(
+        "## tensor_flow\n", "## tensor_flow\ntokens [B, T] -> logits [B, T, V]\n") + "## tensorflow\nmisnamed\n",
+        encoding="utf-8")
+    summary = tmp_path / "summary.md"
+    done = grader_check(repo, "transformer_lm", GITHUB_STEP_SUMMARY=str(summary), **{PLAIN_SWITCH: "1"})
+    lines = done.stdout.splitlines()
+    assert "· transformer_lm/answers.md: tensor_flow is empty" not in lines
+    assert "· transformer_lm/answers.md: reads_history is empty" in lines
+    assert ("✘ transformer_lm/answers.md: the heading `## tensorflow` names no question of transformer_lm (its "
+            "questions: tensor_flow, reads_history)") in lines
+    empty = markdown_text("transformer_lm/answers.md: reads_history is empty")
+    row = f"| `transformer_lm` | Written answers | ⬜ {empty} |"
+    assert row in summary.read_text(encoding="utf-8")
+    answers.write_text("## tensor_flow\nshapes\n## reads_history\nattention reads p or q\n", encoding="utf-8")
+    zh = grader_check(repo, "transformer_lm", "--lang", "zh", **{PLAIN_SWITCH: "1"})
+    assert "✔ transformer_lm/answers.md：每个问题都已作答" in zh.stdout.splitlines(), zh.stdout

@@ -167,3 +167,27 @@ def test_a_title_is_a_template_not_a_dict(tmp_path):
                                       ' hint=t("look {{here}}"))\ndef test_x(obs, verdict):\n    pass\n')
     (meta,) = criteria_of("rope", tmp_path)
     assert (meta.id, meta.kind, meta.requires, meta.hint["en"]) == ("x", "shape", ("w",), "look {here}")
+
+
+def test_the_written_questions_the_chapters_ask_are_in_the_course():
+    """Seed 002: every section's acceptance asks the tensor flow explained from input to output; seed 004 asks three
+    why-questions and a fault experiment report. Each is a question with both languages and a gradeable rubric."""
+    from grader.course import Question, RubricItem
+
+    asked = {ex.id: [q.id for q in ex.questions] for ex in COURSE.exercises}
+    assert all(ids[0] == "tensor_flow" for ids in asked.values()), asked
+    assert asked["transformer_lm"][1:] == ["reads_history"]
+    assert asked["decoder_block"][1:] == ["future_leak_assertion"]
+    assert asked["checkpoint"][1:] == ["optimizer_state"]
+    assert asked["training"][1:] == ["fault_experiment"]
+    for ex in COURSE.exercises:
+        for q in ex.questions:
+            assert isinstance(q, Question) and q.points > 0
+            assert all(q.prompt[lang].strip() and "\n" not in q.prompt[lang] for lang in ("en", "zh"))
+            assert all(isinstance(item, RubricItem) and item.text["en"].strip() and item.text["zh"].strip()
+                       for item in q.rubric)
+            positive = sum(item.points for item in q.rubric if item.points > 0)
+            assert positive == q.points, f"{ex.id}.{q.id}: the positive items make {positive}, not {q.points}"
+            assert any(item.points < 0 for item in q.rubric), f"{ex.id}.{q.id} has no item taking points off"
+    fault = COURSE.exercise("training").questions[1]
+    assert "before and after the fix" in fault.prompt["en"] and "实际输出" in fault.prompt["zh"]

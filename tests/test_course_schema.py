@@ -209,6 +209,49 @@ def test_key_lines_reads_toml_layouts():
                      ("defaults", "visibility"): 18, ("defaults", "visibility", "lit"): 19}
 
 
+QUESTION = """
+[[exercise.question]]
+id = "why"
+points = 2
+prompt.en = "Why?"
+prompt.zh = "为什么？"
+[[exercise.question.rubric]]
+points = 2
+text.en = "Because."
+text.zh = "因为。"
+"""
+
+
+def test_questions_load_and_their_problems_are_named_with_their_line(tmp_path):
+    folder, _ = edited(tmp_path / "ok", "\n[[exercise]]\nid = \"masks\"", QUESTION + "\n[[exercise]]\nid = \"masks\"",
+                       ["heads", "masks"])
+    heads = load_course(folder).exercise("heads")
+    assert [q.id for q in heads.questions] == ["tensor_flow", "why"]
+    assert heads.questions[1].prompt == {"en": "Why?", "zh": "为什么？"} and heads.questions[1].points == 2
+    assert [(i.points, i.text["zh"]) for i in heads.questions[1].rubric] == [(2, "因为。")]
+    # the second exercise's first question is question #1 of its exercise, on its own line
+    broken = QUESTION.replace('prompt.zh = "为什么？"\n', "").replace('id = "why"', 'id = "why"\nhint = 1')
+    folder, _ = edited(tmp_path / "bad", "[defaults]", "[defaults]", ["heads", "masks"])
+    toml = folder / "course.toml"
+    toml.write_text(toml.read_text() + broken)
+    lines = toml.read_text().splitlines()
+    header = len(lines) - lines[::-1].index("[[exercise.question]]")
+    assert problems_of(folder) == (
+        f'{toml}, line {header}: [[exercise.question]] "why" of exercise "masks" has no `prompt.zh`',
+        f'{toml}, line {header + 2}: `hint`: unknown key under [[exercise.question]] "why" of exercise "masks"; '
+        "did you mean `points`?")
+    # an id used twice in one exercise could not tell its answers apart
+    twice = QUESTION.replace('id = "why"', 'id = "tensor_flow"')
+    folder, _ = edited(tmp_path / "twice", "\n[[exercise]]\nid = \"masks\"", twice + "\n[[exercise]]\nid = \"masks\"",
+                       ["heads", "masks"])
+    said = problems_of(folder)
+    assert len(said) == 1 and said[0].endswith('question `tensor_flow` of exercise "heads" is there twice: give each '
+                                               "question of an exercise its own id")
+    text = (folder / "course.toml").read_text().splitlines()
+    line = [i for i, row in enumerate(text, 1) if row == 'id = "tensor_flow"'][1]
+    assert said[0].startswith(f"{folder / 'course.toml'}, line {line}: ")
+
+
 # --- Every course.toml in use validates -----------------------------------------------------------------------------
 
 def test_every_course_copy_the_tests_write_validates(tmp_path):

@@ -32,3 +32,23 @@ def test_readme_lists_every_criterion_with_its_points(exercise_id, language):
     judged = {meta.title[language]: float(ex.points.get(meta.id, 0)) for meta in criteria_of(exercise_id)}
     readme = (ROOT / "exercises" / exercise_id / "README.md").read_text(encoding="utf-8")
     assert listed(readme, language) == judged
+
+
+WRITTEN = {"en": ("### Written answers", re.compile(r"^- `(\w+)`: (.+)$")),
+           "zh": ("### 书面回答", re.compile(r"^- `(\w+)`：(.+)$"))}
+
+
+@pytest.mark.parametrize("language", sorted(WRITTEN))
+@pytest.mark.parametrize("exercise_id", [e.id for e in COURSE.exercises])
+def test_readme_lists_every_written_question_with_its_prompt(exercise_id, language):
+    """The README says where answers go and lists exactly the course's questions, each with its prompt."""
+    ex = COURSE.exercise(exercise_id)
+    readme = (ROOT / "exercises" / exercise_id / "README.md").read_text(encoding="utf-8")
+    heading, item = WRITTEN[language]
+    lines = readme.splitlines()
+    start = lines.index(heading)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("#")), len(lines))
+    section = lines[start + 1:end]
+    assert "answers.md" in "\n".join(section) and f"`{exercise_id}:" in "\n".join(section)
+    assert [(m[1], m[2]) for line in section if (m := item.match(line))] == [
+        (q.id, q.prompt[language]) for q in ex.questions]

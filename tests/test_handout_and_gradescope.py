@@ -55,6 +55,26 @@ def test_handout_has_every_exercise_and_a_workflow(handout):
     assert "secrets." not in workflow and "GRADER_TOKEN" not in workflow, "a student's workflow holds no secret"
 
 
+def test_handout_ships_the_written_questions_without_their_rubric(handout):
+    """Each exercise's answers.md template, the README's table naming the questions, and the checker's course.toml
+    with the questions `grader check` asks about: never the rubric, which is the instructor's."""
+    import tomllib
+
+    from grader.grading.answers import answers_template
+
+    readme = (handout / "README.md").read_text(encoding="utf-8")
+    assert "## Written answers / 书面回答" in readme
+    checker = tomllib.loads((handout / "checker" / "course.toml").read_text(encoding="utf-8"))
+    for ex, held in zip(COURSE.exercises, checker["exercise"], strict=True):
+        assert (handout / "exercises" / ex.id / "answers.md").read_text(encoding="utf-8") == answers_template(ex)
+        assert f"`exercises/{ex.id}/answers.md`: `tensor_flow`" in readme
+        assert [(q["id"], q["prompt"], q["rubric"]) for q in held["question"]] == [
+            (q.id, q.prompt, []) for q in ex.questions]
+    rubric = [item.text["en"] for ex in COURSE.exercises for q in ex.questions for item in q.rubric]
+    text = "\n".join(p.read_text(errors="replace") for p in handout.rglob("*") if p.is_file())
+    assert len(rubric) > 40 and not [item for item in rubric if item in text]
+
+
 def test_handout_holds_no_hidden_material(handout):
     files = [p for p in handout.rglob("*") if p.is_file()]
     assert not [p for p in files if p.suffix == ".sqlite" or "solutions" in p.parts]

@@ -96,7 +96,9 @@ def course_files(course: Course) -> dict[str, bytes]:
 
 def submission_files(course: Course, folder: Path) -> dict[str, tuple[str, bytes | str]]:
     """Each exercise's file as the grader would find it: its bytes, the component that is a link, or its absence;
-    and, by their path inside the submission, the notebooks staging may read in an exercise's place."""
+    and, by their path inside the submission, the notebooks staging may read in an exercise's place and the written
+    answers (`<id>/answers.md`)."""
+    from grader.grading.answers import ANSWERS_FILE, MAX_ANSWERS_BYTES
     from grader.grading.notebooks import MAX_NOTEBOOK_BYTES, notebook_paths
 
     found: dict[str, tuple[str, bytes | str]] = {}
@@ -114,12 +116,20 @@ def submission_files(course: Course, folder: Path) -> dict[str, tuple[str, bytes
             continue
         if lookup.kind in (REGULAR, LINK):
             found[relative] = (REGULAR, lookup.data) if lookup.kind == REGULAR else (LINK, lookup.link)
+    for ex in course.exercises:
+        try:   # past the cap by one byte: the reader refuses it as it would here
+            lookup = read_without_links(folder, (ex.id, ANSWERS_FILE), MAX_ANSWERS_BYTES + 1)
+        except OSError:
+            continue
+        if lookup.kind in (REGULAR, LINK):
+            found[f"{ex.id}/{ANSWERS_FILE}"] = (REGULAR, lookup.data) if lookup.kind == REGULAR else (LINK, lookup.link)
     return found
 
 
 def rebuild_submission(course: Course, files: dict[str, tuple[str, bytes | str]], target: Path) -> None:
     """The submission again, on the worker: regular files as they were, a link as a link (never to be followed:
     staging refuses it by its name, as on the client), anything else as what staging cannot read."""
+    from grader.grading.answers import ANSWERS_FILE
     from grader.grading.notebooks import SUFFIX
 
     for ex in course.exercises:
@@ -134,8 +144,8 @@ def rebuild_submission(course: Course, files: dict[str, tuple[str, bytes | str]]
             link.symlink_to("/nonexistent")
         elif kind != "absent":
             path.mkdir(parents=True, exist_ok=True)   # not a regular file, as the client saw it
-    for relative, (kind, payload) in files.items():   # the notebooks, by their path
-        if not relative.endswith(SUFFIX) or ".." in relative.split("/"):
+    for relative, (kind, payload) in files.items():   # the notebooks and the answers, by their path
+        if not relative.endswith((SUFFIX, "/" + ANSWERS_FILE)) or ".." in relative.split("/"):
             continue
         if kind == REGULAR:
             path = target.joinpath(*relative.split("/"))

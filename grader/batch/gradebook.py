@@ -55,7 +55,9 @@ def grader_key(course: Course) -> str:
 def content_hash(course: Course, submission: Path) -> str:
     """A hash of exactly what the grader reads: each exercise's contract file, or what stands in its place (a
     link is hashed as a link, never as its target's content), and where a notebook is graded instead of the file,
-    the code taken from it (or why none could be): a changed notebook is a changed submission."""
+    the code taken from it (or why none could be): a changed notebook is a changed submission. Its written answers
+    too, when it has any: an answer changed alone is a changed submission."""
+    from grader.grading.pipeline import written_answers
     from grader.sandbox.staging import graded_code
 
     h = hashlib.sha256()
@@ -78,6 +80,9 @@ def content_hash(course: Course, submission: Path) -> str:
         if graded.from_notebook:
             said = graded.data if graded.data is not None else str(graded.message).encode("utf-8", "backslashreplace")
             h.update(f"\0<notebook {graded.source}>\0".encode("utf-8", "backslashreplace") + said)
+    answers = written_answers(submission, list(course.exercises))
+    if any(text for texts in answers.values() for text in texts.values()):   # none: the hash is what it was before
+        h.update(b"\0<answers>\0" + json.dumps(answers, sort_keys=True).encode())
     return h.hexdigest()[:20]
 
 

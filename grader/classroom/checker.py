@@ -218,6 +218,9 @@ def checker_course_toml(course: Course, visible: dict[str, dict[str, object]]) -
                   f"hidden_criteria = {len(ex.points) - len(tests)}",
                   "[exercise.points]"]
         lines += [f"{fn.criterion.id} = {ex.points.get(fn.criterion.id, 0.0)!r}" for fn in tests.values()]
+        for question in ex.questions:   # what `grader check` asks; the rubric stays the instructor's
+            lines += ["[[exercise.question]]", f"id = {_toml_value(question.id)}",
+                      f"points = {question.points!r}", f"prompt = {_toml_value(question.prompt)}", "rubric = []"]
         lines.append("")
     return "\n".join(lines)
 

@@ -64,6 +64,7 @@ from pathlib import Path
 from grader.course import Course
 from grader.batch.gradebook import GRADER_ERROR, Gradebook, content_hash, grader_key, said
 from grader.i18n import Text, rendered, t, verbatim
+from grader.grading.answers import ANSWERS_FILE, MAX_ANSWERS_BYTES
 from grader.grading.notebooks import MAX_NOTEBOOK_BYTES, is_submitted_notebook
 from grader.grading.notebooks import SUFFIX as NOTEBOOK_SUFFIX
 from grader.feedback import QUEUED, Feedback, load_feedback, mark_published, published_at, student_view
@@ -529,14 +530,14 @@ def git_blob_sha(data: bytes) -> str:
 
 def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Course, target: Path,
                     store: Path | None = None) -> None:
-    """Commit `sha`'s exercise files rebuilt under `target` as `<exercise-id>/<file>`, and the notebooks that may
-    hold an exercise (`<exercise-id>/<exercise-id>.ipynb`, a top-level `exercises/<name>.ipynb`: see
-    grader/grading/notebooks.py), nothing else of it. What
-    staging refuses keeps what it refuses it for: a link is a link to nowhere (refused by its name); a file over
-    MAX_FILE_BYTES is a file of its size holding nothing (never downloaded; refused by its size); a folder or a
-    submodule where the file belongs is a folder (not a regular file); a file where the exercise's folder belongs
-    is an empty file (not a folder). Two listings (the commit's, then everything below `exercises/` at once) and
-    one download per file not in `store` (Blobs); a listing GitHub cuts short is read folder by folder."""
+    """Commit `sha`'s exercise files rebuilt under `target` as `<exercise-id>/<file>`, its written answers
+    (`<exercise-id>/answers.md`), and the notebooks that may hold an exercise (`<exercise-id>/<exercise-id>.ipynb`,
+    a top-level `exercises/<name>.ipynb`: see grader/grading/notebooks.py), nothing else of it. What staging refuses
+    keeps what it refuses it for: a link is a link to nowhere (refused by its name); a file over MAX_FILE_BYTES is a
+    file of its size holding nothing (never downloaded; refused by its size); a folder or a submodule where the file
+    belongs is a folder (not a regular file); a file where the exercise's folder belongs is an empty file (not a
+    folder). Two listings (the commit's, then everything below `exercises/` at once) and one download per file not
+    in `store` (Blobs); a listing GitHub cuts short is read folder by folder."""
     target.mkdir(parents=True)
     top = github.tree(owner, repo, sha).get(EXERCISES)
     if top is not None and top["mode"] == LINK_MODE:   # every exercise would be reached through the link
@@ -570,6 +571,7 @@ def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Cou
             _place(blobs, files.get(ex.file), path / ex.file)
             notebook = f"{ex.id}{NOTEBOOK_SUFFIX}"
             _place(blobs, files.get(notebook), path / notebook, MAX_NOTEBOOK_BYTES)
+            _place(blobs, files.get(ANSWERS_FILE), path / ANSWERS_FILE, MAX_ANSWERS_BYTES)   # written answers
     blobs.keep_only_used()
 
 

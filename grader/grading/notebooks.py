@@ -104,6 +104,19 @@ def notebook_paths(submission: Path, exercise_ids) -> list[str]:
     return [f"{e}/{e}{SUFFIX}" for e in exercise_ids] + _top_level_notebooks(submission)
 
 
+def notebook_cells(submission: Path, relative: str) -> list[dict] | FromNotebook | None:
+    """The cells of the submission's notebook at `relative` (`/`-separated), as the reading child answers ({"cell_type":
+    "code", "markdown" or "other", "tags", "source"}); why it cannot be read; or None when there is no such file."""
+    _read_ahead(submission)
+    found = read_without_links(submission, tuple(relative.split("/")), MAX_NOTEBOOK_BYTES + 1)
+    if found.kind == LINK:
+        return FromNotebook(valid_text(relative), None, t("`{link}` is a symbolic link: submit plain files",
+                                                          link=valid_text(str(found.link))))
+    if found.kind != REGULAR:
+        return None
+    return _read(valid_text(relative), found.data)
+
+
 def _top_level_notebooks(submission: Path) -> list[str]:
     try:
         return sorted(name for name in os.listdir(submission) if name.endswith(SUFFIX))
@@ -123,8 +136,8 @@ _read_ahead_of: list = [None]   # the submission last read ahead (its notebooks'
 
 
 def _read(source: str, data: bytes) -> list[dict] | FromNotebook:
-    """The notebook's cells ({"cell_type", "tags", "source"}, a code cell's source as valid text), or why it cannot
-    be read."""
+    """The notebook's cells ({"cell_type", "tags", "source"}, a code or Markdown cell's source as valid text), or why
+    it cannot be read."""
     if len(data) > MAX_NOTEBOOK_BYTES:
         return FromNotebook(source, None, t("{file} is {size:,} bytes; a notebook may be at most {most:,}",
                                             file=source, size=len(data), most=MAX_NOTEBOOK_BYTES))
@@ -336,9 +349,9 @@ def read_notebook(data: bytes) -> dict:
     for cell in (c for c in cells if isinstance(c, dict)) if isinstance(cells, list) else ():
         metadata = cell.get("metadata")   # nbformat only logs what its schema refuses: any JSON may be here
         tags = metadata.get("tags") if isinstance(metadata, dict) else None
-        code = cell.get("cell_type") == "code"
-        source = (cell.get("source") or "") if code else ""
-        read.append({"cell_type": "code" if code else "other",
+        kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown") else "other"
+        source = (cell.get("source") or "") if kind != "other" else ""   # Markdown: written answers (answers.py)
+        read.append({"cell_type": kind,
                      "tags": [valid_text(tag) for tag in tags if isinstance(tag, str)] if isinstance(tags, list)
                      else [],
                      "source": valid_text("".join(map(str, source)) if isinstance(source, list) else str(source))})

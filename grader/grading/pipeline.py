@@ -143,6 +143,7 @@ class Probed:
     started_at: str
     t0: float
     runs: dict[str, Run] = field(default_factory=dict)
+    answers: dict[str, dict[str, str]] = field(default_factory=dict)   # exercise -> question -> the written answer
     arrived: threading.Condition = field(default_factory=threading.Condition)
     over: bool = False   # the supervisor is done with the sandbox: no run will arrive any more
 
@@ -187,7 +188,15 @@ def staged_for_probes(course: Course, submission: Path, exercise_ids: list[str],
         if scratch is not None:
             remove_scratch(scratch)
         raise
-    return Probed(course, submission, exercises, sandbox, reference_dirs, scratch, staged, started_at, t0)
+    return Probed(course, submission, exercises, sandbox, reference_dirs, scratch, staged, started_at, t0,
+                  answers=written_answers(submission, exercises))
+
+
+def written_answers(submission: Path, exercises: list[ExerciseConfig]) -> dict[str, dict[str, str]]:
+    """The submission's written answers, read with the files staged: carried in the report as text."""
+    from grader.grading.answers import read_answers
+
+    return {ex.id: read_answers(submission, ex).texts for ex in exercises if ex.questions}
 
 
 def run_in_sandbox(probed: Probed, session: SandboxSession | None = None, server: ForkServer | None = None) -> None:
@@ -340,17 +349,18 @@ def judged(probed: Probed, judge=None, keep=None) -> Report:
     finally:
         remove_scratch(scratch)
     return build_report(course, probed.submission.name, exercises, outcomes, runs, probed.sandbox.describe(),
-                        probed.started_at, round(time.monotonic() - probed.t0, 3))
+                        probed.started_at, round(time.monotonic() - probed.t0, 3), probed.answers)
 
 
 def build_report(course: Course, name: str, exercises: list[ExerciseConfig], outcomes: dict, runs: dict[str, Run],
-                 sandbox: dict, started_at: str, duration_s: float) -> Report:
-    """A submission's report from the judge's outcomes and how each exercise's run went: a grading's, or a
-    re-judging's of what a grading kept."""
+                 sandbox: dict, started_at: str, duration_s: float,
+                 answers: dict[str, dict[str, str]] | None = None) -> Report:
+    """A submission's report from the judge's outcomes, how each exercise's run went and its written answers: a
+    grading's, or a re-judging's of what a grading kept."""
     from grader.report.build import exercise_result
 
-    results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, runs.get(ex.id), outcomes[ex.id]))
-               for ex in exercises]
+    results = [exercise_result(ex, outcomes[ex.id], run_facts(ex, runs.get(ex.id), outcomes[ex.id]),
+                               (answers or {}).get(ex.id)) for ex in exercises]
     score = round(sum(r.score for r in results), 4)
     max_score = round(sum(r.max_score for r in results), 4)
     return Report(schema_version=SCHEMA_VERSION, submission=name, course=course.name, score=score,

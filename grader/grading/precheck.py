@@ -154,6 +154,7 @@ def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: s
             continue
         ok &= _show_public_tests(ex.id, tests[exercise_id], words, lang, rows)
         ok &= _show_visible(ex, results[exercise_id], words, lang, rows)
+    _show_answers(course, submission, exercise_ids, lang, rows)
     total = len(exercise_ids)
     closing = (t("0 of {total} exercises started: nothing to check yet.", total=total) if not started else
                t("{started} of {total} exercises started: their public tests and visible criteria pass.",
@@ -273,6 +274,30 @@ def _show_visible(ex, result, words: dict[str, str], lang: str, rows: list) -> b
     if hidden:
         print("    " + t("{n} more criteria are judged when you submit.", n=hidden).render(lang))
     return ok
+
+
+def _show_answers(course: Course, submission: Path, exercise_ids: list[str], lang: str, rows: list) -> None:
+    """The written answers still empty, and what in an answers file or notebook names no question; the exit status
+    stays the code's (answers are graded by a reviewer, and a student writes them last)."""
+    from grader.grading.answers import ANSWERS_FILE, read_answers
+
+    asked = [course.exercise(e) for e in exercise_ids if course.exercise(e).questions]
+    if not asked:
+        return
+    print()
+    print(t("Written answers:").render(lang))
+    for ex in asked:
+        read = read_answers(submission, ex)
+        file = f"{ex.id}/{ANSWERS_FILE}"
+        said = [("·", "not_attempted", t("{file}: {question} is empty", file=file, question=q))
+                for q in read.empty()]
+        said += [("✘", "error", problem) for problem in read.problems]
+        if not said:
+            said = [("✔", "passed", t("{file}: every question has an answer", file=file))]
+        for mark, status, text in said:
+            line = text.render(lang)
+            print(f"{mark} {terminal_text(line)}")
+            rows.append((ex.id, t("Written answers").render(lang), f"{STATUS_MARK[status]} {markdown_text(line)}"))
 
 
 def scorecard_markdown(rows: list[tuple[str, str, str]], words: dict[str, str], closing: str) -> str:

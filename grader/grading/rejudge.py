@@ -311,7 +311,8 @@ def keep(probed, store: Path) -> dict:
                 "facts": None if run is None else {"limit": run.limit, "wall_s": run.wall_s, "cpu_s": run.cpu_s,
                                                    "max_rss_mb": run.max_rss_mb, "output_bytes": run.output_bytes,
                                                    "output_tail": run.output_tail[-2000:]},
-                "staged": {"status": st.status, "message": st.message.texts() if st.message else None}}
+                "staged": {"status": st.status, "message": st.message.texts() if st.message else None},
+                "answers": probed.answers.get(ex.id, {})}
     except OSError as exc:
         raise NotKept(str(exc)) from None
     return {"version": RECORD_VERSION, "exercises": exercises, "sandbox": probed.sandbox.describe(),
@@ -460,8 +461,9 @@ def report_from(course: Course, name: str, record: dict, versions: dict[str, str
                 for ex in exercises}
     runs = {ex.id: Run(id=ex.id, **record["exercises"][ex.id]["facts"]) for ex in exercises
             if record["exercises"][ex.id]["facts"] is not None}
+    answers = {ex.id: record["exercises"][ex.id].get("answers") or {} for ex in exercises}   # none: kept before 3.2
     return build_report(course, name, exercises, outcomes, runs, record["sandbox"], record["started_at"],
-                        record.get("duration_s", 0.0))
+                        record.get("duration_s", 0.0), answers)
 
 
 _reference_dirs: dict[tuple[str, str], Path] = {}   # (exercise, judge version) -> its references, found once

@@ -36,6 +36,8 @@ LABELS = {
         "grade": "Grade", "lateness": "Lateness", "overrides": "The instructor's corrections",
         "whole_grade": "the whole grade", "graded_points": "graded", "instructor_points": "now",
         "comment": "comment", "by": "by", "not_applied": "not applied", "overridden": "corrected by the instructor",
+        # written answers (grader/grading/answers.py): carried until a reviewer grades them
+        "written_answers": "Written answers", "awaiting_review": "awaiting review", "unanswered": "no answer",
     },
     "zh": {
         "report": "评分报告", "submission": "提交", "total": "总分", "exercise": "练习",
@@ -65,6 +67,7 @@ LABELS = {
         "grade": "成绩", "lateness": "迟交", "overrides": "教师的修改",
         "whole_grade": "总成绩", "graded_points": "评分所得", "instructor_points": "现为",
         "comment": "说明", "by": "修改人", "not_applied": "未生效", "overridden": "经教师修改",
+        "written_answers": "书面回答", "awaiting_review": "待批阅", "unanswered": "未作答",
     },
 }
 

@@ -28,6 +28,7 @@ def _environment(templates: Path, safe_text: Callable[[str], str], autoescape: b
     env.filters["points"] = lambda x: f"{x:g}"
     env.filters["tojson_compact"] = lambda x: json.dumps(x, ensure_ascii=False)
     env.filters["breakable"] = breakable
+    env.filters["excerpt"] = excerpt
     env.globals["curve_pictures"] = curve_pictures
     env.globals["failure_pictures"] = failure_pictures
     env.globals["override_of"] = override_of
@@ -40,6 +41,14 @@ def override_of(report: Report, exercise: str, criterion: str | None = None) -> 
         if o["applied"] and o["exercise"] == exercise and o["criterion"] == criterion:
             return o
     return None
+
+
+EXCERPT_CHARS = 200   # of a written answer in a table cell (the scorecard): the report shows it whole
+
+
+def excerpt(text: str) -> str:
+    """The start of a student's text, for one table cell; still text, escaped when printed."""
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
 
 
 def breakable(identifier: str) -> Markup:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from grader.course import ExerciseConfig
 from grader.i18n import rendered, t
 from grader.judge.criterion import Outcome
-from grader.report.model import PARTIAL, SCHEMA_VERSION, CriterionResult, ExerciseResult, Report
+from grader.report.model import (AWAITING_REVIEW, PARTIAL, SCHEMA_VERSION, UNANSWERED, AnswerResult, CriterionResult,
+                                 ExerciseResult, Report)
 from grader.worker.protocol import Status
 
 # The first of these a criterion has names the exercise's status: a grader error first (the grading is
@@ -13,7 +14,8 @@ from grader.worker.protocol import Status
 ABORTED = (Status.GRADER_ERROR, Status.TIMEOUT, Status.CRASHED)
 
 
-def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict) -> ExerciseResult:
+def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict,
+                    answers: dict[str, str] | None = None) -> ExerciseResult:
     criteria = []
     for outcome in outcomes:
         max_points = ex.points.get(outcome.meta.id, 0.0)
@@ -27,7 +29,15 @@ def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict) -> E
     max_score = round(sum(c.max_points for c in criteria), 4)
     status, message = _exercise_status(criteria, score, max_score)
     return ExerciseResult(id=ex.id, title={"en": ex.title_en, "zh": ex.title_zh}, file=ex.file, score=score,
-                          max_score=max_score, status=status, message=message, criteria=criteria, run=run)
+                          max_score=max_score, status=status, message=message, criteria=criteria, run=run,
+                          answers=answer_results(ex, answers or {}))
+
+
+def answer_results(ex: ExerciseConfig, texts: dict[str, str]) -> list[AnswerResult]:
+    """Each question's answer as text, awaiting review with 0 points: the score leaves written answers out until a
+    reviewer grades them."""
+    return [AnswerResult(id=q.id, prompt=dict(q.prompt), text=texts.get(q.id, ""), points=0.0, max_points=q.points,
+                         status=AWAITING_REVIEW if texts.get(q.id) else UNANSWERED) for q in ex.questions]
 
 
 def _exercise_status(criteria: list[CriterionResult], score: float,
@@ -54,13 +64,14 @@ def _exercise_status(criteria: list[CriterionResult], score: float,
 def stored_report(data: dict) -> Report:
     """A report.json read back (to render it again, in another language) as this grader would have written it: a
     report of schema 2.0 called an exercise with some points `failed` where this one says `partial`; one of 2.0 or
-    3.0 recorded the course seed, which this one keeps from the report, and had no `grade`, which 3.1 only adds;
-    nothing else it holds differs."""
+    3.0 recorded the course seed, which this one keeps from the report, and had no `grade`, which 3.1 only adds; one
+    before 3.2 had no `answers`; nothing else it holds differs."""
     data = dict(data)
     if data.get("schema_version") == "2.0":
         data["exercises"] = [{**e, "status": PARTIAL} if e["status"] == Status.FAILED and e["score"] > 0 else e
                              for e in data["exercises"]]
     if data.get("schema_version") in ("2.0", "3.0"):
         data.pop("seed", None)
+    if data.get("schema_version") in ("2.0", "3.0", "3.1"):   # 3.2 only adds the answers an older one had none of
         data["schema_version"] = SCHEMA_VERSION
     return Report.from_dict(data)

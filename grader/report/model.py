@@ -10,12 +10,13 @@ from pathlib import Path
 
 from grader.worker.protocol import Status
 
-# 3.1: no `seed` (the course seed is the course's secret, never shown to a student), and an optional `grade`
-# (grader.batch.grades): the criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0:
-# an
-# exercise that earned some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an
-# attempted exercise that earned nothing). 2.0: every message in both languages.
-SCHEMA_VERSION = "3.1"
+# 3.2: an exercise's `answers`: the student's written answers to its questions, as text, each `awaiting_review` (or
+# `unanswered`) with 0 points until a reviewer grades it; the score does not count them yet. 3.1: no `seed` (the
+# course seed is the course's secret, never shown to a student), and an optional `grade` (grader.batch.grades): the
+# criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0: an exercise that earned
+# some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an attempted exercise that
+# earned nothing). 2.0: every message in both languages.
+SCHEMA_VERSION = "3.2"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 # Fields that change from one run to the next; everything else is the same for the same submission.
@@ -78,6 +79,23 @@ class CriterionResult(_ValidUnicode):
     evidence: dict = field(default_factory=dict)
 
 
+# A written answer's status until a reviewer grades it (its points are 0 and the score leaves them out), and that of a
+# question nothing was written for.
+AWAITING_REVIEW = "awaiting_review"
+UNANSWERED = "unanswered"
+ANSWER_STATUSES = (AWAITING_REVIEW, UNANSWERED)
+
+
+@dataclass
+class AnswerResult(_ValidUnicode):
+    id: str                   # the question's id (course.toml's [[exercise.question]])
+    prompt: dict[str, str]    # language -> the question
+    text: str                 # what the student wrote, as text ("" when nothing)
+    points: float
+    max_points: float
+    status: str               # one of ANSWER_STATUSES
+
+
 @dataclass
 class ExerciseResult(_ValidUnicode):
     id: str
@@ -89,6 +107,7 @@ class ExerciseResult(_ValidUnicode):
     message: dict[str, str]
     criteria: list[CriterionResult]
     run: dict = field(default_factory=dict)  # wall and CPU seconds, memory, limit hit, output tail
+    answers: list[AnswerResult] = field(default_factory=list)   # its written questions' answers
 
 
 @dataclass
@@ -132,7 +151,8 @@ class Report(_ValidUnicode):
     @classmethod
     def from_dict(cls, data: dict) -> Report:
         """The report a report.json holds, as it holds it (grader.report.build.stored_report reads an older one)."""
-        exercises = [ExerciseResult(**{**e, "criteria": [CriterionResult(**c) for c in e["criteria"]]})
+        exercises = [ExerciseResult(**{**e, "criteria": [CriterionResult(**c) for c in e["criteria"]],
+                                       "answers": [AnswerResult(**a) for a in e.get("answers", [])]})
                      for e in data["exercises"]]
         return cls(**{**data, "exercises": exercises})
 
