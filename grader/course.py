@@ -5,10 +5,14 @@ Instructors change points and limits there, never in code.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from grader.i18n import LANGS
 from grader.judge.limits import JudgeLimits
@@ -16,6 +20,15 @@ from grader.sandbox.uids import DEFAULT_UIDS
 from grader.worker.protocol import Limits
 
 COURSE_FILE = "course.toml"
+# What only the grader sees of each exercise, under the course's solutions folder (`Course.solutions`):
+# <solutions>/<id>/ holds the reference file, PROBES_FILE, CRITERIA_FILE and the catalog (MUTANTS, VARIANTS).
+PROBES_FILE = "probes.py"       # the exercise's probes: run in the sandbox beside the student's module
+CRITERIA_FILE = "criteria.py"   # the exercise's criteria: run by the judge on what the probes observed
+MUTANTS = "mutants"             # <name>/manifest.toml and change.diff: known bugs its criteria must catch
+VARIANTS = "variants"           # <name>/manifest.toml and a whole file: correct code its criteria must pass
+# The course's shared grader-side code (a trusted model its probes build, say), beside the exercises' folders: each
+# <name>.py there is imported by probes and criteria as `grader.probes.<name>`, the package course code is loaded in.
+LIB = "_lib"
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
 
@@ -36,14 +49,11 @@ class ExerciseConfig:
     hidden_criteria: int = 0        # a handout's checker: how many criteria only the instructor's grading judges
     # Gradescope visibility by criterion id or "kind:<kind>"; see `gradescope_visibility`.
     visibility: dict[str, str] = field(default_factory=dict)
+    probes_file: str = ""           # <solutions>/<id>/probes.py: a path (it travels to the sandbox's supervisor)
 
     @property
     def module_name(self) -> str:
         return Path(self.file).stem
-
-    @property
-    def probes_module(self) -> str:
-        return f"grader.probes.{self.id}"
 
     @property
     def max_points(self) -> float:
@@ -79,8 +89,9 @@ class Course:
     def name_in(self, lang: str) -> str:
         return self.names.get(lang) or self.name
     judge_limits: JudgeLimits = JudgeLimits()   # what judging one submission may take ([judge] in course.toml)
-    # `[course] criteria`: a folder of the course whose <exercise>.py replaces the package's criteria of that exercise
-    criteria: Path | None = None
+    # Where each exercise's grader-side half lives (<solutions>/<id>/: probes, criteria, catalog): root/solutions, or
+    # `[course] solutions` (a handout's checker keeps its cut probes and criteria under another name).
+    solutions: Path = Path("solutions")
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -93,13 +104,58 @@ class Course:
         return self.root / "exercises" / ex.id / ex.file
 
     def solution(self, ex: ExerciseConfig) -> Path:
-        return self.root / "solutions" / ex.id / ex.file
+        return self.solutions / ex.id / ex.file
+
+    def mutants(self, ex: ExerciseConfig) -> Path:
+        return self.solutions / ex.id / MUTANTS
+
+    def variants(self, ex: ExerciseConfig) -> Path:
+        return self.solutions / ex.id / VARIANTS
 
 
 def default_root() -> Path:
     """The folder holding course.toml: $GRADER_COURSE, else the checkout this package lives in."""
     env = os.environ.get("GRADER_COURSE")
     return Path(env) if env else Path(__file__).resolve().parent.parent
+
+
+def default_solutions() -> Path:
+    """The default course's solutions folder (`default_root`, its course.toml's `[course] solutions`)."""
+    return load_course().solutions
+
+
+def share_course_code(solutions: Path) -> None:
+    """Make the course's shared code (<solutions>/_lib/<name>.py) importable here as `grader.probes.<name>`, as the
+    staged probe code imports it in the sandbox: for the judge's criteria, which run in the grader's processes."""
+    import grader.probes
+
+    lib = str(solutions / LIB)
+    if lib not in grader.probes.__path__:
+        grader.probes.__path__.append(lib)
+
+
+def import_course_module(course: Course, exercise_id: str, kind: str) -> ModuleType:
+    """An exercise's probes (`kind` PROBES_FILE) or criteria (CRITERIA_FILE) imported in this process, for the tools
+    that read them whole (a handout's checker cutting criteria, tests); probes as `grader.probes.<id>`, the name
+    they have in the sandbox. Grading never imports probe code here: the sandbox stages it."""
+    course.exercise(exercise_id)
+    share_course_code(course.solutions)
+    name = f"grader.probes.{exercise_id}" if kind == PROBES_FILE else f"course_criteria_{exercise_id}"
+    path = course.solutions / exercise_id / kind
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CourseError(f"{path} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # first: dataclasses look their module up while the body runs
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def _visibility(defaults: dict, own: dict) -> dict[str, str]:
@@ -123,6 +179,7 @@ def load_course(root: Path | None = None) -> Course:
         raise CourseError(f"{path}: {exc}") from None
     course = data.get("course", {})
     defaults = data.get("defaults", {})
+    solutions = root / course.get("solutions", "solutions")
     exercises = []
     for i, raw in enumerate(data.get("exercise", [])):
         try:
@@ -135,9 +192,16 @@ def load_course(root: Path | None = None) -> Course:
                 visible=tuple(merged.get("visible", ())),
                 hidden_criteria=int(raw.get("hidden_criteria", 0)),
                 visibility=_visibility(defaults.get("visibility", {}), raw.get("visibility", {})),
+                probes_file=str(solutions / str(merged["id"]) / PROBES_FILE),
             ))
         except (KeyError, TypeError, ValueError) as exc:
             raise CourseError(f"{path}: exercise #{i + 1} is missing or has a bad {exc}") from None
+        ex = exercises[-1]
+        if not ex.id.isidentifier() or ex.id == LIB:
+            raise CourseError(f"{path}: exercise id {ex.id!r} must be a Python name other than {LIB}")
+        if ex.file in (PROBES_FILE, CRITERIA_FILE):
+            raise CourseError(f"{path}: exercise {ex.id}'s file may not be named {ex.file}: solutions/{ex.id}/ "
+                              "holds the grader's file of that name")
     seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
     uids = data.get("sandbox", {}).get("uids", list(DEFAULT_UIDS))
     if not (isinstance(uids, list) and len(uids) == 2 and all(isinstance(u, int) for u in uids)
@@ -149,13 +213,13 @@ def load_course(root: Path | None = None) -> Course:
     if not isinstance(fork_server, bool):
         raise CourseError(f"{path}: [sandbox] fork_server must be true or false")
     references = root / course["references"] if course.get("references") else None
-    criteria = root / course["criteria"] if course.get("criteria") else None
-    if criteria is not None and not criteria.is_dir():
-        raise CourseError(f"{path}: [course] criteria = {course['criteria']!r} is not a folder of the course")
+    if "criteria" in course:
+        raise CourseError(f"{path}: [course] criteria is no longer read: an exercise's criteria are "
+                          f"solutions/<id>/{CRITERIA_FILE} of the course")
     names = _names(course.get("name", "course"), path)
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
                   uids=(uids[0], uids[1]), fork_server=fork_server, references=references, names=names,
-                  criteria=criteria,
+                  solutions=solutions,
                   judge_limits=_judge_limits(data.get("judge", {}), path))
 
 
@@ -165,7 +229,8 @@ def _judge_limits(table: dict, path: Path) -> JudgeLimits:
     if unknown or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in table.values()):
         raise CourseError(f"{path}: [judge] takes positive numbers for {', '.join(known)}"
                           + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
-    return JudgeLimits(**{k: (int(v) if known[k] == "int" else float(v)) for k, v in table.items()})
+    values: dict[str, Any] = {k: (int(v) if known[k] == "int" else float(v)) for k, v in table.items()}
+    return JudgeLimits(**values)
 
 
 def _names(raw, path: Path) -> dict[str, str]:
@@ -175,6 +240,6 @@ def _names(raw, path: Path) -> dict[str, str]:
         return dict.fromkeys(LANGS, raw)
     if isinstance(raw, dict) and isinstance(raw.get("en"), str) and raw["en"].strip() \
             and all(isinstance(v, str) and v.strip() for v in raw.values()):
-        return {lang: raw.get(lang, raw["en"]) for lang in LANGS}
+        return {lang: raw[lang] if lang in raw else raw["en"] for lang in LANGS}
     raise CourseError(f'{path}: [course] name must be a name, or {{ en = "...", zh = "..." }} naming the course in '
                       "each language")

@@ -2,7 +2,8 @@
 
 Every sentence the grader shows a student is written once, in English, as a `t(...)` call with named
 parameters. The English template is the gettext msgid; its Chinese is in the catalogs under
-`grader/locale/zh/LC_MESSAGES/` (one `.po` file per area, read with Babel). A report keeps both renderings,
+`grader/locale/zh/LC_MESSAGES/` (one `.po` file per area, read with Babel: `grader` for the package, one per exercise
+for a course's probes and criteria). A report keeps both renderings,
 so one grading serves both audiences and `--lang` only picks what an output shows.
 
     verdict.fail(t("logits have shape {got}; expected {want} = [B, T, V]", got=got, want=[2, 5, 11]))
@@ -177,10 +178,13 @@ class _Formatter(string.Formatter):
 
 
 def domain_of(source: Path, package: Path | None = None) -> str:
-    """The catalog a source file's sentences live in: each criteria or probe module its own (named after it),
-    the rest `grader`."""
-    parts = source.resolve().relative_to((package or Path(__file__).parent).resolve()).parts
-    return source.stem if parts[0] in ("criteria", "probes") else "grader"
+    """The catalog a source file's sentences live in: the grader's own (a file of the package) `grader`; a course's
+    probes and criteria of an exercise (<solutions>/<id>/probes.py, criteria.py) the exercise's, named after it;
+    the course's shared code (<solutions>/_lib/<name>.py) its own, named after the file."""
+    source = source.resolve()
+    if source.is_relative_to((package or Path(__file__).parent).resolve()):
+        return "grader"
+    return source.stem if source.parent.name == "_lib" else source.parent.name
 
 
 def extract_python_ast(fileobj, keywords, comment_tags, options):
@@ -200,18 +204,29 @@ def extract_python_ast(fileobj, keywords, comment_tags, options):
             yield node.lineno, name, node.args[0].value, []
 
 
-def extract_templates(package: Path | None = None) -> dict[str, dict[str, list[tuple[str, int]]]]:
-    """domain -> template -> where in the source it is written, for every template of the package (this one,
-    or a copy of it such as a handout's checker)."""
+def extract_templates(package: Path | None = None,
+                      solutions: Path | None = None) -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """domain -> template -> where in the source it is written, for every template of the package (this one, or a
+    copy of it such as a handout's checker) and of the course's probes, criteria and shared code in `solutions`
+    (None: the bundled course's; a package copy without one: none)."""
     from babel.messages.extract import extract_from_file
 
     package = (package or Path(__file__).parent).resolve()
+    if solutions is None and package == Path(__file__).parent.resolve():
+        from grader.course import default_solutions
+
+        solutions = default_solutions()
+    sources = [(source, package.parent) for source in sorted(package.rglob("*.py"))]
+    if solutions is not None:
+        solutions = solutions.resolve()
+        course_code = [*solutions.glob("*/probes.py"), *solutions.glob("*/criteria.py"), *solutions.glob("_lib/*.py")]
+        sources += [(source, solutions.parent) for source in sorted(course_code)]
     found: dict[str, dict[str, list[tuple[str, int]]]] = {}
-    for source in sorted(package.rglob("*.py")):
+    for source, top in sources:
         extracted = extract_from_file(extract_python_ast, source, keywords=KEYWORDS, options={"encoding": "utf-8"})
         for lineno, message, _comments, _context in extracted:
             if isinstance(message, str) and message:
-                rel = source.relative_to(package.parent).as_posix()
+                rel = source.relative_to(top).as_posix()
                 found.setdefault(domain_of(source, package), {}).setdefault(message, []).append((rel, lineno))
     return found
 
@@ -225,7 +240,8 @@ def read_catalog(path: Path) -> dict[str, str]:
                 for m in read_po(fh) if m.id and isinstance(m.id, str)}
 
 
-def update_catalogs(lang: str = "zh", package: Path | None = None) -> dict[str, tuple[int, int]]:
+def update_catalogs(lang: str = "zh", package: Path | None = None,
+                    solutions: Path | None = None) -> dict[str, tuple[int, int]]:
     """Extract every template from the package (this one, or a copy such as a handout's checker, whose cut-down
     source then takes the hidden criteria's sentences out of its catalogs) and merge it into `lang`'s catalogs:
     new templates are added untranslated, translations kept, templates no longer in the source dropped. Returns,
@@ -233,7 +249,7 @@ def update_catalogs(lang: str = "zh", package: Path | None = None) -> dict[str, 
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import write_po
 
-    found = extract_templates(package)
+    found = extract_templates(package, solutions)
     folder = (package / "locale" if package else LOCALE_DIR) / lang / "LC_MESSAGES"
     folder.mkdir(parents=True, exist_ok=True)
     counts = {}

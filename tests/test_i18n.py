@@ -153,7 +153,9 @@ def test_a_bare_string_cannot_be_added_to_a_text():
 def test_every_case_the_language_model_probe_names_in_words_has_a_template(course):
     """The transformer_lm probe names its bad-input cases in English (the worker has no catalog); the judge shows
     each through a template of its own, so a label added to or reworded in the probe must be added there too."""
-    from grader.criteria import transformer_lm
+    from conftest import criteria_module
+
+    transformer_lm = criteria_module("transformer_lm")
     from grader.grading.pipeline import reference_folders
 
     folder = reference_folders(course, [course.exercise("transformer_lm")])["transformer_lm"]

@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, probes_module
 from grader.course import load_course
 from grader.grading.pipeline import job_for
 from grader.sandbox import probe_plan, rootfs
@@ -21,20 +21,20 @@ COURSE = load_course(ROOT)
 
 def test_groups_read_from_the_source_match_the_decorators():
     """The plan reads `@probe` and `@probe(isolated=True)` from the source; importing the module says the same."""
-    import importlib
-
     for ex in COURSE.exercises:
-        specs = [(s.name, s.isolated) for s in probes_of(importlib.import_module(ex.probes_module))]
-        assert probe_plan.probe_specs(ex.probes_module) == specs, ex.id
-    groups = probe_plan.probe_groups("grader.probes.checkpoint")
-    isolated = [name for name, alone in probe_plan.probe_specs("grader.probes.checkpoint") if alone]
+        specs = [(s.name, s.isolated) for s in probes_of(probes_module(ex.id))]
+        assert probe_plan.probe_specs(ex.probes_file) == specs, ex.id
+    checkpoint = COURSE.exercise("checkpoint").probes_file
+    groups = probe_plan.probe_groups(checkpoint)
+    isolated = [name for name, alone in probe_plan.probe_specs(checkpoint) if alone]
     assert isolated and all([name] in groups for name in isolated)
 
 
 def test_an_exercise_gets_its_own_probe_code_and_the_course_model_it_imports_nothing_else(tmp_path):
-    staged = probe_plan.stage_code("grader.probes.training", tmp_path / "training", rootfs.LIB)
+    staged = probe_plan.stage_code(COURSE.exercise("training").probes_file, tmp_path / "training", rootfs.LIB)
     assert [module for module, _ in staged] == ["grader.probes.lm", "grader.probes.training"]
-    assert probe_plan.probe_code_modules("grader.probes.masks") == ["grader.probes.masks"]
+    masks = COURSE.exercise("masks").probes_file
+    assert probe_plan.probe_code_modules(masks) == [("grader.probes.masks", masks)]
     folder = tmp_path / "training"
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
     for _, name in staged:
@@ -45,7 +45,7 @@ def test_an_exercise_gets_its_own_probe_code_and_the_course_model_it_imports_not
 
 
 def test_the_worker_preloads_what_probe_code_imports_but_no_probe_module():
-    modules = probe_plan.preload([ex.probes_module for ex in COURSE.exercises])
+    modules = probe_plan.preload([ex.probes_file for ex in COURSE.exercises])
     assert "torch._dynamo" in modules and "torch" in modules
     assert not [m for m in modules if m.startswith("grader.probes")]
 
@@ -61,7 +61,7 @@ def test_the_request_holds_each_probes_seed_and_not_the_course_seed(tmp_path):
     text = json.dumps(request)
     assert str(course_seed) not in text
     seeds = request["seeds"]
-    assert set(seeds) == {name for name, _ in probe_plan.probe_specs(ex.probes_module)}
+    assert set(seeds) == {name for name, _ in probe_plan.probe_specs(ex.probes_file)}
     assert len(set(seeds.values())) == len(seeds) and all(0 <= s < 1 << 62 for s in seeds.values())
     assert seeds == job_for(ex, student).request(True, course_seed, tmp_path)["seeds"]
     assert seeds != job_for(ex, student).request(True, course_seed + 1, tmp_path)["seeds"]
