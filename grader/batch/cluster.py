@@ -1,9 +1,9 @@
 """`grader batch --cluster`: grade on Dask workers, on this machine or many, with no shared file system.
 
 A task carries what the grader reads and nothing else: the course (course.toml, the stubs, the solutions with each
-exercise's probes and criteria and the code they share, the report templates) and the submission's exercise files
-and the notebooks that may stand in for them, each read without following a link. The worker materialises both in
-its own folders, grades through its warm grading process (grader/batch/warm.py) and returns the reply; the client
+exercise's probes, criteria and catalog and the code they share, the report templates) and the submission's exercise
+files and the notebooks that may stand in for them, each read without following a link. The worker materialises both
+in its own folders, grades through its warm grading process (grader/batch/warm.py) and returns the reply; the client
 alone writes reports and the gradebook. A task whose worker dies is retried on another; a second death is that
 submission's verdict (`killed_workers`), so no submission kills workers forever.
 """
@@ -90,7 +90,7 @@ def course_files(course: Course) -> dict[str, bytes]:
              *(p.relative_to(course.root).as_posix() for p in sorted((course.root / "templates").glob("*.j2")))]
     grading = [course.solutions / ex.id / name for ex in course.exercises for name in (PROBES_FILE, CRITERIA_FILE)]
     for path in [*(course.stub(ex) for ex in course.exercises), *(course.solution(ex) for ex in course.exercises),
-                 *grading, *sorted((course.solutions / LIB).glob("*.py"))]:
+                 *grading, *sorted((course.solutions / LIB).glob("*.py")), *sorted(course.solutions.glob("*/*.po"))]:
         paths.append(path.relative_to(course.root).as_posix())
     return {p: (course.root / p).read_bytes() for p in paths if (course.root / p).is_file()}
 
