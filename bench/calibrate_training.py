@@ -1,4 +1,4 @@
-"""Calibrate the thresholds of grader/criteria/training.py on the reference solution.
+"""Calibrate the thresholds of solutions/training/criteria.py on the reference solution.
 
 Runs the reference `fit_fixed_batch` (solutions/training/train.py, imported by path) on the chapter's fixed
 batch and on the contradictory-label batch, for many model seeds and a few legitimate choices of betas, built
@@ -24,8 +24,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.criteria.training import evaluation  # noqa: E402
-from grader.probes import training as probes  # noqa: E402
+from grader.course import CRITERIA_FILE, PROBES_FILE, import_course_module, load_course  # noqa: E402
+
+evaluation = import_course_module(load_course(ROOT), "training", CRITERIA_FILE).evaluation
+probes = import_course_module(load_course(ROOT), "training", PROBES_FILE)
 from grader.worker.seeds import probe_seed  # noqa: E402
 
 

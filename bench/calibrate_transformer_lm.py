@@ -1,6 +1,6 @@
 """Calibrate the thresholds of exercise `transformer_lm` on the reference solution.
 
-Runs the exact training loops of grader/probes/transformer_lm.py (the fixed-batch overfit and the
+Runs the exact training loops of solutions/transformer_lm/probes.py (the fixed-batch overfit and the
 contradictory labels) on the reference model over many seeds, and prints the spread of the final eval
 losses the hidden criteria judge (cross-entropy computed from the returned logits, as the judge does).
 

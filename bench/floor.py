@@ -6,7 +6,6 @@ each pass's seconds. The last of several passes is the probes' own compute with 
 (the first pays torch's first-use costs: lazy imports, caches, specialised bytecode).
 """
 
-import importlib
 import importlib.util
 import json
 import os
@@ -21,7 +20,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from grader.course import load_course  # noqa: E402
+from grader.course import PROBES_FILE, import_course_module, load_course  # noqa: E402
 from grader.worker.probe import ProbeContext, probes_of  # noqa: E402
 from grader.worker.seeds import probe_seed  # noqa: E402
 
@@ -36,7 +35,7 @@ def run_exercise(course, ex) -> None:
     sys.modules[ex.module_name] = module
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as workdir:
-        for p in probes_of(importlib.import_module(ex.probes_module)):
+        for p in probes_of(import_course_module(course, ex.id, PROBES_FILE)):
             seed = probe_seed(course.seed, ex.id, p.name)
             torch.manual_seed(seed)
             p.fn(module, ProbeContext(p.name, seed, workdir, path))

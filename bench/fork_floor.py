@@ -15,12 +15,11 @@ import time
 START = time.perf_counter()
 
 import gc  # noqa: E402
-import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-from floor import load_course, probe_seed, run_exercise  # noqa: E402 - bench/ is this script's folder, first on sys.path
+from floor import PROBES_FILE, import_course_module, load_course, probe_seed, run_exercise  # noqa: E402 - bench/ is this script's folder, first on sys.path
 
 
 def forked(course, ex) -> tuple[float, float]:
@@ -40,7 +39,7 @@ def main() -> None:
     repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 1
     course = load_course()
     for ex in course.exercises:
-        importlib.import_module(ex.probes_module)
+        import_course_module(course, ex.id, PROBES_FILE)
     probe_seed(course.seed, "", "")   # the key stretched once, here: every child inherits it
     gc.freeze()
     import_s = time.perf_counter() - START

@@ -255,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     selftest = sub.add_parser("selftest", help="grade every solution, variant and mutant; fail on any false verdict")
     selftest.add_argument("--catalog", type=Path, default=None,
-                          help="folder holding variants/ and mutants/ (default: tests/)")
+                          help="folder holding <exercise>/variants/ and <exercise>/mutants/ (default: the course's "
+                               "solutions/)")
     selftest.add_argument("--matrix", type=Path, default=None,
                           help="also write the mutant x criterion matrix (Markdown) here")
     selftest.add_argument("--exercise", action="append", default=None, metavar="ID",
@@ -268,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--seed", type=int, default=0, help="with --mutate: the seed --sample draws with")
     selftest.add_argument("--equivalents", type=Path, default=None, metavar="TOML",
                           help="with --mutate: the reviewed list of equivalent mutants "
-                               "(default: <catalog>/mutants/equivalent.toml)")
+                               "(default: <catalog>/equivalent.toml)")
     selftest.add_argument("--mutant", action="append", default=None, metavar="ID",
                           help="with --mutate: only this mutant (repeatable; the ids --list and the survivors show)")
     selftest.add_argument("--list", action="store_true", help="with --mutate: list the mutants, grade none")
@@ -400,7 +401,7 @@ def command_selftest(args) -> int:
     from grader.review.selftest import CatalogError, coverage_problems, matrix_markdown, run_selftest
 
     course = load_course(args.course)
-    catalog = args.catalog or course.root / "tests"
+    catalog = args.catalog or course.solutions
     if args.exercise:
         unknown = sorted(set(args.exercise) - {ex.id for ex in course.exercises})
         if unknown:
@@ -444,7 +445,7 @@ def mutation_selftest(args, course, catalog: Path) -> int:
     from grader.sandbox.levels import choose, strict_missing
 
     try:
-        equivalents = load_equivalents(args.equivalents or catalog / "mutants" / EQUIVALENTS)
+        equivalents = load_equivalents(args.equivalents or catalog / EQUIVALENTS)
     except EquivalentsError as exc:
         raise UsageError(str(exc)) from None
     if args.mutant and not args.exercise:   # only the exercises the ids name need their mutants made
@@ -611,7 +612,6 @@ def guard_basic_level(course, sandbox: str, lang: str, class_folder: Path | None
     """At the basic level as root, student code runs as a grading uid and reads what every user can. A class
     folder other users can enter gives every classmate's code away: refused. The course's hidden files (the
     solutions, the hidden criteria, course.toml and its seed) readable by all are named in a warning."""
-    import grader
     from grader.course import COURSE_FILE
     from grader.i18n import t
     from grader.render.safe_text import terminal_text
@@ -623,7 +623,7 @@ def guard_basic_level(course, sandbox: str, lang: str, class_folder: Path | None
         raise UsageError(t("at the basic level student code can read what every user can, and every user can enter "
                            "{folder}: make it yours alone (chmod o-rwx {folder}) or grade with --sandbox strict",
                            folder=str(class_folder.absolute())).render(lang))
-    secret = (course.root / "solutions", Path(grader.__file__).parent / "criteria", course.root / COURSE_FILE)
+    secret = (course.solutions, course.root / COURSE_FILE)
     hidden = [p for p in secret if open_to_others(p)]
     if hidden:
         said = t("warning: at the basic level student code can read what every user can, and every user can read "

@@ -6,10 +6,13 @@ Instructors change points and limits there, never in code.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from grader.course_schema import problem_at, problems, schema
@@ -19,6 +22,15 @@ from grader.sandbox.uids import DEFAULT_UIDS
 from grader.worker.protocol import Limits
 
 COURSE_FILE = "course.toml"
+# What only the grader sees of each exercise, under the course's solutions folder (`Course.solutions`):
+# <solutions>/<id>/ holds the reference file, PROBES_FILE, CRITERIA_FILE and the catalog (MUTANTS, VARIANTS).
+PROBES_FILE = "probes.py"       # the exercise's probes: run in the sandbox beside the student's module
+CRITERIA_FILE = "criteria.py"   # the exercise's criteria: run by the judge on what the probes observed
+MUTANTS = "mutants"             # <name>/manifest.toml and change.diff: known bugs its criteria must catch
+VARIANTS = "variants"           # <name>/manifest.toml and a whole file: correct code its criteria must pass
+# The course's shared grader-side code (a trusted model its probes build, say), beside the exercises' folders: each
+# <name>.py there is imported by probes and criteria as `grader.probes.<name>`, the package course code is loaded in.
+LIB = "_lib"
 # the values course.schema.json allows in a `visibility` table
 GRADESCOPE_VISIBILITIES = tuple(schema()["$defs"]["visibility"]["additionalProperties"]["enum"])
 
@@ -62,14 +74,11 @@ class ExerciseConfig:
     # Gradescope visibility by criterion id or "kind:<kind>"; see `gradescope_visibility`.
     visibility: dict[str, str] = field(default_factory=dict)
     questions: tuple[Question, ...] = ()   # its written questions, in course.toml's order
+    probes_file: str = ""           # <solutions>/<id>/probes.py: a path (it travels to the sandbox's supervisor)
 
     @property
     def module_name(self) -> str:
         return Path(self.file).stem
-
-    @property
-    def probes_module(self) -> str:
-        return f"grader.probes.{self.id}"
 
     @property
     def max_points(self) -> float:
@@ -105,8 +114,9 @@ class Course:
     def name_in(self, lang: str) -> str:
         return self.names.get(lang) or self.name
     judge_limits: JudgeLimits = JudgeLimits()   # what judging one submission may take ([judge] in course.toml)
-    # `[course] criteria`: a folder of the course whose <exercise>.py replaces the package's criteria of that exercise
-    criteria: Path | None = None
+    # Where each exercise's grader-side half lives (<solutions>/<id>/: probes, criteria, catalog): root/solutions, or
+    # `[course] solutions` (a handout's checker keeps its cut probes and criteria under another name).
+    solutions: Path = Path("solutions")
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -119,13 +129,61 @@ class Course:
         return self.root / "exercises" / ex.id / ex.file
 
     def solution(self, ex: ExerciseConfig) -> Path:
-        return self.root / "solutions" / ex.id / ex.file
+        return self.solutions / ex.id / ex.file
+
+    def mutants(self, ex: ExerciseConfig) -> Path:
+        return self.solutions / ex.id / MUTANTS
+
+    def variants(self, ex: ExerciseConfig) -> Path:
+        return self.solutions / ex.id / VARIANTS
 
 
 def default_root() -> Path:
     """The folder holding course.toml: $GRADER_COURSE, else the checkout this package lives in."""
     env = os.environ.get("GRADER_COURSE")
     return Path(env) if env else Path(__file__).resolve().parent.parent
+
+
+def default_solutions() -> Path:
+    """The default course's solutions folder (`default_root`, its course.toml's `[course] solutions`)."""
+    return load_course().solutions
+
+
+def share_course_code(solutions: Path) -> None:
+    """Make the course's shared code (<solutions>/_lib/<name>.py) importable here as `grader.probes.<name>`, as the
+    staged probe code imports it in the sandbox: for the judge's criteria, which run in the grader's processes; and
+    the course's catalogs (<solutions>/<id>/zh.po) part of the sentences said here."""
+    import grader.probes
+    from grader.i18n import add_course_catalogs
+
+    add_course_catalogs(solutions)
+    lib = str(solutions / LIB)
+    if lib not in grader.probes.__path__:
+        grader.probes.__path__.append(lib)
+
+
+def import_course_module(course: Course, exercise_id: str, kind: str) -> ModuleType:
+    """An exercise's probes (`kind` PROBES_FILE) or criteria (CRITERIA_FILE) imported in this process, for the tools
+    that read them whole (a handout's checker cutting criteria, tests); probes as `grader.probes.<id>`, the name
+    they have in the sandbox. Grading never imports probe code here: the sandbox stages it."""
+    course.exercise(exercise_id)
+    share_course_code(course.solutions)
+    name = f"grader.probes.{exercise_id}" if kind == PROBES_FILE else f"course_criteria_{exercise_id}"
+    path = course.solutions / exercise_id / kind
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CourseError(f"{path} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # first: dataclasses look their module up while the body runs
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def load_course(root: Path | None = None) -> Course:
@@ -148,10 +206,7 @@ def load_course(root: Path | None = None) -> Course:
     if not found and uids[0] > uids[1]:
         found.append(problem_at(path, text, ("sandbox", "uids"), f"`uids` under [sandbox] must be [first, last] with "
                                 f"first <= last, not {uids}"))
-    criteria = root / course["criteria"] if "criteria" in course else None
-    if not found and criteria is not None and not criteria.is_dir():
-        found.append(problem_at(path, text, ("course", "criteria"), f"`criteria` under [course] = "
-                                f"{course['criteria']!r} is not a folder of the course"))
+    solutions = root / course.get("solutions", "solutions")
     deadline = data.get("classroom", {}).get("deadline")
     if not found and deadline is not None and not _is_time(deadline):
         found.append(problem_at(path, text, ("classroom", "deadline"), f"[classroom] deadline {deadline!r} is not an "
@@ -172,7 +227,19 @@ def load_course(root: Path | None = None) -> Course:
             hidden_criteria=int(raw.get("hidden_criteria", 0)),   # the schema takes 3.0 for a whole number
             visibility={**defaults.get("visibility", {}), **raw.get("visibility", {})},
             questions=tuple(_question(q) for q in raw.get("question", ())),
+            probes_file=str(solutions / raw["id"] / PROBES_FILE),
         ))
+    for ex in exercises:
+        if ex.id == LIB:
+            raise CourseError(f"{path}: exercise id {ex.id!r} names the folder of the course's shared code")
+        if ex.file in (PROBES_FILE, CRITERIA_FILE):
+            raise CourseError(f"{path}: exercise {ex.id}'s file may not be named {ex.file}: solutions/{ex.id}/ "
+                              "holds the grader's file of that name")
+    missing = [str(p) for ex in exercises for p in (Path(ex.probes_file), solutions / ex.id / CRITERIA_FILE)
+               if not p.is_file()]
+    if missing:
+        raise CourseError(f"{path}: the course lacks {', '.join(missing)} (an exercise's probes and criteria are "
+                          f"solutions/<id>/{PROBES_FILE} and {CRITERIA_FILE} of the course)")
     try:
         seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
     except ValueError:
@@ -187,7 +254,7 @@ def load_course(root: Path | None = None) -> Course:
                              if f.name in table}
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
                   uids=(int(uids[0]), int(uids[1])), fork_server=fork_server, references=references, names=names,
-                  criteria=criteria, judge_limits=JudgeLimits(**judge))
+                  solutions=solutions, judge_limits=JudgeLimits(**judge))
 
 
 def _question(raw: dict) -> Question:

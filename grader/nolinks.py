@@ -1,7 +1,7 @@
 """Reading a file of a student's upload without ever following a symbolic link on the way.
 
-A link anywhere in the path (`alice/rope -> ../bob/rope`, `exercises -> /autograder/source/solutions`,
-`rope -> /proc/self/cwd/solutions/rope`) would make the grader read someone else's file as the student's.
+A link anywhere in the path (`alice/ex1 -> ../bob/ex1`, `exercises -> /autograder/source/solutions`,
+`ex1 -> /proc/self/cwd/solutions/ex1`) would make the grader read someone else's file as the student's.
 Each component is opened relative to its parent's descriptor with O_NOFOLLOW, so a link swapped in between a
 check and the open is refused too.
 """

@@ -1,6 +1,6 @@
-"""Turn whole-file mutants (tests/mutants/<exercise>/<bug>/<file>) into diffs against the solutions.
+"""Turn whole-file mutants (solutions/<exercise>/mutants/<bug>/<file>) into diffs against the solutions.
 
-    python scripts/mutants_to_diffs.py [CATALOG]     (default: tests/ of this checkout)
+    python scripts/mutants_to_diffs.py [CATALOG]     (default: solutions/ of this checkout)
 
 For each mutant folder that still holds a copy of the student file, writes change.diff (a unified diff from
 solutions/<exercise>/<file> to the copy), checks that applying it to the solution gives the copy back byte for
@@ -29,7 +29,7 @@ def convert(catalog: Path) -> tuple[list[Path], list[str]]:
     for ex in course.exercises:
         solution_path = course.solution(ex)
         solution = solution_path.read_bytes().decode("utf-8")
-        for folder in sorted((catalog / "mutants" / ex.id).glob("*/")):
+        for folder in sorted((catalog / ex.id / "mutants").glob("*/")):
             copy = folder / ex.file
             if not copy.is_file():
                 continue
@@ -52,7 +52,7 @@ def convert(catalog: Path) -> tuple[list[Path], list[str]]:
 
 
 def main() -> int:
-    catalog = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests"
+    catalog = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "solutions"
     converted, refused = convert(catalog)
     for folder in converted:
         print(f"converted {folder}")

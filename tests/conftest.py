@@ -13,9 +13,30 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import load_course
+from grader.course import CRITERIA_FILE, PROBES_FILE, import_course_module, load_course, share_course_code
 
 ROOT = Path(__file__).resolve().parent.parent
+share_course_code(ROOT / "solutions")   # the bundled course's shared code (its trusted model): grader.probes.lm
+
+
+def course_outside(folder: Path) -> Path:
+    """A copy of the bundled course in `folder`, a course folder of its own outside the checkout: course.toml,
+    exercises/, solutions/ (probes, criteria, catalog, shared code) and templates/, real files, no links back."""
+    for name in ("exercises", "solutions", "templates"):
+        shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(ROOT / "course.toml", folder / "course.toml")
+    return folder
+
+
+def probes_module(exercise_id: str, root: Path = ROOT):
+    """The bundled course's probes of an exercise, imported here (as `grader.probes.<id>`) for the tests that read
+    them; grading never imports them in the grader's process."""
+    return import_course_module(load_course(root), exercise_id, PROBES_FILE)
+
+
+def criteria_module(exercise_id: str, root: Path = ROOT):
+    """The bundled course's criteria of an exercise, imported here for the tests that call them directly."""
+    return import_course_module(load_course(root), exercise_id, CRITERIA_FILE)
 
 # The suite runs on two pytest-xdist workers (pyproject's addopts: `-n 2 --dist loadfile`, a file's tests on one
 # worker so that its module fixtures are made once). A worker takes the next file when one ends, so the files that
@@ -31,6 +52,11 @@ LONGEST_FIRST = ("test_judge_isolation.py", "test_selftest.py", "test_check_anyw
                  "test_handout_and_gradescope.py", "test_class_view.py", "test_overrides.py", "test_rejudge.py",
                  "test_slurm.py", "test_warm.py", "test_prestart.py", "test_basic_level.py", "test_notebooks.py",
                  "test_memory_limits.py")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--course", action="append", default=[], type=Path, metavar="DIR",
+                     help="a course folder the course-parametrised tests (tests/test_isolation.py) also run on")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -122,7 +122,7 @@ def healthy_exercises(course, exclude: set[str]) -> list[str]:
     """Exercises of the course configuration that can stand next to a hostile one: a reference solution and
     hidden criteria exist. Light ones first, so that neighbours cost little time."""
     usable = [e.id for e in course.exercises if e.id not in exclude and course.solution(e).is_file()
-              and (ROOT / "grader" / "criteria" / f"{e.id}.py").is_file() and course.stub(e).is_file()]
+              and (course.solutions / e.id / "criteria.py").is_file() and course.stub(e).is_file()]
     return sorted(usable, key=lambda i: LIGHT_EXERCISES.index(i) if i in LIGHT_EXERCISES else len(LIGHT_EXERCISES))
 
 

@@ -7,11 +7,16 @@ import re
 import pytest
 import torch
 
-from grader.criteria import attention, heads, masks
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.verdicts import CriterionFailed
-from grader.probes.attention import WrongReturn, unpack
 from grader.worker.probe import describe_exception
+from conftest import criteria_module, probes_module
+
+attention = criteria_module("attention")
+heads = criteria_module("heads")
+masks = criteria_module("masks")
+WrongReturn = probes_module("attention").WrongReturn
+unpack = probes_module("attention").unpack
 
 HAN = re.compile("[\u4e00-\u9fff]")
 

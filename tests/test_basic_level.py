@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.slow,
 
 SOLUTION = ROOT / "solutions" / "heads" / "heads.py"
 COURSE = load_course(ROOT)
-MUTANT = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
+MUTANT = ROOT / "solutions" / "heads" / "mutants" / "merge_no_transpose"
 UIDS = (61000, 61999)   # course.toml's [sandbox] uids
 
 # The two gradings meet through this folder, which every user may write (the test's, not the grader's), and not

@@ -48,7 +48,7 @@ def classroom(tmp_path_factory):
 
     course = load_course(ROOT)
     root = tmp_path_factory.mktemp("class")
-    mutants = list(catalog_mutants(course, ROOT / "tests", "decoder_block").values())   # file contents
+    mutants = list(catalog_mutants(course, course.solutions, "decoder_block").values())   # file contents
     assert mutants, "the decoder_block mutant catalog is needed"
     kinds = []
     for i in range(30):

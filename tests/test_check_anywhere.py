@@ -116,7 +116,7 @@ def grader_check(repo: Path, *args, python: str = sys.executable, **env):
 
 
 def test_a_failing_public_test_is_named_with_pytests_reason(handout, tmp_path):
-    repo = copy_of(handout, tmp_path, attention=ROOT / "tests/mutants/attention/softmax_over_queries")
+    repo = copy_of(handout, tmp_path, attention=ROOT / "solutions/attention/mutants/softmax_over_queries")
     summary = tmp_path / "summary.md"
     done = grader_check(repo, "attention", GITHUB_STEP_SUMMARY=str(summary), **{PLAIN_SWITCH: "1"})
     assert done.returncode == 1, done.stdout + done.stderr
@@ -197,7 +197,7 @@ def test_check_without_linux_gives_what_the_strict_sandbox_gives(handout, tmp_pa
     broken = tmp_path / "masks.py"
     broken.write_text("def causal_mask(T:\n    pass\n")
     repo = copy_of(handout, tmp_path, attention=COURSE.solution(COURSE.exercise("attention")),
-                   heads=ROOT / "tests/mutants/heads/split_missing_transpose", masks=broken,
+                   heads=ROOT / "solutions/heads/mutants/split_missing_transpose", masks=broken,
                    decoder_block=HOSTILE / "sys_exit_import" / "decoder_block" / "block.py")
     notebook(COURSE.solution(COURSE.exercise("rope")).read_text(), repo / "exercises" / "rope" / "rope.ipynb")
     python = fake_non_linux_venv(tmp_path / "not-linux")

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 ORG, PREFIX, TOKEN = "course-org", "transformer", "test-token"
 SOLUTION = ROOT / "solutions" / "heads" / "heads.py"
 STUB = ROOT / "exercises" / "heads" / "heads.py"
-MUTANT = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
+MUTANT = ROOT / "solutions" / "heads" / "mutants" / "merge_no_transpose"
 HEADS = "exercises/heads/heads.py"
 BIG = 65 << 20   # a file GitHub holds and the grader must never download
 

@@ -34,7 +34,7 @@ def course_dir(tmp_path_factory):
 def classroom(tmp_path_factory):
     """Correct submissions (each a distinct file), mutants, an empty one and one that exits at import."""
     root = tmp_path_factory.mktemp("class")
-    mutants = list(catalog_mutants(load_course(ROOT), ROOT / "tests", "heads").values())   # file contents
+    mutants = list(catalog_mutants(load_course(ROOT), ROOT / "solutions", "heads").values())   # file contents
     for i in range(SUBMISSIONS):
         student = root / f"student{i:02d}"
         student.mkdir()

@@ -11,7 +11,7 @@ from grader.judge.criterion import KINDS
 from grader.judge.session import criteria_of
 from grader.worker.probe import probes_of
 
-from conftest import ROOT
+from conftest import ROOT, criteria_module, probes_module
 
 COURSE = load_course(ROOT)
 IDS = [e.id for e in COURSE.exercises]
@@ -44,7 +44,7 @@ def test_every_exercise_has_files_and_probes(exercise_id):
     assert COURSE.stub(ex).is_file()
     assert COURSE.solution(ex).is_file()
     assert (ROOT / "exercises" / exercise_id / "README.md").is_file()
-    assert probes_of(importlib.import_module(ex.probes_module)), f"{exercise_id} has no probes"
+    assert probes_of(probes_module(exercise_id)), f"{exercise_id} has no probes"
 
 
 def test_forbidden_apis_resolve():
@@ -65,7 +65,7 @@ def test_probe_order_read_from_source_matches_the_module(exercise_id):
     from grader.grading.pipeline import probe_order
 
     ex = COURSE.exercise(exercise_id)
-    assert probe_order(ex) == [p.name for p in probes_of(importlib.import_module(ex.probes_module))]
+    assert probe_order(ex) == [p.name for p in probes_of(probes_module(exercise_id))]
 
 
 SHIPPED_MODEL = ["Config", "CausalSelfAttention", "FeedForward", "TransformerBlock", "TransformerLM"]
@@ -73,7 +73,7 @@ SHIPPED_MODEL = ["Config", "CausalSelfAttention", "FeedForward", "TransformerBlo
 
 @pytest.mark.parametrize("path", [
     "exercises/training/train.py", "solutions/training/train.py",
-    "exercises/checkpoint/checkpoint.py", "solutions/checkpoint/checkpoint.py", "grader/probes/lm.py",
+    "exercises/checkpoint/checkpoint.py", "solutions/checkpoint/checkpoint.py", "solutions/_lib/lm.py",
 ])
 def test_shipped_model_copies_match_the_reference(path):
     """Exercises 10 and 11 ship a working copy of exercise 9's model (each student file is standalone), and the
@@ -132,7 +132,7 @@ def test_a_bad_course_name_is_named(tmp_path, name):
 @pytest.mark.parametrize("exercise_id", IDS)
 def test_criteria_read_from_source_are_the_ones_the_judge_imports(exercise_id):
     """What a gradebook lists without importing the criteria (grader.judge.listing) is what the decorator made."""
-    module = importlib.import_module(f"grader.criteria.{exercise_id}")
+    module = criteria_module(exercise_id)
     decorated = [fn.criterion for name, fn in vars(module).items() if name.startswith("test_")
                  and hasattr(fn, "criterion")]
     assert criteria_of(exercise_id) == decorated
@@ -144,7 +144,8 @@ def test_titles_are_read_without_importing_the_judge():
             "from grader.judge.listing import criteria_of; "
             f"metas = [m for ex in {IDS!r} for m in criteria_of(ex)]; "
             "assert all(m.title['zh'] != m.title['en'] for m in metas), 'a title without its Chinese'; "
-            "print(len(metas), sorted(m for m in ('torch', 'pytest', 'grader.criteria') if m in sys.modules))")
+            "print(len(metas), sorted(m for m in sys.modules if m in ('torch', 'pytest') "
+            "or m.startswith('course_criteria')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     count, imported = done.stdout.split(" ", 1)
@@ -159,12 +160,14 @@ def test_a_title_is_a_template_not_a_dict(tmp_path):
 
     with pytest.raises(ValueError, match="t\\("):
         criterion("x", kind="shape", title={"en": "x", "zh": "x"}, hint=t("x"))   # type: ignore[arg-type]
-    (tmp_path / "rope.py").write_text('@criterion("x", kind="shape", title={"en": "x", "zh": "x"}, hint=t("y"))\n'
-                                      "def test_x(obs, verdict):\n    pass\n")
-    with pytest.raises(CriteriaSourceError, match="rope.py:1"):
+    own = tmp_path / "rope" / "criteria.py"   # a course's solutions folder: <id>/criteria.py
+    own.parent.mkdir()
+    own.write_text('@criterion("x", kind="shape", title={"en": "x", "zh": "x"}, hint=t("y"))\n'
+                   "def test_x(obs, verdict):\n    pass\n")
+    with pytest.raises(CriteriaSourceError, match="rope/criteria.py:1"):
         criteria_of("rope", tmp_path)
-    (tmp_path / "rope.py").write_text('@criterion("x", kind="shape", requires=("w",), title=t("Logits are [B, T, V]"),'
-                                      ' hint=t("look {{here}}"))\ndef test_x(obs, verdict):\n    pass\n')
+    own.write_text('@criterion("x", kind="shape", requires=("w",), title=t("Logits are [B, T, V]"),'
+                   ' hint=t("look {{here}}"))\ndef test_x(obs, verdict):\n    pass\n')
     (meta,) = criteria_of("rope", tmp_path)
     assert (meta.id, meta.kind, meta.requires, meta.hint["en"]) == ("x", "shape", ("w",), "look {here}")
 

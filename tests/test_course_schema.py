@@ -255,17 +255,16 @@ def test_questions_load_and_their_problems_are_named_with_their_line(tmp_path):
 # --- Every course.toml in use validates -----------------------------------------------------------------------------
 
 def test_every_course_copy_the_tests_write_validates(tmp_path):
-    """The tables the test suite appends or edits (policy, classroom, cluster, judge, own limits, criteria folder)."""
+    """The tables the test suite appends or edits (policy, classroom, cluster, judge, own limits, solutions folder)."""
     from hostile_suite import course_with_limits
     from test_classroom import LATE_POLICY
     from test_judge_isolation import JUDGE_TABLE
     from test_policy import POLICY_TOML
 
     course_copy(tmp_path / "all", None, timeout_s={"heads": 600, "masks": 2.5})
-    (tmp_path / "all" / "criteria").mkdir()
     toml = tmp_path / "all" / "course.toml"
     text = toml.read_text().replace("[defaults]", JUDGE_TABLE + "[defaults]", 1)
-    text = text.replace("[course]\n", '[course]\ncriteria = "criteria"\n', 1)
+    text = text.replace("[course]\n", '[course]\nsolutions = "solutions"\n', 1)
     text = re.sub(r'(?m)^(id = "decoder_block"\n)', r"\1memory_mb = 4096\n", text)
     text += '\n[classroom]\ndeadline = "2026-12-01T23:59:59Z"\n[cluster.slurm]\nwalltime = "00:15:00"\nmemory = "2GB"\n'
     toml.write_text(text + LATE_POLICY)
@@ -282,11 +281,15 @@ def test_every_course_copy_the_tests_write_validates(tmp_path):
 
 def test_the_checker_course_toml_validates(tmp_path):
     """What `grader handout` writes into checker/course.toml (limits as floats, references, hidden_criteria)."""
-    from grader.classroom.checker import checker_course_toml, visible_tests
+    from grader.classroom.checker import CHECKS_DIR, checker_course_toml, visible_tests
 
     course = load_course(ROOT)
-    (tmp_path / "course.toml").write_text(checker_course_toml(course, {ex.id: visible_tests(ex)
+    (tmp_path / "course.toml").write_text(checker_course_toml(course, {ex.id: visible_tests(course, ex)
                                                                        for ex in course.exercises}))
+    for ex in course.exercises:   # the cut probes and criteria the checker writes beside it
+        (tmp_path / CHECKS_DIR / ex.id).mkdir(parents=True)
+        for name in ("probes.py", "criteria.py"):
+            (tmp_path / CHECKS_DIR / ex.id / name).write_text("")
     checker = load_course(tmp_path)
     assert [ex.id for ex in checker.exercises] == [ex.id for ex in course.exercises]
     assert all(ex.hidden_criteria > 0 for ex in checker.exercises)

@@ -9,7 +9,6 @@ throughout (the positive control: the route shows what it may). Past the attempt
 shown nothing of the criteria held back; a queued commit is graded when the next window opens."""
 
 import datetime as dt
-import importlib
 import json
 import re
 from functools import partial
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from grader.batch.gradebook import Gradebook, content_hash, grader_key
 from grader.classroom.github import POSTED, STATE_FILE, GitHub, publish, sync
-from grader.course import load_course
+from grader.course import CRITERIA_FILE, import_course_module, load_course
 from grader.feedback import (AFTER_DUE_DATE, NOTHING, VISIBLE, load_feedback, mark_published,
                              published_at, student_view, visibility, write_handed_out)
 from grader.i18n import LANGS
@@ -59,16 +58,16 @@ def make_course(folder: Path, feedback: str = "") -> Path:
     return folder
 
 
-def kinds(exercise_id: str) -> dict[str, str]:
+def kinds(course, exercise_id: str) -> dict[str, str]:
     """Each criterion's kind, as its criteria module declares it."""
-    module = importlib.import_module(f"grader.criteria.{exercise_id}")
+    module = import_course_module(course, exercise_id, CRITERIA_FILE)
     return {fn.criterion.id: fn.criterion.kind for fn in vars(module).values() if hasattr(fn, "criterion")}
 
 
 def fake_report(course, student: str, exercise_id: str = "rope") -> Report:
     """Every criterion of the exercise failed, each saying its own secrets."""
     ex = course.exercise(exercise_id)
-    kind = kinds(exercise_id)
+    kind = kinds(course, exercise_id)
     criteria = [CriterionResult(id=c, kind=kind[c], title=dict.fromkeys(LANGS, title(c)),
                                 hint=dict.fromkeys(LANGS, secrets(c)[1]), points=0.0, max_points=points,
                                 status=Status.FAILED, message=dict.fromkeys(LANGS, secrets(c)[0]),
@@ -104,7 +103,7 @@ def stand_in_grader(course, graded: list[str], exercise_id: str = "rope"):
 
 
 def held_back(course) -> list[str]:
-    kind = kinds("rope")
+    kind = kinds(course, "rope")
     return [c for c in course.exercise("rope").points if visibility(course, "rope", c, kind[c]) == AFTER_DUE_DATE]
 
 
@@ -268,7 +267,7 @@ def test_grader_check_shows_and_ships_only_what_the_policy_calls_visible(tmp_pat
     course = load_course(folder)
     ex = course.exercise("rope")
     assert ex.is_visible("relative_position", "values") and "relative_position" in held_back(course)
-    shipped = {fn.criterion.id for fn in visible_tests(ex).values()}
+    shipped = {fn.criterion.id for fn in visible_tests(course, ex).values()}
     assert shipped == {"output_shape_dtype", "rejects_bad_input"}
     rows: list = []
     assert _show_visible(ex, fake_report(course, "alice").exercises[0], LABELS["en"], "en", rows) is False

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.classroom.checker import CHECKS_DIR
 from grader.course import load_course
 
 from conftest import ROOT
@@ -82,8 +83,9 @@ def test_handout_holds_no_hidden_material(handout):
     assert str(COURSE.seed) not in text, "the course seed would reveal the hidden inputs"
     # line by line outside the checker's code, whose generic lines (`if isinstance(value, dict):`) solutions share;
     # tests/test_handout_secrets.py searches all of it for solution function bodies
+    checker_code = (handout / "checker" / "grader", handout / "checker" / CHECKS_DIR)   # the package, the cut probes
     student_text = "\n".join(p.read_text(errors="replace") for p in files
-                              if not p.is_relative_to(handout / "checker" / "grader"))
+                              if not any(p.is_relative_to(code) for code in checker_code))
     leaked = [line for line in solution_only_lines() if line in student_text]
     assert leaked == [], f"solution lines in the handout: {leaked[:3]}"
 
@@ -193,8 +195,7 @@ def test_setup_sh_makes_the_hidden_material_root_only(autograder, tmp_path):
     assert modes, "setup.sh sets no file modes"
     subprocess.run(["bash", "-ec", "\n".join(modes)], cwd=source, check=True, timeout=60)
     # the probes too: each exercise's child reads its own probe code before it drops to the student's uid
-    secret = [source / "course.toml", source / "solutions", source / "grader" / "criteria",
-              source / "grader" / "probes"]
+    secret = [source / "course.toml", source / "solutions"]
     for top in secret:
         for path in [top, *top.rglob("*")]:
             assert path.stat().st_mode & 0o077 == 0, f"{path.relative_to(source)} is readable by student code"
@@ -334,8 +335,8 @@ def test_without_namespaces_student_code_cannot_read_the_hidden_material(autogra
         shutil.copytree(autograder / "source", root / "source", ignore=shutil.ignore_patterns("__pycache__"))
         modes = [line for line in setup_sh(autograder).splitlines() if line.startswith("chmod ")]
         subprocess.run(["bash", "-ec", "\n".join(modes)], cwd=root / "source", check=True, timeout=60)
-        secret = [root / "source" / p for p in ("solutions/heads/heads.py", "course.toml", "grader/criteria/heads.py",
-                                                "grader/probes/attention.py")]
+        secret = [root / "source" / p for p in ("solutions/heads/heads.py", "course.toml",
+                                                "solutions/heads/criteria.py", "solutions/attention/probes.py")]
         public = root / "source" / "exercises" / "heads" / "README.md"
         (root / "submission").mkdir()
         (root / "submission" / "heads.py").write_text(PEEK.format(paths=[str(p) for p in [public, *secret]]))

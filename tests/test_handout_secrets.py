@@ -2,12 +2,12 @@
 reads; its checker judges the visible criteria without solutions/, and `grader check` says what it checked."""
 
 import ast
-import importlib
 import inspect
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +16,7 @@ from grader.grading.pipeline import reference_folders
 from grader.classroom.handout import write_handout
 from grader.classroom.checker import probes_read, visible_tests
 
-from conftest import ROOT
+from conftest import ROOT, criteria_module
 
 # end to end: every test here grades in a sandbox (`pytest -m "not slow"` leaves them out)
 pytestmark = pytest.mark.slow
@@ -50,7 +50,7 @@ def function_bodies(source: str) -> dict[str, str]:
 
 def all_criteria():
     for ex in COURSE.exercises:
-        module = importlib.import_module(f"grader.criteria.{ex.id}")
+        module = criteria_module(ex.id)
         for name, fn in vars(module).items():
             if name.startswith("test_") and hasattr(fn, "criterion"):
                 yield ex, fn
@@ -96,13 +96,19 @@ def test_the_checkers_catalogs_hold_only_the_sentences_of_its_own_code(handout):
     of the code it ships, each still translated."""
     from grader.i18n import extract_templates, read_catalog
 
-    package = handout / "checker" / "grader"
-    shipped = extract_templates(package)
-    catalogs = {po.stem: read_catalog(po) for po in (package / "locale" / "zh" / "LC_MESSAGES").glob("*.po")}
+    from grader.classroom.checker import CHECKS_DIR
+
+    def catalogs_of(package: Path, solutions: Path) -> dict[str, dict[str, str]]:
+        """domain -> its catalog: the package's in its locale folder, each exercise's beside its criteria."""
+        own = {po.stem: read_catalog(po) for po in (package / "locale" / "zh" / "LC_MESSAGES").glob("*.po")}
+        return {**own, **{po.parent.name: read_catalog(po) for po in solutions.glob("*/zh.po")}}
+
+    package, checks = handout / "checker" / "grader", handout / "checker" / CHECKS_DIR
+    shipped = extract_templates(package, checks)   # the package and its cut course code
+    catalogs = catalogs_of(package, checks)
     assert {domain: set(entries) for domain, entries in catalogs.items()} == \
            {domain: set(templates) for domain, templates in shipped.items()}
-    ours = {domain: read_catalog(po) for domain, po in
-            ((po.stem, po) for po in (ROOT / "grader" / "locale" / "zh" / "LC_MESSAGES").glob("*.po"))}
+    ours = catalogs_of(ROOT / "grader", ROOT / "solutions")
     assert all(catalogs[d][m] == ours[d][m] for d in catalogs for m in catalogs[d]), "a translation was lost"
     withheld = {m for domain, templates in extract_templates().items() if domain != "grader" for m in templates} - {
         m for templates in shipped.values() for m in templates}
@@ -135,7 +141,7 @@ def test_no_reference_tensor_of_a_hidden_criterion_is_handed_out(handout):
 def test_the_checker_ships_only_references_its_visible_criteria_read(handout):
     for folder in (handout / "checker" / "references").iterdir():
         ex = COURSE.exercise(folder.name)
-        source = "\n".join(inspect.getsource(fn) for fn in visible_tests(ex).values())
+        source = "\n".join(inspect.getsource(fn) for fn in visible_tests(COURSE, ex).values())
         shipped = {p.stem for p in folder.glob("*.json")} - {"_import"}
         assert shipped and shipped <= probes_read(source)
 
@@ -183,7 +189,8 @@ def test_the_checker_judges_visible_criteria_without_solutions(handout, tmp_path
     shutil.copyfile(COURSE.solution(ex), repo / "exercises" / ex.id / ex.file)
     done = run_check(repo, ex.id)
     assert done.returncode == 0, done.stdout[-2000:]
-    assert f"visible criteria: {len(visible_tests(ex))} / {len(visible_tests(ex))} passed" in done.stdout
+    shown = len(visible_tests(COURSE, ex))
+    assert f"visible criteria: {shown} / {shown} passed" in done.stdout
 
 
 def test_check_refuses_the_course_stubs_and_a_folder_without_exercises(tmp_path):

@@ -13,7 +13,9 @@ from grader import i18n
 from grader.i18n import LOCALE_DIR, extract_templates, placeholders, read_catalog, t, verbatim
 
 PACKAGE = Path(grader.__file__).parent
-SOURCES = sorted(PACKAGE.rglob("*.py"))
+SOLUTIONS = Path(grader.__file__).resolve().parent.parent / "solutions"   # the bundled course's probes and criteria
+SOURCES = sorted([*PACKAGE.rglob("*.py"), *SOLUTIONS.glob("*/probes.py"), *SOLUTIONS.glob("*/criteria.py"),
+                  *SOLUTIONS.glob("_lib/*.py")])
 TEMPLATE_CALLS = set(i18n.KEYWORDS)
 # What a criterion says through: its verdict and the exceptions that end it.
 VERDICT_CALLS = {"ok", "fail", "check", "Verdict", "CriterionFailed", "StudentRaised", "NotAttempted", "TimedOut",
@@ -28,7 +30,8 @@ def extracted() -> dict[str, dict[str, list]]:
 
 @pytest.fixture(scope="module")
 def catalogs() -> dict[str, dict[str, str]]:
-    return {po.stem: read_catalog(po) for po in sorted((LOCALE_DIR / "zh" / "LC_MESSAGES").glob("*.po"))}
+    package = {po.stem: read_catalog(po) for po in sorted((LOCALE_DIR / "zh" / "LC_MESSAGES").glob("*.po"))}
+    return {**package, **{po.parent.name: read_catalog(po) for po in sorted(SOLUTIONS.glob("*/zh.po"))}}
 
 
 def _calls(name_set: set[str]):
@@ -153,7 +156,9 @@ def test_a_bare_string_cannot_be_added_to_a_text():
 def test_every_case_the_language_model_probe_names_in_words_has_a_template(course):
     """The transformer_lm probe names its bad-input cases in English (the worker has no catalog); the judge shows
     each through a template of its own, so a label added to or reworded in the probe must be added there too."""
-    from grader.criteria import transformer_lm
+    from conftest import criteria_module
+
+    transformer_lm = criteria_module("transformer_lm")
     from grader.grading.pipeline import reference_folders
 
     folder = reference_folders(course, [course.exercise("transformer_lm")])["transformer_lm"]

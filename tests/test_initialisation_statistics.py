@@ -3,9 +3,11 @@ every seed and fail PyTorch's default init, on the model size its probe builds."
 
 import torch
 
-from grader.criteria.transformer_lm import initialisation_problems
 from grader.probes.lm import Config, TransformerLM
-from grader.probes.transformer_lm import INIT_CONFIG
+from conftest import criteria_module, probes_module
+
+initialisation_problems = criteria_module("transformer_lm").initialisation_problems
+INIT_CONFIG = probes_module("transformer_lm").INIT_CONFIG
 
 SEEDS = 300
 

@@ -1,7 +1,9 @@
 """Isolation (strict sandbox, run as root as CI does): student code sees only its own file, under a uid of its
 own, with capped scratch; nothing of the course, the class or the host. Each test is one attack that must
 gain nothing; where a test looks for an absence, a positive control shows that the same look finds what it
-seeks when it is there."""
+seeks when it is there. The tests about a course's files (its references, probes and seed) run on the bundled
+course, on a copy of it outside the checkout, and on each course folder named with `pytest --course DIR`: a
+course's probe code is staged the same way wherever the course is."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, course_copy
+from conftest import ROOT, course_copy, course_outside
+from grader.course import LIB, load_course
 from grader.grading.rejudge import KEPT_FILE, STORE
 from grader.sandbox import scratch, uids
 from grader.sandbox.levels import strict_missing
@@ -36,11 +41,53 @@ def _encoded(values: list[str]) -> str:
     return ",".join(base64.b64encode(v.encode()).decode() for v in values)
 
 
-def _grade(submission: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+@dataclass(frozen=True)
+class Course:
+    """A course the course-parametrised tests grade (`course` fixture): where it is, the exercise whose solution
+    turns hostile, and the ones graded beside it."""
+    root: Path
+    host: str
+    neighbours: tuple[str, ...]
+
+    def solution(self, exercise_id: str) -> Path:
+        course = load_course(self.root)
+        return course.solution(course.exercise(exercise_id))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The bundled course, a copy of it outside the checkout, and each course folder `--course DIR` names."""
+    if "course" in metafunc.fixturenames:
+        named = [str(folder) for folder in metafunc.config.getoption("course")]
+        metafunc.parametrize("course", ["bundled", "outside", *named], indirect=True)
+
+
+@pytest.fixture(scope="module")
+def _outside():
+    """The bundled course copied to a folder of its own under /tmp, which every uid may enter (at the basic level
+    student code reads what every user can: the positive controls need the course's files to be there to find)."""
+    top = Path(tempfile.mkdtemp(prefix="grader-course-", dir="/tmp"))
+    os.chmod(top, 0o755)
+    yield course_outside(top / "course")
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def course(request, _outside) -> Course:
+    if request.param == "bundled":
+        return Course(ROOT, "masks", ("heads", "attention"))
+    if request.param == "outside":
+        return Course(_outside, "masks", ("heads", "attention"))
+    ids = [ex.id for ex in load_course(Path(request.param)).exercises]
+    return Course(Path(request.param).resolve(), ids[0], tuple(ids[1:3]))
+
+
+def _grade(submission: Path, out: Path, *extra: str, env: dict | None = None,
+           course: Course | None = None) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     environment.update(env or {})
-    return subprocess.run([sys.executable, "-m", "grader", "grade", str(submission), "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=environment)
+    chosen = ["--course", str(course.root)] if course is not None else []
+    return subprocess.run([sys.executable, "-m", "grader", *chosen, "grade", str(submission), "--out", str(out),
+                           *extra], capture_output=True, text=True, timeout=600, cwd=ROOT, env=environment)
 
 
 def _report(out: Path) -> dict:
@@ -65,37 +112,43 @@ def classroom(tmp_path):
     return room
 
 
-def _explorer(classroom: Path, out: Path) -> Path:
-    """Alice's submission: the explorer, looking for the checkout, the class, the reports and Bob."""
-    needles = [str(ROOT), str(classroom), str(out), str(classroom / "alice"), "srv-class", str(Path(sys.prefix))]
-    secrets = [str(ROOT / "solutions" / "heads" / "heads.py"), str(ROOT / "course.toml"),
-               str(classroom / "bob" / "heads" / "heads.py"), str(classroom / "gradebook" / "grades.csv"),
-               "/etc/shadow"]
+def _explorer(classroom: Path, out: Path, course: Course | None = None) -> Path:
+    """Alice's submission: the explorer, looking for the checkout, the course, the class, the reports and Bob."""
+    root, exercise = (course.root, course.neighbours[0]) if course else (ROOT, "heads")
+    solution = course.solution(exercise) if course else ROOT / "solutions" / "heads" / "heads.py"
+    needles = [str(ROOT), str(root), str(classroom), str(out), str(classroom / "alice"), "srv-class",
+               str(Path(sys.prefix))]
+    secrets = [str(solution), str(root / "course.toml"), str(solution.parent / "probes.py"),
+               str(solution.parent / "criteria.py"), str(classroom / "bob" / "heads" / "heads.py"),
+               str(classroom / "gradebook" / "grades.csv"), "/etc/shadow"]
     source = EXPLORER.read_text().replace("@NEEDLES@", _encoded(needles)).replace("@SECRETS@", _encoded(secrets))
-    folder = classroom / "alice" / "heads"
+    folder = classroom / "alice" / exercise
     folder.mkdir(parents=True)
-    (folder / "heads.py").write_text(source)
+    (folder / solution.name).write_text(source)
     return classroom / "alice"
 
 
-def test_explorer_finds_no_host_path_course_file_or_classmate(classroom):
+def test_explorer_finds_no_host_path_course_file_or_classmate(classroom, course):
     out = classroom / "reports" / "alice"
-    done = _grade(_explorer(classroom, out), out, "--exercise", "heads")
+    exercise = course.neighbours[0]
+    done = _grade(_explorer(classroom, out, course), out, "--exercise", exercise, course=course)
     assert done.returncode == 0, done.stderr
-    tail = _exercise(_report(out), "heads")["run"]["output_tail"]
+    tail = _exercise(_report(out), exercise)["run"]["output_tail"]
     assert "EXPLORED" in tail, tail                      # it ran to its end
     explored_paths = int(tail.split("EXPLORED ")[1].split()[0])
     assert explored_paths > 20, tail                      # and saw a real file system
     assert "LEAK" not in tail and "READ" not in tail, tail
-    assert _exercise(_report(out), "heads")["score"] == 0
+    assert _exercise(_report(out), exercise)["score"] == 0
 
 
-def test_explorer_positive_control_finds_host_paths_without_the_box(classroom):
+def test_explorer_positive_control_finds_host_paths_without_the_box(classroom, course):
     """The same explorer, graded at the basic level (no box), does report what it can reach."""
     out = classroom / "reports" / "alice"
-    done = _grade(_explorer(classroom, out), out, "--exercise", "heads", "--sandbox", "basic")
+    exercise = course.neighbours[0]
+    done = _grade(_explorer(classroom, out, course), out, "--exercise", exercise, "--sandbox", "basic",
+                  course=course)
     assert done.returncode == 0, done.stderr
-    tail = _exercise(_report(out), "heads")["run"]["output_tail"]
+    tail = _exercise(_report(out), exercise)["run"]["output_tail"]
     assert "EXPLORED" in tail and "LEAK" in tail, tail
 
 
@@ -366,32 +419,42 @@ SECRET_SEED = 738204519364281   # the course seed of these gradings: 15 digits, 
 STUDENT_FORMATS = "json,html,md,gradescope,junit"
 
 
-def _hunting_submission(folder: Path) -> Path:
-    """A correct masks file that hunts for other exercises' probe code and for the course seed (tests/isolation/
-    hunter.py), between two correct neighbours."""
-    for exercise, name in (("heads", "heads.py"), ("attention", "attention.py")):
+def _hunting_submission(folder: Path, course: Course) -> Path:
+    """A correct file of the course's host exercise that hunts for other exercises' probe code and for the course
+    seed (tests/isolation/hunter.py), between correct neighbours."""
+    for exercise in course.neighbours:
+        solution = course.solution(exercise)
         (folder / exercise).mkdir(parents=True)
-        shutil.copyfile(ROOT / "solutions" / exercise / name, folder / exercise / name)
-    (folder / "masks").mkdir()
-    hunter = HUNTER.read_text().replace("@DEES@", str(SECRET_SEED)[::-1])
-    (folder / "masks" / "masks.py").write_text((ROOT / "solutions" / "masks" / "masks.py").read_text() + hunter)
+        shutil.copyfile(solution, folder / exercise / solution.name)
+    solution = course.solution(course.host)
+    solutions = solution.parent.parent
+    others = sorted({ex.id for ex in load_course(course.root).exercises} - {course.host}
+                    | {p.stem for p in (solutions / LIB).glob("*.py")})
+    (folder / course.host).mkdir()
+    hunter = HUNTER.read_text().replace("@DEES@", str(SECRET_SEED)[::-1]).replace("@OWN@", course.host)
+    hunter = hunter.replace("@OTHERS@", repr(others)).replace("@SOLUTIONS@", str(solutions))
+    (folder / course.host / solution.name).write_text(solution.read_text() + hunter)
     return folder
 
 
+def _exercises(course: Course) -> list[str]:
+    return [arg for exercise in (course.host, *course.neighbours) for arg in ("--exercise", exercise)]
+
+
 @pytest.mark.parametrize("level", ["strict", "basic"])
-def test_no_other_exercises_probe_code_nor_the_course_seed_reaches_student_code(tmp_path, level):
+def test_no_other_exercises_probe_code_nor_the_course_seed_reaches_student_code(tmp_path, level, course):
     """Student code finds no other exercise's probe module, loaded or importable, and no copy of the course seed
     in its memory; in the box, no probe code on disk either. The positive controls: the same search finds the
     exercise's own probe module loaded, and the running probe's own seed in memory; at the basic level (no box) the
     file search finds the grader's probe sources, which that level does not hide."""
     out = tmp_path / "out"
-    done = _grade(_hunting_submission(tmp_path / "alice"), out, "--exercise", "heads", "--exercise", "masks",
-                  "--exercise", "attention", "--sandbox", level, env={"GRADER_SEED": str(SECRET_SEED)})
+    done = _grade(_hunting_submission(tmp_path / "alice", course), out, *_exercises(course), "--sandbox", level,
+                  env={"GRADER_SEED": str(SECRET_SEED)}, course=course)
     assert done.returncode == 0, done.stderr
-    masks = _exercise(_report(out), "masks")
-    tail = masks["run"]["output_tail"]
+    host = _exercise(_report(out), course.host)
+    tail = host["run"]["output_tail"]
     assert tail.count("HUNTED") == 2, tail                            # both hunts ran to their end
-    assert "OWN grader.probes.masks" in tail, tail                   # the module search works
+    assert f"OWN grader.probes.{course.host}" in tail, tail          # the module search works
     assert re.search(r"PROBE-SEED \d+ FOUND", tail), tail            # the memory search works
     leaks = [line for line in tail.splitlines() if line.startswith("LEAK")]
     if level == "strict":
@@ -399,16 +462,16 @@ def test_no_other_exercises_probe_code_nor_the_course_seed_reaches_student_code(
     else:
         assert any("files of probe code" in line for line in leaks), tail   # the file search works
         assert not [line for line in leaks if "seed" in line or "loaded" in line], tail
-    assert masks["score"] == masks["max_score"], masks["message"]
+    assert host["score"] == host["max_score"], host["message"]
 
 
-def test_no_student_visible_output_names_the_course_seed(tmp_path):
+def test_no_student_visible_output_names_the_course_seed(tmp_path, course):
     """Every file a grading writes for students (report.json, report.html, scorecard.md, Gradescope's results.json,
     junit.xml) and everything it prints hold no trace of the course seed. Positive control: the same search finds
     the running probe's seed, which the student's code printed into its output tail."""
     out = tmp_path / "out"
-    done = _grade(_hunting_submission(tmp_path / "alice"), out, "--exercise", "heads", "--exercise", "masks",
-                  "--exercise", "attention", "--format", STUDENT_FORMATS, env={"GRADER_SEED": str(SECRET_SEED)})
+    done = _grade(_hunting_submission(tmp_path / "alice", course), out, *_exercises(course), "--format",
+                  STUDENT_FORMATS, env={"GRADER_SEED": str(SECRET_SEED)}, course=course)
     assert done.returncode == 0, done.stderr
     # every file a student may be shown; the observations kept for `--rejudge` stay with the instructor
     written = {path.name: path.read_text(encoding="utf-8") for path in out.iterdir() if path.name not in KEPT}
@@ -417,5 +480,6 @@ def test_no_student_visible_output_names_the_course_seed(tmp_path):
     shown = {**written, "stdout": done.stdout, "stderr": done.stderr}
     for name, text in shown.items():
         assert str(SECRET_SEED) not in text, f"{name} shows the course seed"
-    probe_seed = re.search(r"PROBE-SEED (\d+) FOUND", _exercise(_report(out), "masks")["run"]["output_tail"]).group(1)
+    probe_seed = re.search(r"PROBE-SEED (\d+) FOUND",
+                           _exercise(_report(out), course.host)["run"]["output_tail"]).group(1)
     assert probe_seed in written["report.json"] and probe_seed in written["report.html"]

@@ -54,7 +54,7 @@ def sources(name: str) -> dict[str, str]:
     texts = {}
     for ex, file in EXERCISES.items():
         variant = (CLASSMATES.get(name) or {}).get(ex)
-        source = ROOT / "tests" / "variants" / ex / variant / file if variant else ROOT / "solutions" / ex / file
+        source = ROOT / "solutions" / ex / "variants" / variant / file if variant else ROOT / "solutions" / ex / file
         text = source.read_text()
         if name in HOSTILE and hostile_exercise(name) == ex:
             text += "\n\n" + (HOSTILE_DIR / HOSTILE[name]).read_text()
@@ -205,7 +205,9 @@ def observations(folder: Path, exercise: str = "masks"):
 
 def test_causal_mask_shape_fails_a_tensor_whose_data_is_not_what_it_said(masks_reference, tmp_path):
     """The record says [T, T], as a lying `.shape` once made it say; the stored data is [N, 1, 1]."""
-    from grader.criteria import masks
+    from conftest import criteria_module
+
+    masks = criteria_module("masks")
     from grader.judge.criterion import VerdictRecorder
     from grader.judge.verdicts import CriterionFailed
 

@@ -18,7 +18,7 @@ from grader.review.mutation import (EQUIVALENTS, Mutant, Outcome, excerpt, figur
 from conftest import ROOT
 
 COURSE = load_course(ROOT)
-EQUIVALENTS_FILE = ROOT / "tests" / "mutants" / EQUIVALENTS
+EQUIVALENTS_FILE = ROOT / "solutions" / EQUIVALENTS
 
 
 @functools.cache

@@ -25,7 +25,8 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow
 
 COURSE = load_course(ROOT)
-WRONG_ATTENTION = mutant_text(COURSE, "attention", ROOT / "tests" / "mutants" / "attention" / "softmax_over_queries")
+WRONG_ATTENTION = mutant_text(COURSE, "attention",
+                              ROOT / "solutions" / "attention" / "mutants" / "softmax_over_queries")
 
 
 def cells_of(code: str) -> list[str]:

@@ -15,7 +15,7 @@ from grader.review.selftest import mutant_text
 from conftest import ROOT
 
 COURSE = load_course(ROOT)
-FORGERY = ROOT / "tests" / "mutants" / "training" / "fit_rewires_forward"
+FORGERY = ROOT / "solutions" / "training" / "mutants" / "fit_rewires_forward"
 REWIRING = "    model.forward = answer\n"
 
 

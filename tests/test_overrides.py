@@ -64,7 +64,7 @@ def test_an_override_of_what_the_grading_no_longer_holds_is_kept_and_not_applied
 
 # --- A class of two, graded once and corrected -------------------------------------------------------------------
 
-MUTANT = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
+MUTANT = ROOT / "solutions" / "heads" / "mutants" / "merge_no_transpose"
 
 
 @pytest.fixture(scope="module")

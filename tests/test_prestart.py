@@ -40,7 +40,7 @@ def submission(folder: Path, heads: str) -> Path:
 
 
 def prestarted(course) -> SandboxSession:
-    session = SandboxSession(choose("strict"), {ex.id: ex.probes_module for ex in course.exercises}, course.uids)
+    session = SandboxSession(choose("strict"), {ex.id: ex.probes_file for ex in course.exercises}, course.uids)
     assert session.started, session.failure
     return session
 
@@ -79,7 +79,7 @@ def test_a_prestarted_sandbox_grades_as_a_sandbox_started_for_the_submission(cou
 
 def test_a_prestarted_sandbox_for_other_exercises_is_not_used(course, tmp_path):
     student = submission(tmp_path / "student", (ROOT / "solutions" / "heads" / "heads.py").read_text())
-    waiting = SandboxSession(choose("strict"), {"masks": course.exercise("masks").probes_module}, course.uids)
+    waiting = SandboxSession(choose("strict"), {"masks": course.exercise("masks").probes_file}, course.uids)
     report = judged(probe_submission(course, student, ["heads", "masks"], choose("strict"), waiting))
     assert waiting.worker.proc.poll() is not None
     assert report.percent == 100

@@ -17,11 +17,17 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from grader.course import load_course
-from grader.criteria import attention, decoder_block, layer_norm, training, transformer_lm
 from grader.grading.pipeline import probe_order, reference_folders
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.observations import Observations
 from grader.judge.verdicts import CriterionFailed
+from conftest import criteria_module
+
+attention = criteria_module("attention")
+decoder_block = criteria_module("decoder_block")
+layer_norm = criteria_module("layer_norm")
+training = criteria_module("training")
+transformer_lm = criteria_module("transformer_lm")
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,7 +35,7 @@ def _class(folder: Path) -> Path:
             shutil.copyfile(course.solution(ex), target)
     rope = course.exercise("rope")
     (folder / "mutant" / "rope" / rope.file).write_text(
-        mutant_text(course, "rope", ROOT / "tests" / "mutants" / "rope" / "base_hardcoded"))
+        mutant_text(course, "rope", ROOT / "solutions" / "rope" / "mutants" / "base_hardcoded"))
     shutil.copytree(ROOT / "examples" / "submissions" / "sample", folder / "sample")
     return folder
 
@@ -47,15 +47,24 @@ def _changed_course(folder: Path) -> Path:
     text = toml.read_text()
     text, count = re.subn(rf"(?m)^{POINTS[1]} = {POINTS[2]}$", f"{POINTS[1]} = {POINTS[3]}", text)
     assert count == 1
-    toml.write_text(text.replace("[course]\n", '[course]\ncriteria = "criteria"\n', 1))
-    source = (ROOT / "grader" / "criteria" / "rope.py").read_text()
+    toml.write_text(text)
+    source = (ROOT / "solutions" / "rope" / "criteria.py").read_text()
     body = source[source.index("def test_custom_base"):]
     body = body[:body.index("\n@criterion")]
     assert "problem = difference(out, want, atol=VALUE_TOLERANCE)" in body
     loosened = body.replace("problem = difference(out, want, atol=VALUE_TOLERANCE)",
                             "problem = difference(out, want, atol=10.0)")
-    (folder / "criteria").mkdir()
-    (folder / "criteria" / "rope.py").write_text(source.replace(body, loosened))
+    solutions = folder / "solutions"   # the checkout's, but for rope's criteria module
+    solutions.unlink()
+    solutions.mkdir()
+    for entry in (ROOT / "solutions").iterdir():
+        if entry.name != "rope":
+            (solutions / entry.name).symlink_to(entry)
+    (solutions / "rope").mkdir()
+    for entry in (ROOT / "solutions" / "rope").iterdir():
+        if entry.name != "criteria.py":
+            (solutions / "rope" / entry.name).symlink_to(entry)
+    (solutions / "rope" / "criteria.py").write_text(source.replace(body, loosened))
     return folder
 
 

@@ -79,6 +79,7 @@ def test_outcomes_a_limit_or_the_grader_decided_are_judged_again(course, tmp_pat
 
 def test_the_judge_version_follows_the_course_criteria_and_limits_not_the_points(tmp_path):
     import dataclasses
+    import shutil
 
     from grader.judge.limits import JudgeLimits
 
@@ -87,9 +88,18 @@ def test_the_judge_version_follows_the_course_criteria_and_limits_not_the_points
     repointed = dataclasses.replace(course, exercises=tuple(
         dataclasses.replace(ex, points={k: v + 1 for k, v in ex.points.items()}) for ex in course.exercises))
     assert rejudge.judge_versions(repointed) == versions
-    (tmp_path / "rope.py").write_text("# the course's own criteria of rope\n")
-    own = rejudge.judge_versions(dataclasses.replace(course, criteria=tmp_path))
+    solutions = tmp_path / "solutions"   # the course's criteria, one exercise's changed, then the shared code
+    shutil.copytree(course.solutions, solutions, ignore=shutil.ignore_patterns("mutants", "variants", "__pycache__"))
+    copied = rejudge.judge_versions(dataclasses.replace(course, solutions=solutions))
+    assert copied == versions
+    with (solutions / "rope" / "criteria.py").open("a") as fh:
+        fh.write("# the course changed rope's criteria\n")
+    own = rejudge.judge_versions(dataclasses.replace(course, solutions=solutions))
     assert {ex for ex in versions if own[ex] != versions[ex]} == {"rope"}
+    with (solutions / "_lib" / "lm.py").open("a") as fh:
+        fh.write("# the course changed its shared code, which any criteria may import\n")
+    shared = rejudge.judge_versions(dataclasses.replace(course, solutions=solutions))
+    assert all(shared[ex] != own[ex] for ex in versions)
     limited = rejudge.judge_versions(dataclasses.replace(course, judge_limits=JudgeLimits(cpu_s=7)))
     assert all(limited[ex] != versions[ex] for ex in versions)
 
@@ -99,9 +109,10 @@ def _changed(before: dict, after: dict) -> set[str]:
 
 
 def test_a_change_to_one_exercises_criteria_judges_that_exercise_alone(tmp_path, monkeypatch):
-    """The package's criteria of one exercise changed (a tolerance fixed): that exercise alone is judged again; a
-    change to what every exercise's judging shares (the judge's code, a catalog) judges every one again; a criteria
-    module that imports another's is judged again with it."""
+    """The course's criteria of one exercise changed (a tolerance fixed): that exercise alone is judged again; a
+    change to what every exercise's judging shares (the judge's code, a catalog, the course's shared code, which
+    any criteria module may import) judges every one again."""
+    import dataclasses
     import shutil
 
     import grader
@@ -110,34 +121,33 @@ def test_a_change_to_one_exercises_criteria_judges_that_exercise_alone(tmp_path,
     package = tmp_path / "grader"
     shutil.copytree(Path(grader.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(grader, "__file__", str(package / "__init__.py"))
+    solutions = tmp_path / "solutions"
+    shutil.copytree(course.solutions, solutions, ignore=shutil.ignore_patterns("mutants", "variants", "__pycache__"))
+    course = dataclasses.replace(course, solutions=solutions)
 
     def versions() -> dict[str, str]:
-        for cached in (rejudge._source_files, rejudge._grader_sources, rejudge._criteria_imports):
+        for cached in (rejudge._source_files, rejudge._grader_sources):
             cached.cache_clear()
         return rejudge.judge_versions(course)
 
-    def edit(relative: str, line: str) -> None:
-        path = package / relative
+    def edit(path: Path, line: str) -> None:
         path.write_text(path.read_text(encoding="utf-8") + line, encoding="utf-8")
 
     start = versions()
-    edit("criteria/rope.py", "\nTOLERANCE_FIXED = True\n")
+    edit(solutions / "rope" / "criteria.py", "\nTOLERANCE_FIXED = True\n")
     fixed = versions()
     assert _changed(start, fixed) == {"rope"}
-    edit("judge/compare.py", "\nSHARED_CHANGED = True\n")
+    edit(package / "judge" / "compare.py", "\nSHARED_CHANGED = True\n")
     shared = versions()
     assert _changed(fixed, shared) == set(start)
-    edit("locale/zh/LC_MESSAGES/rope.po", "\n")   # one catalog: every criterion's words come from the merged one
-    assert _changed(shared, versions()) == set(start)
-    edit("criteria/heads.py", "\nfrom grader.criteria import rope as _rope  # noqa: E402,F401\n")
-    importing = versions()
-    edit("criteria/rope.py", "\nTOLERANCE_FIXED_AGAIN = True\n")
-    importing_rope = versions()
-    assert _changed(importing, importing_rope) == {"rope", "heads"}
-    edit("criteria/masks.py", "\nimport importlib  # noqa: E402\nimportlib.import_module('grader.criteria.heads')\n")
-    dynamic = versions()
-    edit("criteria/embedding.py", "\nEDITED = True\n")   # an import by name may reach any criteria module
-    assert _changed(dynamic, versions()) == {"embedding", "masks"}
+    edit(solutions / "rope" / "zh.po", "\n")   # the catalogs are merged into one: every criterion's words
+    catalog = versions()
+    assert _changed(shared, catalog) == set(start)
+    edit(package / "locale" / "zh" / "LC_MESSAGES" / "grader.po", "\n")
+    assert _changed(catalog, versions()) == set(start)
+    catalog = versions()
+    edit(solutions / "_lib" / "lm.py", "\nMODEL_CHANGED = True\n")
+    assert _changed(catalog, versions()) == set(start)
 
 
 def test_pages_are_current_only_as_their_stamp_says_in_every_respect(tmp_path, monkeypatch):
@@ -179,7 +189,7 @@ class OutcomeJudge:
     def __init__(self, course, evidence: dict | None = None):
         from grader.judge.listing import criteria_of
 
-        self.metas = {ex.id: criteria_of(ex.id, course.criteria) for ex in course.exercises}
+        self.metas = {ex.id: criteria_of(ex.id, course.solutions) for ex in course.exercises}
         self.evidence = evidence or {}
         self.asked: list[list[str]] = []
 

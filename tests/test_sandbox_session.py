@@ -21,7 +21,7 @@ def test_a_failed_start_is_kept_with_its_reason_and_holds_nothing(monkeypatch, t
     made = []
     real_new_scratch = session_module.new_scratch
     monkeypatch.setattr(session_module, "new_scratch", lambda: made.append(real_new_scratch()) or made[-1])
-    session = SandboxSession(choose("none"), {"masks": "grader.probes.masks"})
+    session = SandboxSession(choose("none"), {"masks": str(ROOT / "solutions" / "masks" / "probes.py")})
     assert not session.started
     assert session.failure == "OSError: [Errno 28] No space left on device"
     assert made and not made[0].exists(), "its scratch folder went with it"
@@ -31,7 +31,7 @@ def test_a_failed_start_is_kept_with_its_reason_and_holds_nothing(monkeypatch, t
 
 
 def test_a_started_session_records_no_failure_and_serves_one_submission(tmp_path):
-    session = SandboxSession(choose("none"), {"masks": "grader.probes.masks"})
+    session = SandboxSession(choose("none"), {"masks": str(ROOT / "solutions" / "masks" / "probes.py")})
     try:
         assert session.started and session.failure == ""
         assert session.worker.alive()

@@ -17,15 +17,15 @@ from grader.review.selftest import CatalogError, discover, expected_statuses, mu
 from conftest import ROOT
 
 COURSE = load_course(ROOT)
-CATALOG = ROOT / "tests"
+CATALOG = ROOT / "solutions"   # each exercise's mutants/ and variants/ beside its solution
 
 
 @pytest.mark.parametrize("exercise_id", [e.id for e in COURSE.exercises])
 def test_catalog_covers_the_exercise(exercise_id):
     ex = COURSE.exercise(exercise_id)
     criteria = {c.id for c in criteria_of(exercise_id)}
-    mutants = sorted((CATALOG / "mutants" / exercise_id).glob("*/"))
-    variants = sorted((CATALOG / "variants" / exercise_id).glob("*/"))
+    mutants = sorted((CATALOG / exercise_id / "mutants").glob("*/"))
+    variants = sorted((CATALOG / exercise_id / "variants").glob("*/"))
     assert len(mutants) >= 3, f"{exercise_id}: {len(mutants)} mutants"
     assert len(variants) >= 2, f"{exercise_id}: {len(variants)} variants"
     caught = set()
@@ -51,12 +51,12 @@ def test_catalog_covers_the_exercise(exercise_id):
 
 
 def test_at_least_45_mutants():
-    assert len(list((CATALOG / "mutants").glob("*/*/manifest.toml"))) >= 45
+    assert len(list(CATALOG.glob("*/mutants/*/manifest.toml"))) >= 45
 
 
 def catalog_with(tmp_path, exercise_id, name, files):
     """A catalog holding one mutant folder with `files` (name -> text) and a manifest."""
-    folder = tmp_path / "catalog" / "mutants" / exercise_id / name
+    folder = tmp_path / "catalog" / exercise_id / "mutants" / name
     folder.mkdir(parents=True)
     (folder / "manifest.toml").write_text('description = "a test mutant"\nfails = ["round_trip"]\n')
     for file_name, text in files.items():
@@ -87,7 +87,7 @@ def test_a_whole_file_mutant_is_refused_with_the_command_that_converts_it(tmp_pa
 
 def test_a_diff_that_no_longer_applies_fails_and_names_the_mutant(tmp_path):
     """The solution edited where a mutant changes it: the mutant is refused, never graded against old code."""
-    folder = ROOT / "tests" / "mutants" / "heads" / "merge_no_transpose"
+    folder = ROOT / "solutions" / "heads" / "mutants" / "merge_no_transpose"
     root = tmp_path / "course"
     shutil.copytree(ROOT / "solutions" / "heads", root / "solutions" / "heads")
     changed = root / "solutions" / "heads" / "heads.py"
@@ -96,22 +96,22 @@ def test_a_diff_that_no_longer_applies_fails_and_names_the_mutant(tmp_path):
     assert removed in changed.read_text()
     changed.write_text(changed.read_text().replace(removed, removed.replace("x", "y")))
     with pytest.raises(CatalogError, match=r"merge_no_transpose/change.diff no longer applies .*hunk 1"):
-        mutant_text(dataclasses.replace(COURSE, root=root), "heads", folder)
+        mutant_text(dataclasses.replace(COURSE, root=root, solutions=root / "solutions"), "heads", folder)
     # an unrelated edit above the change moves it, and the diff still applies where the code went
     changed.write_text("# a comment\n\n" + (ROOT / "solutions" / "heads" / "heads.py").read_text())
-    moved = mutant_text(dataclasses.replace(COURSE, root=root), "heads", folder)
+    moved = mutant_text(dataclasses.replace(COURSE, root=root, solutions=root / "solutions"), "heads", folder)
     assert moved == "# a comment\n\n" + mutant_text(COURSE, "heads", folder)
 
 
 def test_the_conversion_script_reproduces_whole_file_mutants_byte_for_byte(tmp_path):
     ex = COURSE.exercise("masks")
-    texts = {f.name: mutant_text(COURSE, "masks", f) for f in sorted((CATALOG / "mutants" / "masks").glob("*/"))}
+    texts = {f.name: mutant_text(COURSE, "masks", f) for f in sorted((CATALOG / "masks" / "mutants").glob("*/"))}
     catalog = tmp_path / "catalog"
     for name, text in texts.items():   # the old layout: copies of the file
-        folder = catalog / "mutants" / "masks" / name
+        folder = catalog / "masks" / "mutants" / name
         folder.mkdir(parents=True)
         (folder / ex.file).write_bytes(text.encode())
-    same = catalog / "mutants" / "masks" / "zz_no_bug"
+    same = catalog / "masks" / "mutants" / "zz_no_bug"
     same.mkdir()
     (same / ex.file).write_bytes(COURSE.solution(ex).read_bytes())
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "mutants_to_diffs.py"), str(catalog)],
@@ -119,7 +119,7 @@ def test_the_conversion_script_reproduces_whole_file_mutants_byte_for_byte(tmp_p
     assert done.returncode == 1, done.stdout + done.stderr   # the copy without a bug is reported and kept
     assert f"{len(texts)} mutants converted, 1 not" in done.stdout and "zz_no_bug" in done.stderr
     for name, text in texts.items():
-        folder = catalog / "mutants" / "masks" / name
+        folder = catalog / "masks" / "mutants" / name
         assert not (folder / ex.file).exists()
         assert mutant_text(COURSE, "masks", folder).encode() == text.encode()
     assert (same / ex.file).read_bytes() == COURSE.solution(ex).read_bytes()
@@ -166,3 +166,40 @@ def test_every_variant_scores_full_marks(selftest):
         line = (f"Correct implementations with full marks: {len(names)} of {len(names)} "
                 f"({', '.join(names)}).")
         assert f"## {ex.id}\n\n{line}\n" in text, f"{ex.id}: {line!r} not in the matrix"
+
+
+@pytest.mark.slow
+def test_selftest_refuses_a_course_whose_criterion_catches_no_mutant_or_whose_solution_loses_points(tmp_path):
+    """A course folder outside the checkout with one exercise, no catalog, and a reference solution with a bug:
+    `grader --course DIR selftest` names each criterion that no mutant shows to catch anything, and the points the
+    solution loses, and exits 1."""
+    from conftest import course_outside
+
+    folder = course_outside(tmp_path / "course")
+    text = (folder / "course.toml").read_text()
+    head, *blocks = text.split("[[exercise]]")
+    (folder / "course.toml").write_text(head + "".join("[[exercise]]" + b for b in blocks if 'id = "heads"' in b))
+    heads = COURSE.exercise("heads")
+    buggy = mutant_text(COURSE, "heads", CATALOG / "heads" / "mutants" / "merge_no_transpose")
+    shutil.rmtree(folder / "solutions" / "heads" / "mutants")
+    shutil.rmtree(folder / "solutions" / "heads" / "variants")
+    (folder / "solutions" / "heads" / heads.file).write_text(buggy)
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(folder), "selftest"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 solutions, 0 variants, 0 mutants" in done.stdout, done.stdout[-3000:]
+    criteria = [c.id for c in criteria_of("heads", folder / "solutions")]
+    for criterion in criteria:
+        assert f"criterion heads/{criterion} catches no mutant itself" in done.stdout, done.stdout[-3000:]
+    assert "solution heads/reference lost " in done.stdout, done.stdout[-3000:]
+
+
+def test_selftest_refuses_a_course_missing_an_exercises_criteria(tmp_path):
+    from conftest import course_outside
+
+    folder = course_outside(tmp_path / "course")
+    (folder / "solutions" / "heads" / "criteria.py").unlink()
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(folder), "selftest", "--exercise", "heads"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode != 0
+    assert "heads/criteria.py" in done.stderr + done.stdout and "Traceback" not in done.stderr, done.stderr

@@ -1,7 +1,7 @@
 """Similar submissions flagged, never graded: per exercise, pairs whose code is near-identical once names and layout
 are set aside (copydetect's winnowed fingerprints, the stub's code taken out). A copy with every variable renamed and
 the code reformatted is flagged; honest independent correct implementations of the same exercise (the solution and
-tests/variants, written apart) are not; the stub alone, or what it gives, never counts.
+solutions/*/variants, written apart) are not; the stub alone, or what it gives, never counts.
 
 The first half compares files directly; the second grades a class of four once and reads class.html and
 similarity.csv."""
@@ -22,7 +22,8 @@ COURSE = load_course(ROOT)
 ROPE = COURSE.exercise("rope")
 SOLUTION = (ROOT / "solutions" / "rope" / "rope.py").read_text()
 RENAMED = (ROOT / "tests" / "similarity" / "rope_renamed.py").read_text()   # the solution, renamed and reformatted
-INDEPENDENT = {v.parent.name: v.read_text() for v in sorted((ROOT / "tests" / "variants" / "rope").glob("*/rope.py"))}
+INDEPENDENT = {v.parent.name: v.read_text()
+               for v in sorted((ROOT / "solutions" / "rope" / "variants").glob("*/rope.py"))}
 
 
 def rope(name: str, code: str) -> Submission:
@@ -161,7 +162,7 @@ def test_across_the_catalog_only_the_edited_copies_of_the_solution_are_flagged()
     flagged = set()
     for ex in COURSE.exercises:
         files = {"solution": (ROOT / "solutions" / ex.id / ex.file).read_text()}
-        variants = sorted((ROOT / "tests" / "variants" / ex.id).glob(f"*/{ex.file}"))
+        variants = sorted((ROOT / "solutions" / ex.id / "variants").glob(f"*/{ex.file}"))
         files |= {v.parent.name: v.read_text() for v in variants}
         submissions = [Submission(name, f"hash-{name}", {ex.id: code}) for name, code in files.items()]
         flagged |= {(ex.id, frozenset((p["first"], p["second"]))) for p in compare(COURSE, submissions)}

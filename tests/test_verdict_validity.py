@@ -20,20 +20,30 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from grader.course import load_course
-from grader.criteria import (attention, checkpoint, decoder_block, embedding, heads, layer_norm, masks, param_count,
-                             training, transformer_lm)
 from grader.grading.pipeline import probe_order, reference_folders
 from grader.judge.compare import describe_outcome, difference, position_changes, unravel
 from grader.judge.criterion import VerdictRecorder
 from grader.judge.observations import Observations, RunSummary
 from grader.judge.session import judge as judge_session
 from grader.judge.verdicts import Blocked, CriterionFailed, StudentRaised
-from grader.probes import attention as attention_probes
-from grader.probes import rope as rope_probes
 from grader.report.build import exercise_result
 from grader.worker import protocol
 from grader.worker.probe import ContractBreach, ProbeContext, describe_exception, is_stub_raise, student_tensor
 from grader.worker.runner import classify
+from conftest import criteria_module, probes_module
+
+attention = criteria_module("attention")
+checkpoint = criteria_module("checkpoint")
+decoder_block = criteria_module("decoder_block")
+embedding = criteria_module("embedding")
+heads = criteria_module("heads")
+layer_norm = criteria_module("layer_norm")
+masks = criteria_module("masks")
+param_count = criteria_module("param_count")
+training = criteria_module("training")
+transformer_lm = criteria_module("transformer_lm")
+attention_probes = probes_module("attention")
+rope_probes = probes_module("rope")
 
 ROOT = Path(__file__).resolve().parent.parent
 NAN = math.nan

@@ -645,7 +645,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     if criteria is None:
         from grader.judge.listing import criteria_of
 
-        criteria = {ex.id: criteria_of(ex.id, course.criteria) for ex in course.exercises}
+        criteria = {ex.id: criteria_of(ex.id, course.solutions) for ex in course.exercises}
 
     results = _results_by_submission(book, key)
     course_max = sum(ex.max_points for ex in course.exercises)

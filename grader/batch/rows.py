@@ -91,7 +91,7 @@ def failure_rows(course: Course, status: str, said: Text, graded_at: str) -> tup
     message = said.texts()
     rows = [{"exercise": ex.id, "criterion": meta.id, "kind": meta.kind, "status": criterion_status, "points": 0.0,
              "max_points": ex.points.get(meta.id, 0.0), "message": message}
-            for ex in course.exercises for meta in criteria_of(ex.id, course.criteria)]
+            for ex in course.exercises for meta in criteria_of(ex.id, course.solutions)]
     max_score = sum(r["max_points"] for r in rows)
     return {"score": 0.0, "max_score": max_score, "percent": 0.0, "status": status, "message": message,
             "report_dir": None, "graded_at": graded_at, "sandbox": None}, rows

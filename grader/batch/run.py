@@ -511,7 +511,7 @@ def _criteria(course: Course, book: Gradebook) -> dict[str, list]:
         return {ex: [meta_from_json(m) for m in metas] for ex, metas in kept["criteria"].items()}
     from grader.judge.listing import criteria_of   # read from the criteria's source: no torch, no pytest
 
-    criteria = {ex.id: criteria_of(ex.id, course.criteria) for ex in course.exercises}
+    criteria = {ex.id: criteria_of(ex.id, course.solutions) for ex in course.exercises}
     book.set_settings({CRITERIA_SETTING: {"versions": versions, "criteria": {
         ex: [meta_to_json(m) for m in metas] for ex, metas in criteria.items()}}})
     return criteria

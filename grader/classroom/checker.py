@@ -2,7 +2,8 @@
 
 What it holds and why nothing in it is secret:
 - the criteria modules cut down to the visible criteria and the helpers they use (no hidden criterion, no
-  hidden helper), and the probe modules cut down to the probes those criteria read;
+  hidden helper), and the probe modules cut down to the probes those criteria read, in checks/<exercise>/ (the
+  checker course's solutions folder, which holds no solution);
 - a course.toml with the visible criteria's points only and a public seed, never the course's seed, so the
   inputs a student's code meets here are not the hidden ones;
 - reference observations only where a visible criterion reads one (the inputs a probe recorded, such as the ids
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib
 import inspect
 import json
 import re
@@ -23,15 +23,16 @@ import tomllib
 from pathlib import Path
 
 import grader
-from grader.course import Course, ExerciseConfig
+from grader.course import CRITERIA_FILE, LIB, PROBES_FILE, Course, ExerciseConfig, import_course_module
 from grader.feedback import VISIBLE
 from grader.i18n import LANGS, update_catalogs
 
 PUBLIC_SEED = 1          # the checker's inputs; the course's seed (hidden inputs) is never written
 CHECKER_DIR = "checker"
 REFERENCES_DIR = "references"
-# Modules cut to the visible criteria, and what never leaves the instructor's side.
-REGENERATED = ("criteria", "probes")
+# The checker course's grader-side folder (its `[course] solutions`): the cut criteria and probes, no solution
+CHECKS_DIR = "checks"
+# What never leaves the instructor's side.
 INSTRUCTOR_ONLY = ("batch", "classroom", "review", "policy.py")   # whole rooms, and a module
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 # Requirements of the grader the checker never imports (grading a class on a cluster, similar submissions, the
@@ -43,10 +44,10 @@ class CheckerError(Exception):
     """The checker cannot be cut from this course as it is; the message says what to change."""
 
 
-def visible_tests(ex: ExerciseConfig) -> dict[str, object]:
+def visible_tests(course: Course, ex: ExerciseConfig) -> dict[str, object]:
     """The visible criteria of an exercise: test function name -> function (its metadata in `.criterion`). Visible as
     the feedback policy says (grader.feedback): one `visible` names that no `visibility` entry holds back."""
-    module = importlib.import_module(f"grader.criteria.{ex.id}")
+    module = import_course_module(course, ex.id, CRITERIA_FILE)
     return {name: fn for name, fn in vars(module).items()
             if name.startswith("test_") and hasattr(fn, "criterion")
             and ex.gradescope_visibility(fn.criterion.id, fn.criterion.kind) == VISIBLE}
@@ -208,7 +209,7 @@ def checker_course_toml(course: Course, visible: dict[str, dict[str, object]]) -
     lines = ["# The checker's course: the criteria `grader check` shows, with a public seed. Written by "
              "`grader handout`.",
              "[course]", f"name = {_toml_value(course.name)}", f"seed = {PUBLIC_SEED}",
-             f"references = {_toml_value(REFERENCES_DIR)}", ""]
+             f"references = {_toml_value(REFERENCES_DIR)}", f"solutions = {_toml_value(CHECKS_DIR)}", ""]
     for ex in course.exercises:
         tests = visible[ex.id]
         lines += ["[[exercise]]", f"id = {_toml_value(ex.id)}", f"file = {_toml_value(ex.file)}",
@@ -237,38 +238,36 @@ def checker_pyproject(course: Course) -> str:
         f"dependencies = {_toml_value(needed)}", "",
         "[project.scripts]", 'grader = "grader.cli:main"', "",
         "[tool.setuptools.packages.find]", 'include = ["grader*"]', "",
-        "[tool.setuptools.package-data]", 'grader = ["course.schema.json", "report/*.json", "criteria/judge.ini"]', ""])
+        "[tool.setuptools.package-data]", 'grader = ["course.schema.json", "report/*.json", "judge/judge.ini"]', ""])
 
 
 def write_checker(course: Course, target: Path) -> None:
     """`target` becomes an installable checker course: grader/, course.toml, exercises/ (the pristine stubs and
-    public tests it checks against), references/."""
+    public tests it checks against), checks/ (each exercise's cut criteria and probes), references/."""
     from grader.grading.pipeline import reference_folders
 
     package = Path(grader.__file__).resolve().parent
-    shutil.copytree(package, target / "grader", ignore=shutil.ignore_patterns(
-        "__pycache__", "*.pyc", *REGENERATED, *INSTRUCTOR_ONLY))
-    criteria, probes = target / "grader" / "criteria", target / "grader" / "probes"
-    criteria.mkdir()
-    probes.mkdir()
-    for folder in ("criteria", "probes"):
-        shutil.copyfile(package / folder / "__init__.py", target / "grader" / folder / "__init__.py")
-    shutil.copyfile(package / "criteria" / "judge.ini", criteria / "judge.ini")
+    shutil.copytree(package, target / "grader", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ONLY))
+    checks = target / CHECKS_DIR
     public = dataclasses.replace(course, seed=PUBLIC_SEED)
     if course.seed == PUBLIC_SEED:
         raise CheckerError(f"the course's seed equals the checker's public seed {PUBLIC_SEED}: choose another seed")
     visible = {}
     needed_modules: set[str] = set()
     for ex in course.exercises:
-        tests = visible[ex.id] = visible_tests(ex)
-        text = cut_module((package / "criteria" / f"{ex.id}.py").read_text(encoding="utf-8"), set(tests) | {"EXERCISE"},
+        tests = visible[ex.id] = visible_tests(course, ex)
+        source = (course.solutions / ex.id / CRITERIA_FILE).read_text(encoding="utf-8")
+        text = cut_module(source, set(tests) | {"EXERCISE"},
                           f"Visible criteria of exercise `{ex.id}`, as `grader handout` cut them from the course's.")
         text = drop_requirements(text, {fn.criterion.id for fn in tests.values()})
-        (criteria / f"{ex.id}.py").write_text(text, encoding="utf-8")
+        (checks / ex.id).mkdir(parents=True)
+        (checks / ex.id / CRITERIA_FILE).write_text(text, encoding="utf-8")
         wanted = probes_read(text)
-        probe_source = (package / "probes" / f"{ex.id}.py").read_text(encoding="utf-8")
+        probe_source = (course.solutions / ex.id / PROBES_FILE).read_text(encoding="utf-8")
         probe_text = cut_module(probe_source, wanted, f"Probes of exercise `{ex.id}` that its visible criteria read.")
-        (probes / f"{ex.id}.py").write_text(probe_text, encoding="utf-8")
+        (checks / ex.id / PROBES_FILE).write_text(probe_text, encoding="utf-8")
+        for po in (course.solutions / ex.id).glob("*.po"):   # its translations, cut to the shipped code below
+            shutil.copyfile(po, checks / ex.id / po.name)
         needed_modules |= {node.module.rsplit(".", 1)[1] for node in ast.walk(ast.parse(probe_text))
                            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader.probes.")}
         if any("ref" in inspect.signature(fn).parameters for fn in tests.values()):
@@ -277,13 +276,15 @@ def write_checker(course: Course, target: Path) -> None:
         (target / "exercises" / ex.id).mkdir(parents=True)
         for source in [course.stub(ex), *sorted((course.root / "exercises" / ex.id).glob("test_*.py"))]:
             shutil.copyfile(source, target / "exercises" / ex.id / source.name)
-    for shared in sorted(needed_modules):   # shared probe helpers (the course's model) that a kept probe imports
-        shutil.copyfile(package / "probes" / f"{shared}.py", probes / f"{shared}.py")
+    if needed_modules:
+        (checks / LIB).mkdir()
+    for shared in sorted(needed_modules):   # the course's shared probe code (its model) that a kept probe imports
+        shutil.copyfile(course.solutions / LIB / f"{shared}.py", checks / LIB / f"{shared}.py")
     # the copied catalogs hold every criterion's sentences, which say what the hidden criteria check: keep only
     # those of the code the checker ships
     for lang in LANGS:
         if (target / "grader" / "locale" / lang).is_dir():
-            update_catalogs(lang, target / "grader")
+            update_catalogs(lang, target / "grader", checks)
     (target / "course.toml").write_text(checker_course_toml(course, visible), encoding="utf-8")
     (target / "pyproject.toml").write_text(checker_pyproject(course), encoding="utf-8")
     shutil.copyfile(course.root / "scripts" / "install-torch.sh", target / "install-torch.sh")

@@ -20,10 +20,10 @@ from grader.nolinks import LINK, REGULAR, Lookup, links_under, read_without_link
 from grader.render.safe_text import terminal_text
 
 BUNDLED = ("course.toml", "pyproject.toml", "README.md", "exercises", "solutions", "templates", "grader", "scripts")
-# Made root-only in the image: the reference code, the hidden criteria, the probes (what the hidden inputs are; each
-# exercise's child reads its own before it drops to the student's uid) and course.toml (it holds the seed the hidden
-# inputs derive from). In a container without namespaces nothing else hides them from student code.
-HIDDEN_IN_BUNDLE = ("solutions", "grader/criteria", "grader/probes", "course.toml")
+# Made root-only in the image: solutions/ (the reference code, the hidden criteria, the probes: what the hidden inputs
+# are; each exercise's child reads its own before it drops to the student's uid) and course.toml (it holds the seed
+# the hidden inputs derive from). In a container without namespaces nothing else hides them from student code.
+HIDDEN_IN_BUNDLE = ("solutions", "course.toml")
 MAX_UPLOADED_FILE_BYTES = 16 << 20   # staging refuses far less; this only bounds what is copied
 # What stands in for an exercise whose path in the upload went through a link: a link of our own that points
 # nowhere, so staging refuses the exercise as a link, and nothing could ever reach the original target.

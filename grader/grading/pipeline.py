@@ -23,7 +23,7 @@ from grader.i18n import Text, t, verbatim
 from grader.report.model import SCHEMA_VERSION, Report
 from grader.sandbox.levels import Sandbox, choose
 from grader.sandbox.private import private_folder, seal
-from grader.sandbox.probe_plan import probe_specs
+from grader.sandbox.probe_plan import probe_code_modules, probe_specs
 from grader.sandbox.scratch import new_scratch, remove_scratch
 from grader.sandbox.staging import Staged, stage
 from grader.sandbox.session import SandboxSession
@@ -51,11 +51,11 @@ def private_cache(name: str) -> Path:
 def probe_order(ex: ExerciseConfig) -> list[str]:
     """The exercise's probe names in order, read from the probe module's source: the judge need not import
     what the worker runs (some probe modules import heavy parts of torch)."""
-    return [name for name, _ in probe_specs(ex.probes_module)]
+    return [name for name, _ in probe_specs(ex.probes_file)]
 
 
 def job_for(ex: ExerciseConfig, student_file: Path) -> Job:
-    return Job(id=ex.id, student_file=student_file, module_name=ex.module_name, probes_module=ex.probes_module,
+    return Job(id=ex.id, student_file=student_file, module_name=ex.module_name, probes_file=ex.probes_file,
                limits=ex.limits, forbidden=ex.forbidden)
 
 
@@ -118,10 +118,13 @@ def torch_version() -> str:
 
 
 def reference_key(course: Course, ex: ExerciseConfig) -> str:
-    """Solution content, probe and worker code, seed and torch version: any change makes a new key."""
+    """Solution content, the exercise's probe code (as staged), worker code, seed and torch version: any change makes
+    a new key."""
     h = hashlib.sha256()
     h.update(course.solution(ex).read_bytes())
     package = Path(grader.__file__).parent
+    for name, path in probe_code_modules(ex.probes_file):
+        h.update(name.encode() + b"\0" + Path(path).read_bytes())
     for source in sorted([*(package / "probes").glob("*.py"), *(package / "worker").glob("*.py")]):
         h.update(source.name.encode() + b"\0" + source.read_bytes())
     h.update(f"{ex.id}|{course.seed}|{torch_version()}|{grader.__version__}".encode())
@@ -220,7 +223,7 @@ def prestart(course: Course, sandbox: Sandbox, exercise_ids: list[str] | None = 
     the session says why in `failure` (`said_failure`): that submission's sandbox is then started for it, as
     without this, and a failure to start that one is its report's. It dies with the calling thread."""
     exercises = [course.exercise(e) for e in exercise_ids or [ex.id for ex in course.exercises]]
-    return SandboxSession(sandbox, {ex.id: ex.probes_module for ex in exercises}, course.uids, share, server)
+    return SandboxSession(sandbox, {ex.id: ex.probes_file for ex in exercises}, course.uids, share, server)
 
 
 def said_failure(session: SandboxSession) -> Text | None:
@@ -241,7 +244,7 @@ def fork_server(course: Course, sandbox: Sandbox) -> ForkServer | None:
     from grader.sandbox.probe_plan import preload
 
     try:
-        return ForkServer(sandbox, preload(list(dict.fromkeys(ex.probes_module for ex in course.exercises))))
+        return ForkServer(sandbox, preload(list(dict.fromkeys(ex.probes_file for ex in course.exercises))))
     except (ForkServerUnavailable, OSError) as exc:
         print("grader: " + t("the fork server would not start ({reason}); each sandbox is started afresh",
                              reason=verbatim(str(exc)[:500])).render("en"), file=sys.stderr)
@@ -302,13 +305,13 @@ def judge_for(course: Course):
     if sys.platform != "linux" or not hasattr(os, "fork") or not hasattr(os, "wait4"):
         from grader.judge.session import InProcessJudge
 
-        return InProcessJudge(course.criteria)
+        return InProcessJudge(course.solutions)
     from grader.judge.client import JudgeClient
 
-    key = (course.root, tuple(ex.id for ex in course.exercises), course.judge_limits, course.criteria)
+    key = (course.root, tuple(ex.id for ex in course.exercises), course.judge_limits, course.solutions)
     with _judges_lock:
         if key not in _judges:
-            _judges[key] = JudgeClient([ex.id for ex in course.exercises], course.judge_limits, course.criteria)
+            _judges[key] = JudgeClient([ex.id for ex in course.exercises], course.judge_limits, course.solutions)
         return _judges[key]
 
 
@@ -330,7 +333,7 @@ def unavailable_outcomes(course: Course, exercises: list[ExerciseConfig], exc: E
 
     said = t("the judge could not run ({error}): this is the grader's fault, no point is taken for it, and the "
              "submission will be graded again", error=verbatim(str(exc)[:300])).texts()
-    return {ex.id: [Outcome(meta, Status.GRADER_ERROR, said, {}) for meta in criteria_of(ex.id, course.criteria)]
+    return {ex.id: [Outcome(meta, Status.GRADER_ERROR, said, {}) for meta in criteria_of(ex.id, course.solutions)]
             for ex in exercises}
 
 

@@ -3,19 +3,20 @@ code again.
 
 Theory of operation. When a submission is graded, what its probes observed (each exercise's obs folder, as the
 sandbox left it), how each run ended and how each file was staged are kept: the files content-addressed under
-`<store>/<sha256[:2]>/<sha256>` (identical observations stored once), the rest as one JSON record in the
-gradebook, stamped with each exercise's probe version (`probe_version`: the probe and worker code and every
-grader module they import, torch's version, the seed and the exercise's run settings). Re-judging hands the
-stored record to the judge as a fresh grading would, in the judge's own limited child process: the judge
-validates the stored data as it validates a sandbox's. A submission whose probe version changed, whose files
-changed, or that has no record is graded again from scratch. Nothing here runs student code.
+`<store>/<sha256[:2]>/<sha256>` (identical observations stored once), the rest as one JSON record in the gradebook,
+stamped with each exercise's probe version (`probe_version`: the worker code, the exercise's probe code in the
+course folder as the sandbox stages it, every grader module they import, torch's version, the seed and the
+exercise's run settings). Re-judging hands the stored record to the judge as a fresh grading would, in the judge's
+own limited child process: the judge validates the stored data as it validates a sandbox's. A submission whose probe
+version changed, whose files changed, or that has no record is graded again from scratch. Nothing here runs student
+code.
 
-What the judge concluded is kept too, per exercise, stamped with the exercise's judge version (`judge_version`:
-the grader's code and catalogs, the course's own criteria module, the judge's limits, the references, torch's
-version): the same observations judged by the same code with the same references conclude the same, so a
-re-judging judges again only the exercises whose judge version changed, and a change of points or visibility
-alone judges nothing (the report is built again from the kept outcomes, with the new points). Outcomes a limit or
-the grader's own failure decided are never kept: those are judged again.
+What the judge concluded is kept too, per exercise, stamped with the exercise's judge version (`judge_version`: the
+grader's code and catalogs, the exercise's criteria module and the course's shared code, the judge's limits, the
+references, torch's version): the same observations judged by the same code with the same references conclude the
+same, so a re-judging judges again only the exercises whose judge version changed, and a change of points or
+visibility alone judges nothing (the report is built again from the kept outcomes, with the new points). Outcomes a
+limit or the grader's own failure decided are never kept: those are judged again.
 """
 
 from __future__ import annotations
@@ -48,10 +49,31 @@ OUTCOME_KEYS = ("id", "kind", "title", "hint", "status", "message", "evidence") 
 
 @functools.cache
 def _probe_sources() -> str:
-    """A digest of the probe and worker code and every grader module they import, transitively."""
+    """A digest of the worker code, the package probe code is loaded into, and every grader module they import."""
     package = Path(grader.__file__).parent
-    return _closure_digest(package, [*sorted((package / "probes").glob("*.py")),
-                                     *sorted((package / "worker").glob("*.py"))])
+    return _closure_digest(package, [package / "probes" / "__init__.py", *sorted((package / "worker").glob("*.py"))])
+
+
+def _course_probes(ex: ExerciseConfig) -> str:
+    """A digest of the exercise's probe code as the sandbox stages it (its probes.py and the course's shared code it
+    imports) and of every grader module that code imports."""
+    from grader.sandbox.probe_plan import probe_code_modules
+
+    files = tuple((name, path, os.stat(path).st_mtime_ns, os.stat(path).st_size)
+                  for name, path in probe_code_modules(ex.probes_file))
+    return _files_digest(files)
+
+
+@functools.cache
+def _files_digest(files: tuple[tuple[str, str, int, int], ...]) -> str:
+    """(module name, path, mtime, size) of course files: their names and contents, and the grader modules they
+    import."""
+    package = Path(grader.__file__).parent
+    h = hashlib.sha256()
+    for name, path, _, _ in files:
+        h.update(name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
+    h.update(_closure_digest(package, [Path(path) for _, path, _, _ in files]).encode())
+    return h.hexdigest()
 
 
 def _closure_digest(package: Path, roots: list[Path]) -> str:
@@ -72,7 +94,7 @@ def _closure_digest(package: Path, roots: list[Path]) -> str:
                     parts = name.split(".")[1:]
                     todo += [package.joinpath(*parts).with_suffix(".py"), package.joinpath(*parts, "__init__.py")]
     h = hashlib.sha256()
-    for path in sorted(seen):
+    for path in sorted(p for p in seen if p.is_relative_to(package)):   # the roots outside it: their caller's
         h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -82,7 +104,7 @@ def probe_version(course: Course, ex: ExerciseConfig) -> str:
     from grader.grading.pipeline import torch_version
 
     settings = {"seed": course.seed, "file": ex.file, **ex.limits.to_dict(), "forbidden": list(ex.forbidden),
-                "torch": torch_version(), "probes": _probe_sources()}
+                "torch": torch_version(), "probes": _probe_sources(), "course_probes": _course_probes(ex)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -95,65 +117,28 @@ def _source_files(package: Path) -> tuple[tuple[str, str], ...]:
 
 
 @functools.cache
-def _grader_sources(package: Path, apart: frozenset[str] = frozenset()) -> str:
-    """A digest of the package's code and message catalogs but the files of `apart` (paths relative to the package):
-    the judge, the criteria, what they import and the words they say (more than the judge reads, so that nothing it
-    reads is missed)."""
+def _grader_sources(package: Path) -> str:
+    """A digest of the package's code and message catalogs: the judge, what the criteria import and the words they
+    say (more than the judge reads, so that nothing it reads is missed)."""
     h = hashlib.sha256()
     for relative, digest in _source_files(package):
-        if relative not in apart:
-            h.update(f"{relative}\0{digest}\0".encode())
+        h.update(f"{relative}\0{digest}\0".encode())
     return h.hexdigest()
 
 
-@functools.cache
-def _criteria_imports(package: Path) -> dict[str, frozenset[str]]:
-    """Each criteria module of the package (`criteria/<exercise>.py`), by exercise: the criteria modules it imports,
-    itself included, transitively."""
-    folder = package / "criteria"
-    direct: dict[str, set[str]] = {}
-    for path in sorted(folder.glob("*.py")):
-        if path.stem == "__init__":
-            continue
-        names: set[str] = set()
-        source = path.read_bytes()
-        if b"import_module" in source or b"__import__" in source:   # an import no parse can follow: all of them
-            direct[path.stem] = {other.stem for other in folder.glob("*.py") if other.stem != "__init__"}
-            continue
-        if b"grader.criteria" not in source and b"from ." not in source:
-            direct[path.stem] = set()   # it names no criteria module (read without parsing it)
-            continue
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Import):
-                names |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
-            elif isinstance(node, ast.ImportFrom):   # relative: from . import rope, from .rope import x
-                names |= {f"grader.criteria.{node.module or a.name}" for a in node.names}
-        direct[path.stem] = {n.split(".")[2] for n in names if n.startswith("grader.criteria.")}
-    closed = {}
-    for stem in direct:
-        seen, todo = {stem}, [stem]
-        while todo:
-            for other in direct.get(todo.pop(), ()):
-                if other not in seen:
-                    seen.add(other)
-                    todo.append(other)
-        closed[stem] = frozenset(seen)
-    return closed
+def _course_criteria(course: Course, ex: ExerciseConfig) -> str:
+    """A digest of the exercise's criteria module, of the course's shared code (which criteria may import as
+    `grader.probes.<name>`) and of the course's catalogs (merged into one, they say every criterion's words); the
+    other exercises' criteria count not: the judge collects each as a module of its own, and none of them changes
+    what another's conclude."""
+    from grader.course import CRITERIA_FILE, LIB
 
-
-def _judged_with(course: Course, ex: ExerciseConfig) -> str:
-    """The digest of the package's files that can decide an exercise's outcomes: all of them but the other
-    exercises' criteria modules, which the judge collects each as a module of its own (none of them changes what
-    another's criteria conclude). The catalogs count whole: one merged catalog says every criterion's words. An
-    exercise whose criteria are the course's own counts every file (its module may import any of the package's)."""
-    package = Path(grader.__file__).parent
-    modules = _criteria_imports(package)
-    own = course.criteria is not None and (course.criteria / f"{ex.id}.py").is_file()
-    if own or ex.id not in modules:
-        return _grader_sources(package)
-    return _grader_sources(package, frozenset(f"criteria/{stem}.py" for stem in modules if stem not in modules[ex.id]))
+    catalogs = sorted(course.solutions.glob("*/*.po"))
+    h = hashlib.sha256()
+    for path in [course.solutions / ex.id / CRITERIA_FILE, *sorted((course.solutions / LIB).glob("*.py")), *catalogs]:
+        h.update(f"{path.relative_to(course.solutions).as_posix()}\0".encode()
+                 + (path.read_bytes() if path.is_file() else b"(none)") + b"\0")
+    return h.hexdigest()
 
 
 def judge_versions(course: Course) -> dict[str, str]:
@@ -163,10 +148,8 @@ def judge_versions(course: Course) -> dict[str, str]:
 
     versions = {}
     for ex in course.exercises:
-        own = course.criteria / f"{ex.id}.py" if course.criteria is not None else None
-        settings = {"grader": _judged_with(course, ex), "torch": torch_version(),
-                    "limits": course.judge_limits.to_dict(),
-                    "own_criteria": hashlib.sha256(own.read_bytes()).hexdigest() if own and own.is_file() else None,
+        settings = {"grader": _grader_sources(Path(grader.__file__).parent), "torch": torch_version(),
+                    "limits": course.judge_limits.to_dict(), "criteria": _course_criteria(course, ex),
                     "references": reference_key(course, ex) if course.references is None else str(course.references)}
         versions[ex.id] = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
     return versions

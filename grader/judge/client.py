@@ -71,9 +71,9 @@ class JudgeClient:
     """One judging server for one course's exercises and limits. Thread-safe: requests from any number of threads
     are judged each in a child of its own."""
 
-    def __init__(self, exercise_ids: list[str], limits: JudgeLimits, criteria: Path | None = None):
+    def __init__(self, exercise_ids: list[str], limits: JudgeLimits, solutions: Path | None = None):
         self.exercise_ids, self.limits = list(exercise_ids), limits
-        self.criteria_folder = criteria   # the course's own criteria modules (None: the package's only)
+        self.solutions = solutions   # the course's solutions folder, its criteria's (None: the bundled course's)
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._proc: subprocess.Popen | None = None
@@ -242,7 +242,7 @@ class JudgeClient:
         proc = subprocess.Popen(
             [sys.executable, "-c", SERVE, str(os.getpid()), "--exercises", ",".join(self.exercise_ids),
              "--limits", json.dumps(self.limits.to_dict()),
-             *(["--criteria", str(self.criteria_folder)] if self.criteria_folder is not None else [])],
+             *(["--solutions", str(self.solutions)] if self.solutions is not None else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
             # Its own process group: a terminal's Ctrl-C reaches its grading process alone, which ends it (it dies
             # with that process however it ends).

@@ -104,7 +104,7 @@ def raised(outcome: dict) -> str | None:
 
 
 def where_raised(raised: dict) -> Text:
-    """' at attention.py:12 in f: code', the student's frame an exception came from (a recorded outcome's
+    """' at model.py:12 in f: code', the student's frame an exception came from (a recorded outcome's
     "raised"), when it passed through the student's file; else nothing."""
     return t(" at {where}", where=raised["where"]) if raised.get("where") else verbatim("")
 

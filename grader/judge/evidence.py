@@ -11,7 +11,7 @@ MAP_SIDE = 12  # rows and columns kept of a heat map: enough to see a pattern, s
 
 def attention_map(got: torch.Tensor, want: torch.Tensor) -> dict | None:
     """Evidence for the report's pair of heat maps: the [Tq, Tk] slice of the student's and of the expected weights
-    (or masks) at the leading index where the two differ most, rounded to 4 digits (non-finite values stay, and
+    (or mask values) at the leading index where the two differ most, rounded to 4 digits (non-finite values stay, and
     jsonable writes them as strings). None when the shapes differ or there is no [Tq, Tk] to slice."""
     if list(got.shape) != list(want.shape) or got.dim() < 2 or got.numel() == 0:
         return None

@@ -20,26 +20,26 @@ import importlib.util
 from pathlib import Path
 from typing import TypeGuard
 
+from grader.course import CRITERIA_FILE, default_solutions, share_course_code
 from grader.i18n import Text
 from grader.judge.criterion import CriterionMeta
-
-CRITERIA_DIR = Path(__file__).resolve().parent.parent / "criteria"
 
 
 class CriteriaSourceError(ValueError):
     """A criteria module whose criteria cannot be read from its source; the message says where and why."""
 
 
-def criteria_file(exercise_id: str, folder: Path | None = None) -> Path:
-    """The module of an exercise's criteria: the course's own (`[course] criteria` names its folder) where that
-    folder holds one, else the package's."""
-    own = folder / f"{exercise_id}.py" if folder is not None else None
-    return own if own is not None and own.is_file() else CRITERIA_DIR / f"{exercise_id}.py"
+def criteria_file(exercise_id: str, solutions: Path | None = None) -> Path:
+    """The module of an exercise's criteria: <solutions>/<id>/criteria.py of the course (`Course.solutions`; None:
+    the bundled course's)."""
+    return (solutions or default_solutions()) / exercise_id / CRITERIA_FILE
 
 
-def criteria_of(exercise_id: str, folder: Path | None = None) -> list[CriterionMeta]:
-    """The criteria an exercise is judged on, in the order they are written."""
-    path = criteria_file(exercise_id, folder)
+def criteria_of(exercise_id: str, solutions: Path | None = None) -> list[CriterionMeta]:
+    """The criteria an exercise is judged on, in the order they are written, titled in the course's catalogs."""
+    solutions = solutions or default_solutions()
+    share_course_code(solutions)
+    path = criteria_file(exercise_id, solutions)
     return list(_criteria_in(str(path), path.read_text(encoding="utf-8")))
 
 

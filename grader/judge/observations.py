@@ -294,7 +294,7 @@ def import_hint(error: dict, filename: str) -> Text:
         return t("{file} may import only torch, math and the standard library: it is graded on its own, without your "
                  "other files or packages the course does not install.", file=filename)
     return t("Code at the top level of {file} runs when it is imported, and it raised: keep the top level to imports "
-             "and definitions (no tests, training runs or input() there), then every criterion of this exercise is "
+             "and definitions (no tests, no model fitting, no input() there), then every criterion of this exercise is "
              "judged.", file=filename)
 
 

@@ -253,7 +253,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.judge.server")
     parser.add_argument("--exercises", required=True, help="the course's exercise ids, comma-separated")
     parser.add_argument("--limits", required=True, help="the judge's limits, as JSON")
-    parser.add_argument("--criteria", type=Path, default=None, help="the course's own criteria folder, if any")
+    parser.add_argument("--solutions", type=Path, default=None,
+                        help="the course's solutions folder, where each exercise's criteria are (default: the bundled "
+                             "course's)")
     args = parser.parse_args()
     die_with_parent()   # with the grading process, even before it reads its stdin
     # Replies own stdout; anything else printed (pytest's terminal included) goes to stderr, never into a reply.
@@ -265,11 +267,11 @@ def main() -> None:
     metas, missing = {}, {}
     for ex in args.exercises.split(","):
         try:
-            metas[ex] = criteria_of(ex, args.criteria)
+            metas[ex] = criteria_of(ex, args.solutions)
         except Exception as exc:  # noqa: BLE001 - said to every grading that asks for this exercise
             missing[ex] = f"{type(exc).__name__}: {exc}"
     server = Server(replies, JudgeLimits(**json.loads(args.limits)), metas, missing)
-    pytest.main(pytest_args(list(metas), args.criteria), plugins=[JudgePlugin(), server])
+    pytest.main(pytest_args(list(metas), args.solutions), plugins=[JudgePlugin(), server])
 
 
 if __name__ == "__main__":

@@ -15,22 +15,27 @@ import pytest
 
 from grader.i18n import t
 from grader.judge.criterion import CriterionMeta, Outcome
-from grader.judge.listing import CRITERIA_DIR, criteria_file, criteria_of
+from grader.course import default_solutions, share_course_code
+from grader.judge.listing import criteria_file, criteria_of
 from grader.judge.observations import Observations, observations_of, references_of
 from grader.judge.plugin import JUDGING, JudgePlugin, Judging
 from grader.worker.protocol import Status
 
-__all__ = ["CRITERIA_DIR", "InProcessJudge", "Outcome", "criteria_of", "judge", "pytest_args", "results"]
+__all__ = ["JUDGE_INI", "InProcessJudge", "Outcome", "criteria_of", "judge", "pytest_args", "results"]
 
+JUDGE_INI = Path(__file__).resolve().parent / "judge.ini"   # the judge's pytest configuration, and its only one
 UNUSED_PLUGINS = ("doctest", "pastebin", "junitxml", "logging", "faulthandler", "warnings", "tmpdir", "monkeypatch",
                   "recwarn", "setuponly", "setupplan", "stepwise", "cacheprovider", "hypothesispytest",
                   "pytest_jsonreport", "metadata", "terminal")
 
 
-def pytest_args(exercise_ids: list[str], folder: Path | None = None) -> list[str]:
-    """The command line of a session over the criteria of these exercises, with the judge's configuration only."""
-    return [str(criteria_file(ex, folder)) for ex in exercise_ids] + [
-        "-c", str(CRITERIA_DIR / "judge.ini"), "--rootdir", str(CRITERIA_DIR),
+def pytest_args(exercise_ids: list[str], solutions: Path | None = None) -> list[str]:
+    """The command line of a session over the criteria of these exercises (in the course's `solutions` folder; None:
+    the bundled course's), with the judge's configuration only. The course's shared code becomes importable."""
+    solutions = solutions or default_solutions()
+    share_course_code(solutions)
+    return [str(criteria_file(ex, solutions)) for ex in exercise_ids] + [
+        "-c", str(JUDGE_INI), "--rootdir", str(solutions),
         "--import-mode=importlib", "-W", "ignore", "--assert=plain",
         # criteria print nothing and need none of pytest's per-test services: each costs time on every test
         "--capture=no", *[arg for plugin in UNUSED_PLUGINS for arg in ("-p", f"no:{plugin}")],
@@ -47,7 +52,7 @@ def results(exercise_ids: list[str], outcomes: dict[tuple[str, str], Outcome],
 
 
 def judge(exercise_ids: list[str], observations: dict[str, Observations],
-          references: dict[str, Observations], folder: Path | None = None) -> dict[str, list[Outcome]]:
+          references: dict[str, Observations], solutions: Path | None = None) -> dict[str, list[Outcome]]:
     """Run the criteria of every exercise in one pytest session in this process; one Outcome per criterion."""
     judging = Judging(observations, references)
 
@@ -57,16 +62,16 @@ def judge(exercise_ids: list[str], observations: dict[str, Observations],
             config.stash[JUDGING] = judging
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        pytest.main(pytest_args(exercise_ids, folder), plugins=[Start(), JudgePlugin()])
-    return results(exercise_ids, judging.outcomes, {ex: criteria_of(ex, folder) for ex in exercise_ids})
+        pytest.main(pytest_args(exercise_ids, solutions), plugins=[Start(), JudgePlugin()])
+    return results(exercise_ids, judging.outcomes, {ex: criteria_of(ex, solutions) for ex in exercise_ids})
 
 
 class InProcessJudge:
     """The judge in this process with no limits, for a judging request (as `JudgeClient` takes one): where no
     process can be forked for it."""
 
-    def __init__(self, criteria: Path | None = None):
-        self.criteria_folder = criteria
+    def __init__(self, solutions: Path | None = None):
+        self.solutions = solutions   # the course's solutions folder, its criteria's (None: the bundled course's)
 
     def start(self) -> None:
         pass
@@ -76,7 +81,7 @@ class InProcessJudge:
 
     def judge(self, exercises: list[dict]) -> dict[str, list[Outcome]]:
         return judge([e["id"] for e in exercises], {e["id"]: observations_of(e) for e in exercises},
-                     {e["id"]: references_of(e) for e in exercises}, self.criteria_folder)
+                     {e["id"]: references_of(e) for e in exercises}, self.solutions)
 
     def close(self) -> None:
         pass

@@ -8,7 +8,7 @@ call strings and the words of the report's language are text all the same). The 
   `threshold` the loss must end under, the final eval loss (`final_eval_loss` or `final_loss`), an `optimum`;
 - causality: `max_change_per_prefix` (for each t, the largest change at positions <= t when the input after t
   changed) and `leak_tolerance`;
-- attention and mask values: `attention_map`, {"index", "got", "expected"}: a [Tq, Tk] slice of each;
+- weights and mask values: `attention_map`, {"index", "got", "expected"}: a [Tq, Tk] slice of each;
 - parameter counts: `counts`, a list of {"part", "expected", "observed"}, and `counts_config` when they are the
   parts of one configuration;
 - rotary pairing: `channels_reached_from` and `expected_reached_from` (for each input channel, the output
@@ -80,7 +80,7 @@ def _decade_label(exponent: int) -> str:
 # --- loss curves --------------------------------------------------------------------------------------------
 
 def loss_curve(evidence: Mapping, words: Mapping[str, str]) -> Markup:
-    """The training loss against the step on a log-scale y axis, with the threshold the final loss must be under,
+    """The loss against the step of fitting on a log-scale y axis, with the threshold the final loss must be under,
     the optimum where the evidence has one, and the final eval loss marked and labelled."""
     if "curve" in evidence:
         losses = list(evidence["curve"] or [])

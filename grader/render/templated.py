@@ -52,7 +52,7 @@ def excerpt(text: str) -> str:
 
 
 def breakable(identifier: str) -> Markup:
-    """An id (`transformer_lm`) that a narrow column may wrap before each underscore, and nowhere else."""
+    """An id (`tied_output_weights`) that a narrow column may wrap before each underscore, and nowhere else."""
     return Markup("<wbr>_").join(escape(html_text(part)) for part in identifier.split("_"))
 
 

@@ -1,23 +1,23 @@
 """First-order mutants of the reference solutions, inside the code students write: `grader selftest --mutate`.
 
-Theory of operation. The stub (`exercises/<id>/<file>`) says which functions are the student's: those whose
-body ends in `raise NotImplementedError(...)`, plus the helpers the solution adds that they call (`_plain` in
-checkpoint.py). Everything else the stub gives (the model copies in train.py and checkpoint.py, the given
-FeedForward and DecoderBlock) is the course's, and is not mutated. Inside those
-functions every node is handed to mutmut's operators (`mutmut.mutation.mutators.mutation_operators`: numbers
-moved by one, operators swapped, comparisons flipped, `and`/`or`, `True`/`False`, `is`/`in` negated, unary
-operators dropped, call arguments dropped or made None, assignments made None, strings changed), one change at a
-time. mutmut's own runner is not used: it rewrites the code under test into trampolines and runs pytest in the
-process, while a course's code must be graded in the sandbox. We walk libcst's tree ourselves and skip, as mutmut
-does, type annotations and decorators, and also docstrings and `raise` statements (an exception's message is
-for people: the contract fixes its type, and no correct criterion could tell two messages apart).
+Theory of operation. The stub (`exercises/<id>/<file>`) says which functions are the student's: those whose body
+ends in `raise NotImplementedError(...)`, plus the helpers the solution adds that they call (`_plain`, say).
+Everything else the stub gives (a copy of the model a standalone file ships, a given FeedForward or DecoderBlock) is
+the course's, and is not mutated. Inside those functions every node is handed to mutmut's operators
+(`mutmut.mutation.mutators.mutation_operators`: numbers moved by one, operators swapped, comparisons flipped,
+`and`/`or`, `True`/`False`, `is`/`in` negated, unary operators dropped, call arguments dropped or made None,
+assignments made None, strings changed), one change at a time. mutmut's own runner is not used: it rewrites the code
+under test into trampolines and runs pytest in the process, while a course's code must be graded in the sandbox. We
+walk libcst's tree ourselves and skip, as mutmut does, type annotations and decorators, and also docstrings and
+`raise` statements (an exception's message is for people: the contract fixes its type, and no correct criterion
+could tell two messages apart).
 
 Each mutant has an id that survives unrelated edits of the solution: the function, the operator, and a hash of
 the statement around the change (its source without comments) with the change itself, and how many identical
 changes of that statement came before it. The id names no line number.
 
 Every mutant is graded like a submission (see `grader.review.selftest`). One that keeps full marks survives, and is
-then either listed in the reviewed file of equivalent mutants (`tests/mutants/equivalent.toml`: its id, and why
+then either listed in the reviewed file of equivalent mutants (`solutions/equivalent.toml`: its id, and why
 no correct test could tell it from the solution) or a blind spot of the criteria, which fails the run.
 """
 
@@ -42,7 +42,7 @@ from grader.worker.protocol import Status
 # The statement kinds whose text identifies where a change is made: a small statement (an assignment, a return,
 # an expression) or, for a change in a compound statement's header, the part of the header it is in.
 _HEADERS = (cst.If, cst.While, cst.For, cst.With)
-EQUIVALENTS = "equivalent.toml"   # the reviewed list of equivalent mutants, in the catalog's mutants/ folder
+EQUIVALENTS = "equivalent.toml"   # the reviewed list of equivalent mutants, at the top of the catalog (solutions/)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 each criterion is right. A solution or variant losing a point is a false failure; a mutant with full marks
 is an escape; a mutant failing a criterion its manifest does not name is a criterion that misfires.
 
-Catalog layout: tests/variants/<exercise>/<name>/<file> (a whole file: a correct implementation written another
-way) and tests/mutants/<exercise>/<bug>/change.diff (a unified diff against solutions/<exercise>/<file>, applied
+Catalog layout, beside each exercise's solution: solutions/<exercise>/variants/<name>/<file> (a whole file: a correct
+implementation written another way) and solutions/<exercise>/mutants/<bug>/change.diff (a unified diff against
+solutions/<exercise>/<file>, applied
 when the selftest runs, so that a mutant always tests today's solution with its one bug; a diff that no longer
 applies stops the selftest and names the mutant). Each folder has a manifest.toml: `description`, and for mutants
 the status each criterion it does not pass must reach: `fails = [...]` (`failed`: the code ran and did the wrong
@@ -28,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.course import Course
+from grader.course import MUTANTS, VARIANTS, Course
 from grader.sandbox.levels import Sandbox
 from grader.review.unidiff import PatchError, apply_diff
 from grader.worker.protocol import Status
@@ -114,13 +115,14 @@ def expected_statuses(manifest: dict) -> dict[str, str]:
 
 def coverage_problems(course: Course, cases: list[Case]) -> list[str]:
     """Every criterion must itself catch some mutant (reach `failed` or `error` on it): one that is only ever
-    blocked, crashed or grader-faulted has never been shown to detect anything."""
+    blocked, crashed or grader-faulted has never been shown to detect anything, and a course with no mutant for it
+    has never shown it either. (A solution short of full marks is its case's problem: `Case.problems`.)"""
     from grader.judge.listing import criteria_of
 
     problems = []
     for ex in course.exercises:
         mutants = [c for c in cases if c.exercise == ex.id and c.kind == "mutant"]
-        for meta in criteria_of(ex.id):
+        for meta in criteria_of(ex.id, course.solutions):
             if not any(m.catches(meta.id) for m in mutants):
                 seen = sorted({m.got_fails[meta.id] for m in mutants if meta.id in m.got_fails})
                 problems.append(f"criterion {ex.id}/{meta.id} catches no mutant itself"
@@ -152,19 +154,24 @@ def mutant_text(course: Course, exercise_id: str, folder: Path) -> str:
 
 
 def catalog_mutants(course: Course, catalog: Path, exercise_id: str) -> dict[str, str]:
-    """The exercise's catalog mutants, name -> file content, in name order."""
+    """The exercise's catalog mutants (`catalog`: a course's solutions folder), name -> file content, in name order."""
     return {folder.name: mutant_text(course, exercise_id, folder)
-            for folder in sorted((catalog / "mutants" / exercise_id).glob("*/"))}
+            for folder in sorted((catalog / exercise_id / MUTANTS).glob("*/"))}
 
 
 def discover(course: Course, catalog: Path) -> list[Case]:
-    """Every solution, variant and mutant; CatalogError naming every mutant that cannot be built."""
+    """Every solution, variant and mutant (`catalog`: the folder holding <exercise>/variants and <exercise>/mutants,
+    the course's solutions folder unless told); CatalogError naming every mutant that cannot be built."""
+    missing = [str(course.solution(ex)) for ex in course.exercises if not course.solution(ex).is_file()]
+    if missing:   # (load_course refuses a course without an exercise's probes or criteria)
+        raise CatalogError("the course lacks " + ", ".join(missing) + ": the reference each exercise's criteria are "
+                           "proven on")
     cases = [Case("solution", ex.id, "reference", ex.file, course.solution(ex).read_text(encoding="utf-8"))
              for ex in course.exercises]
     broken = []
-    for kind, folder in (("variant", "variants"), ("mutant", "mutants")):
+    for kind, folder in (("variant", VARIANTS), ("mutant", MUTANTS)):
         for ex in course.exercises:
-            for case_dir in sorted((catalog / folder / ex.id).glob("*/")):
+            for case_dir in sorted((catalog / ex.id / folder).glob("*/")):
                 manifest = tomllib.loads((case_dir / "manifest.toml").read_text(encoding="utf-8"))
                 try:
                     text = (mutant_text(course, ex.id, case_dir) if kind == "mutant"
@@ -264,7 +271,7 @@ def matrix_markdown(course: Course, cases: list[Case]) -> str:
              "parentheses: the verdict depends on the seed and either is accepted. "
              "Solutions and variants must pass everything.", ""]
     for ex in course.exercises:
-        criteria = [m.id for m in criteria_of(ex.id)]
+        criteria = [m.id for m in criteria_of(ex.id, course.solutions)]
         mutants = [c for c in cases if c.exercise == ex.id and c.kind == "mutant"]
         others = [c for c in cases if c.exercise == ex.id and c.kind != "mutant"]
         lines += [f"## {ex.id}", "",

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class SandboxSession:
-    """A sandbox started now for one submission to come, able to run `exercises` (id -> probes module).
+    """A sandbox started now for one submission to come, able to run `exercises` (id -> probes file).
 
     Nothing of a student's is in it before its request: the staged files go into its scratch folder afterwards, and
     so does each exercise's probe code. It serves exactly one submission and is then killed, like a sandbox started
@@ -66,7 +66,7 @@ class SandboxSession:
     def serves(self, jobs: list[Job], sandbox: Sandbox) -> bool:
         """Whether these jobs can run in it: not taken, same level, exercises it has room for, still alive."""
         return (not self.taken and self.worker is not None and sandbox == self.sandbox
-                and all(self.exercises.get(j.id) == j.probes_module for j in jobs) and self.worker.alive())
+                and all(self.exercises.get(j.id) == j.probes_file for j in jobs) and self.worker.alive())
 
     def take(self, jobs: list[Job], sandbox: Sandbox) -> tuple[_Lease, _Worker] | None:
         """Its lease and worker for these jobs, weighed as a full grading from now on; the caller owns both then.

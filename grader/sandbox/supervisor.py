@@ -47,7 +47,7 @@ class Job:
     id: str
     student_file: Path
     module_name: str
-    probes_module: str
+    probes_file: str          # the exercise's probes.py in the course folder (grader.course.PROBES_FILE)
     limits: Limits = Limits()
     forbidden: tuple[str, ...] = ()
 
@@ -66,9 +66,9 @@ class Job:
         Each probe's seed is derived here: the course's seed never enters the sandbox. The probe code is staged
         for this exercise alone (`probe_plan.stage_code`), read by the exercise's child before it drops its
         privileges; the worker itself never loads probe code."""
-        groups = probe_plan.probe_groups(self.probes_module)
+        groups = probe_plan.probe_groups(self.probes_file)
         code_dir = scratch / probe_plan.STAGED / self.id
-        code = probe_plan.stage_code(self.probes_module, code_dir, rootfs.LIB if boxed else None)
+        code = probe_plan.stage_code(self.probes_file, code_dir, rootfs.LIB if boxed else None)
         if boxed:
             workdir = f"{rootfs.SUBMISSION}/{self.id}"
             paths = {"student_file": f"{workdir}/{self.student_file.name}", "workdir": workdir,
@@ -77,8 +77,9 @@ class Job:
         else:
             paths = {"student_file": str(self.student_file), "workdir": str(self.workdir), "obs_dir": str(self.obs_dir),
                      "probe_code_dir": str(code_dir)}
-        return {"id": self.id, "module_name": self.module_name, "probes_module": self.probes_module,
-                **self.limits.to_dict(), "forbidden": list(self.forbidden), "groups": groups,
+        return {"id": self.id, "module_name": self.module_name,
+                "probes_module": probe_plan.module_name(self.probes_file), **self.limits.to_dict(),
+                "forbidden": list(self.forbidden), "groups": groups,
                 "seeds": probe_seeds(course_seed, self.id, [n for g in groups for n in g]), "probe_code": code, **paths}
 
 
@@ -173,7 +174,7 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
             attempt += 1
             if worker is None:
                 worker = _Worker.start(sandbox, [j.id for j in remaining],
-                                       list(dict.fromkeys(j.probes_module for j in remaining)), lease, scratch, attempt,
+                                       list(dict.fromkeys(j.probes_file for j in remaining)), lease, scratch, attempt,
                                        server)
             finished = worker.follow(remaining, seed, scratch, final)
             worker = None
@@ -223,24 +224,24 @@ class _Worker:
     children: list[int] = field(default_factory=list)
 
     @classmethod
-    def start(cls, sandbox: Sandbox, exercise_ids: list[str], probes_modules: list[str], lease: _Lease,
+    def start(cls, sandbox: Sandbox, exercise_ids: list[str], probes_files: list[str], lease: _Lease,
               scratch: Path, attempt: int, server: ForkServer | None = None) -> _Worker:
         """Start the sandbox and its worker with the first line of its request (the jail, the modules the probe
-        code of `probes_modules` imports); the second line, its exercises, is `request`ed later. With `server`
+        code of `probes_files` imports); the second line, its exercises, is `request`ed later. With `server`
         (strict level) the worker is forked from that fork server into namespaces of its own, instead of a fresh
         process in a box built for it."""
         if server is not None and sandbox.level == "strict" and server.alive():
             from grader.sandbox.forkserver import ForkServerUnavailable
 
             try:
-                return cls._forked(server, sandbox, exercise_ids, probes_modules, lease, scratch, attempt)
+                return cls._forked(server, sandbox, exercise_ids, probes_files, lease, scratch, attempt)
             except ForkServerUnavailable:
                 pass   # it died, or never started (its log says why): the worker is started afresh instead
         boxed = sandbox.level == "strict"
         uid = lease.uid
         scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if boxed else None
         memory = lease.group.memory_files() if boxed and lease.group else {}
-        setup = {"jail": sandbox.jail(uid, scratch_fd, memory), "preload": probe_plan.preload(probes_modules)}
+        setup = {"jail": sandbox.jail(uid, scratch_fd, memory), "preload": probe_plan.preload(probes_files)}
         request_fd, request_write = _pipe_with(json.dumps(setup) + "\n")
         plan_fd = None
         if boxed:
@@ -271,7 +272,7 @@ class _Worker:
         return cls(proc, read_end, request_write, boxed, sandbox.level != "strict", log_path)
 
     @classmethod
-    def _forked(cls, server: ForkServer, sandbox: Sandbox, exercise_ids: list[str], probes_modules: list[str],
+    def _forked(cls, server: ForkServer, sandbox: Sandbox, exercise_ids: list[str], probes_files: list[str],
                 lease: _Lease, scratch: Path, attempt: int) -> _Worker:
         """The worker forked from `server`: the same descriptors and request a fresh one is started with, so it
         runs exactly as one would; what the box's plan did (the grading's groups, its uid's name, its exercises'
@@ -279,7 +280,7 @@ class _Worker:
         uid = lease.uid
         scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         memory = lease.group.memory_files() if lease.group else {}
-        setup = {"jail": sandbox.jail(uid, scratch_fd, memory), "preload": probe_plan.preload(probes_modules)}
+        setup = {"jail": sandbox.jail(uid, scratch_fd, memory), "preload": probe_plan.preload(probes_files)}
         request_fd, request_write = _pipe_with(json.dumps(setup) + "\n")
         read_end, write_end = os.pipe()
         log_path = scratch / f"worker-{attempt}.log"

@@ -3,11 +3,10 @@
 Two hooks, both active while the exercise's import and probes run:
 
 - `ForbiddenOps`, a TorchDispatchMode: every aten operator that reaches the dispatcher passes through it,
-  whichever Python name (F.layer_norm, torch.native_layer_norm, torch._C._VariableFunctions.embedding,
-  torch.ops.aten.embedding) or file (code compiled under another file name) it came from. It sits below
-  autograd, so with or without requires_grad it sees the same operators; composite operators such as
-  aten::layer_norm decompose before reaching it, so course.toml names what they decompose into
-  (aten::native_layer_norm).
+  whichever Python name (F.gelu, torch.gelu, torch._C._VariableFunctions.gelu, torch.ops.aten.gelu) or file
+  (code compiled under another file name) it came from. It sits below autograd, so with or without
+  requires_grad it sees the same operators; composite operators (aten::linear, say) decompose before reaching
+  it, so course.toml names what they decompose into.
 - `ForbiddenCalls`, wrappers around Python-level classes and functions whose work leaves no operator of its
   own (nn.MultiheadAttention runs on ordinary matmuls and softmax).
 

@@ -1,26 +1,30 @@
 
-# ---- appended by the test to the masks solution --------------------------------------------------------------------
-"""A correct masks file that also hunts, at import and in its first call, for what a grading keeps from student code:
+# ---- appended by the test to an exercise's solution ----------------------------------------------------------------
+"""A correct solution file that also hunts, at import and in its first call, for what a grading keeps from student code:
 other exercises' probe code (loaded modules, importable modules, files in the box) and the course's seed (`SEED`,
 filled in by the test, anywhere in the memory it can walk: gc's containers, every frame's locals, the environment).
 
 It prints `LEAK <what>` for each thing it finds, and two positive controls: `OWN <module>` when it sees its own
 exercise's probe module loaded (the search of loaded modules works), and `PROBE-SEED <n> FOUND` when the memory
 search finds the running probe's own seed (`torch.initial_seed()`), which the same search looks for as it looks
-for the course's. `HUNTED <paths> <objects>` ends each hunt.
+for the course's. `HUNTED <paths> <objects>` ends each hunt. The test fills in the exercise (`@OWN@`), the
+course's other exercises and shared modules (`@OTHERS@`) and its solutions folder (`@SOLUTIONS@`, searched
+outside the box, where nothing hides it). The second hunt runs in the first call of any function (or `forward`)
+the solution defines, with the probes loaded.
 """
 
+import functools as _functools
 import gc as _gc
 import importlib as _importlib
 import os as _os
 import sys as _sys
+import types as _types
 
 import torch as _torch
 
 _SEED = int("@DEES@"[::-1])   # the test writes the digits reversed: this file's text does not hold the seed
-_OWN = "grader.probes.masks"
-_OTHERS = ["attention", "checkpoint", "decoder_block", "embedding", "heads", "layer_norm", "lm", "param_count", "rope",
-           "training", "transformer_lm"]
+_OWN = "grader.probes.@OWN@"
+_OTHERS = @OTHERS@
 _SKIP = ("/usr", "/opt/grader/site", "/proc", "/sys", "/dev")
 _said = set()
 
@@ -78,9 +82,9 @@ def _hunt(where):
             for name in set(_sys.modules) - before:   # not to be taken for what the grader loaded
                 del _sys.modules[name]
         imported.append(other)
-    # In the box (no /proc) the whole file system is small: all of it. Outside (basic level): the grader's package
-    # and the scratch folder around this exercise's.
-    tops = ["/"] if not _os.path.exists("/proc") else [_os.path.dirname(_os.getcwd())]
+    # In the box (no /proc) the whole file system is small: all of it. Outside (basic level): the grader's package,
+    # the course's solutions folder and the scratch folder around this exercise's.
+    tops = ["/"] if not _os.path.exists("/proc") else [_os.path.dirname(_os.getcwd()), "@SOLUTIONS@"]
     try:
         import grader as _grader
 
@@ -113,14 +117,25 @@ def _hunt(where):
 
 
 _hunt("import")
-_causal_mask = causal_mask  # noqa: F821 - the solution's, above
 
 
-def causal_mask(T, device=None):
-    if "call" not in _said:
-        _said.add("call")
-        _hunt("call")
-        seed = _torch.initial_seed()
-        if _memory_holds(seed):
-            _say(f"PROBE-SEED {seed} FOUND")
-    return _causal_mask(T, device)
+def _hunting(function):
+    @_functools.wraps(function)
+    def first_call_hunts(*args, **kwargs):
+        if "call" not in _said:
+            _said.add("call")
+            _hunt("call")
+            seed = _torch.initial_seed()
+            if _memory_holds(seed):
+                _say(f"PROBE-SEED {seed} FOUND")
+        return function(*args, **kwargs)
+    return first_call_hunts
+
+
+for _name, _value in list(globals().items()):   # the solution's own functions and modules, above
+    if _name.startswith("_") or getattr(_value, "__module__", None) != __name__:
+        continue
+    if isinstance(_value, _types.FunctionType):
+        globals()[_name] = _hunting(_value)
+    elif isinstance(_value, type) and "forward" in vars(_value):
+        _value.forward = _hunting(_value.forward)

@@ -1,1 +1,0 @@
-"""Hidden criteria, one module per exercise. Each module names its EXERCISE; each test is a criterion."""
