@@ -203,10 +203,11 @@ def _table(where: Where, data: dict) -> str:
         raw = data.get("exercise", [])[where[1]]
         named = raw.get("id") if isinstance(raw, dict) else None
         exercise = f'"{named}"' if isinstance(named, str) else f"#{where[1] + 1}"
-        if where[2:3] == ("question",) and len(where) > 3:
-            question = raw.get("question", [])[where[3]] if isinstance(raw, dict) else None
+        index = where[3] if len(where) > 3 else None
+        if where[2:3] == ("question",) and isinstance(index, int):
+            question = raw.get("question", [])[index] if isinstance(raw, dict) else None
             named = question.get("id") if isinstance(question, dict) else None
-            which = f'"{named}"' if isinstance(named, str) else f"#{where[3] + 1}"
+            which = f'"{named}"' if isinstance(named, str) else f"#{index + 1}"
             return f"[[exercise.question]] {which} of exercise {exercise}"
         return f"[exercise.points] of exercise {exercise}" if where[2:3] == ("points",) else f"[[exercise]] {exercise}"
     return "[" + ".".join(str(part) for part in where) + "]"

@@ -255,10 +255,8 @@ def test_check_names_the_written_answers_still_empty(handout, tmp_path):
     answers = repo / "exercises" / "transformer_lm" / "answers.md"
     assert answers.read_text(encoding="utf-8").count("\n## ") == 2   # the template, as shipped
     done = grader_check(repo, "transformer_lm", **{PLAIN_SWITCH: "1"})
-    lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stdout + done.stderr   # nothing started: nothing fails
-    assert lines[lines.index("Written answers:") + 1:lines.index("Written answers:") + 3] == [
-        "· transformer_lm/answers.md: tensor_flow is empty", "· transformer_lm/answers.md: reads_history is empty"]
+    assert "Written answers:" not in done.stdout.splitlines(), done.stdout   # nothing started, nothing written
     answers.write_text(answers.read_text(encoding="utf-8").replace(
         "## tensor_flow\n", "## tensor_flow\ntokens [B, T] -> logits [B, T, V]\n") + "## tensorflow\nmisnamed\n",
         encoding="utf-8")

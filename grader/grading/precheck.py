@@ -154,7 +154,7 @@ def run_check(course: Course, submission: Path, exercise_ids: list[str], lang: s
             continue
         ok &= _show_public_tests(ex.id, tests[exercise_id], words, lang, rows)
         ok &= _show_visible(ex, results[exercise_id], words, lang, rows)
-    _show_answers(course, submission, exercise_ids, lang, rows)
+    _show_answers(course, submission, exercise_ids, bool(started), lang, rows)
     total = len(exercise_ids)
     closing = (t("0 of {total} exercises started: nothing to check yet.", total=total) if not started else
                t("{started} of {total} exercises started: their public tests and visible criteria pass.",
@@ -276,18 +276,22 @@ def _show_visible(ex, result, words: dict[str, str], lang: str, rows: list) -> b
     return ok
 
 
-def _show_answers(course: Course, submission: Path, exercise_ids: list[str], lang: str, rows: list) -> None:
+def _show_answers(course: Course, submission: Path, exercise_ids: list[str], started: bool, lang: str,
+                  rows: list) -> None:
     """The written answers still empty, and what in an answers file or notebook names no question; the exit status
-    stays the code's (answers are graded by a reviewer, and a student writes them last)."""
+    stays the code's (answers are graded by a reviewer, and a student writes them last). Nothing started and nothing
+    written is a fresh handout: its check stays one line an exercise."""
     from grader.grading.answers import ANSWERS_FILE, read_answers
 
     asked = [course.exercise(e) for e in exercise_ids if course.exercise(e).questions]
-    if not asked:
+    answers = {ex.id: read_answers(submission, ex) for ex in asked}
+    written = any(len(answers[ex.id].empty()) < len(ex.questions) or answers[ex.id].problems for ex in asked)
+    if not asked or not (started or written):
         return
     print()
     print(t("Written answers:").render(lang))
     for ex in asked:
-        read = read_answers(submission, ex)
+        read = answers[ex.id]
         file = f"{ex.id}/{ANSWERS_FILE}"
         said = [("·", "not_attempted", t("{file}: {question} is empty", file=file, question=q))
                 for q in read.empty()]
