@@ -29,6 +29,9 @@ VARIANTS = "variants"           # <name>/manifest.toml and a whole file: correct
 # The course's shared grader-side code (a trusted model its probes build, say), beside the exercises' folders: each
 # <name>.py there is imported by probes and criteria as `grader.probes.<name>`, the package course code is loaded in.
 LIB = "_lib"
+# The pages the grader renders (report.html, scorecard.md, class.html, a handout's): a course's own templates/ when it
+# has one, else these, the grader's, which the bundled course keeps at the top of the checkout.
+TOOL_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
 
@@ -92,6 +95,7 @@ class Course:
     # Where each exercise's grader-side half lives (<solutions>/<id>/: probes, criteria, catalog): root/solutions, or
     # `[course] solutions` (a handout's checker keeps its cut probes and criteria under another name).
     solutions: Path = Path("solutions")
+    templates: Path = TOOL_TEMPLATES   # the report pages' Jinja templates: root/templates, else the grader's
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -220,6 +224,7 @@ def load_course(root: Path | None = None) -> Course:
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
                   uids=(uids[0], uids[1]), fork_server=fork_server, references=references, names=names,
                   solutions=solutions,
+                  templates=root / "templates" if (root / "templates").is_dir() else TOOL_TEMPLATES,
                   judge_limits=_judge_limits(data.get("judge", {}), path))
 
 

@@ -180,7 +180,7 @@ def run_in_gradescope(course: Course, root: Path, lang: str = "en") -> Path:
         notes = gather_submission(course, root / "submission", submission)
         report = grade(course, submission, [e.id for e in course.exercises], sandbox)
     notes += late_work(course, report, root)
-    write_reports(report, results, course.root / "templates", lang, ("json", "html"))
+    write_reports(report, results, course.templates, lang, ("json", "html"))
 
     def visibility_of(exercise_id: str, criterion_id: str, kind: str) -> str:
         return course.exercise(exercise_id).gradescope_visibility(criterion_id, kind)

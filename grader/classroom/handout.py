@@ -41,7 +41,7 @@ def write_handout(course: Course, out: Path) -> list[Path]:
     for ex in course.exercises:
         shutil.copytree(course.root / "exercises" / ex.id, out / "exercises" / ex.id, ignore=IGNORED)
     write_checker(course, out / CHECKER_DIR)
-    templates = course.root / "templates" / "handout"
+    templates = course.templates / "handout"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     requires = tomllib.loads((course.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
