@@ -222,6 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
                           help="with --mutate: only this mutant (repeatable; the ids --list and the survivors show)")
     selftest.add_argument("--list", action="store_true", help="with --mutate: list the mutants, grade none")
     selftest.set_defaults(handler=command_selftest)
+
+    new = sub.add_parser("new-exercise", help="write a working exercise skeleton into a course folder (making the "
+                                              "course when the folder is new or empty)")
+    new.add_argument("exercise_id", metavar="ID", help="the exercise's id: lower-case letters, digits, underscores")
+    # its own dest: a subcommand's default would overwrite `grader --course DIR new-exercise ID`'s folder
+    new.add_argument("--course", dest="new_exercise_course", type=Path, default=None, metavar="DIR",
+                     help="the course folder (or `grader --course DIR new-exercise ID`)")
+    new.set_defaults(handler=command_new_exercise)
     return parser
 
 
@@ -295,7 +303,7 @@ def command_grade(args) -> int:
     except SandboxUnavailable as exc:
         raise UsageError(f"{exc}; pass --sandbox basic to grade with weaker isolation") from None
     report, rejudging = grade_one(course, submission, exercise_ids, sandbox, out, args.rejudge)
-    code = publish(report, out, course.root / "templates", args.lang, args.format, args.fail_under)
+    code = publish(report, out, course.templates, args.lang, args.format, args.fail_under)
     if rejudging is not None:
         print_diff(rejudging, args.lang)
     return code
@@ -371,6 +379,29 @@ def command_selftest(args) -> int:
     for p in problems:
         print("  " + p)
     return 1 if problems else 0
+
+
+def command_new_exercise(args) -> int:
+    from grader.authoring.skeleton import SkeletonError, new_exercise
+    from grader.render.safe_text import terminal_text
+
+    root = args.new_exercise_course or args.course
+    if root is None:
+        raise UsageError("name the course folder: grader new-exercise ID --course DIR")
+    try:
+        written = new_exercise(root, args.exercise_id)
+    except SkeletonError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"the exercise could not be written into {root} ({exc.strerror or exc}); nothing was "
+                         "left half-written") from None
+    where = terminal_text(str(written.root))
+    print(f"{'new course' if written.new_course else 'course'} {where}: exercise {args.exercise_id} written")
+    for path in written.files:
+        print("  " + terminal_text(path.relative_to(written.root).as_posix()))
+    print(f"\nNext: grader --course {where} selftest --exercise {args.exercise_id}  (0 problems as written), then "
+          "make it the exercise you mean: docs/authoring.md")
+    return EXIT_OK
 
 
 def mutation_selftest(args, course, catalog: Path) -> int:

@@ -32,7 +32,7 @@ REFERENCES_DIR = "references"
 # The checker course's grader-side folder (its `[course] solutions`): the cut criteria and probes, no solution
 CHECKS_DIR = "checks"
 # What never leaves the instructor's side.
-INSTRUCTOR_ONLY = ("batch", "classroom", "review", "policy.py")   # whole rooms, and a module
+INSTRUCTOR_ONLY = ("authoring", "batch", "classroom", "review", "policy.py")   # whole rooms, and a module
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 # Requirements of the grader the checker never imports (grading a class on a cluster, similar submissions, the
 # Canvas push): not installed for students
