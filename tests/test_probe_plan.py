@@ -71,3 +71,61 @@ def test_the_request_holds_each_probes_seed_and_not_the_course_seed(tmp_path):
 def test_a_probe_seed_depends_on_the_exercise_and_the_probe():
     assert probe_seed(1, "masks", "causal") != probe_seed(1, "masks", "padding") != probe_seed(1, "rope", "padding")
     assert probe_seed(1, "masks", "causal") == probe_seed(1, "masks", "causal")
+
+
+def test_a_course_outside_the_checkout_is_staged_as_the_bundled_one(tmp_path):
+    """The same probe code in a course folder elsewhere stages to the same modules and the same compiled bytes:
+    the code names box paths only, never the course folder it was read from."""
+    from conftest import course_outside
+
+    outside = load_course(course_outside(tmp_path / "course"))
+    for exercise_id in ("training", "masks"):
+        staged = probe_plan.stage_code(outside.exercise(exercise_id).probes_file, tmp_path / "outside" / exercise_id,
+                                       rootfs.LIB)
+        bundled = probe_plan.stage_code(COURSE.exercise(exercise_id).probes_file, tmp_path / "bundled" / exercise_id,
+                                        rootfs.LIB)
+        assert staged == bundled
+        for _, name in staged:
+            data = (tmp_path / "outside" / exercise_id / name).read_bytes()
+            assert data == (tmp_path / "bundled" / exercise_id / name).read_bytes()
+            assert str(tmp_path).encode() not in data
+
+
+def test_probe_code_importing_shared_code_the_course_lacks_is_refused_by_name(tmp_path):
+    from conftest import course_outside
+
+    outside = load_course(course_outside(tmp_path / "course"))
+    (outside.solutions / "_lib" / "lm.py").unlink()
+    try:
+        probe_plan.probe_code_modules(outside.exercise("training").probes_file)
+    except ModuleNotFoundError as exc:
+        assert "grader.probes.lm" in str(exc) and "_lib/lm.py" in str(exc), exc
+    else:
+        raise AssertionError("staged without the shared code it imports")
+
+
+def test_the_probe_version_follows_the_course_probe_code_an_exercise_stages(tmp_path):
+    """A change to one exercise's probes.py: that exercise's observations are made again; to the course's shared
+    code: those of the exercises whose probes import it, and no other."""
+    from conftest import course_outside
+    from grader.grading.rejudge import probe_version
+
+    outside = load_course(course_outside(tmp_path / "course"))
+
+    def versions() -> dict[str, str]:
+        return {ex.id: probe_version(outside, ex) for ex in outside.exercises}
+
+    def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
+        return {ex for ex in before if before[ex] != after[ex]}
+
+    start = versions()
+    with (outside.solutions / "rope" / "probes.py").open("a") as fh:
+        fh.write("\n# the course changed rope's probes\n")
+    rope = versions()
+    assert changed(start, rope) == {"rope"}
+    with (outside.solutions / "_lib" / "lm.py").open("a") as fh:
+        fh.write("\n# the course changed its model\n")
+    importing = {ex.id for ex in outside.exercises
+                 if "grader.probes.lm" in [m for m, _ in probe_plan.probe_code_modules(ex.probes_file)]}
+    assert importing >= {"training", "checkpoint", "param_count"}
+    assert changed(rope, versions()) == importing

@@ -60,18 +60,20 @@ def _course_probes(ex: ExerciseConfig) -> str:
     imports) and of every grader module that code imports."""
     from grader.sandbox.probe_plan import probe_code_modules
 
-    files = tuple((name, path, os.stat(path).st_mtime_ns) for name, path in probe_code_modules(ex.probes_file))
+    files = tuple((name, path, os.stat(path).st_mtime_ns, os.stat(path).st_size)
+                  for name, path in probe_code_modules(ex.probes_file))
     return _files_digest(files)
 
 
 @functools.cache
-def _files_digest(files: tuple[tuple[str, str, int], ...]) -> str:
-    """(module name, path, mtime) of course files: their names and contents, and the grader modules they import."""
+def _files_digest(files: tuple[tuple[str, str, int, int], ...]) -> str:
+    """(module name, path, mtime, size) of course files: their names and contents, and the grader modules they
+    import."""
     package = Path(grader.__file__).parent
     h = hashlib.sha256()
-    for name, path, _ in files:
+    for name, path, _, _ in files:
         h.update(name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
-    h.update(_closure_digest(package, [Path(path) for _, path, _ in files]).encode())
+    h.update(_closure_digest(package, [Path(path) for _, path, _, _ in files]).encode())
     return h.hexdigest()
 
 
