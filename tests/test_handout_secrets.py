@@ -95,8 +95,10 @@ def test_the_checkers_catalogs_hold_only_the_sentences_of_its_own_code(handout):
     of the code it ships, each still translated."""
     from grader.i18n import extract_templates, read_catalog
 
+    from grader.classroom.checker import CHECKS_DIR
+
     package = handout / "checker" / "grader"
-    shipped = extract_templates(package)
+    shipped = extract_templates(package, handout / "checker" / CHECKS_DIR)   # the package and its cut course code
     catalogs = {po.stem: read_catalog(po) for po in (package / "locale" / "zh" / "LC_MESSAGES").glob("*.po")}
     assert {domain: set(entries) for domain, entries in catalogs.items()} == \
            {domain: set(templates) for domain, templates in shipped.items()}

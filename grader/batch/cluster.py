@@ -1,10 +1,11 @@
 """`grader batch --cluster`: grade on Dask workers, on this machine or many, with no shared file system.
 
-A task carries what the grader reads and nothing else: the course (course.toml, the stubs, the solutions, the
-report templates) and the submission's exercise files, each read without following a link. The worker
-materialises both in its own folders, grades through its warm grading process (grader/batch/warm.py) and returns the
-reply; the client alone writes reports and the gradebook. A task whose worker dies is retried on another; a
-second death is that submission's verdict (`killed_workers`), so no submission kills workers forever.
+A task carries what the grader reads and nothing else: the course (course.toml, the stubs, the solutions with each
+exercise's probes and criteria and the code they share, the report templates) and the submission's exercise files,
+each read without following a link. The worker materialises both in its own folders, grades through its warm grading
+process (grader/batch/warm.py) and returns the reply; the client alone writes reports and the gradebook. A task
+whose worker dies is retried on another; a second death is that submission's verdict (`killed_workers`), so no
+submission kills workers forever.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grader.i18n import t, verbatim
-from grader.course import COURSE_FILE, Course, load_course
+from grader.course import COURSE_FILE, CRITERIA_FILE, LIB, PROBES_FILE, Course, load_course
 from grader.batch.gradebook import KILLED_WORKERS, grader_key
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.batch.pool import PIPELINE, time_limit
@@ -87,9 +88,10 @@ def course_files(course: Course) -> dict[str, bytes]:
     """What a worker needs of the course, by path relative to its root."""
     paths = [COURSE_FILE,
              *(p.relative_to(course.root).as_posix() for p in sorted((course.root / "templates").glob("*.j2")))]
-    for ex in course.exercises:
-        paths += [course.stub(ex).relative_to(course.root).as_posix(),
-                  course.solution(ex).relative_to(course.root).as_posix()]
+    grading = [course.solutions / ex.id / name for ex in course.exercises for name in (PROBES_FILE, CRITERIA_FILE)]
+    for path in [*(course.stub(ex) for ex in course.exercises), *(course.solution(ex) for ex in course.exercises),
+                 *grading, *sorted((course.solutions / LIB).glob("*.py"))]:
+        paths.append(path.relative_to(course.root).as_posix())
     return {p: (course.root / p).read_bytes() for p in paths if (course.root / p).is_file()}
 
 
