@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_grader
+from conftest import ROOT, run_grader
 from grader.course import load_course
 from grader.review.unidiff import make_diff
 from grader.sandbox.levels import strict_missing
@@ -25,24 +25,28 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(bool(strict_missing()), reason=f"strict sandbox unavailable: {strict_missing()}")]
 
 AS_GENERATED, EDITED = "scale", "pure_double"
-# The instructor's edit of EDITED: the probe records each input as the student's call left it, and a second
-# criterion, worth 2 points, compares it with the input drawn. Its positive control is `requires`: it is judged only
-# once `doubles` passed, so a function that returned nothing (and so changed nothing) cannot earn it.
-RECORD_INPUT = "        ctx.record_input_after(f\"x_{i}\", handed)   # x as the student's call left it\n"
-LEAVES_INPUT = '''
+DOCS = ROOT / "docs" / "authoring.md"
 
-@criterion("leaves_input", kind="values", requires=("doubles",),
-           title=t("double(x) leaves x as it was"),
-           hint=t("Compute a new tensor (x * 2) instead of changing x in place (x.mul_(2), x *= 2)."))
-def test_leaves_input(obs, ref, verdict):
-    got, inputs = obs.probe("double"), ref.probe("double")
-    for i, shape in enumerate(SHAPES):
-        wrong = difference(got.tensor(f"x_{i}_after_call"), inputs.tensor(f"x_{i}"), 0.0)
-        if wrong is not None:
-            verdict.fail(t("double(x of shape {shape}) changed x: {wrong}", shape=list(shape), wrong=wrong))
-    verdict.ok(t("x is unchanged after each call, for {count} shapes", count=len(SHAPES)))
-'''
-IN_PLACE = "    return x.mul_(2)  # BUG: doubles x itself, in place\n"
+
+def documented(language: str, first_line: str) -> str:
+    """The code block of docs/authoring.md in `language` that opens with `first_line`: the test makes the edit the
+    walkthrough shows, so the page's code is code that works."""
+    blocks = re.findall(rf"^```{language}\n(.*?)^```$", DOCS.read_text(encoding="utf-8"), re.M | re.S)
+    found = [block for block in blocks if block.startswith(first_line)]
+    assert len(found) == 1, f"docs/authoring.md has {len(found)} {language} blocks opening with {first_line!r}"
+    return found[0]
+
+
+# The instructor's edit of EDITED, as docs/authoring.md shows it: the probe records each input as the student's call
+# left it, and a second criterion, worth 2 points, compares it with the input drawn. Its positive control is
+# `requires`: it is judged only once `doubles` passed, so a function that returned nothing cannot earn it.
+RECORD_INPUT = next(line for line in documented("python", "SHAPES = ").splitlines(keepends=True)
+                    if "record_input_after" in line)
+LEAVES_INPUT = "\n\n" + documented("python", '@criterion("leaves_input"')
+IN_PLACE_MANIFEST = documented("toml", "# solutions/double_it/mutants/in_place/manifest.toml")
+# the bug's line, as the page's change.diff adds it
+IN_PLACE = next(line[1:] for line in documented("console", "$ mkdir solutions/double_it/mutants/in_place")
+                .splitlines(keepends=True) if line.startswith("+    return"))
 
 
 def edit_pure_double(root: Path) -> None:
@@ -61,8 +65,7 @@ def edit_pure_double(root: Path) -> None:
     assert buggy != solution
     (mutant / "change.diff").write_text(make_diff(solution, buggy, f"a/solutions/{EDITED}/{EDITED}.py",
                                                   f"b/solutions/{EDITED}/{EDITED}.py"), encoding="utf-8")
-    (mutant / "manifest.toml").write_text('description = "Doubles x in place: the right values, and the input '
-                                          'changed."\nfails = ["leaves_input"]\n', encoding="utf-8")
+    (mutant / "manifest.toml").write_text(IN_PLACE_MANIFEST, encoding="utf-8")
     # the skeleton's mutant squares: `doubles` fails, so the new criterion, which requires it, is blocked
     squares = mine / "mutants" / "squares_instead" / "manifest.toml"
     squares.write_text(squares.read_text(encoding="utf-8") + 'blocked = ["leaves_input"]\n', encoding="utf-8")
