@@ -89,14 +89,21 @@ def test_the_public_test_passes_the_solution_and_the_variant_and_not_the_stub(tm
     assert ("2 passed" if passes else "2 failed") in done.stdout, done.stdout
 
 
-def test_a_second_exercise_is_added_and_the_course_toml_kept_as_it_was(tmp_path):
+@pytest.mark.parametrize("end", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_a_second_exercise_is_added_and_the_course_toml_kept_as_it_was(tmp_path, end):
+    """The instructor's course.toml, comments, line ends and a missing last newline included, is kept byte for byte;
+    the new table follows in the file's own line ends."""
     new_exercise(tmp_path, "first")
     config = tmp_path / "course.toml"
     edited = config.read_text(encoding="utf-8").replace("doubles = 1", "doubles = 3  # an instructor's comment")
-    config.write_text(edited.rstrip("\n"), encoding="utf-8")   # and no newline at the end
+    edited = edited.rstrip("\n").replace("\n", end).encode("utf-8")   # and no line end at the end
+    config.write_bytes(edited)
     written = new_exercise(tmp_path, "second")
     assert not written.new_course
-    assert config.read_text(encoding="utf-8").startswith(edited.rstrip("\n") + "\n")
+    after = config.read_bytes()
+    assert after.startswith(edited + end.encode())
+    added = after[len(edited):]
+    assert added.count(end.encode()) == added.count(b"\n") > 5
     course = load_course(tmp_path)
     assert [(ex.id, ex.points) for ex in course.exercises] == [("first", {"doubles": 3.0}),
                                                                ("second", {"doubles": 1.0})]

@@ -124,7 +124,7 @@ def new_exercise(root: Path, exercise_id: str) -> Written:
     taken = [top for top in tops if top.exists()]
     if taken:
         raise SkeletonError(f"{taken[0]} exists already: exercise {exercise_id!r} would overwrite it")
-    before = None if new_course else config.read_text(encoding="utf-8")
+    before = None if new_course else config.read_bytes()   # restored byte for byte should anything fail
     made_root = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
     placed: list[Path] = []
@@ -134,7 +134,7 @@ def new_exercise(root: Path, exercise_id: str) -> Written:
             for path, text in files.items():
                 target = staging / path
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, encoding="utf-8")
+                target.write_text(text, encoding="utf-8", newline="\n")   # the same files on every system
             for top in tops:   # whole folders moved into place, so that a failure leaves no half-written exercise
                 top.parent.mkdir(parents=True, exist_ok=True)
                 (staging / top.relative_to(root)).rename(top)
@@ -143,9 +143,11 @@ def new_exercise(root: Path, exercise_id: str) -> Written:
             shutil.rmtree(staging, ignore_errors=True)
         entry = render("exercise.toml", id=exercise_id, file=f"{exercise_id}.py")
         if before is None:
-            config.write_text(course_config(root) + entry, encoding="utf-8")
-        else:
-            config.write_text(before + ("" if before.endswith("\n") else "\n") + entry, encoding="utf-8")
+            config.write_text(course_config(root) + entry, encoding="utf-8", newline="\n")
+        else:   # appended in the file's own line ends, the instructor's text left as it is
+            end = b"\r\n" if b"\r\n" in before else b"\n"
+            config.write_bytes(before + (b"" if before.endswith(b"\n") or not before else end)
+                               + entry.encode("utf-8").replace(b"\n", end))
         try:
             load_course(root).exercise(exercise_id)
         except CourseError as exc:
@@ -155,7 +157,7 @@ def new_exercise(root: Path, exercise_id: str) -> Written:
         for top in placed:
             shutil.rmtree(top, ignore_errors=True)
         if before is not None:
-            config.write_text(before, encoding="utf-8")
+            config.write_bytes(before)
         elif made_root:
             shutil.rmtree(root, ignore_errors=True)
         else:   # the folder was empty: it is again
