@@ -206,6 +206,11 @@ def load_course(root: Path | None = None) -> Course:
         if ex.file in (PROBES_FILE, CRITERIA_FILE):
             raise CourseError(f"{path}: exercise {ex.id}'s file may not be named {ex.file}: solutions/{ex.id}/ "
                               "holds the grader's file of that name")
+    missing = [str(p) for ex in exercises for p in (Path(ex.probes_file), solutions / ex.id / CRITERIA_FILE)
+               if not p.is_file()]
+    if missing:
+        raise CourseError(f"{path}: the course lacks {', '.join(missing)} (an exercise's probes and criteria are "
+                          f"solutions/<id>/{PROBES_FILE} and {CRITERIA_FILE} of the course)")
     seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
     uids = data.get("sandbox", {}).get("uids", list(DEFAULT_UIDS))
     if not (isinstance(uids, list) and len(uids) == 2 and all(isinstance(u, int) for u in uids)

@@ -119,7 +119,7 @@ def classroom(tmp_path_factory):
     """Two correct submissions (distinct files), a mutant, and an empty folder."""
     root = tmp_path_factory.mktemp("class")
     solution = (ROOT / "solutions" / "heads" / "heads.py").read_text()
-    mutant = next(iter(catalog_mutants(load_course(ROOT), ROOT / "tests", "heads").values()))
+    mutant = next(iter(catalog_mutants(load_course(ROOT), ROOT / "solutions", "heads").values()))
     for name, source in (("ada", solution + "\n# ada\n"), ("bo", solution + "\n# bo\n"), ("cy", mutant), ("di", None)):
         (root / name).mkdir()
         if source is not None:

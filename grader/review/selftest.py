@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.course import CRITERIA_FILE, MUTANTS, PROBES_FILE, VARIANTS, Course
+from grader.course import MUTANTS, VARIANTS, Course
 from grader.sandbox.levels import Sandbox
 from grader.review.unidiff import PatchError, apply_diff
 from grader.worker.protocol import Status
@@ -162,12 +162,10 @@ def catalog_mutants(course: Course, catalog: Path, exercise_id: str) -> dict[str
 def discover(course: Course, catalog: Path) -> list[Case]:
     """Every solution, variant and mutant (`catalog`: the folder holding <exercise>/variants and <exercise>/mutants,
     the course's solutions folder unless told); CatalogError naming every mutant that cannot be built."""
-    missing = [f"{path}" for ex in course.exercises
-               for path in (course.solution(ex), Path(ex.probes_file), course.solutions / ex.id / CRITERIA_FILE)
-               if not path.is_file()]
-    if missing:
-        raise CatalogError("the course lacks " + ", ".join(missing) + ": each exercise's solutions/<id>/ holds its "
-                           f"reference file, {PROBES_FILE} and {CRITERIA_FILE}")
+    missing = [str(course.solution(ex)) for ex in course.exercises if not course.solution(ex).is_file()]
+    if missing:   # (load_course refuses a course without an exercise's probes or criteria)
+        raise CatalogError("the course lacks " + ", ".join(missing) + ": the reference each exercise's criteria are "
+                           "proven on")
     cases = [Case("solution", ex.id, "reference", ex.file, course.solution(ex).read_text(encoding="utf-8"))
              for ex in course.exercises]
     broken = []
