@@ -211,3 +211,15 @@ def test_skeleton_error_is_one_sentence():
     with pytest.raises(SkeletonError) as caught:
         skeleton.check_id("Bad")
     assert "\n" not in str(caught.value)
+
+
+def test_a_course_without_templates_renders_with_the_graders_own(tmp_path):
+    """A new course has no templates/ of its own: its reports are rendered from the grader's (the acceptance test
+    grades a class with one); a course that has one keeps it."""
+    from grader.course import TOOL_TEMPLATES
+
+    new_exercise(tmp_path, "scale")
+    assert load_course(tmp_path).templates == TOOL_TEMPLATES
+    assert (TOOL_TEMPLATES / "report.html.j2").is_file()
+    (tmp_path / "templates").mkdir()
+    assert load_course(tmp_path).templates == tmp_path.resolve() / "templates"
