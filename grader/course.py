@@ -29,9 +29,12 @@ VARIANTS = "variants"           # <name>/manifest.toml and a whole file: correct
 # The course's shared grader-side code (a trusted model its probes build, say), beside the exercises' folders: each
 # <name>.py there is imported by probes and criteria as `grader.probes.<name>`, the package course code is loaded in.
 LIB = "_lib"
+# The grader's checkout: the bundled course's root, and where the tool's own files beside the package live (its
+# pyproject.toml, scripts/install-torch.sh), which a handout or a Gradescope bundle of any course ships.
+TOOL_ROOT = Path(__file__).resolve().parent.parent
 # The pages the grader renders (report.html, scorecard.md, class.html, a handout's): a course's own templates/ when it
 # has one, else these, the grader's, which the bundled course keeps at the top of the checkout.
-TOOL_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TOOL_TEMPLATES = TOOL_ROOT / "templates"
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
 

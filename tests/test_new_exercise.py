@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,21 @@ def test_a_course_without_templates_renders_with_the_graders_own(tmp_path):
     assert (TOOL_TEMPLATES / "report.html.j2").is_file()
     (tmp_path / "templates").mkdir()
     assert load_course(tmp_path).templates == tmp_path.resolve() / "templates"
+
+
+def test_a_new_course_hands_out_and_bundles_with_the_graders_own_files(tmp_path):
+    """A course folder holds no pyproject.toml, scripts/ or grader/: the handout and the Gradescope bundle take those
+    from the grader, the exercises and solutions from the course."""
+    course = tmp_path / "course"
+    new_exercise(course, "scale")
+    assert main(["--course", str(course), "handout", str(tmp_path / "handout")]) == 0
+    handout = tmp_path / "handout"
+    assert (handout / "exercises" / "scale" / "scale.py").read_bytes() == (course / "exercises" / "scale" /
+                                                                          "scale.py").read_bytes()
+    assert load_course(handout / "checker").exercise("scale")
+    assert (handout / "checker" / "install-torch.sh").is_file() and (handout / "pyproject.toml").is_file()
+    assert not (handout / "checker" / "grader" / "authoring").exists()   # the instructor's tool stays home
+    assert main(["--course", str(course), "gradescope", str(tmp_path / "bundle.zip")]) == 0
+    names = set(zipfile.ZipFile(tmp_path / "bundle.zip").namelist())
+    assert {"course.toml", "solutions/scale/probes.py", "solutions/scale/criteria.py", "exercises/scale/scale.py",
+            "grader/cli.py", "pyproject.toml", "scripts/install-torch.sh", "templates/report.html.j2"} <= names

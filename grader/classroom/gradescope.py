@@ -10,7 +10,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from grader.course import Course
+from grader.course import TOOL_ROOT, Course
 from grader.i18n import Text, t, verbatim
 from grader.nolinks import LINK, REGULAR, Lookup, links_under, read_without_links
 from grader.render.safe_text import terminal_text
@@ -78,10 +78,13 @@ def build_bundle(course: Course, out: Path, lang: str = "en") -> list[str]:
             zf.writestr(info, text)
             names.append(name)
         for top in BUNDLED:
-            path = course.root / top
+            # the course's own parts from its folder; the grader's (its package, pyproject, scripts, and the report
+            # templates of a course without its own) from the grader's checkout, where the course folder has none
+            base = course.root if (course.root / top).exists() else TOOL_ROOT
+            path = base / top
             files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
             for f in files:
-                rel = f.relative_to(course.root)
+                rel = f.relative_to(base)
                 if "__pycache__" in rel.parts or f.suffix == ".pyc":
                     continue
                 zf.write(f, rel.as_posix())
