@@ -5,6 +5,7 @@ tests/test_course_folder.py's, which runs sandboxes."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -24,7 +25,7 @@ from grader.sandbox.probe_plan import probe_specs
 from test_exercise_readmes import listed
 
 EXPECTED = ["course.toml", "exercises/{id}/{id}.py", "exercises/{id}/README.md", "exercises/{id}/test_{id}.py",
-            "solutions/{id}/{id}.py", "solutions/{id}/probes.py", "solutions/{id}/criteria.py",
+            "solutions/{id}/{id}.py", "solutions/{id}/probes.py", "solutions/{id}/criteria.py", "solutions/{id}/zh.po",
             f"solutions/{{id}}/mutants/{MUTANT}/change.diff", f"solutions/{{id}}/mutants/{MUTANT}/manifest.toml",
             f"solutions/{{id}}/variants/{VARIANT}/{{id}}.py", f"solutions/{{id}}/variants/{VARIANT}/manifest.toml"]
 
@@ -62,6 +63,28 @@ def test_the_readme_lists_the_criterion_with_its_points_in_both_languages(tmp_pa
     title = criteria_of("double_it", course.solutions)[0].title["en"]
     assert listed(readme, "en") == {title: 1.0}
     assert listed(readme, "zh") == {"double(x) 返回 2 * x": 1.0}
+
+
+def test_every_sentence_of_the_probes_and_criteria_has_its_chinese(tmp_path):
+    """The skeleton's catalog translates each t("...") template its probes and criteria say, with the same
+    placeholders, and nothing else."""
+    from babel.messages.pofile import read_po
+
+    from grader.i18n import KEYWORDS, extract_python_ast, placeholders
+
+    new_exercise(tmp_path, "double_it")
+    mine = tmp_path / "solutions" / "double_it"
+    said = set()
+    for name in ("probes.py", "criteria.py"):
+        with (mine / name).open("rb") as fh:
+            said |= {message for _, _, message, _ in extract_python_ast(fh, KEYWORDS, [], {})}
+    with (mine / "zh.po").open("rb") as fh:
+        translated = {m.id: m.string for m in read_po(fh, locale="zh_CN") if m.id}
+    assert set(translated) == said
+    for template, chinese in translated.items():
+        words = re.sub(r"\{\w+\}", "", template)   # what is left to translate around the placeholders
+        assert chinese and (chinese != template or not re.search(r"[A-Za-z]", words)), template
+        assert placeholders(chinese) == placeholders(template), template
 
 
 def test_every_placeholder_of_every_template_is_filled(tmp_path):

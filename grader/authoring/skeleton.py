@@ -2,9 +2,10 @@
 
 The skeleton is a tiny generic exercise, `double(x)` returning `2 * x`, complete in both halves of a course folder:
 what students see (exercises/<id>/: the stub, README.md in both languages, a public test) and what only the grader
-sees (solutions/<id>/: the reference, probes.py with one probe, criteria.py with one criterion, one mutant and one
-variant), with its [[exercise]] table in course.toml. As written it passes `grader selftest`; the instructor then
-turns it into the exercise they mean. A folder that is new or empty becomes a course first (course.toml).
+sees (solutions/<id>/: the reference, probes.py with one probe, criteria.py with one criterion, the Chinese of their
+sentences, one mutant and one variant), with its [[exercise]] table in course.toml. As written it passes
+`grader selftest`; the instructor then turns it into the exercise they mean. A folder that is new or empty becomes a
+course first (course.toml).
 
 The templates are plain files (templates/*.tmpl, `string.Template` placeholders such as `$id`): what the skeleton
 says is edited there, as text, never assembled here.
@@ -34,6 +35,7 @@ ID_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")
 MUTANT = "squares_instead"         # the skeleton's known bug, under solutions/<id>/mutants/
 VARIANT = "float32_sum"            # the skeleton's correct alternative, under solutions/<id>/variants/
 MANIFEST = "manifest.toml"
+CATALOG = "zh.po"                  # the Chinese of the sentences of its probes and criteria, beside them
 
 
 class SkeletonError(Exception):
@@ -78,6 +80,7 @@ def exercise_files(exercise_id: str, solutions: str = "solutions") -> dict[str, 
         f"{mine}/{file}": render("solution.py", **values),
         f"{mine}/{PROBES_FILE}": render("probes.py", **values),
         f"{mine}/{CRITERIA_FILE}": render("criteria.py", **values),
+        f"{mine}/{CATALOG}": render("zh.po", **values),
         f"{mine}/{MUTANTS}/{MUTANT}/{MUTANT_DIFF}": render("change.diff", **values),
         f"{mine}/{MUTANTS}/{MUTANT}/{MANIFEST}": render("mutant.toml", **values),
         f"{mine}/{VARIANTS}/{VARIANT}/{file}": render("variant.py", **values),
