@@ -133,9 +133,12 @@ def default_solutions() -> Path:
 
 def share_course_code(solutions: Path) -> None:
     """Make the course's shared code (<solutions>/_lib/<name>.py) importable here as `grader.probes.<name>`, as the
-    staged probe code imports it in the sandbox: for the judge's criteria, which run in the grader's processes."""
+    staged probe code imports it in the sandbox: for the judge's criteria, which run in the grader's processes; and
+    the course's catalogs (<solutions>/<id>/zh.po) part of the sentences said here."""
     import grader.probes
+    from grader.i18n import add_course_catalogs
 
+    add_course_catalogs(solutions)
     lib = str(solutions / LIB)
     if lib not in grader.probes.__path__:
         grader.probes.__path__.append(lib)

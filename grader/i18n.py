@@ -2,8 +2,9 @@
 
 Every sentence the grader shows a student is written once, in English, as a `t(...)` call with named
 parameters. The English template is the gettext msgid; its Chinese is in the catalogs under
-`grader/locale/zh/LC_MESSAGES/` (one `.po` file per area, read with Babel: `grader` for the package, one per exercise
-for a course's probes and criteria). A report keeps both renderings,
+`grader/locale/zh/LC_MESSAGES/grader.po` for the package's own sentences and, for a course's probes and criteria,
+in the course folder beside them: `solutions/<id>/zh.po` (`solutions/_lib/zh.po` for its shared code), all read
+with Babel and merged once a course is loaded (`add_course_catalogs`). A report keeps both renderings,
 so one grading serves both audiences and `--lang` only picks what an output shows.
 
     verdict.fail(t("logits have shape {got}; expected {want} = [B, T, V]", got=got, want=[2, 5, 11]))
@@ -24,6 +25,7 @@ from pathlib import Path
 
 LANGS = ("en", "zh")
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
+_COURSE_CATALOGS: list[Path] = []   # solutions folders of the courses loaded here, whose <id>/<lang>.po are merged
 # Calls whose first argument is a template in a catalog: `t` everywhere, and the contract breaches a probe
 # raises in the worker (which has no catalog: the judge translates what it recorded).
 KEYWORDS = {"t": None, "ContractBreach": None, "WrongReturn": None, "student_value": None, "student_tensor": None}
@@ -121,15 +123,29 @@ def known_template(template: str) -> bool:
     return template in catalog("zh")
 
 
+def add_course_catalogs(solutions: Path) -> None:
+    """Merge the catalogs of a course's probes and criteria (<solutions>/<folder>/<lang>.po) from now on."""
+    if solutions not in _COURSE_CATALOGS:
+        _COURSE_CATALOGS.append(solutions)
+        catalog.cache_clear()
+
+
+def course_catalog(solutions: Path, domain: str, lang: str) -> Path:
+    """Where the catalog of a course's domain (an exercise's id, or `_lib`) is kept."""
+    return solutions / domain / f"{lang}.po"
+
+
 @functools.cache
 def catalog(lang: str) -> dict[str, str]:
-    """msgid -> translation for `lang`, merged over its `.po` files; a fuzzy or empty entry is no translation."""
+    """msgid -> translation for `lang`, merged over its `.po` files (the package's, then those of the courses loaded
+    here); a fuzzy or empty entry is no translation."""
     if lang == "en":
         return {}
     from babel.messages.pofile import read_po
 
     merged: dict[str, str] = {}
-    for po in sorted((LOCALE_DIR / lang / "LC_MESSAGES").glob("*.po")):
+    course_files = [po for solutions in _COURSE_CATALOGS for po in sorted(solutions.glob(f"*/{lang}.po"))]
+    for po in [*sorted((LOCALE_DIR / lang / "LC_MESSAGES").glob("*.po")), *course_files]:
         with po.open("rb") as fh:
             for message in read_po(fh, locale="zh_CN" if lang == "zh" else lang):
                 if isinstance(message.id, str) and isinstance(message.string, str) and message.string \
@@ -179,12 +195,12 @@ class _Formatter(string.Formatter):
 
 def domain_of(source: Path, package: Path | None = None) -> str:
     """The catalog a source file's sentences live in: the grader's own (a file of the package) `grader`; a course's
-    probes and criteria of an exercise (<solutions>/<id>/probes.py, criteria.py) the exercise's, named after it;
-    the course's shared code (<solutions>/_lib/<name>.py) its own, named after the file."""
+    probes and criteria of an exercise (<solutions>/<id>/probes.py, criteria.py) the exercise's, named after its
+    folder, as the course's shared code (<solutions>/_lib/<name>.py) is `_lib`'s."""
     source = source.resolve()
     if source.is_relative_to((package or Path(__file__).parent).resolve()):
         return "grader"
-    return source.stem if source.parent.name == "_lib" else source.parent.name
+    return source.parent.name
 
 
 def extract_python_ast(fileobj, keywords, comment_tags, options):
@@ -212,10 +228,7 @@ def extract_templates(package: Path | None = None,
     from babel.messages.extract import extract_from_file
 
     package = (package or Path(__file__).parent).resolve()
-    if solutions is None and package == Path(__file__).parent.resolve():
-        from grader.course import default_solutions
-
-        solutions = default_solutions()
+    solutions = _solutions_of(package, solutions)
     sources = [(source, package.parent) for source in sorted(package.rglob("*.py"))]
     if solutions is not None:
         solutions = solutions.resolve()
@@ -231,6 +244,15 @@ def extract_templates(package: Path | None = None,
     return found
 
 
+def _solutions_of(package: Path, solutions: Path | None) -> Path | None:
+    """The course folder's solutions that go with `package`: as given, else the bundled course's for this package."""
+    if solutions is None and package == Path(__file__).parent.resolve():
+        from grader.course import default_solutions
+
+        return default_solutions()
+    return solutions
+
+
 def read_catalog(path: Path) -> dict[str, str]:
     """msgid -> msgstr of one `.po` file, untranslated entries included (as empty strings)."""
     from babel.messages.pofile import read_po
@@ -243,21 +265,26 @@ def read_catalog(path: Path) -> dict[str, str]:
 def update_catalogs(lang: str = "zh", package: Path | None = None,
                     solutions: Path | None = None) -> dict[str, tuple[int, int]]:
     """Extract every template from the package (this one, or a copy such as a handout's checker, whose cut-down
-    source then takes the hidden criteria's sentences out of its catalogs) and merge it into `lang`'s catalogs:
-    new templates are added untranslated, translations kept, templates no longer in the source dropped. Returns,
-    per domain, how many templates it holds and how many lack a translation."""
+    source then takes the hidden criteria's sentences out of its catalogs) and from the course's code in
+    `solutions`, and merge it into `lang`'s catalogs: the package's in its locale folder, each exercise's beside its
+    criteria. New templates are added untranslated, translations kept, templates no longer in the source dropped.
+    Returns, per domain, how many templates it holds and how many lack a translation."""
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import write_po
 
+    package = (package or Path(__file__).parent).resolve()
+    solutions = _solutions_of(package, solutions)
     found = extract_templates(package, solutions)
-    folder = (package / "locale" if package else LOCALE_DIR) / lang / "LC_MESSAGES"
+    folder = package / "locale" / lang / "LC_MESSAGES"
     folder.mkdir(parents=True, exist_ok=True)
     counts = {}
-    for po in folder.glob("*.po"):
-        if po.stem not in found:
+    stale = [*folder.glob("*.po"), *(solutions.glob(f"*/{lang}.po") if solutions is not None else [])]
+    for po in stale:
+        if (po.stem if po.parent == folder else po.parent.name) not in found:
             po.unlink()
     for domain, messages in sorted(found.items()):
-        path = folder / f"{domain}.po"
+        path = folder / f"{domain}.po" if domain == "grader" or solutions is None \
+            else course_catalog(solutions, domain, lang)
         old = read_catalog(path) if path.exists() else {}
         fresh = Catalog(locale="zh_CN" if lang == "zh" else lang, project="transformer-grader", domain=domain,
                         fuzzy=False)

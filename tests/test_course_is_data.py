@@ -93,11 +93,13 @@ def test_each_word_excused_is_still_there(relative, text):
 
 
 def test_the_grader_package_holds_no_probe_or_criteria_module():
-    """The package a course's probe code is loaded into holds none itself."""
+    """The package a course's probe code is loaded into holds none itself, and its catalog only its own sentences;
+    each exercise's are beside its criteria."""
     assert [p.name for p in (PACKAGE / "probes").iterdir() if p.suffix == ".py"] == ["__init__.py"]
     assert not (PACKAGE / "criteria").exists()
+    assert [p.name for p in (PACKAGE / "locale" / "zh" / "LC_MESSAGES").iterdir()] == ["grader.po"]
     for ex in COURSE.exercises:
-        for name in ("probes.py", "criteria.py", ex.file):
+        for name in ("probes.py", "criteria.py", "zh.po", ex.file):
             assert (COURSE.solutions / ex.id / name).is_file(), (ex.id, name)
 
 

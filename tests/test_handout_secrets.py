@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,13 +98,17 @@ def test_the_checkers_catalogs_hold_only_the_sentences_of_its_own_code(handout):
 
     from grader.classroom.checker import CHECKS_DIR
 
-    package = handout / "checker" / "grader"
-    shipped = extract_templates(package, handout / "checker" / CHECKS_DIR)   # the package and its cut course code
-    catalogs = {po.stem: read_catalog(po) for po in (package / "locale" / "zh" / "LC_MESSAGES").glob("*.po")}
+    def catalogs_of(package: Path, solutions: Path) -> dict[str, dict[str, str]]:
+        """domain -> its catalog: the package's in its locale folder, each exercise's beside its criteria."""
+        own = {po.stem: read_catalog(po) for po in (package / "locale" / "zh" / "LC_MESSAGES").glob("*.po")}
+        return {**own, **{po.parent.name: read_catalog(po) for po in solutions.glob("*/zh.po")}}
+
+    package, checks = handout / "checker" / "grader", handout / "checker" / CHECKS_DIR
+    shipped = extract_templates(package, checks)   # the package and its cut course code
+    catalogs = catalogs_of(package, checks)
     assert {domain: set(entries) for domain, entries in catalogs.items()} == \
            {domain: set(templates) for domain, templates in shipped.items()}
-    ours = {domain: read_catalog(po) for domain, po in
-            ((po.stem, po) for po in (ROOT / "grader" / "locale" / "zh" / "LC_MESSAGES").glob("*.po"))}
+    ours = catalogs_of(ROOT / "grader", ROOT / "solutions")
     assert all(catalogs[d][m] == ours[d][m] for d in catalogs for m in catalogs[d]), "a translation was lost"
     withheld = {m for domain, templates in extract_templates().items() if domain != "grader" for m in templates} - {
         m for templates in shipped.values() for m in templates}

@@ -13,7 +13,9 @@ from grader import i18n
 from grader.i18n import LOCALE_DIR, extract_templates, placeholders, read_catalog, t, verbatim
 
 PACKAGE = Path(grader.__file__).parent
-SOURCES = sorted(PACKAGE.rglob("*.py"))
+SOLUTIONS = Path(grader.__file__).resolve().parent.parent / "solutions"   # the bundled course's probes and criteria
+SOURCES = sorted([*PACKAGE.rglob("*.py"), *SOLUTIONS.glob("*/probes.py"), *SOLUTIONS.glob("*/criteria.py"),
+                  *SOLUTIONS.glob("_lib/*.py")])
 TEMPLATE_CALLS = set(i18n.KEYWORDS)
 # What a criterion says through: its verdict and the exceptions that end it.
 VERDICT_CALLS = {"ok", "fail", "check", "Verdict", "CriterionFailed", "StudentRaised", "NotAttempted", "TimedOut",
@@ -28,7 +30,8 @@ def extracted() -> dict[str, dict[str, list]]:
 
 @pytest.fixture(scope="module")
 def catalogs() -> dict[str, dict[str, str]]:
-    return {po.stem: read_catalog(po) for po in sorted((LOCALE_DIR / "zh" / "LC_MESSAGES").glob("*.po"))}
+    package = {po.stem: read_catalog(po) for po in sorted((LOCALE_DIR / "zh" / "LC_MESSAGES").glob("*.po"))}
+    return {**package, **{po.parent.name: read_catalog(po) for po in sorted(SOLUTIONS.glob("*/zh.po"))}}
 
 
 def _calls(name_set: set[str]):

@@ -135,9 +135,12 @@ def test_a_change_to_one_exercises_criteria_judges_that_exercise_alone(tmp_path,
     edit(package / "judge" / "compare.py", "\nSHARED_CHANGED = True\n")
     shared = versions()
     assert _changed(fixed, shared) == set(start)
-    edit(package / "locale" / "zh" / "LC_MESSAGES" / "rope.po", "\n")   # one catalog: every criterion's words
+    edit(solutions / "rope" / "zh.po", "\n")   # the catalogs are merged into one: every criterion's words
     catalog = versions()
     assert _changed(shared, catalog) == set(start)
+    edit(package / "locale" / "zh" / "LC_MESSAGES" / "grader.po", "\n")
+    assert _changed(catalog, versions()) == set(start)
+    catalog = versions()
     edit(solutions / "_lib" / "lm.py", "\nMODEL_CHANGED = True\n")
     assert _changed(catalog, versions()) == set(start)
 

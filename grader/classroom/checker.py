@@ -261,6 +261,8 @@ def write_checker(course: Course, target: Path) -> None:
         probe_source = (course.solutions / ex.id / PROBES_FILE).read_text(encoding="utf-8")
         probe_text = cut_module(probe_source, wanted, f"Probes of exercise `{ex.id}` that its visible criteria read.")
         (checks / ex.id / PROBES_FILE).write_text(probe_text, encoding="utf-8")
+        for po in (course.solutions / ex.id).glob("*.po"):   # its translations, cut to the shipped code below
+            shutil.copyfile(po, checks / ex.id / po.name)
         needed_modules |= {node.module.rsplit(".", 1)[1] for node in ast.walk(ast.parse(probe_text))
                            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader.probes.")}
         if any("ref" in inspect.signature(fn).parameters for fn in tests.values()):

@@ -128,13 +128,15 @@ def _grader_sources(package: Path) -> str:
 
 
 def _course_criteria(course: Course, ex: ExerciseConfig) -> str:
-    """A digest of the exercise's criteria module and of the course's shared code (which criteria may import as
-    `grader.probes.<name>`); the other exercises' criteria count not: the judge collects each as a module of its own,
-    and none of them changes what another's conclude."""
+    """A digest of the exercise's criteria module, of the course's shared code (which criteria may import as
+    `grader.probes.<name>`) and of the course's catalogs (merged into one, they say every criterion's words); the
+    other exercises' criteria count not: the judge collects each as a module of its own, and none of them changes
+    what another's conclude."""
     from grader.course import CRITERIA_FILE, LIB
 
+    catalogs = sorted(course.solutions.glob("*/*.po"))
     h = hashlib.sha256()
-    for path in [course.solutions / ex.id / CRITERIA_FILE, *sorted((course.solutions / LIB).glob("*.py"))]:
+    for path in [course.solutions / ex.id / CRITERIA_FILE, *sorted((course.solutions / LIB).glob("*.py")), *catalogs]:
         h.update(f"{path.relative_to(course.solutions).as_posix()}\0".encode()
                  + (path.read_bytes() if path.is_file() else b"(none)") + b"\0")
     return h.hexdigest()

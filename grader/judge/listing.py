@@ -20,7 +20,7 @@ import importlib.util
 from pathlib import Path
 from typing import TypeGuard
 
-from grader.course import CRITERIA_FILE, default_solutions
+from grader.course import CRITERIA_FILE, default_solutions, share_course_code
 from grader.i18n import Text
 from grader.judge.criterion import CriterionMeta
 
@@ -36,7 +36,9 @@ def criteria_file(exercise_id: str, solutions: Path | None = None) -> Path:
 
 
 def criteria_of(exercise_id: str, solutions: Path | None = None) -> list[CriterionMeta]:
-    """The criteria an exercise is judged on, in the order they are written."""
+    """The criteria an exercise is judged on, in the order they are written, titled in the course's catalogs."""
+    solutions = solutions or default_solutions()
+    share_course_code(solutions)
     path = criteria_file(exercise_id, solutions)
     return list(_criteria_in(str(path), path.read_text(encoding="utf-8")))
 
