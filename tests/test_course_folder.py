@@ -125,6 +125,8 @@ def test_a_class_is_graded_with_the_course(course_root, tmp_path):
     assert _exercise(reports["bob"], AS_GENERATED)["status"] == "not_attempted"
     carol = _exercise(reports["carol"], AS_GENERATED)["criteria"][0]
     assert carol["status"] == "failed" and "NaN" in carol["message"]["en"], carol
+    # in Chinese from the course's own catalog (solutions/<id>/zh.po), as the skeleton wrote it
+    assert carol["title"]["zh"] == "double(x) 返回 2 * x" and "与 2 * x 不一致" in carol["message"]["zh"], carol
 
 
 def test_the_course_passes_its_selftest(course_root):
