@@ -226,11 +226,22 @@ def build_parser() -> argparse.ArgumentParser:
     new = sub.add_parser("new-exercise", help="write a working exercise skeleton into a course folder (making the "
                                               "course when the folder is new or empty)")
     new.add_argument("exercise_id", metavar="ID", help="the exercise's id: lower-case letters, digits, underscores")
-    # its own dest: a subcommand's default would overwrite `grader --course DIR new-exercise ID`'s folder
-    new.add_argument("--course", dest="new_exercise_course", type=Path, default=None, metavar="DIR",
-                     help="the course folder (or `grader --course DIR new-exercise ID`)")
     new.set_defaults(handler=command_new_exercise)
+    if not student:
+        course_after_the_command(sub)
     return parser
+
+
+def course_after_the_command(sub) -> None:
+    """`grader COMMAND --course DIR ...` as well as `grader --course DIR COMMAND ...`. Unset, a command's option sets
+    nothing (SUPPRESS), so it never overwrites the folder given before the command; a command whose own --course
+    means something else (`lms canvas`'s Canvas course) keeps it."""
+    for command in sub.choices.values():
+        try:
+            command.add_argument("--course", type=Path, default=argparse.SUPPRESS, metavar="DIR",
+                                 help="folder holding course.toml (as `grader --course DIR` before the command)")
+        except argparse.ArgumentError:
+            pass
 
 
 def formats_argument(text: str) -> tuple[str, ...]:
@@ -385,7 +396,7 @@ def command_new_exercise(args) -> int:
     from grader.authoring.skeleton import SkeletonError, new_exercise
     from grader.render.safe_text import terminal_text
 
-    root = args.new_exercise_course or args.course
+    root = args.course
     if root is None:
         raise UsageError("name the course folder: grader new-exercise ID --course DIR")
     try:

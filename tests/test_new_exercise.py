@@ -265,3 +265,22 @@ def test_a_new_course_hands_out_and_bundles_with_the_graders_own_files(tmp_path)
     names = set(zipfile.ZipFile(tmp_path / "bundle.zip").namelist())
     assert {"course.toml", "solutions/scale/probes.py", "solutions/scale/criteria.py", "exercises/scale/scale.py",
             "grader/cli.py", "pyproject.toml", "scripts/install-torch.sh", "templates/report.html.j2"} <= names
+
+
+@pytest.mark.parametrize("argv", [["--course", "DIR", "selftest"], ["selftest", "--course", "DIR"],
+                                  ["--course", "ELSEWHERE", "selftest", "--course", "DIR"],
+                                  ["new-exercise", "x", "--course", "DIR"], ["--course", "DIR", "new-exercise", "x"],
+                                  ["--course", "DIR", "batch", "class", "--out", "o"],
+                                  ["batch", "class", "--out", "o", "--course", "DIR"]])
+def test_the_course_folder_is_named_before_or_after_the_command(argv):
+    from grader.cli import build_parser
+
+    assert build_parser().parse_args(argv).course == Path("DIR")
+
+
+def test_a_command_whose_own_course_option_means_another_thing_keeps_it():
+    from grader.cli import build_parser
+
+    args = build_parser().parse_args(["--course", "DIR", "lms", "canvas", "--course", "4711", "--assignment", "9",
+                                      "gradebook"])
+    assert (args.course, args.canvas_course) == (Path("DIR"), "4711")
