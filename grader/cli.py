@@ -17,6 +17,8 @@ from grader.i18n import LANGS
 from grader.worker.protocol import Status
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+EXIT_REDIRECT_REFUSED = 9   # `grader lms canvas`: Canvas's address redirected to another host, the push stopped
+EXIT_RATE_LIMITED = 8       # `grader classroom sync`: GitHub's rate limit stopped the run; the same command goes on
 
 
 class UsageError(Exception):
@@ -47,11 +49,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (UsageError, CourseError) as exc:
+    except (UsageError, CourseError, *refusals()) as exc:
         from grader.render.safe_text import terminal_text
 
-        print(f"grader: {terminal_text(str(exc))}", file=sys.stderr)  # it may name the submission's folder
+        said = exc.problems if isinstance(exc, CourseError) else (str(exc),)   # a course's problems: a line each
+        for line in said:
+            print(f"grader: {terminal_text(line)}", file=sys.stderr)  # it may name the submission's folder
         return EXIT_USAGE
+
+
+def refusals() -> tuple[type[Exception], ...]:
+    """The other refusals said in one line with status 2: a gradebook of a newer grader (the student edition
+    has no gradebook, nor its module)."""
+    if student_edition():
+        return ()
+    from grader.batch.schema import SchemaRefused
+
+    return (SchemaRefused,)
 
 
 def student_edition() -> bool:
@@ -79,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=command_check)
     if student_edition():
         return parser
+
+    validate = sub.add_parser("validate", help="check course.toml against its schema: every problem with its line")
+    validate.add_argument("--course", type=Path, default=argparse.SUPPRESS,   # as well as before the command
+                          help="folder holding course.toml (default: this checkout)")
+    validate.set_defaults(handler=command_validate)
 
     grade = sub.add_parser("grade", help="grade one submission and write report.json, report.html, scorecard.md")
     grade.add_argument("submission", nargs="?", type=Path, default=None,
@@ -188,12 +207,22 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--roster", type=Path, default=None, metavar="CSV",
                       help="the class list, its id the GitHub user name: names the students and gives each their "
                            "extension (course.toml's [policy])")
+    sync.add_argument("--max-wait", type=float, default=None, metavar="SECONDS",
+                      help="the longest a rate limit of GitHub's may make the run sleep; a longer one stops it, to go "
+                           "on by the same command later (default: 300)")
     sync.set_defaults(handler=command_classroom_sync)
 
     bundle = sub.add_parser("gradescope", help="build a Gradescope autograder bundle (setup.sh, run_autograder)")
     bundle.add_argument("out", type=Path, help="the .zip to write")
     bundle.add_argument("--lang", choices=LANGS, default="en",
                         help="the language of the results students see in Gradescope")
+    bundle.add_argument("--gradescope-memory-mb", type=positive_int_argument, default=None, metavar="MB",
+                        help="the memory chosen in the assignment's Autograder Settings (default: Gradescope's, 768); "
+                             "the bundle is refused when the course's limits need more")
+    bundle.add_argument("--gradescope-timeout-min", type=positive_int_argument, default=None, metavar="MINUTES",
+                        help="the timeout chosen there (default: Gradescope's, 10; at most 40)")
+    bundle.add_argument("--gradescope-cpus", type=positive_float_argument, default=None, metavar="VCPU",
+                        help="the CPUs chosen there (default: Gradescope's, 0.5); fewer than the course needs warns")
     bundle.set_defaults(handler=command_gradescope)
 
     gs_run = sub.add_parser("gradescope-run")  # what the bundle's run_autograder calls; not for people
@@ -284,6 +313,16 @@ def percent_argument(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not (math.isfinite(value) and 0 <= value <= 100):
         raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
+    return value
+
+
+def positive_float_argument(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
     return value
 
 
@@ -637,8 +676,8 @@ def command_handout(args) -> int:
 
 def command_classroom_sync(args) -> int:
     from grader.batch.run import run_batch
-    from grader.classroom.github import (GitHub, GitHubError, POSTED, RETRY, classroom_settings, iso, parse_time, sync,
-                                  token_from_environment)
+    from grader.classroom.github import (MAX_WAIT_S, GitHub, GitHubError, POSTED, classroom_settings, iso, parse_time,
+                                         sync, token_from_environment)
     from grader.render.safe_text import terminal_text
     from grader.sandbox.levels import strict_missing
 
@@ -673,20 +712,26 @@ def command_classroom_sync(args) -> int:
     def grade_batch(submissions, gradebook):
         return run_batch(course, submissions, gradebook, args.jobs, True, args.sandbox, args.lang, roster=roster)
 
+    github = GitHub(token, args.api_url, max_wait_s=MAX_WAIT_S if args.max_wait is None else args.max_wait)
     try:
-        rows = sync(course, GitHub(token, args.api_url), args.org, args.prefix, out, grade_batch, deadline, args.lang,
-                    policy=policy, roster=roster)
+        done = sync(course, github, args.org, args.prefix, out, grade_batch, deadline, args.lang, policy=policy,
+                    roster=roster)
     except GitHubError as exc:   # the organisation's repositories could not be listed: nothing is known
         raise UsageError(f"GitHub: {exc}") from None
-    for row in rows:
+    for row in done.rows:
         where = f" {row.sha[:12]}" if row.sha else ""
         came = f" ({row.arrival.how} {iso(row.arrival.at)})" if row.arrival else ""
         stage = f" [{row.stage}]" if row.stage else ""
         print(terminal_text(f"{row.repository}{where}: {row.status}{stage}: {row.description}{came}"))
-    posted = sum(r.status == POSTED for r in rows)
-    retried = sum(r.status == RETRY for r in rows)
-    print(f"{posted} scorecards posted, {retried} repositories to try again; gradebook in {out}")
-    return EXIT_INCOMPLETE if retried else EXIT_OK
+    posted = sum(r.status == POSTED for r in done.rows)
+    print(f"{done.calls} calls ({done.not_modified} of them answered 304, free of the rate limit), {posted} "
+          f"repositories posted, {done.left} left for the next run; gradebook in {out}")
+    if done.stopped is not None:
+        after = done.stopped.resume_at.astimezone().strftime("%H:%M %Z")
+        print(f"stopped at GitHub's rate limit after {done.repositories - done.left} of {done.repositories} "
+              f"repositories; run the same command after {after} to finish")
+        return EXIT_RATE_LIMITED
+    return EXIT_INCOMPLETE if done.left else EXIT_OK
 
 
 def gradebook_folder(path: Path, lang: str) -> Path:
@@ -843,7 +888,7 @@ def command_lms_canvas(args) -> int:
     """`grader lms canvas`: each roster student's final grade and scorecard to a Canvas assignment."""
     from grader.batch.run import stored_settings
     from grader.i18n import t
-    from grader.classroom.lms import FAILED, TOKEN_VARIABLE, LmsError, canvas_push, said_of
+    from grader.classroom.lms import FAILED, TOKEN_VARIABLE, LmsError, RedirectRefused, canvas_push, said_of
     from grader.render.safe_text import terminal_text
     from grader.batch.roster import RosterError, read_roster
 
@@ -862,6 +907,9 @@ def command_lms_canvas(args) -> int:
     try:
         sent = canvas_push(course, out, roster, args.canvas_course, args.assignment, args.url,
                            os.environ.get(TOKEN_VARIABLE), args.dry_run, args.force, show, lang)
+    except RedirectRefused as exc:
+        print(f"grader: {terminal_text(exc.said.render(lang))}", file=sys.stderr)
+        return EXIT_REDIRECT_REFUSED
     except LmsError as exc:
         raise UsageError(exc.said.render(lang)) from None
     counts = {status: sum(s.status == status for s in sent) for status in {s.status for s in sent}}
@@ -872,10 +920,53 @@ def command_lms_canvas(args) -> int:
     return EXIT_INCOMPLETE if counts.get(FAILED) else EXIT_OK
 
 
-def command_gradescope(args) -> int:
-    from grader.classroom.gradescope import build_bundle
+def command_validate(args) -> int:
+    """course.toml alone: the schema's checks (load_course raises with every problem), then [policy], which
+    grader.policy reads and checks in the language of the command that uses it."""
+    from grader.course import COURSE_FILE
+    from grader.policy import PolicyError, load_policy
 
-    names = build_bundle(load_course(args.course), args.out, args.lang)
+    course = load_course(args.course)
+    path = course.root / COURSE_FILE
+    try:
+        load_policy(course)
+    except PolicyError as exc:
+        raise CourseError(f"{path}: {exc.said.render('en').removeprefix(f'{COURSE_FILE}: ')}") from None
+    print(f"{path}: valid ({len(course.exercises)} exercises)")
+    return EXIT_OK
+
+
+def command_gradescope(args) -> int:
+    """The bundle, after the Autograder Settings the course needs. A setting stated with --gradescope-* that gives
+    less memory or time than the course's limits can take is refused (a grading past it is killed with no results);
+    Gradescope's defaults, when nothing is stated, and too few CPUs are warned about."""
+    from grader.classroom.gradescope import (GRADESCOPE_DEFAULT_CPUS, GRADESCOPE_DEFAULT_MEMORY_MB,
+                                             GRADESCOPE_DEFAULT_TIMEOUT_MIN, GRADESCOPE_MAX_TIMEOUT_MIN, Hardware,
+                                             build_bundle, needs, settings_text, shortfall)
+
+    course = load_course(args.course)
+    print(settings_text(course))
+    needed, _ = needs(course)
+    if (args.gradescope_timeout_min or 0) > GRADESCOPE_MAX_TIMEOUT_MIN:
+        raise UsageError(f"--gradescope-timeout-min {args.gradescope_timeout_min}: Gradescope allows at most "
+                         f"{GRADESCOPE_MAX_TIMEOUT_MIN} minutes")
+    if needed.timeout_min > GRADESCOPE_MAX_TIMEOUT_MIN:
+        raise UsageError(f"the course needs a timeout of {needed.timeout_min} minutes and Gradescope allows at most "
+                         f"{GRADESCOPE_MAX_TIMEOUT_MIN}: lower the exercises' timeout_s in course.toml")
+    stated = args.gradescope_memory_mb is not None or args.gradescope_timeout_min is not None
+    chosen = Hardware(args.gradescope_memory_mb or GRADESCOPE_DEFAULT_MEMORY_MB,
+                      args.gradescope_timeout_min or GRADESCOPE_DEFAULT_TIMEOUT_MIN,
+                      args.gradescope_cpus or GRADESCOPE_DEFAULT_CPUS)
+    fatal, slow = shortfall(course, chosen)
+    which = (f"the chosen Gradescope setting ({chosen.short()}) gives" if stated or args.gradescope_cpus is not None
+             else f"Gradescope's default Autograder Settings ({chosen.short()}) give")
+    if fatal and stated:
+        raise UsageError(f"{which} {'; '.join(fatal)} (course.toml's memory_mb and timeout_s): choose a larger "
+                         "setting, or lower those limits")
+    if fatal or slow:
+        print(f"grader: warning: {which} {'; '.join(fatal + slow)}: choose at least {needed.short()} in the "
+              "assignment's Autograder Settings", file=sys.stderr)
+    names = build_bundle(course, args.out, args.lang)
     print(f"{args.out}: {len(names)} files (setup.sh, run_autograder, the course)")
     return EXIT_OK
 

@@ -5,6 +5,7 @@ Instructors change points and limits there, never in code.
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import os
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from grader.course_schema import problem_at, problems, schema
 from grader.i18n import LANGS
 from grader.judge.limits import JudgeLimits
 from grader.sandbox.uids import DEFAULT_UIDS
@@ -35,11 +37,16 @@ TOOL_ROOT = Path(__file__).resolve().parent.parent
 # The pages the grader renders (report.html, scorecard.md, class.html, a handout's): a course's own templates/ when it
 # has one, else these, the grader's, which the bundled course keeps at the top of the checkout.
 TOOL_TEMPLATES = TOOL_ROOT / "templates"
-GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+# the values course.schema.json allows in a `visibility` table
+GRADESCOPE_VISIBILITIES = tuple(schema()["$defs"]["visibility"]["additionalProperties"]["enum"])
 
 
 class CourseError(Exception):
-    """The course configuration is missing or malformed; the message names the key."""
+    """The course configuration is missing or malformed: `problems`, one sentence each, name the key and its line."""
+
+    def __init__(self, *problems: str):
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -168,47 +175,49 @@ def import_course_module(course: Course, exercise_id: str, kind: str) -> ModuleT
     return module
 
 
-def _visibility(defaults: dict, own: dict) -> dict[str, str]:
-    """The exercise's visibility table over the defaults' one, each value one of Gradescope's four."""
-    merged = {str(k): v for k, v in {**defaults, **own}.items()}
-    bad = {k: v for k, v in merged.items() if v not in GRADESCOPE_VISIBILITIES}
-    if bad:
-        key, value = next(iter(bad.items()))
-        raise ValueError(f"visibility {key!r} = {value!r} (choose from {', '.join(GRADESCOPE_VISIBILITIES)})")
-    return merged
-
-
 def load_course(root: Path | None = None) -> Course:
+    """The course of `root` (default: `default_root()`), its course.toml checked against grader/course.schema.json:
+    CourseError lists every problem with its line."""
     root = (root or default_root()).resolve()
     path = root / COURSE_FILE
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except FileNotFoundError:
         raise CourseError(f"no {COURSE_FILE} in {root}") from None
+    except UnicodeDecodeError:
+        raise CourseError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise CourseError(f"{path}: {exc}") from None
+    found = problems(path, text, data)
     course = data.get("course", {})
-    defaults = data.get("defaults", {})
+    uids = data.get("sandbox", {}).get("uids", list(DEFAULT_UIDS))
+    if not found and uids[0] > uids[1]:
+        found.append(problem_at(path, text, ("sandbox", "uids"), f"`uids` under [sandbox] must be [first, last] with "
+                                f"first <= last, not {uids}"))
     solutions = root / course.get("solutions", "solutions")
+    deadline = data.get("classroom", {}).get("deadline")
+    if not found and deadline is not None and not _is_time(deadline):
+        found.append(problem_at(path, text, ("classroom", "deadline"), f"[classroom] deadline {deadline!r} is not an "
+                                "ISO 8601 time such as 2026-12-01T23:59:59Z"))
+    if found:
+        raise CourseError(*found)
+    defaults = data.get("defaults", {})
     exercises = []
-    for i, raw in enumerate(data.get("exercise", [])):
-        try:
-            merged = {**defaults, **raw}
-            exercises.append(ExerciseConfig(
-                id=merged["id"], file=merged["file"],
-                title_en=merged["title"]["en"], title_zh=merged["title"]["zh"],
-                limits=Limits.from_table(merged), forbidden=tuple(merged.get("forbidden", ())),
-                points={str(k): float(v) for k, v in merged["points"].items()},
-                visible=tuple(merged.get("visible", ())),
-                hidden_criteria=int(raw.get("hidden_criteria", 0)),
-                visibility=_visibility(defaults.get("visibility", {}), raw.get("visibility", {})),
-                probes_file=str(solutions / str(merged["id"]) / PROBES_FILE),
-            ))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CourseError(f"{path}: exercise #{i + 1} is missing or has a bad {exc}") from None
-        ex = exercises[-1]
-        if not ex.id.isidentifier() or ex.id == LIB:
-            raise CourseError(f"{path}: exercise id {ex.id!r} must be a Python name other than {LIB}")
+    for raw in data.get("exercise", []):
+        merged = {**defaults, **raw}
+        exercises.append(ExerciseConfig(
+            id=raw["id"], file=raw["file"], title_en=raw["title"]["en"], title_zh=raw["title"]["zh"],
+            limits=Limits.from_table(merged), forbidden=tuple(merged.get("forbidden", ())),
+            points={str(k): float(v) for k, v in raw["points"].items()},
+            visible=tuple(merged.get("visible", ())),
+            hidden_criteria=int(raw.get("hidden_criteria", 0)),   # the schema takes 3.0 for a whole number
+            visibility={**defaults.get("visibility", {}), **raw.get("visibility", {})},
+            probes_file=str(solutions / raw["id"] / PROBES_FILE),
+        ))
+    for ex in exercises:
+        if ex.id == LIB:
+            raise CourseError(f"{path}: exercise id {ex.id!r} names the folder of the course's shared code")
         if ex.file in (PROBES_FILE, CRITERIA_FILE):
             raise CourseError(f"{path}: exercise {ex.id}'s file may not be named {ex.file}: solutions/{ex.id}/ "
                               "holds the grader's file of that name")
@@ -217,45 +226,35 @@ def load_course(root: Path | None = None) -> Course:
     if missing:
         raise CourseError(f"{path}: the course lacks {', '.join(missing)} (an exercise's probes and criteria are "
                           f"solutions/<id>/{PROBES_FILE} and {CRITERIA_FILE} of the course)")
-    seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
-    uids = data.get("sandbox", {}).get("uids", list(DEFAULT_UIDS))
-    if not (isinstance(uids, list) and len(uids) == 2 and all(isinstance(u, int) for u in uids)
-            and 1000 <= uids[0] <= uids[1] < 2**31 - 1):
-        raise CourseError(f"{path}: [sandbox] uids must be [first, last] with 1000 <= first <= last")
+    try:
+        seed = int(os.environ.get("GRADER_SEED", course.get("seed", 0)))
+    except ValueError:
+        raise CourseError(f"GRADER_SEED={os.environ['GRADER_SEED']!r} is not a whole number") from None
     fork_server = data.get("sandbox", {}).get("fork_server", Course.fork_server)
     if os.environ.get("GRADER_FORK_SERVER") in ("0", "1"):
         fork_server = os.environ["GRADER_FORK_SERVER"] == "1"
-    if not isinstance(fork_server, bool):
-        raise CourseError(f"{path}: [sandbox] fork_server must be true or false")
-    references = root / course["references"] if course.get("references") else None
-    if "criteria" in course:
-        raise CourseError(f"{path}: [course] criteria is no longer read: an exercise's criteria are "
-                          f"solutions/<id>/{CRITERIA_FILE} of the course")
-    names = _names(course.get("name", "course"), path)
+    references = root / course["references"] if "references" in course else None
+    names = _names(course.get("name", "course"))
+    table = data.get("judge", {})
+    judge: dict[str, Any] = {f.name: (int if f.type == "int" else float)(table[f.name]) for f in fields(JudgeLimits)
+                             if f.name in table}
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
-                  uids=(uids[0], uids[1]), fork_server=fork_server, references=references, names=names,
-                  solutions=solutions,
-                  templates=root / "templates" if (root / "templates").is_dir() else TOOL_TEMPLATES,
-                  judge_limits=_judge_limits(data.get("judge", {}), path))
+                  uids=(int(uids[0]), int(uids[1])), fork_server=fork_server, references=references, names=names,
+                  solutions=solutions, judge_limits=JudgeLimits(**judge),
+                  templates=root / "templates" if (root / "templates").is_dir() else TOOL_TEMPLATES)
 
 
-def _judge_limits(table: dict, path: Path) -> JudgeLimits:
-    known = {f.name: f.type for f in fields(JudgeLimits)}
-    unknown = sorted(set(table) - set(known))
-    if unknown or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in table.values()):
-        raise CourseError(f"{path}: [judge] takes positive numbers for {', '.join(known)}"
-                          + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
-    values: dict[str, Any] = {k: (int(v) if known[k] == "int" else float(v)) for k, v in table.items()}
-    return JudgeLimits(**values)
-
-
-def _names(raw, path: Path) -> dict[str, str]:
+def _names(raw: str | dict[str, str]) -> dict[str, str]:
     """`[course] name`: one name (as course.toml held before it named the course in both languages), or a table of
     one per language, `{ en = "...", zh = "..." }`; a language it leaves out takes the English name."""
-    if isinstance(raw, str) and raw.strip():
+    if isinstance(raw, str):
         return dict.fromkeys(LANGS, raw)
-    if isinstance(raw, dict) and isinstance(raw.get("en"), str) and raw["en"].strip() \
-            and all(isinstance(v, str) and v.strip() for v in raw.values()):
-        return {lang: raw[lang] if lang in raw else raw["en"] for lang in LANGS}
-    raise CourseError(f'{path}: [course] name must be a name, or {{ en = "...", zh = "..." }} naming the course in '
-                      "each language")
+    return {lang: raw.get(lang, raw["en"]) for lang in LANGS}
+
+
+def _is_time(text: str) -> bool:
+    try:
+        dt.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True

@@ -42,6 +42,12 @@ FROM_SEEN = "seen"               # the commit reached GitHub after a sync saw th
 FROM_GRADESCOPE = "gradescope"   # Gradescope's created_at
 UNITS = {"day": dt.timedelta(days=1), "hour": dt.timedelta(hours=1)}
 KEYS = ("due", "late_penalty_percent", "per", "max_penalty_percent", "cutoff")
+# The times a policy reckons with: one outside is a typo or made up (no work is handed in before 1970 or in the
+# year 3000), and inside them every date an extension moves stays a date Python holds (datetime ends in 9999).
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(3000, 1, 1, tzinfo=dt.UTC)
+MAX_EXTENSION_DAYS = 3650   # ten years: a longer extension is a typo (1e10 would overflow every date)
+RANGE_SAID = t("a time from {earliest} to {latest}", earliest=EARLIEST.year, latest=LATEST.year - 1)
 
 
 class PolicyError(Exception):
@@ -50,6 +56,22 @@ class PolicyError(Exception):
     def __init__(self, said: Text):
         super().__init__(str(said))
         self.said = said
+
+
+class OutOfRange(ValueError):
+    """A time outside EARLIEST..LATEST, or an extension of more than MAX_EXTENSION_DAYS: read, but not reckoned
+    with. `said` is the range, for the message of whoever read it (which names the file, line and value)."""
+
+    def __init__(self, said: Text):
+        super().__init__(str(said))
+        self.said = said
+
+
+def in_range(when: dt.datetime) -> dt.datetime:
+    """`when` itself, or OutOfRange outside EARLIEST..LATEST."""
+    if not EARLIEST <= when < LATEST:
+        raise OutOfRange(RANGE_SAID)
+    return when
 
 
 @dataclass(frozen=True)
@@ -98,7 +120,10 @@ def load_policy(course: Course) -> Policy | None:
         if key not in data:
             return None
         try:
-            return parse_moment(str(data[key]))
+            return in_range(parse_moment(str(data[key])))
+        except OutOfRange as exc:
+            raise PolicyError(t("course.toml: [policy] {key} = {value} is out of range ({range})", key=key,
+                                value=repr(data[key]), range=exc.said)) from None
         except ValueError:
             raise PolicyError(t("course.toml: [policy] {key} = {value} is not an ISO 8601 time such as "
                                 "2026-12-01T23:59:59+08:00", key=key, value=repr(data[key]))) from None
@@ -121,17 +146,20 @@ def load_policy(course: Course) -> Policy | None:
 
 
 def check_extension(text: str) -> None:
-    """Raise ValueError unless `text` is an extension: empty, a number of days (at least 0), or a time."""
+    """Raise ValueError unless `text` is an extension: empty, a number of days (at least 0), or a time; OutOfRange
+    (a ValueError) for more than MAX_EXTENSION_DAYS days or a time outside EARLIEST..LATEST."""
     text = text.strip()
     if not text:
         return
     try:
         days = float(text)
     except ValueError:
-        parse_moment(text)
+        in_range(parse_moment(text))
         return
     if not (math.isfinite(days) and days >= 0):
         raise ValueError(text)
+    if days > MAX_EXTENSION_DAYS:
+        raise OutOfRange(t("at most {days} days", days=MAX_EXTENSION_DAYS))
 
 
 @dataclass(frozen=True)
@@ -146,7 +174,8 @@ class Dates:
 def student_dates(policy: Policy, extension: str = "") -> Dates | None:
     """The course's dates moved by `extension` (a number of days, or a new due date: a date alone keeps the due
     date's time of day, a time without a zone takes the due date's); None when the policy sets no due date. An
-    extension never moves a date earlier."""
+    extension never moves a date earlier, nor past LATEST (a roster is checked when read; one kept from before its
+    extensions were bounded moves the dates as far as a policy reckons, never out of what a date can hold)."""
     if policy.due is None:
         return None
     extension = extension.strip()
@@ -154,9 +183,11 @@ def student_dates(policy: Policy, extension: str = "") -> Dates | None:
         return Dates(policy.due, policy.cutoff)
     try:
         moved = policy.due + dt.timedelta(days=float(extension))
+    except OverflowError:   # more days than a date holds, either way
+        moved = LATEST if float(extension) > 0 else policy.due
     except ValueError:
         moved = parse_moment(extension, policy.due.tzinfo, policy.due.timetz().replace(tzinfo=None))
-    shift = max(moved - policy.due, dt.timedelta(0))
+    shift = min(max(moved - policy.due, dt.timedelta(0)), max(LATEST - policy.due, dt.timedelta(0)))
     return Dates(policy.due + shift, policy.cutoff + shift if policy.cutoff else None, extension)
 
 
@@ -199,7 +230,13 @@ class Lateness:
         zone = self.dates.due.tzinfo
 
         def shown(when: dt.datetime | None) -> Text:
-            return verbatim(when.astimezone(zone).isoformat(timespec="minutes") if when else "")
+            if when is None:
+                return verbatim("")
+            try:
+                when = when.astimezone(zone)
+            except OverflowError:   # a time at the ends of what a date holds: shown in its own zone
+                pass
+            return verbatim(when.isoformat(timespec="minutes"))
 
         due = shown(self.dates.due)
         if self.dates.extension:
@@ -207,6 +244,9 @@ class Lateness:
         if self.submitted is None:
             return t("no submission time is known (due {due}): no late penalty applied", due=due)
         when = t("submitted {at} ({how})", at=shown(self.submitted.at), how=HOW_SAID[self.submitted.how])
+        if self.state == UNKNOWN:   # a time that is known and still unknown: one out of range (see lateness)
+            return t("{when}: out of range ({range}), so not reckoned with (due {due}): no late penalty applied",
+                     when=when, range=RANGE_SAID, due=due)
         if self.state == ON_TIME:
             return t("{when}: on time (due {due})", when=when, due=due)
         if self.state == TOO_LATE:
@@ -229,6 +269,10 @@ def lateness(policy: Policy, dates: Dates, submitted: Submitted | None) -> Laten
     `late_penalty_percent` of the maximum points, up to `max_penalty_percent`; after the cutoff nothing counts."""
     if submitted is None:
         return Lateness(UNKNOWN, dates, policy, None)
+    try:
+        in_range(submitted.at)
+    except OutOfRange:   # a time no one hands work in at: not known, and said so with the time itself
+        return Lateness(UNKNOWN, dates, policy, submitted)
     if submitted.at <= dates.due:
         return Lateness(ON_TIME, dates, policy, submitted)
     if dates.cutoff is not None and submitted.at > dates.cutoff:
@@ -261,7 +305,10 @@ def read_submission_times(path) -> dict[str, str]:
         who = row[name].strip() if name < len(row) else ""
         when = row[at].strip() if at < len(row) else ""
         try:
-            parse_moment(when)
+            in_range(parse_moment(when))
+        except OutOfRange as exc:
+            raise PolicyError(t("{path}, line {line}: {column} {value} is out of range ({range})", path=str(path),
+                                line=line, column="submitted_at", value=repr(when), range=exc.said)) from None
         except ValueError:
             raise PolicyError(t("{path}, line {line}: submitted_at {value} is not a time such as "
                                 "2026-12-01T20:15:00+08:00", path=str(path), line=line, value=repr(when))) from None

@@ -48,7 +48,13 @@ def git_sha(kind: str, data: bytes) -> str:
 class FakeGitHub:
     """Repositories whose default branch is a list of pushes (commit sha, files, push time, commit date), served as
     GitHub serves them: the branch's head, its activity record (pushes newest first, cursor pages), git trees and
-    blobs. Only what was pushed by `now` is visible. Records every call; `failures` makes calls fail on purpose."""
+    blobs. Only what was pushed by `now` is visible. Records every call; `failures` makes calls fail on purpose.
+
+    GitHub's budget: each answer to a GET carries an ETag, and a GET sending it back (If-None-Match) while the
+    answer is unchanged gets a 304 that costs nothing. With `limit` set, every other answer costs one of it, and
+    once it is spent every call is refused as GitHub refuses it (403, `x-ratelimit-remaining: 0`, the reset at
+    `reset_at`) until `new_window()`. `refusals` answers the next call matching a pattern once with a given status,
+    headers and message (a secondary rate limit's 403 or 429 with Retry-After)."""
 
     def __init__(self):
         self.repos: dict[str, list[dict]] = {}
@@ -57,7 +63,35 @@ class FakeGitHub:
         self.objects: dict[str, tuple[str, object]] = {}      # git object sha -> ("tree", entries) | ("blob", bytes)
         self.calls: list[tuple[str, str, dict | None, str | None]] = []   # method, path, body, Authorization
         self.now: dt.datetime | None = None                  # None: every push is visible
+        self.limit: int | None = None                        # calls the primary rate limit allows; None: no limit
+        self.spent = 0                                       # calls counted against it in this window
+        self.reset_at = 0                                    # epoch seconds at which the window starts again
+        self.not_modified = 0                                # 304s answered
+        self.refusals: list[tuple[str, int, dict[str, str], str]] = []   # (pattern, status, headers, message)
         self.lock = threading.Lock()
+
+    def new_window(self) -> None:
+        """The primary rate limit's window starts again."""
+        self.spent = 0
+
+    def budget_headers(self) -> list[tuple[str, str]]:
+        if self.limit is None:
+            return []
+        return [("x-ratelimit-limit", str(self.limit)), ("x-ratelimit-remaining", str(max(0, self.limit - self.spent))),
+                ("x-ratelimit-reset", str(self.reset_at))]
+
+    def refusal(self, path: str) -> tuple[int, dict[str, str], str] | None:
+        """How a call to `path` is refused before any answer (a failure, a rate limit), or None."""
+        for pattern, code in self.failures:
+            if re.search(pattern, path):
+                return code, {}, "Server Error"
+        for index, (pattern, code, headers, message) in enumerate(self.refusals):
+            if re.search(pattern, path):
+                del self.refusals[index]
+                return code, headers, message
+        if self.limit is not None and self.spent >= self.limit:
+            return 403, {}, "API rate limit exceeded for user ID 1."
+        return None
 
     def commit(self, repo: str, files: dict[str, object], pushed: dt.datetime | None = None,
                dated: dt.datetime | None = None) -> str:
@@ -87,10 +121,21 @@ class FakeGitHub:
         self.objects[sha] = ("tree", entries)
         return sha
 
+    def below(self, entries: list[dict]) -> list[dict]:
+        """A tree's entries and, after each folder, every entry below it by its path: GitHub's ?recursive=1."""
+        listed = []
+        for entry in entries:
+            listed.append(entry)
+            if entry["type"] == "tree":
+                listed += [{**inner, "path": f'{entry["path"]}/{inner["path"]}'}
+                           for inner in self.below(self.objects[entry["sha"]][1])]
+        return listed
+
     def visible(self, repo: str) -> list[dict]:
         return [c for c in self.repos[repo] if self.now is None or c["pushed"] <= self.now]
 
     def posts(self) -> list[tuple[str, dict]]:
+        """The posts GitHub accepted (a refused one, recorded as "POST refused", posted nothing)."""
         return [(path, body) for method, path, body, _ in self.calls if method == "POST"]
 
     def fetched_blobs(self) -> list[str]:
@@ -108,6 +153,20 @@ def serve(fake: FakeGitHub):
 
         def _answer(self, code: int, payload, content_type="application/json", headers=()):
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            headers = [*headers]
+            if self.command == "GET" and code == 200:
+                etag = f'"{hashlib.sha1(data).hexdigest()}"'
+                headers.append(("ETag", etag))
+                if self.headers.get("If-None-Match") == etag:   # unchanged: free of the rate limit
+                    fake.not_modified += 1
+                    self.send_response(304)
+                    for name, value in [*headers, *fake.budget_headers()]:
+                        self.send_header(name, value)
+                    self.end_headers()
+                    return
+            if fake.limit is not None and code not in (403, 429):
+                fake.spent += 1
+            headers += fake.budget_headers()
             self.send_response(code)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
@@ -121,9 +180,10 @@ def serve(fake: FakeGitHub):
                 fake.calls.append(("GET", self.path, None, self.headers.get("Authorization")))
                 path, _, query = self.path.partition("?")
                 params = dict(urllib.parse.parse_qsl(query))
-                for pattern, code in fake.failures:
-                    if re.search(pattern, self.path):
-                        return self._answer(code, {"message": "Server Error"})
+                refused = fake.refusal(self.path)
+                if refused:
+                    code, headers, message = refused
+                    return self._answer(code, {"message": message}, headers=headers.items())
                 if re.fullmatch(rf"/orgs/{ORG}/repos", path):
                     names = sorted(fake.repos) + ["unrelated-repo"]
                     listing = [{"name": n, "default_branch": "main"} for n in names]
@@ -163,6 +223,8 @@ def serve(fake: FakeGitHub):
                     commit = next((c for c in history if c["sha"] == sha), None)
                     if commit is not None:
                         kind, content = fake.objects[commit["root"]]
+                    if kind == "tree" and params.get("recursive") == "1":
+                        content = fake.below(content)
                     return self._answer(200, {"sha": sha, "tree": content, "truncated": False}) if kind == "tree" \
                         else self._answer(404, {"message": "Not Found"})
                 if kind != "blob":
@@ -174,10 +236,12 @@ def serve(fake: FakeGitHub):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with fake.lock:
                 fake.calls.append(("POST", self.path, body, self.headers.get("Authorization")))
-                for pattern, code in fake.failures:
-                    if re.search(pattern, self.path):
-                        return self._answer(code, {"message": "Server Error"})
-            return self._answer(201, {})
+                refused = fake.refusal(self.path)
+                if refused:
+                    code, headers, message = refused
+                    fake.calls[-1] = ("POST refused", *fake.calls[-1][1:])
+                    return self._answer(code, {"message": message}, headers=headers.items())
+                return self._answer(201, {})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -226,7 +290,7 @@ def test_a_class_is_graded_once_and_only_new_commits_again(course, github, tmp_p
     grade_batch = batch_grader(course, graded_batches)
 
     out = tmp_path / "gradebook"
-    first = sync(course, client, ORG, PREFIX, out, grade_batch)
+    first = sync(course, client, ORG, PREFIX, out, grade_batch).rows
     total = sum(points.values())
     expected = {"alice": total, "bob": 0.0, "carol": total - sum(points[c] for c in fails)}
     assert graded_batches == [["alice", "bob", "carol"]]
@@ -247,12 +311,12 @@ def test_a_class_is_graded_once_and_only_new_commits_again(course, github, tmp_p
     assert (out.stat().st_mode & 0o777) == 0o700, "the gradebook holds every student's code and report"
 
     fake.calls.clear()
-    assert sync(course, client, ORG, PREFIX, out, grade_batch) == []
+    assert sync(course, client, ORG, PREFIX, out, grade_batch).rows == []
     assert fake.posts() == [] and len(graded_batches) == 1
 
     fake.calls.clear()
     new_sha = fake.commit(f"{PREFIX}-carol", heads_file(SOLUTION))
-    again = sync(course, client, ORG, PREFIX, out, grade_batch)
+    again = sync(course, client, ORG, PREFIX, out, grade_batch).rows
     assert graded_batches[-1] == ["carol"]
     assert [(r.student, r.sha, r.status) for r in again] == [("carol", new_sha, POSTED)]
     assert [path for path, _ in fake.posts()] == [f"/repos/{ORG}/{PREFIX}-carol/statuses/{new_sha}",
@@ -270,11 +334,13 @@ def test_one_repositorys_trouble_is_its_own_row_and_the_next_run_grades_it(cours
 
     fake, client = github
     total = sum(course.exercise("heads").points.values())
-    shas = {name: fake.commit(f"{PREFIX}-{name}", heads_file(SOLUTION)) for name in ("alice", "bob", "erin", "frank")}
+    shas = {name: fake.commit(f"{PREFIX}-{name}", heads_file(SOLUTION)) for name in ("alice", "bob", "frank")}
+    # erin's own file: a classmate's same file would be taken from the classmate's download
+    shas["erin"] = fake.commit(f"{PREFIX}-erin", {HEADS: SOLUTION.read_text() + "# erin\n"})
     shas["dave"] = fake.commit(f"{PREFIX}-dave", {HEADS: b"#" * BIG, "checkpoints/model.pt": b"\0" * BIG})
     shas["gina"] = fake.commit(f"{PREFIX}-gina", {HEADS: Link("../../../solutions/heads/heads.py")})
     big_blobs = {git_sha("blob", b"#" * BIG), git_sha("blob", b"\0" * BIG)}
-    fake.failures = [(rf"/repos/{ORG}/{PREFIX}-erin/git/blobs/", 500), (rf"/repos/{ORG}/{PREFIX}-frank/commits", 502)]
+    fake.failures = [(rf"/repos/{ORG}/{PREFIX}-erin/git/blobs/", 500), (rf"/repos/{ORG}/{PREFIX}-frank/activity", 502)]
 
     real_grade = WarmGrader.grade
 
@@ -287,7 +353,7 @@ def test_one_repositorys_trouble_is_its_own_row_and_the_next_run_grades_it(cours
     monkeypatch.setattr(WarmGrader, "grade", loses_bob)
     graded_batches = []
     out = tmp_path / "gradebook"
-    rows = {r.student: r for r in sync(course, client, ORG, PREFIX, out, batch_grader(course, graded_batches))}
+    rows = {r.student: r for r in sync(course, client, ORG, PREFIX, out, batch_grader(course, graded_batches)).rows}
 
     assert graded_batches == [["alice", "bob", "dave", "gina"]]
     assert {s: (r.status, r.stage) for s, r in rows.items()} == {
@@ -311,7 +377,7 @@ def test_one_repositorys_trouble_is_its_own_row_and_the_next_run_grades_it(cours
 
     monkeypatch.setattr(WarmGrader, "grade", real_grade)
     fake.failures, fake.calls = [], []
-    again = sync(course, client, ORG, PREFIX, out, batch_grader(course, graded_batches))
+    again = sync(course, client, ORG, PREFIX, out, batch_grader(course, graded_batches)).rows
     assert graded_batches[-1] == ["bob", "erin", "frank"]
     assert [(r.student, r.sha, r.status, r.description) for r in again] == [
         (s, shas[s], POSTED, score_line(total, total)) for s in ("bob", "erin", "frank")]
@@ -340,14 +406,16 @@ def test_the_deadline_is_when_the_push_reached_github(course, github, tmp_path, 
     out = tmp_path / "gradebook"
     before = deadline - hour / 2
     fake.now = before
-    first = sync(course, client, ORG, PREFIX, out, batch_grader(course, graded_batches), deadline, clock=lambda: before)
+    first = sync(course, client, ORG, PREFIX, out, batch_grader(course, graded_batches), deadline,
+                 clock=lambda: before).rows
     assert {r.student: (r.status, r.sha) for r in first} == {
         "alice": (POSTED, alice), "mallory": (POSTED, on_time), "pat": (POSTED, pat_first), "oscar": (NOTHING, None)}
     assert first[2].description == "no commit reached the branch by the deadline"
 
     after = deadline + 2 * hour
     fake.now, fake.calls = after, []
-    second = sync(course, client, ORG, PREFIX, out, batch_grader(course, graded_batches), deadline, clock=lambda: after)
+    second = sync(course, client, ORG, PREFIX, out, batch_grader(course, graded_batches), deadline,
+                  clock=lambda: after).rows
     assert [(r.student, r.status) for r in second] == [("oscar", NOTHING)]
     assert fake.posts() == [] and len(graded_batches) == 1, "a late push is never graded"
     assert not any("until=" in path for _, path, *_ in fake.calls), "a commit's date decides nothing"
@@ -370,7 +438,7 @@ def test_the_command_says_each_row_and_exits_3_while_one_is_to_be_tried_again(co
     fake, client = github
     fake.commit(f"{PREFIX}-frank", heads_file(SOLUTION))
     fake.repos[f"{PREFIX}-zoe"] = []   # an empty repository
-    fake.failures = [(rf"/repos/{ORG}/{PREFIX}-frank/commits", 502)]
+    fake.failures = [(rf"/repos/{ORG}/{PREFIX}-frank/activity", 502)]
     env = {**os.environ, "GRADER_TOKEN": TOKEN}
     command = [sys.executable, "-m", "grader", "--course", str(course.root), "classroom", "sync", "--org", ORG,
                "--prefix", PREFIX, "--out", str(tmp_path / "book"), "--api-url", client.api_url, "--sandbox", "basic"]
@@ -380,7 +448,8 @@ def test_the_command_says_each_row_and_exits_3_while_one_is_to_be_tried_again(co
     assert lines[0].startswith(f"{PREFIX}-frank: retry [listing]: could not read the repository's branch: GET ")
     assert "HTTP 502" in lines[0] and lines[0].endswith("tried again by the next run")
     assert lines[1] == f"{PREFIX}-zoe: nothing: no commit yet"
-    assert lines[2].startswith("0 scorecards posted, 1 repositories to try again")
+    assert re.fullmatch(r"\d+ calls \(\d+ of them answered 304, free of the rate limit\), 0 repositories posted, "
+                        r"1 left for the next run; gradebook in .*", lines[2])
 
     dated = tmp_path / "dated"
     course_copy(dated, ["heads"])
@@ -449,7 +518,7 @@ def test_a_late_policy_grades_up_to_each_cutoff_and_takes_the_penalty_by_push_ti
     now = due + 72 * hour
     out = tmp_path / "gradebook"
     rows = {r.student: r for r in sync(course, client, ORG, PREFIX, out, grade_batch, None, "en",
-                                       clock=lambda: now, policy=policy, roster=roster)}
+                                       clock=lambda: now, policy=policy, roster=roster).rows}
     total = sum(points.values())
     mutant = total - sum(points[c] for c in fails)
     expected = {"alice": total, "bob": total - 0.1 * total, "carol": total, "dave": mutant - 0.2 * total}

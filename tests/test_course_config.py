@@ -125,7 +125,7 @@ def test_a_bad_course_name_is_named(tmp_path, name):
 
     folder = course_copy(tmp_path / "course", ["heads"])
     named(folder, name)
-    with pytest.raises(CourseError, match=r"\[course\] name"):
+    with pytest.raises(CourseError, match=r"course.toml, line 4: `name` under \[course\] must be a name"):
         load_course(folder)
 
 

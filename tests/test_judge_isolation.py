@@ -142,7 +142,7 @@ def classroom_out(course_dir, tmp_path_factory) -> Path:
         course = load_course(course_dir)
         out = tmp_path_factory.mktemp("classroom")
         graded = sync(course, GitHub(TOKEN, f"http://127.0.0.1:{server.server_address[1]}"), ORG, PREFIX, out,
-                      lambda submissions, target: run_batch(course, submissions, target, 2, True, "strict", "en"))
+                      lambda submissions, target: run_batch(course, submissions, target, 2, True, "strict", "en")).rows
         assert {g.student for g in graded} == {*HOSTILE, *CLASSMATES}
         posted = {path.split("/")[3]: body for path, body in fake.posts() if "/statuses/" in path}
         assert {repo.removeprefix(f"{PREFIX}-"): body["state"] for repo, body in posted.items()} == {

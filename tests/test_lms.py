@@ -23,7 +23,7 @@ from conftest import ROOT, course_copy
 from grader.course import load_course
 from grader.batch.gradebook import GRADER_ERROR, UNREADABLE, Gradebook, grader_key, grades_csv
 from grader.judge.session import criteria_of
-from grader.classroom.lms import LmsError, canvas_csv, canvas_push, canvas_user, moodle_csv
+from grader.classroom.lms import LmsError, RedirectRefused, canvas_csv, canvas_push, canvas_user, moodle_csv
 from grader.batch.roster import Student, read_roster
 
 EXERCISES = ["heads"]
@@ -178,12 +178,14 @@ def test_a_canvas_gradebook_export_reads_as_a_roster(tmp_path):
 
 class FakeCanvas:
     """Canvas's REST endpoints canvasapi calls for a push: the course, the assignment, each submission's PUT.
-    Records every call (method, path, form body, Authorization); `refuse` makes one user's PUT fail."""
+    Records every call (method, path, form body, Authorization); `refuse` makes one user's PUT fail; `redirect`
+    answers a request for a path it names with a 307 to the address it gives."""
 
     def __init__(self, points: float = 10.0):
         self.calls: list[tuple[str, str, dict, str | None]] = []
         self.points = points
         self.refuse: set[str] = set()
+        self.redirect: dict[str, str] = {}
         self.lock = threading.Lock()
 
 
@@ -207,8 +209,19 @@ def serve(fake: FakeCanvas):
                 fake.calls.append((self.command, self.path, body, self.headers.get("Authorization")))
             return body
 
+        def _redirected(self) -> bool:
+            if self.path not in fake.redirect:
+                return False
+            self.send_response(307)
+            self.send_header("Location", fake.redirect[self.path])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+
         def do_GET(self):
             self._record()
+            if self._redirected():
+                return None
             if self.path == "/api/v1/courses/7":
                 return self._answer(200, {"id": 7, "name": "Transformers"})
             if self.path == "/api/v1/courses/7/assignments/42":
@@ -218,7 +231,9 @@ def serve(fake: FakeCanvas):
 
         def do_PUT(self):
             body = self._record()
-            m = re.fullmatch(r"/api/v1/courses/7/assignments/42/submissions/([^/?]+)", self.path)
+            if self._redirected():
+                return None
+            m = re.fullmatch(r"/api/v1/courses/7/assignments/42/submissions/([^/?]+)(\?.*)?", self.path)
             if m is None:
                 return self._answer(404, {"errors": [{"message": "The specified resource does not exist."}]})
             if m[1] in fake.refuse:
@@ -231,12 +246,16 @@ def serve(fake: FakeCanvas):
     return server
 
 
-@pytest.fixture
-def canvas():
+def _served():
     fake = FakeCanvas()
     server = serve(fake)
     yield fake, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+canvas = pytest.fixture(_served, name="canvas")
+# Another host as far as an origin goes: the same fake on another loopback port, recording what reaches it.
+foreign = pytest.fixture(_served, name="foreign")
 
 
 PUTS = {"sis_user_id:S-1": ("10", "2024001"), "1002": ("8", "bo@uni.edu")}   # Ann by SIS id, Bo by Canvas id
@@ -289,6 +308,47 @@ def test_an_assignment_worth_other_points_is_refused_before_any_put(course, clas
     assert [m for m, *_ in fake.calls] == ["GET", "GET"]
     with pytest.raises(LmsError, match="course 7, assignment 43"):
         canvas_push(course, out, roster, "7", "43", url, TOKEN)
+
+
+BO_PUT = "/api/v1/courses/7/assignments/42/submissions/1002"
+
+
+def test_a_redirect_to_another_host_is_refused_and_nothing_reaches_it(course, class_out, canvas, foreign):
+    out, roster = class_out
+    fake, url = canvas
+    elsewhere, other = foreign
+    fake.redirect = {BO_PUT: other + BO_PUT}
+    rows = []
+    with pytest.raises(RedirectRefused, match=f"redirect to another host \\({re.escape(other + BO_PUT)}\\)"):
+        canvas_push(course, out, roster, "7", "42", url, TOKEN, progress=rows.append)
+    assert elsewhere.calls == [], "no grade, comment or token reached the other host"
+    assert [m for m, *_ in fake.calls] == ["GET", "GET", "PUT", "PUT"]
+    assert [(r.student.id, r.status) for r in rows] == [("2024001", "sent"), ("2024002", "failed")]
+
+    fake.redirect = {"/api/v1/courses/7": other + "/api/v1/courses/7"}   # before any grade, too
+    with pytest.raises(RedirectRefused):
+        canvas_push(course, out, roster, "7", "42", url, TOKEN, force=True)
+    assert elsewhere.calls == []
+
+    fake.redirect, fake.calls = {BO_PUT: url + "/api/v1/courses/7/assignments/42/submissions/1002?moved=1"}, []
+    sent = canvas_push(course, out, roster, "7", "42", url, TOKEN)   # within Canvas's own origin: followed
+    assert [(m, p) for m, p, *_ in fake.calls if m == "PUT"] == [("PUT", BO_PUT), ("PUT", BO_PUT + "?moved=1")]
+    assert {s.student.id: s.status for s in sent}["2024002"] == "sent"
+
+
+def test_the_command_says_a_refused_redirect_in_one_line_with_its_own_status(course, class_out, canvas, foreign):
+    from grader.cli import EXIT_REDIRECT_REFUSED
+
+    out, _ = class_out
+    fake, url = canvas
+    elsewhere, other = foreign
+    fake.redirect = {BO_PUT: other + BO_PUT}
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course.root), "lms", "canvas", str(out),
+                           "--course", "7", "--assignment", "42", "--url", url], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "CANVAS_TOKEN": TOKEN}, timeout=120)
+    assert EXIT_REDIRECT_REFUSED not in (0, 1, 2, 3) and done.returncode == EXIT_REDIRECT_REFUSED, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("grader: Canvas at "), done.stderr
+    assert "Bo Chen (2024002): failed" in done.stdout and elsewhere.calls == []
 
 
 def test_the_command_dry_run_sends_nothing_and_the_push_says_each_row(course, class_out, canvas):

@@ -160,7 +160,7 @@ class _Tree:
         self.files = files
         self.fetched: list[str] = []
 
-    def tree(self, owner, repo, sha):
+    def tree(self, owner, repo, sha, recursive=False):
         prefix = "" if sha == "root" else sha + "/"
         entries = {}
         for path, data in self.files.items():
@@ -168,6 +168,8 @@ class _Tree:
                 name, _, rest = path[len(prefix):].partition("/")
                 entries[name] = ({"mode": "040000", "type": "tree", "sha": prefix + name} if rest else
                                  {"mode": "100644", "type": "blob", "sha": prefix + name, "size": len(data)})
+                if recursive and rest:   # every path below, as GitHub's ?recursive=1 lists it
+                    entries.update({f"{name}/{k}": v for k, v in self.tree(owner, repo, prefix + name, True).items()})
         return entries
 
     def blob(self, owner, repo, sha, size):

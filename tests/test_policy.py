@@ -22,7 +22,7 @@ from conftest import ROOT, course_copy, run_grader
 from grader.course import load_course
 from grader.batch.gradebook import grader_key
 from grader.batch.grades import grade_of
-from grader.policy import (FROM_GRADESCOPE, FROM_ROSTER, LATE, ON_TIME, TOO_LATE, UNKNOWN, Dates, Policy,
+from grader.policy import (FROM_GRADESCOPE, FROM_ROSTER, LATE, LATEST, ON_TIME, TOO_LATE, UNKNOWN, Dates, Policy,
                            PolicyError, Submitted, gradescope_lateness, lateness, load_policy, parse_moment,
                            read_submission_times, student_dates)
 from grader.report.model import SCHEMA_PATH
@@ -158,6 +158,93 @@ def test_a_submitted_at_file_is_read_and_checked(tmp_path):
         times.write_text(text)
         with pytest.raises(PolicyError, match=said):
             read_submission_times(times)
+
+
+def test_out_of_range_inputs_are_refused_when_read_with_the_file_and_line(tmp_path):
+    """An extension of 1e10 days, or a time in 9999, would overflow a date after the whole class was graded."""
+    roster = tmp_path / "roster.csv"
+    head = "id,extension,submitted_at\n1,,\n2,3,\n"
+    roster.write_text(head + "3,3650,2999-12-31T23:59:59Z\n4,2999-12-31,1970-01-01T00:00:00Z\n")
+    assert [s.column("extension") for s in read_roster(roster)] == ["", "3", "3650", "2999-12-31"], "the edges"
+    for row, said in [("4,1e10,", "roster.csv, line 4: extension '1e10' is out of range (at most 3650 days)"),
+                      ("4,3651,", "line 4: extension '3651' is out of range (at most 3650 days)"),
+                      ("4,9999-12-31,", "line 4: extension '9999-12-31' is out of range (a time from 1970 to 2999)"),
+                      ("4,,9999-12-31T23:59:59Z", "line 4: submitted_at '9999-12-31T23:59:59Z' is out of range"),
+                      ("4,,1969-12-31T23:59:59Z", "line 4: submitted_at '1969-12-31T23:59:59Z' is out of range")]:
+        roster.write_text(head + row + "\n")
+        with pytest.raises(RosterError) as raised:
+            read_roster(roster)
+        assert said in str(raised.value)
+        assert raised.value.said.texts()["zh"] != raised.value.said.texts()["en"]
+    times = tmp_path / "times.csv"
+    times.write_text("id,submitted_at\nann,2026-12-01\nbo,9999-12-31\n")
+    with pytest.raises(PolicyError, match=r"times.csv, line 3: submitted_at '9999-12-31' is out of range \(a time"):
+        read_submission_times(times)
+    course = load_course(policy_course(tmp_path / "course", ["heads"], '\n[policy]\ndue = "9999-12-31"\n'))
+    with pytest.raises(PolicyError, match=r"due = '9999-12-31' is out of range \(a time from 1970 to 2999\)"):
+        load_policy(course)
+
+
+def test_a_batch_with_an_out_of_range_extension_is_refused_before_grading(tmp_path):
+    room = tmp_path / "class"
+    (room / "ann" / "heads").mkdir(parents=True)
+    room.chmod(0o700)
+    (tmp_path / "roster.csv").write_text("id,name,email,extension\nann,Ann,ann@uni.edu,1e10\n")
+    course = policy_course(tmp_path / "course", ["heads"])
+    done = run_grader("--course", str(course), "batch", str(room), "--out", str(tmp_path / "out"), "--sandbox",
+                      "basic", "--roster", str(tmp_path / "roster.csv"), timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().endswith("roster.csv, line 2: extension '1e10' is out of range (at most 3650 days)")
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists(), "nothing graded, nothing written"
+
+
+@pytest.mark.parametrize("extension", ["1e10", "999999999", "9999-12-31"])
+def test_an_extension_read_before_the_bound_moves_the_dates_no_further_than_a_policy_reckons(extension):
+    dates = student_dates(RATE, extension)
+    assert dates.due == LATEST and dates.cutoff == LATEST + (RATE.cutoff - DUE)
+    assert lateness(RATE, dates, at(days=400)).state == ON_TIME
+
+
+@pytest.mark.parametrize("when", ["9999-12-31T23:59:59+00:00", "9999-12-31T23:59:59-12:00", "0001-01-01T00:00+14:00"])
+def test_a_time_out_of_range_is_not_reckoned_with_and_says_so(when):
+    late = lateness(RATE, student_dates(RATE, "3"), Submitted(parse_moment(when), FROM_ROSTER))
+    assert (late.state, late.penalty_percent) == (UNKNOWN, 0.0)
+    assert late.record()["submitted_at"] == when.replace("00:00+14", "00:00:00+14")
+    said = late.said().texts()
+    assert "out of range (a time from 1970 to 2999)" in said["en"] and when[:10] in said["en"] and said["zh"]
+
+
+def test_a_time_out_of_range_in_the_gradebook_still_gets_the_class_files_written(tmp_path):
+    """A gradebook written before times were checked when read: the class files are written, and the row says it."""
+    from grader.batch.gradebook import Gradebook
+    from grader.batch.run import _write_class_files
+    from grader.batch.roster import Student
+    from grader.judge.session import criteria_of
+
+    course = load_course(policy_course(tmp_path / "course", ["heads"]))
+    out = tmp_path / "out"
+    book = Gradebook(out / "gradebook.sqlite")
+    points = course.exercises[0].points
+    rows = [{"exercise": "heads", "criterion": m.id, "kind": m.kind, "status": "passed", "points": points[m.id],
+             "max_points": points[m.id], "message": {"en": "ok", "zh": "ok"}} for m in criteria_of("heads")]
+    for name in ("ann", "bo"):
+        book.store(name, f"hash-{name}", grader_key(course), {
+            "score": 10.0, "max_score": 10.0, "percent": 100.0, "status": "graded", "message": {"en": "m", "zh": "m"},
+            "graded_at": "t", "report_dir": None}, rows)
+    book.set_submitted({"ann": Submitted(parse_moment("9999-12-31T23:59:59-12:00"), FROM_ROSTER),
+                        "bo": Submitted(DUE + dt.timedelta(days=1), FROM_ROSTER)})
+    book.close()
+    roster = [Student("ann", "Ann", "ann@uni.edu", {"extension": "1e10", "idnumber": "1"}),
+              Student("bo", "Bo", "bo@uni.edu", {"extension": "", "idnumber": "2"})]
+    _write_class_files(load_course(course.root), out, "en", roster, False, ("moodle",))
+    grades = rows_of(out)
+    assert (grades["ann"]["late"], grades["ann"]["penalty"], grades["ann"]["total (10)"]) == ("time unknown", "0", "10")
+    assert grades["ann"]["submitted_at"] == "9999-12-31T23:59:59-12:00", "the row shows the time it did not use"
+    assert (grades["bo"]["late"], grades["bo"]["penalty"]) == ("late", "1"), "the classmate's penalty, as alone"
+    moodle = {r["ID number"]: r["Final grade" if "Final grade" in r else course.name] for r in
+              csv.DictReader(io.StringIO((out / "moodle.csv").read_text()))}
+    assert moodle == {"1": "10", "2": "9"}
+    assert 'data-late="unknown"' in (out / "class.html").read_text(encoding="utf-8")
 
 
 # --- Gradescope's submission_metadata.json ------------------------------------------------------------------------

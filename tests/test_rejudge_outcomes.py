@@ -63,13 +63,18 @@ def test_kept_outcomes_spare_the_judge_until_an_exercise_version_changes(course,
 
 
 def test_outcomes_a_limit_or_the_grader_decided_are_judged_again(course, tmp_path):
+    """A judging child killed (judge_exit), a limit the judging process enforced on itself (judge_limit: a criterion's
+    CPU, the memory in use) and the grader's own failure: none is kept. The positive control: the other exercises'
+    errors and failures, which the student's observations decided, are kept."""
     versions = rejudge.judge_versions(course)
-    report = _report(course, rope=_criterion("error", judge_exit=-9), heads=_criterion("grader_error"))
+    report = _report(course, rope=_criterion("error", judge_exit=-9), heads=_criterion("grader_error"),
+                     masks=_criterion("error", judge_limit="criterion_cpu"), training=_criterion("error"),
+                     attention=_criterion("error", judge_limit="memory"), embedding=_criterion("failed"))
     record = _record(course, rejudge.with_outcomes({}, report, versions))
-    assert set(record["judged"]) == {ex.id for ex in course.exercises} - {"rope", "heads"}
+    assert set(record["judged"]) == {ex.id for ex in course.exercises} - {"rope", "heads", "masks", "attention"}
     judge = RecordingJudge()
     rejudge.judged_again(course, record, tmp_path, versions, judge)
-    assert [sorted(asked) for asked in judge.asked] == [["heads", "rope"]]
+    assert [sorted(asked) for asked in judge.asked] == [["attention", "heads", "masks", "rope"]]
 
 
 def test_the_judge_version_follows_the_course_criteria_and_limits_not_the_points(tmp_path):
@@ -202,17 +207,17 @@ def test_the_same_observations_are_judged_once_by_a_judge(course, tmp_path):
     another judge (another re-judging) judges everything itself."""
     versions = rejudge.judge_versions(course)
     first, second = _record(course, {}), _record(course, {})
-    judge = OutcomeJudge(course, evidence={"heads": {"judge_exit": -9}})
+    judge = OutcomeJudge(course, evidence={"heads": {"judge_exit": -9}, "masks": {"judge_limit": "criterion_cpu"}})
     every = sorted(ex.id for ex in course.exercises)
     got = rejudge.judged_again(course, first, tmp_path, versions, judge)
     assert judge.asked == [every]
     again = rejudge.judged_again(course, second, tmp_path, versions, judge)
-    assert judge.asked == [every, ["heads"]]   # heads: a limit decided it, so it is never reused
+    assert judge.asked == [every, ["heads", "masks"]]   # a limit decided them, so they are never reused
     assert again == got
     other = _record(course, {})
     other["exercises"]["rope"]["run"] = {"exit": 1}
     rejudge.judged_again(course, other, tmp_path, versions, judge)
-    assert judge.asked[-1] == ["heads", "rope"]
+    assert judge.asked[-1] == ["heads", "masks", "rope"]
     fresh = OutcomeJudge(course)
     rejudge.judged_again(course, second, tmp_path, versions, fresh)
     assert fresh.asked == [every]

@@ -1,7 +1,7 @@
 """Similar submissions flagged, never graded: per exercise, pairs whose code is near-identical once names and layout
 are set aside (copydetect's winnowed fingerprints, the stub's code taken out). A copy with every variable renamed and
 the code reformatted is flagged; honest independent correct implementations of the same exercise (the solution and
-tests/variants, written apart) are not; the stub alone, or what it gives, never counts.
+solutions/*/variants, written apart) are not; the stub alone, or what it gives, never counts.
 
 The first half compares files directly; the second grades a class of four once and reads class.html and
 similarity.csv."""

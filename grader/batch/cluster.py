@@ -1,11 +1,11 @@
 """`grader batch --cluster`: grade on Dask workers, on this machine or many, with no shared file system.
 
 A task carries what the grader reads and nothing else: the course (course.toml, the stubs, the solutions with each
-exercise's probes and criteria and the code they share, the report templates) and the submission's exercise files,
-each read without following a link. The worker materialises both in its own folders, grades through its warm grading
-process (grader/batch/warm.py) and returns the reply; the client alone writes reports and the gradebook. A task
-whose worker dies is retried on another; a second death is that submission's verdict (`killed_workers`), so no
-submission kills workers forever.
+exercise's probes and criteria and the code they share, the report templates) and the submission's exercise files
+and the notebooks that may stand in for them, each read without following a link. The worker materialises both in
+its own folders, grades through its warm grading process (grader/batch/warm.py) and returns the reply; the client
+alone writes reports and the gradebook. A task whose worker dies is retried on another; a second death is that
+submission's verdict (`killed_workers`), so no submission kills workers forever.
 """
 
 from __future__ import annotations
@@ -96,8 +96,11 @@ def course_files(course: Course) -> dict[str, bytes]:
 
 
 def submission_files(course: Course, folder: Path) -> dict[str, tuple[str, bytes | str]]:
-    """Each exercise's file as the grader would find it: its bytes, the component that is a link, or its absence."""
-    found = {}
+    """Each exercise's file as the grader would find it: its bytes, the component that is a link, or its absence;
+    and, by their path inside the submission, the notebooks staging may read in an exercise's place."""
+    from grader.grading.notebooks import MAX_NOTEBOOK_BYTES, notebook_paths
+
+    found: dict[str, tuple[str, bytes | str]] = {}
     for ex in course.exercises:
         try:
             lookup = read_without_links(folder, (ex.id, ex.file), MAX_FILE_BYTES)
@@ -105,12 +108,21 @@ def submission_files(course: Course, folder: Path) -> dict[str, tuple[str, bytes
             found[ex.id] = ("unreadable", b"")
             continue
         found[ex.id] = (REGULAR, lookup.data) if lookup.kind == REGULAR else (lookup.kind, lookup.link)
+    for relative in notebook_paths(folder, [ex.id for ex in course.exercises]):
+        try:   # past the cap by one byte: the worker refuses it as staging here would
+            lookup = read_without_links(folder, tuple(relative.split("/")), MAX_NOTEBOOK_BYTES + 1)
+        except OSError:
+            continue
+        if lookup.kind in (REGULAR, LINK):
+            found[relative] = (REGULAR, lookup.data) if lookup.kind == REGULAR else (LINK, lookup.link)
     return found
 
 
 def rebuild_submission(course: Course, files: dict[str, tuple[str, bytes | str]], target: Path) -> None:
     """The submission again, on the worker: regular files as they were, a link as a link (never to be followed:
     staging refuses it by its name, as on the client), anything else as what staging cannot read."""
+    from grader.grading.notebooks import SUFFIX
+
     for ex in course.exercises:
         kind, payload = files.get(ex.id, ("absent", b""))
         path = target / ex.id / ex.file
@@ -123,6 +135,16 @@ def rebuild_submission(course: Course, files: dict[str, tuple[str, bytes | str]]
             link.symlink_to("/nonexistent")
         elif kind != "absent":
             path.mkdir(parents=True, exist_ok=True)   # not a regular file, as the client saw it
+    for relative, (kind, payload) in files.items():   # the notebooks, by their path
+        if not relative.endswith(SUFFIX) or ".." in relative.split("/"):
+            continue
+        if kind == REGULAR:
+            path = target.joinpath(*relative.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(payload)
+        elif kind == LINK and not os.path.lexists(target / payload):   # an exercise's folder, linked: made above
+            (target / payload).parent.mkdir(parents=True, exist_ok=True)
+            (target / payload).symlink_to("/nonexistent")
 
 
 def _digest(files: dict[str, bytes]) -> str:

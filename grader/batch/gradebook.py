@@ -3,14 +3,13 @@
 Rows are keyed by the submission's name, the hash of the files the grader reads, and the grader key
 (grader version and a digest of course.toml), so a changed submission or a changed course is regraded
 and an unchanged one is not. Each submission's rows are written in one transaction: a batch killed at
-any moment leaves whole submissions or none.
+any moment leaves whole submissions or none. The tables, and how a gradebook of an earlier version is brought up
+to date, are grader.batch.schema's.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import sqlite3
 import tomllib
@@ -24,63 +23,13 @@ from markupsafe import Markup
 
 from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
-from grader.render.safe_text import csv_cell
+from grader.render.safe_text import csv_text
 from grader.batch.grades import Grade, Override, grade_of
+from grader.batch.schema import open_schema
 from grader.i18n import LANGS
 from grader.policy import Submitted, lateness, student_dates
 from grader.batch.roster import Student, match
 from grader.worker.protocol import Status
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS submissions (
-    submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL,
-    score REAL NOT NULL, max_score REAL NOT NULL, percent REAL NOT NULL, status TEXT NOT NULL,
-    message TEXT NOT NULL, report_dir TEXT, graded_at TEXT NOT NULL, sandbox TEXT,
-    PRIMARY KEY (submission, grader_key)
-);
-CREATE TABLE IF NOT EXISTS results (
-    submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL,
-    exercise TEXT NOT NULL, criterion TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL,
-    points REAL NOT NULL, max_points REAL NOT NULL, message TEXT NOT NULL,
-    PRIMARY KEY (submission, grader_key, exercise, criterion)
-);
--- The instructor's corrections, applied after grading (grader.batch.grades): no grader key, so that they outlive every
--- regrade and re-judging. exercise '' corrects the whole grade, criterion '' the whole exercise.
-CREATE TABLE IF NOT EXISTS overrides (
-    student TEXT NOT NULL, exercise TEXT NOT NULL, criterion TEXT NOT NULL, points REAL NOT NULL,
-    comment TEXT NOT NULL, author TEXT NOT NULL, at TEXT NOT NULL,
-    PRIMARY KEY (student, exercise, criterion)
-);
--- What each grading's probes observed (grader.grading.rejudge's record; the files are in the observation store): what a
--- re-judging judges again without running the submission.
-CREATE TABLE IF NOT EXISTS observed (
-    submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL, record TEXT NOT NULL,
-    PRIMARY KEY (submission, grader_key)
-);
--- When each submission was handed in, and how that is known (grader.policy's FROM_* words).
-CREATE TABLE IF NOT EXISTS submitted (
-    submission TEXT PRIMARY KEY, at TEXT NOT NULL, how TEXT NOT NULL
-);
--- The exercise files each submission was graded on, for comparing submissions with one another.
-CREATE TABLE IF NOT EXISTS sources (
-    submission TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL, code TEXT NOT NULL,
-    PRIMARY KEY (submission, exercise)
-);
--- Pairs of near-identical exercise files (grader.review.similarity): replaced whole by every comparison.
-CREATE TABLE IF NOT EXISTS similar (
-    exercise TEXT NOT NULL, first TEXT NOT NULL, second TEXT NOT NULL, similarity REAL NOT NULL,
-    first_share REAL NOT NULL, second_share REAL NOT NULL, first_html TEXT NOT NULL, second_html TEXT NOT NULL,
-    PRIMARY KEY (exercise, first, second)
-);
--- What the last `grader batch` wrote its class files with (roster, language...), so that a command changing one
--- grade writes them again the same way; and what was last sent to a learning management system.
-CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sent (
-    target TEXT NOT NULL, submission TEXT NOT NULL, digest TEXT NOT NULL, at TEXT NOT NULL,
-    PRIMARY KEY (target, submission)
-);
-"""
-
 
 # A submission's status when the grader, not the submission, failed: no verdict, graded again next run.
 GRADER_ERROR = Status.GRADER_ERROR   # a submission whose grading failed stands as its criteria do
@@ -105,7 +54,10 @@ def grader_key(course: Course) -> str:
 
 def content_hash(course: Course, submission: Path) -> str:
     """A hash of exactly what the grader reads: each exercise's contract file, or what stands in its place (a
-    link is hashed as a link, never as its target's content)."""
+    link is hashed as a link, never as its target's content), and where a notebook is graded instead of the file,
+    the code taken from it (or why none could be): a changed notebook is a changed submission."""
+    from grader.sandbox.staging import graded_code
+
     h = hashlib.sha256()
     for ex in course.exercises:
         h.update(f"{ex.id}/{ex.file}\0".encode())
@@ -118,6 +70,14 @@ def content_hash(course: Course, submission: Path) -> str:
             h.update(found.data)
         else:
             h.update(f"<link {found.link}>".encode() if found.kind == LINK else b"<absent>")
+        try:
+            graded = graded_code(submission, ex.id, ex.file, course.stub(ex))
+        except OSError:
+            h.update(b"<unreadable notebook>")
+            continue
+        if graded.from_notebook:
+            said = graded.data if graded.data is not None else str(graded.message).encode("utf-8", "backslashreplace")
+            h.update(f"\0<notebook {graded.source}>\0".encode("utf-8", "backslashreplace") + said)
     return h.hexdigest()[:20]
 
 
@@ -144,11 +104,12 @@ class Gradebook:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, isolation_level=None)  # explicit transactions below
+        try:   # before WAL: a gradebook refused is left as it was, header and all
+            open_schema(self.db, path)
+        except BaseException:
+            self.db.close()
+            raise
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(submissions)")}
-        if "sandbox" not in columns:   # a gradebook written before workers stated their sandbox level
-            self.db.execute("ALTER TABLE submissions ADD COLUMN sandbox TEXT")
 
     def close(self) -> None:
         self.db.close()
@@ -406,30 +367,26 @@ def grades_csv(course: Course, book: Gradebook, key: str, roster: list[Student] 
     `reason` says why (in `lang`). With no roster the id is the submission's name; with one, its students come
     first in its order (matched as grader.batch.roster says), then the submissions it does not name, flagged in the
     `roster` column."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
     course_max = sum(ex.max_points for ex in course.exercises)
-    writer.writerow(["id", "name", "email", "submission", "status",
-                     *[f"{ex.id} ({ex.max_points:g})" for ex in course.exercises], f"raw ({course_max:g})",
-                     "penalty", f"total ({course_max:g})", "percent", "late", "submitted_at", "reason", "roster",
-                     "content_hash"])
+    rows: list[list[str | float | None]] = [
+        ["id", "name", "email", "submission", "status",
+         *[f"{ex.id} ({ex.max_points:g})" for ex in course.exercises], f"raw ({course_max:g})",
+         "penalty", f"total ({course_max:g})", "percent", "late", "submitted_at", "reason", "roster",
+         "content_hash"]]
     for line in graded_lines(course, book, key, roster):
         student, s, grade = line.student, line.submission, line.grade
         who = ([student.id, student.name, student.email] if student
                else ["" if roster else line.name, "", ""])
         late = grade.lateness if grade else None
-        if grade is None:
-            points = ["" for _ in course.exercises] + ["", "", "", ""]
-        else:
-            points = [*[f"{grade.exercise_points[ex.id]:g}" for ex in course.exercises], f"{grade.raw:g}",
-                      f"{grade.penalty:g}", f"{grade.final:g}", f"{grade.percent:g}"]
+        points: list[float | None] = ([None for _ in course.exercises] + [None, None, None, None] if grade is None
+                                      else [*[grade.exercise_points[ex.id] for ex in course.exercises], grade.raw,
+                                            grade.penalty, grade.final, grade.percent])
         why = line.reason
-        cells = (*who, line.name, STANDING_WORDS[line.standing], *points,
-                 LATE_WORDS[late.state] if late else "",
-                 late.submitted.at.isoformat(timespec="seconds") if late and late.submitted else "",
-                 why[lang] if why else "", line.how, s["content_hash"] if s is not None else "")
-        writer.writerow([csv_cell(cell) for cell in cells])
-    return out.getvalue()
+        rows.append([*who, line.name, STANDING_WORDS[line.standing], *points,
+                     LATE_WORDS[late.state] if late else "",
+                     late.submitted.at.isoformat(timespec="seconds") if late and late.submitted else "",
+                     why[lang] if why else "", line.how, s["content_hash"] if s is not None else ""])
+    return csv_text(rows)
 
 
 def with_roster(submissions: list[sqlite3.Row], roster: list[Student] | None

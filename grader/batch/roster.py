@@ -112,14 +112,17 @@ def read_roster(path: Path) -> list[Student]:
 
 def _check_times(path: Path, line: int, student: Student) -> None:
     """An extension is a number of days or a time, and a submission time a time: found out here, not later."""
-    from grader.policy import check_extension, parse_moment
+    from grader.policy import OutOfRange, check_extension, in_range, parse_moment
 
-    for column, check in (("extension", check_extension), ("submitted_at", parse_moment)):
+    for column, check in (("extension", check_extension), ("submitted_at", lambda v: in_range(parse_moment(v)))):
         value = student.column(column)
         if not value:
             continue
         try:
             check(value)
+        except OutOfRange as exc:
+            raise RosterError(t("{path}, line {line}: {column} {value} is out of range ({range})", path=str(path),
+                                line=line, column=column, value=repr(value), range=exc.said)) from None
         except ValueError:
             said = (t("{path}, line {line}: extension {value} is neither a number of days nor a time such as "
                       "2026-12-04T23:59:59+08:00", path=str(path), line=line, value=repr(value))

@@ -496,21 +496,13 @@ def _criteria(course: Course, book: Gradebook) -> dict[str, list]:
 def similarity_csv(summary) -> str:
     """The pairs of near-identical code class.html shows: exercise, the two submissions (and their students), the
     similarity (the lesser share) and each one's share of code the other holds."""
-    import csv
-    import io
+    from grader.render.safe_text import csv_text
 
-    from grader.render.safe_text import csv_cell
-
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(["exercise", "first", "first_student", "second", "second_student", "similarity", "first_share",
-                     "second_share"])
-    for pair in summary.similar:
-        writer.writerow([csv_cell(cell) for cell in (pair.exercise, pair.first.submission, pair.first.student,
-                                                     pair.second.submission, pair.second.student,
-                                                     f"{pair.similarity:g}", f"{pair.first_share:g}",
-                                                     f"{pair.second_share:g}")])
-    return text.getvalue()
+    return csv_text([["exercise", "first", "first_student", "second", "second_student", "similarity", "first_share",
+                      "second_share"],
+                     *[[pair.exercise, pair.first.submission, pair.first.student, pair.second.submission,
+                        pair.second.student, pair.similarity, pair.first_share, pair.second_share]
+                       for pair in summary.similar]])
 
 
 def _grade_class(course: Course, submissions: Path, out: Path, jobs: int, regrade: bool, sandbox: str,
@@ -751,18 +743,18 @@ def _diff(book: Gradebook, out: Path, before: dict[str, list[dict]], rejudged: s
 
 
 def exercise_sources(course: Course, folder: Path) -> dict[str, str]:
-    """Each exercise file of a submission as text (read as content_hash reads it: no link followed, capped)."""
-    from grader.nolinks import REGULAR, read_without_links
-    from grader.sandbox.staging import MAX_SOURCE_BYTES
+    """The code each exercise of a submission is graded on, as text, whichever file it came from (its .py file or
+    a notebook: grader/sandbox/staging.py's `graded_code`); an exercise with nothing graded is left out."""
+    from grader.sandbox.staging import graded_code
 
     found = {}
     for ex in course.exercises:
         try:
-            lookup = read_without_links(folder, (ex.id, ex.file), MAX_SOURCE_BYTES)
+            graded = graded_code(folder, ex.id, ex.file, course.stub(ex))
         except OSError:
             continue
-        if lookup.kind == REGULAR and lookup.size <= MAX_SOURCE_BYTES:   # a larger one is refused, never graded
-            found[ex.id] = lookup.data.decode("utf-8", errors="replace")
+        if graded.data is not None:   # valid UTF-8: staging refuses a file that is not
+            found[ex.id] = graded.data.decode("utf-8", errors="replace")
     return found
 
 

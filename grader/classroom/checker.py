@@ -233,7 +233,7 @@ def checker_pyproject(course: Course) -> str:
         f"dependencies = {_toml_value(needed)}", "",
         "[project.scripts]", 'grader = "grader.cli:main"', "",
         "[tool.setuptools.packages.find]", 'include = ["grader*"]', "",
-        "[tool.setuptools.package-data]", 'grader = ["report/*.json", "judge/judge.ini"]', ""])
+        "[tool.setuptools.package-data]", 'grader = ["course.schema.json", "report/*.json", "judge/judge.ini"]', ""])
 
 
 def write_checker(course: Course, target: Path) -> None:

@@ -9,15 +9,24 @@ Theory of operation. One run:
    list nothing is known, and the run stops;
 2. learns, for each repository, what its default branch held and since when (`Timeline`): GitHub's record of
    the branch's pushes (the repository activity API: each push's time and the commit it left the branch at)
-   and what each run saw at the branch's head (the first run that saw a commit: it arrived then or before).
+   or, where GitHub keeps no such record, what each run saw at the branch's head (the first run that saw a
+   commit: it arrived then or before).
    Both are kept in `OUT/classroom.json`, so what GitHub stops listing stays known. The commit to grade is the
    one the branch held at the deadline (course.toml's `[classroom]` `deadline`), or now without one. A
    commit's own date, which whoever commits sets, plays no part; `arrival` says when a graded commit arrived;
 3. downloads that commit's exercise files and nothing else (`exercises/<exercise-id>/<file>` as course.toml
    names them) through the commit's git trees and blobs, each capped: a larger file is not downloaded and
-   staging refuses it by its size (that exercise's error), a link stays a link (refused by name);
-4. grades them all with `grader batch` (its regrade on: each is a new commit) and posts each scorecard back to
-   its commit: a status carrying the score and a comment holding the scorecard.
+   staging refuses it by its size (that exercise's error), a link stays a link (refused by name); a file
+   already downloaded (the same blob, for this repository's last commit or a classmate's) is not downloaded again;
+4. grades them all with `grader batch` (its regrade on: each is a new commit), keeps each scorecard as the
+   repository's pending post, and posts it back to its commit: a status carrying the score and a comment
+   holding the scorecard.
+
+GitHub's budget (a token's 5,000 calls an hour, and secondary limits on bursts and posts): the calls are counted
+(`GitHub.calls`); the organisation's listing and each branch's record are asked for conditionally (ETag), so that
+what did not change since the last run costs a 304, free of the rate limit; a rate limit is waited for as GitHub
+asks when the wait is short (`MAX_WAIT_S`), and otherwise stops the run (`RateLimited`): what was downloaded is
+graded and kept pending, and the same command, run again after the reset, goes on without grading it again.
 
 With course.toml's `[policy]` (grader.policy) the deadline is each student's own: the commit graded is the one the
 branch held at the student's cutoff (moved by an extension from `--roster`), or the newest one without a cutoff,
@@ -25,8 +34,9 @@ and its lateness is by when it reached GitHub (`submitted_time`), which goes int
 the batch then writes the penalty into the scorecard it posts.
 
 Each repository goes on its own and gets its row (`Row`). One that GitHub or the grader failed (its listing, a
-download, a grading that ended `grader_error`, a post) is posted and recorded nothing, so the next run tries it
-again; the others are graded and posted. The REST calls use the standard library; the API's base URL is
+download, a grading that ended `grader_error`) is posted and recorded nothing, so the next run tries it again; one
+whose post GitHub failed keeps it pending, posted by the next run without a grading; the others are graded and
+posted. The REST calls use the standard library; the API's base URL is
 configurable (tests use a local fake).
 """
 
@@ -34,10 +44,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 import os
 import re
 import shutil
+import time
 import tomllib
 import urllib.error
 import urllib.parse
@@ -65,6 +77,11 @@ PAGE = 100
 MAX_ANSWER_BYTES = 8 << 20        # one JSON answer: a folder's listing, a page of pushes
 MAX_FILE_BYTES = MAX_SOURCE_BYTES  # one exercise file: staging refuses a larger one, so it is never downloaded
 MAX_PUSH_PAGES = 10               # pages of pushes read per run, newest first, down to one already recorded
+MAX_WAIT_S = 300                  # the longest sleep a rate limit may cost; a longer one stops the run, to go on later
+MAX_RETRIES = 3                   # tries again of one call refused by a rate limit (PyGithub's GithubRetry: 10)
+SECONDARY_WAIT_S = 60             # a secondary limit without Retry-After: GitHub asks for a minute at least
+VALIDATORS_FILE = "github-validators.json"   # beside classroom.json: the last answer of each GET kept, for a 304
+BLOBS = "blobs"                   # beside it: each repository's exercise files last downloaded, by blob SHA
 EXERCISES = "exercises"           # the folder of a student's repository holding `<exercise-id>/<file>`
 NO_COMMIT = "0" * 40              # what a push that deleted the branch left it at
 LINK_MODE, SUBMODULE_MODE = "120000", "160000"   # git tree entry modes
@@ -73,6 +90,7 @@ LINK_MODE, SUBMODULE_MODE = "120000", "160000"   # git tree entry modes
 POSTED = "posted"      # graded, and the scorecard posted to the commit
 RETRY = "retry"        # GitHub or the grader failed: nothing posted or recorded; the next run tries again
 NOTHING = "nothing"    # no commit to grade: an empty repository, or none on the branch by the deadline
+LEFT = "left"          # GitHub's rate limit stopped the run before this one was downloaded or posted
 # Where a RETRY failed.
 LISTING, DOWNLOAD, GRADING, POSTING = "listing", "download", "grading", "posting"
 # How an arrival is known.
@@ -86,6 +104,19 @@ class GitHubError(Exception):
     def __init__(self, message: str, code: int | None = None):
         super().__init__(message)
         self.code = code
+
+
+class Truncated(GitHubError):
+    """GitHub cut a git tree's listing short (over its 100,000 entries or 7 MB)."""
+
+
+class RateLimited(Exception):
+    """GitHub's rate limit stops the run: the wait it asks for is longer than the run may sleep, or the tries ran
+    out. Not a GitHubError: no repository failed, the run stops and the same command goes on from `resume_at`."""
+
+    def __init__(self, message: str, resume_at: dt.datetime):
+        super().__init__(message)
+        self.resume_at = resume_at
 
 
 # GitHub failed, or answered in another shape than its documentation's (a field missing, a time unreadable).
@@ -107,42 +138,121 @@ def iso(when: dt.datetime) -> str:
 
 
 class GitHub:
-    """The few REST endpoints the sync uses, over urllib."""
+    """The few REST endpoints the sync uses, over urllib, within GitHub's rate limits.
 
-    def __init__(self, token: str, api_url: str = DEFAULT_API, timeout_s: float = 60):
+    Its retry policy is PyGithub's `GithubRetry`'s: a 403 or 429 that is a rate limit is tried again after the
+    wait GitHub asks for (`Retry-After`; else, with `x-ratelimit-remaining: 0`, until `x-ratelimit-reset`; else, a
+    secondary limit, a minute doubled at each try), and a 403 that is not one (a permission) is an error at once.
+    Unlike it, a wait longer than `max_wait_s`, or a rate limit still there after MAX_RETRIES tries, raises
+    RateLimited instead of sleeping: a scheduled run stops and the next one goes on. `sleep` and `clock` (epoch
+    seconds) are GitHub's time for tests. The GETs whose answers are kept (`remember`) are sent conditionally with
+    the validators of the last answer (ETag, Last-Modified): a 304 costs nothing of the primary rate limit.
+    `calls` counts the requests sent, `not_modified` the 304s among them."""
+
+    def __init__(self, token: str, api_url: str = DEFAULT_API, timeout_s: float = 60, max_wait_s: float = MAX_WAIT_S,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time):
         self.api_url = api_url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
+        self.max_wait_s = max_wait_s
+        self.sleep, self.clock = sleep, clock
+        self.calls = self.not_modified = 0
+        self.validators: dict[str, dict[str, str]] = {}   # url -> {"etag"/"last_modified": ..., "body": text}
+        self.exhausted_until: float | None = None          # the primary limit's reset, once it said 0 remaining
+
+    def load_validators(self, path: Path) -> None:
+        """The validators kept by an earlier run (VALIDATORS_FILE); a file unreadable is as none."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("version") == 1 and isinstance(data.get("answers"), dict):
+            self.validators = {url: kept for url, kept in data["answers"].items()
+                               if isinstance(kept, dict) and all(isinstance(kept.get(k), str)
+                                                                 for k in ("etag", "last_modified", "body"))}
+
+    def save_validators(self, path: Path) -> None:
+        write_atomic(path, json.dumps({"version": 1, "answers": self.validators}, sort_keys=True), durable=False)
 
     def request(self, method: str, path: str, body: dict | None = None, accept: str = "application/vnd.github+json",
-                limit: int = MAX_ANSWER_BYTES) -> tuple[bytes, dict[str, str]]:
+                limit: int = MAX_ANSWER_BYTES, remember: bool = False) -> tuple[bytes, dict[str, str]]:
         """The answer's body (at most `limit` bytes, else GitHubError) and headers. `path` is below the API's
-        base URL, or a whole URL on it (a next page's link): the token goes nowhere else."""
+        base URL, or a whole URL on it (a next page's link): the token goes nowhere else. A GET with `remember`
+        is sent with the last answer's validators, and a 304 gives that answer back."""
         url = path if path.startswith(self.api_url + "/") else self.api_url + path
-        request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
-        request.add_header("Accept", accept)
-        request.add_header("X-GitHub-Api-Version", "2022-11-28")
-        request.add_header("User-Agent", "transformer-grader")
-        if body is not None:
-            request.add_header("Content-Type", "application/json")
-        # Unredirected: a redirect may go to another host, which must not receive the token.
-        request.add_unredirected_header("Authorization", f"Bearer {self.token}")
-        shown = url[len(self.api_url):]
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                data = response.read(limit + 1)
-                headers = {k.lower(): v for k, v in response.headers.items()}
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(500).decode(errors="replace")
-            raise GitHubError(f"{method} {shown}: HTTP {exc.code} {detail}", exc.code) from None
-        except (urllib.error.URLError, OSError) as exc:   # a refused connection, a reset, a timeout
-            raise GitHubError(f"{method} {shown}: {getattr(exc, 'reason', exc)}") from None
-        if len(data) > limit:
-            raise GitHubError(f"{method} {shown}: the answer is larger than {limit:,} bytes")
-        return data, headers
+        shown = f"{method} {url[len(self.api_url):]}"
+        kept = self.validators.get(url) if remember and method == "GET" else None
+        for tries in range(MAX_RETRIES + 1):
+            self._within_budget(shown)
+            request = urllib.request.Request(url, method=method,
+                                             data=None if body is None else json.dumps(body).encode())
+            request.add_header("Accept", accept)
+            request.add_header("X-GitHub-Api-Version", "2022-11-28")
+            request.add_header("User-Agent", "transformer-grader")
+            if body is not None:
+                request.add_header("Content-Type", "application/json")
+            if kept and kept.get("etag"):
+                request.add_header("If-None-Match", kept["etag"])
+            elif kept and kept.get("last_modified"):
+                request.add_header("If-Modified-Since", kept["last_modified"])
+            # Unredirected: a redirect may go to another host, which must not receive the token.
+            request.add_unredirected_header("Authorization", f"Bearer {self.token}")
+            self.calls += 1
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    data = response.read(limit + 1)
+                    headers = {k.lower(): v for k, v in response.headers.items()}
+            except urllib.error.HTTPError as exc:
+                headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+                self._note_budget(headers)
+                if exc.code == 304 and kept is not None:
+                    self.not_modified += 1
+                    return kept["body"].encode(), headers
+                detail = exc.read(500).decode(errors="replace")
+                now = self.clock()
+                wait = rate_limit_wait(exc.code, detail, headers, tries, now)
+                if wait is None:
+                    raise GitHubError(f"{shown}: HTTP {exc.code} {detail}", exc.code) from None
+                if wait > self.max_wait_s or tries == MAX_RETRIES:
+                    raise RateLimited(f"{shown}: HTTP {exc.code} {detail}", moment(now + wait)) from None
+                self.sleep(wait)
+                self.exhausted_until = None   # that wait was for the reset too
+                continue
+            except (urllib.error.URLError, OSError) as exc:   # a refused connection, a reset, a timeout
+                raise GitHubError(f"{shown}: {getattr(exc, 'reason', exc)}") from None
+            self._note_budget(headers)
+            if len(data) > limit:
+                raise GitHubError(f"{shown}: the answer is larger than {limit:,} bytes")
+            if remember and method == "GET" and (headers.get("etag") or headers.get("last-modified")):
+                try:
+                    self.validators[url] = {"etag": headers.get("etag", ""),
+                                            "last_modified": headers.get("last-modified", ""), "body": data.decode()}
+                except UnicodeDecodeError:
+                    self.validators.pop(url, None)
+            return data, headers
+        raise AssertionError("unreachable: the last try returns or raises")
 
-    def json(self, method: str, path: str, body: dict | None = None):
-        data = self.request(method, path, body)[0]
+    def _note_budget(self, headers: dict[str, str]) -> None:
+        """Remember when the primary limit is spent (`x-ratelimit-remaining: 0`), so that no call is wasted on it."""
+        if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset", "").isdigit():
+            self.exhausted_until = float(headers["x-ratelimit-reset"])
+        elif headers.get("x-ratelimit-remaining", "").isdigit():
+            self.exhausted_until = None
+
+    def _within_budget(self, shown: str) -> None:
+        """Before a call: with the primary limit spent, wait for its reset, or stop when that is too far."""
+        if self.exhausted_until is None:
+            return
+        now = self.clock()
+        wait = self.exhausted_until - now + 1
+        if wait > self.max_wait_s:
+            raise RateLimited(f"{shown}: the primary rate limit is spent", moment(now + wait))
+        if wait > 0:
+            self.sleep(wait)
+        self.exhausted_until = None
+
+    def json(self, method: str, path: str, body: dict | None = None, remember: bool = False):
+        data = self.request(method, path, body, remember=remember)[0]
         try:
             return json.loads(data or b"null")
         except ValueError:
@@ -152,7 +262,7 @@ class GitHub:
         """The organisation's repositories named `<prefix>-<username>`, by name."""
         found, page = [], 1
         while True:
-            batch = self.json("GET", f"/orgs/{quote(org)}/repos?per_page={PAGE}&page={page}")
+            batch = self.json("GET", f"/orgs/{quote(org)}/repos?per_page={PAGE}&page={page}", remember=True)
             found += [r for r in batch if r["name"].startswith(prefix + "-") and len(r["name"]) > len(prefix) + 1]
             if len(batch) < PAGE:
                 return sorted(found, key=lambda r: r["name"])
@@ -161,7 +271,8 @@ class GitHub:
     def head(self, owner: str, repo: str, branch: str) -> str | None:
         """The SHA of the branch's latest commit; None for a repository with no commit."""
         try:
-            commits = self.json("GET", f"/repos/{quote(owner)}/{quote(repo)}/commits?per_page=1&sha={quote(branch)}")
+            commits = self.json("GET", f"/repos/{quote(owner)}/{quote(repo)}/commits?per_page=1&sha={quote(branch)}",
+                                remember=True)
         except GitHubError as exc:
             if exc.code == 409:   # GitHub's answer for a repository with no commit yet
                 return None
@@ -180,7 +291,7 @@ class GitHub:
             if page_path is None:
                 return found
             try:
-                data, headers = self.request("GET", page_path)
+                data, headers = self.request("GET", page_path, remember=page_path == path)   # the first page: newest
             except GitHubError as exc:
                 # 404: no such endpoint here; 403 without the words of a rate limit: the token may not read it.
                 if exc.code == 404 or (exc.code == 403 and "rate limit" not in str(exc).lower()):
@@ -199,18 +310,22 @@ class GitHub:
             page_path = next_page(headers.get("link", "")) if page else None
         return found
 
-    def tree(self, owner: str, repo: str, sha: str) -> dict[str, dict]:
-        """A git tree's entries (not recursive) by name: each with its `mode`, `type`, `sha` and, for a blob, `size`."""
-        listing = self.json("GET", f"/repos/{quote(owner)}/{quote(repo)}/git/trees/{quote(sha)}")
-        if not isinstance(listing, dict) or listing.get("truncated") or not isinstance(listing.get("tree"), list):
-            raise GitHubError(f"the folder listing of {sha} is incomplete")
+    def tree(self, owner: str, repo: str, sha: str, recursive: bool = False) -> dict[str, dict]:
+        """A git tree's entries by name (`recursive`: every entry below it, by its path from it, in one call): each
+        with its `mode`, `type`, `sha` and, for a blob, `size`. Truncated when GitHub cut the listing short."""
+        listing = self.json("GET", f"/repos/{quote(owner)}/{quote(repo)}/git/trees/{quote(sha)}"
+                                   + ("?recursive=1" if recursive else ""))
+        if not isinstance(listing, dict) or not isinstance(listing.get("tree"), list):
+            raise GitHubError(f"the folder listing of {sha} is not a listing")
+        if listing.get("truncated"):
+            raise Truncated(f"the folder listing of {sha} is incomplete")
         return {entry["path"]: entry for entry in listing["tree"]}
 
     def blob(self, owner: str, repo: str, sha: str, size: int) -> bytes:
         """A git blob's bytes, `size` of them at most, checked against its SHA."""
         data = self.request("GET", f"/repos/{quote(owner)}/{quote(repo)}/git/blobs/{quote(sha)}",
                             accept="application/vnd.github.raw+json", limit=size)[0]
-        if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != sha:
+        if git_blob_sha(data) != sha:
             raise GitHubError(f"the content downloaded for blob {sha} is not that blob")
         return data
 
@@ -220,6 +335,27 @@ class GitHub:
 
     def post_comment(self, owner: str, repo: str, sha: str, body: str) -> None:
         self.json("POST", f"/repos/{quote(owner)}/{quote(repo)}/commits/{sha}/comments", {"body": body[:65000]})
+
+
+def rate_limit_wait(code: int, detail: str, headers: dict[str, str], tries: int, now: float) -> float | None:
+    """Seconds to wait before a refused call is tried again when the refusal is a rate limit, as PyGithub's
+    GithubRetry reads it: GitHub's `Retry-After`; else the primary limit's reset, when none remains; else a
+    secondary limit's minute, doubled at each try. None for any other refusal (a 403 for a permission)."""
+    if code not in (403, 429):
+        return None
+    retry_after = headers.get("retry-after", "").strip()
+    if retry_after.isdigit():
+        return float(retry_after)
+    if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset", "").isdigit():
+        return max(0.0, float(headers["x-ratelimit-reset"]) - now) + 1
+    if code == 429 or "rate limit" in detail.lower():
+        return SECONDARY_WAIT_S * 2 ** tries
+    return None
+
+
+def moment(epoch_s: float) -> dt.datetime:
+    """An epoch time to the second (GitHub's reset and Retry-After are whole seconds)."""
+    return dt.datetime.fromtimestamp(round(epoch_s), dt.UTC)
 
 
 def quote(part: str) -> str:
@@ -324,28 +460,75 @@ def submitted_time(out: Path, repository: str, sha: str) -> Submitted | None:
 
 def commit_to_grade(github: GitHub, org: str, repo: dict, record: dict, deadline: dt.datetime | None,
                     now: dt.datetime) -> str | None:
-    """Add to the repository's timeline what GitHub records of its default branch and what the branch holds now;
-    return the commit it held at the deadline (now, without one, or before it)."""
+    """Add to the repository's timeline what GitHub records of its default branch (its pushes; where GitHub keeps
+    no such record, what the branch holds now); return the commit it held at the deadline (now, without one, or
+    before it). With the record, its newest push says what the branch holds: the branch's head is not read."""
     name, branch = repo["name"], repo.get("default_branch") or "main"
     timeline = Timeline(record["timeline"])
     pushes = github.pushes(org, name, branch, timeline.pushes_known())
     if pushes:
         timeline.add_pushes(pushes)
-    head = github.head(org, name, branch)
-    if head is not None:
-        timeline.add_seen(head, now)
+    if pushes is None:
+        head = github.head(org, name, branch)
+        if head is not None:
+            timeline.add_seen(head, now)
     record["timeline"] = timeline.entries
     return timeline.branch_at(min(now, deadline) if deadline else now)
 
 
-def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Course, target: Path) -> None:
+class Blobs:
+    """A repository's git blobs, each read once: downloaded from GitHub, or taken from `store` (the folder holding
+    the blobs of the commit this repository last had downloaded, by SHA) when a file did not change since, or
+    from a classmate's store beside it (a file of the handout no one of them changed yet). A blob is its SHA: one
+    whose bytes are not is downloaded."""
+
+    def __init__(self, github: GitHub, owner: str, repo: str, store: Path | None):
+        self.github, self.owner, self.repo, self.store = github, owner, repo, store
+        self.used: set[str] = set()
+
+    def read(self, sha: str, size: int) -> bytes:
+        if self.store is None or not BLOB_SHA.fullmatch(sha):
+            return self.github.blob(self.owner, self.repo, sha, size)
+        self.used.add(sha)
+        kept = self.store / sha
+        for found in itertools.chain((kept,), self.store.parent.glob(f"*/{sha}")):   # the classmates' looked at lazily
+            if found.is_file() and found.stat().st_size == size:
+                data = found.read_bytes()
+                if git_blob_sha(data) == sha:
+                    if found != kept:
+                        self.store.mkdir(parents=True, exist_ok=True)
+                        kept.write_bytes(data)
+                    return data
+        data = self.github.blob(self.owner, self.repo, sha, size)
+        self.store.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(data)   # a torn file fails the SHA check above and is downloaded again
+        return data
+
+    def keep_only_used(self) -> None:
+        """The store holds this commit's blobs alone: the next commit reads again only what changed."""
+        if self.store is not None and self.store.is_dir():
+            for path in self.store.iterdir():
+                if path.name not in self.used:
+                    path.unlink()
+
+
+BLOB_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def git_blob_sha(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Course, target: Path,
+                    store: Path | None = None) -> None:
     """Commit `sha`'s exercise files rebuilt under `target` as `<exercise-id>/<file>`, and the notebooks that may
     hold an exercise (`<exercise-id>/<exercise-id>.ipynb`, a top-level `exercises/<name>.ipynb`: see
     grader/grading/notebooks.py), nothing else of it. What
     staging refuses keeps what it refuses it for: a link is a link to nowhere (refused by its name); a file over
     MAX_FILE_BYTES is a file of its size holding nothing (never downloaded; refused by its size); a folder or a
     submodule where the file belongs is a folder (not a regular file); a file where the exercise's folder belongs
-    is an empty file (not a folder)."""
+    is an empty file (not a folder). Two listings (the commit's, then everything below `exercises/` at once) and
+    one download per file not in `store` (Blobs); a listing GitHub cuts short is read folder by folder."""
     target.mkdir(parents=True)
     top = github.tree(owner, repo, sha).get(EXERCISES)
     if top is not None and top["mode"] == LINK_MODE:   # every exercise would be reached through the link
@@ -353,11 +536,17 @@ def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Cou
             os.symlink("/nonexistent", target / ex.id)
     if top is None or top["type"] != "tree":
         return
-    folders = github.tree(owner, repo, top["sha"])
+    try:
+        below: dict[str, dict] | None = github.tree(owner, repo, top["sha"], recursive=True)
+    except Truncated:
+        below = None
+    folders = github.tree(owner, repo, top["sha"]) if below is None else \
+        {path: entry for path, entry in below.items() if "/" not in path}
+    blobs = Blobs(github, owner, repo, store)
     ids = {ex.id for ex in course.exercises}
     for name, entry in folders.items():
         if is_submitted_notebook(ids, name):   # one notebook whose cells are tagged with exercise ids
-            _place(github, owner, repo, entry, target / name, MAX_NOTEBOOK_BYTES)
+            _place(blobs, entry, target / name, MAX_NOTEBOOK_BYTES)
     for ex in course.exercises:
         folder, path = folders.get(ex.id), target / ex.id
         if folder is None:
@@ -368,14 +557,15 @@ def fetch_exercises(github: GitHub, owner: str, repo: str, sha: str, course: Cou
             path.touch()
         else:
             path.mkdir()
-            files = github.tree(owner, repo, folder["sha"])
-            _place(github, owner, repo, files.get(ex.file), path / ex.file)
+            files = github.tree(owner, repo, folder["sha"]) if below is None else \
+                {p[len(ex.id) + 1:]: e for p, e in below.items() if p.startswith(ex.id + "/")}
+            _place(blobs, files.get(ex.file), path / ex.file)
             notebook = f"{ex.id}{NOTEBOOK_SUFFIX}"
-            _place(github, owner, repo, files.get(notebook), path / notebook, MAX_NOTEBOOK_BYTES)
+            _place(blobs, files.get(notebook), path / notebook, MAX_NOTEBOOK_BYTES)
+    blobs.keep_only_used()
 
 
-def _place(github: GitHub, owner: str, repo: str, entry: dict | None, path: Path,
-           cap: int = MAX_FILE_BYTES) -> None:
+def _place(blobs: Blobs, entry: dict | None, path: Path, cap: int = MAX_FILE_BYTES) -> None:
     if entry is None:
         return
     if entry["mode"] == LINK_MODE:
@@ -386,7 +576,7 @@ def _place(github: GitHub, owner: str, repo: str, entry: dict | None, path: Path
         with open(path, "wb") as fh:
             fh.truncate(entry["size"])
     else:
-        path.write_bytes(github.blob(owner, repo, entry["sha"], entry["size"]))
+        path.write_bytes(blobs.read(entry["sha"], entry["size"]))
 
 
 @dataclass
@@ -419,25 +609,73 @@ def scorecard_comment(report_dir: Path, sha: str, lang: str = "en") -> tuple[str
     return "success", description.render(lang), f"{heading.render(lang)}\n\n{scorecard}"
 
 
+@dataclass
+class Outcome:
+    """What one run did: a row for each repository that had something to do, by name; how many repositories the
+    organisation has (`repositories`) and how many are left for the next run (`left`: a RETRY, a LEFT, or one the
+    run did not reach); the rate limit that stopped the run, if one did; the calls it sent (Github.calls) and the
+    304s among them, which cost nothing of the rate limit."""
+
+    rows: list[Row]
+    repositories: int
+    left: int
+    stopped: RateLimited | None
+    calls: int
+    not_modified: int
+
+
+def blob_store(out: Path, repository: str) -> Path | None:
+    """Where `repository`'s last downloaded blobs are kept (Blobs); None for a name that is no plain folder name."""
+    if re.fullmatch(r"[\w.-]+", repository) and repository not in (".", ".."):
+        return out / BLOBS / repository
+    return None
+
+
 def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade_batch: Callable[..., dict],
          deadline: dt.datetime | None = None, lang: str = "en",
          clock: Callable[[], dt.datetime] = utc_now, policy: Policy | None = None,
-         roster: list[Student] | None = None) -> list[Row]:
-    """Grade every student repository whose commit to grade is not the one already posted, and post back; a row
-    for each repository that had something to do, by name. `grade_batch(submissions, out)` grades every student
-    folder of `submissions` into `out` (grader batch, with its regrade on: each of them is a new commit).
-    Statuses, comments and rows are written in `lang`; `clock` says what time it is. A `policy` with a due date
-    sets each student's deadline instead of `deadline`: their cutoff, moved by their extension in `roster`."""
+         roster: list[Student] | None = None) -> Outcome:
+    """Grade every student repository whose commit to grade is not the one already posted, and post back.
+    `grade_batch(submissions, out)` grades every student folder of `submissions` into `out` (grader batch, with its
+    regrade on: each of them is a new commit). Statuses, comments and rows are written in `lang`; `clock` says
+    what time it is. A `policy` with a due date sets each student's deadline instead of `deadline`: their cutoff,
+    moved by their extension in `roster`.
+
+    Within GitHub's budget: the organisation is listed once, an unchanged branch costs nothing (a 304), a file
+    unchanged since the repository's last download is not downloaded again. A scorecard graded is kept in
+    classroom.json as the repository's `pending` post until both its status and its comment are posted, so that
+    a post GitHub refused is posted by the next run without a grading, and nothing is posted twice. When GitHub's
+    rate limit stops the run (GitHub.RateLimited), what was downloaded is still graded and kept pending, nothing
+    more is asked of GitHub, and the Outcome says so: the same command goes on where this one stopped."""
     private_folder(out)   # every student's files and reports: at the basic level, no classmate's code may read it
     state_file = out / STATE_FILE
     state = load_state(state_file)
+    github.load_validators(out / VALIDATORS_FILE)
     rows: list[Row] = []
+    stopped: RateLimited | None = None
 
     def retry(student: str, repository: str, sha: str | None, stage: str, why: Text) -> None:
         rows.append(Row(student, repository, sha, RETRY, why.render(lang), stage=stage))
 
-    todo: list[tuple[str, str, str]] = []          # (student, repository, sha)
-    for repo in github.student_repositories(org, prefix):
+    def left(student: str, repository: str, sha: str | None, stage: str) -> None:
+        rows.append(Row(student, repository, sha, LEFT, t("GitHub's rate limit stopped the run first; the next run "
+                                                           "goes on from here").render(lang), stage=stage))
+
+    def outcome() -> Outcome:
+        github.save_validators(out / VALIDATORS_FILE)
+        unfinished = sum(r.status in (RETRY, LEFT) for r in rows) + len(repos) - reached
+        return Outcome(sorted(rows, key=lambda r: r.repository), len(repos), unfinished, stopped, github.calls,
+                       github.not_modified)
+
+    try:
+        repos = github.student_repositories(org, prefix)
+    except RateLimited as exc:   # nothing is known: every repository recorded is left
+        repos, reached, stopped = [{"name": name} for name in state["repositories"]], 0, exc
+        return outcome()
+    todo: list[tuple[str, str, str]] = []          # (student, repository, sha) to download and grade
+    to_post: list[tuple[str, str]] = []            # (student, repository) graded, their post pending
+    reached = len(repos)                           # repositories whose branch this run read
+    for index, repo in enumerate(repos):
         repository = repo["name"]
         student = repository[len(prefix) + 1:]
         record = state["repositories"].setdefault(repository, {"posted": None, "timeline": []})
@@ -448,14 +686,23 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
             own_deadline = dates.cutoff if dates else None   # no cutoff: late work counts, the newest commit
         try:
             sha = commit_to_grade(github, org, repo, record, own_deadline, clock())
+        except RateLimited as exc:
+            stopped, reached = exc, index
+            break
         except UNEXPECTED as exc:
             retry(student, repository, None, LISTING, t("could not read the repository's branch: {error}; tried "
                                                         "again by the next run", error=verbatim(exc)))
             continue
+        pending = record.get("pending")
         if sha is None:
             none = t("no commit reached the branch by the deadline") if own_deadline else t("no commit yet")
             rows.append(Row(student, repository, None, NOTHING, none.render(lang)))
-        elif record["posted"] != sha:
+        elif record["posted"] == sha:
+            continue
+        elif pending is not None and pending["sha"] == sha:
+            to_post.append((student, repository))
+        else:
+            record.pop("pending", None)   # a newer commit replaces the one whose post was pending
             todo.append((student, repository, sha))
     save_state(state_file, state)   # what this run learnt of each branch stays, whatever happens next
 
@@ -463,12 +710,20 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
     shutil.rmtree(fetched, ignore_errors=True)
     ready: list[tuple[str, str, str, str]] = []      # (student, repository, sha, content hash)
     for student, repository, sha in todo:
-        try:
-            fetch_exercises(github, org, repository, sha, course, fetched / student)
-        except UNEXPECTED as exc:
+        if stopped is None:
+            try:
+                fetch_exercises(github, org, repository, sha, course, fetched / student, blob_store(out, repository))
+            except RateLimited as exc:
+                stopped = exc
+            except UNEXPECTED as exc:
+                shutil.rmtree(fetched / student, ignore_errors=True)
+                retry(student, repository, sha, DOWNLOAD, t("could not download commit {sha}'s exercise files: "
+                                                            "{error}; tried again by the next run",
+                                                            sha=sha, error=verbatim(exc)))
+                continue
+        if stopped is not None:
             shutil.rmtree(fetched / student, ignore_errors=True)
-            retry(student, repository, sha, DOWNLOAD, t("could not download commit {sha}'s exercise files: {error}; "
-                                                        "tried again by the next run", sha=sha, error=verbatim(exc)))
+            left(student, repository, sha, DOWNLOAD)
             continue
         shutil.rmtree(out / "students" / student, ignore_errors=True)   # a failed grading must not post an old score
         ready.append((student, repository, sha, content_hash(course, fetched / student)))
@@ -504,19 +759,36 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
             retry(student, repository, sha, GRADING, t("nothing posted: {said}", said=why))
             continue
         commit_state, description, body = scorecard_comment(out / "students" / student, sha, lang)
-        try:
-            github.post_status(org, repository, sha, commit_state, description)
-            github.post_comment(org, repository, sha, body)
-        except GitHubError as exc:
-            retry(student, repository, sha, POSTING, t("could not post the scorecard: {error}; posted by the next run",
-                                                       error=verbatim(exc)))
-            continue
+        state["repositories"][repository]["pending"] = {"sha": sha, "state": commit_state,
+                                                        "description": description, "body": body, "status": False}
+        to_post.append((student, repository))
+    save_state(state_file, state)   # what was graded is posted by a later run if not by this one
+
+    for student, repository in sorted(to_post, key=lambda post: post[1]):
         record = state["repositories"][repository]
-        record["posted"] = sha
+        pending = record["pending"]
+        if stopped is None:
+            try:
+                if not pending["status"]:
+                    github.post_status(org, repository, pending["sha"], pending["state"], pending["description"])
+                    pending["status"] = True
+                    save_state(state_file, state)   # the comment alone is left to post
+                github.post_comment(org, repository, pending["sha"], pending["body"])
+            except RateLimited as exc:
+                stopped = exc
+            except GitHubError as exc:
+                retry(student, repository, pending["sha"], POSTING, t("could not post the scorecard: {error}; posted "
+                                                                      "by the next run", error=verbatim(exc)))
+                continue
+        if stopped is not None:
+            left(student, repository, pending["sha"], POSTING)
+            continue
+        record["posted"] = pending["sha"]
+        del record["pending"]
         save_state(state_file, state)   # a rerun posts nothing twice
-        rows.append(Row(student, repository, sha, POSTED, description, commit_state,
-                        arrival=Timeline(record["timeline"]).arrival(sha)))
-    return sorted(rows, key=lambda r: r.repository)
+        rows.append(Row(student, repository, record["posted"], POSTED, pending["description"], pending["state"],
+                        arrival=Timeline(record["timeline"]).arrival(record["posted"])))
+    return outcome()
 
 
 def token_from_environment() -> str:

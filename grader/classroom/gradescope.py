@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course import TOOL_ROOT, Course
@@ -62,6 +64,84 @@ exec .venv/bin/python -m grader --course /autograder/source gradescope-run --roo
 """
 
 
+# Gradescope's Autograder Settings (gradescope-autograders.readthedocs.io, "Troubleshooting"): what an assignment gets
+# unless the instructor chooses more in its settings page, and the longest timeout Gradescope allows.
+GRADESCOPE_DEFAULT_MEMORY_MB = 768
+GRADESCOPE_DEFAULT_TIMEOUT_MIN = 10
+GRADESCOPE_DEFAULT_CPUS = 0.5
+GRADESCOPE_MAX_TIMEOUT_MIN = 40
+# What a grading of correct code holds at its peak: the grading process, the worker and each exercise's child, the
+# judging server, torch imported in the worker and the judge. bench/gradescope_footprint.py, grading the reference
+# solutions (11 exercises), measured a peak Pss of 520 to 728 MB over three runs (basic and strict); rounded up.
+GRADER_OWN_MEMORY_MB = 1024
+# Each exercise's child and the judging server run one thread each, at the same time; an exercise's timeout_s is
+# wall-clock time, so below one vCPU its code gets only that share of it in CPU time.
+GRADER_CPUS = 1.0
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """An autograder's memory, timeout and CPUs: what a course needs, or a Gradescope setting."""
+
+    memory_mb: int
+    timeout_min: int
+    cpus: float
+
+    def short(self) -> str:
+        return f"{self.memory_mb} MB, {self.timeout_min} minutes, {self.cpus:g} vCPU"
+
+
+def needs(course: Course) -> tuple[Hardware, list[str]]:
+    """What one submission's grading can take under course.toml's limits, and how each figure is made: every
+    exercise may use its memory_mb while the judge uses its own on the exercise before; the exercises run one after
+    another, each until its timeout_s, after the worker's start-up (importing torch)."""
+    from grader.sandbox.supervisor import STARTUP_SECONDS
+
+    largest = max((ex.limits.memory_mb for ex in course.exercises), default=0)
+    memory = GRADER_OWN_MEMORY_MB + largest + course.judge_limits.memory_mb
+    seconds = STARTUP_SECONDS + sum(ex.limits.timeout_s for ex in course.exercises)
+    made = [f"memory: {memory} MB = the grader with torch ({GRADER_OWN_MEMORY_MB} MB) + the largest exercise "
+            f"memory_mb ({largest} MB) + [judge] memory_mb ({course.judge_limits.memory_mb} MB)",
+            f"timeout: {math.ceil(seconds / 60)} minutes = start-up ({STARTUP_SECONDS:g} s) + the timeout_s of "
+            f"{len(course.exercises)} exercises ({seconds - STARTUP_SECONDS:g} s), rounded up to a minute",
+            f"CPU: {GRADER_CPUS:g} vCPU = one for the exercise running (timeout_s is wall-clock time; the judge's work "
+            "overlaps it)"]
+    return Hardware(memory, math.ceil(seconds / 60), GRADER_CPUS), made
+
+
+def settings_text(course: Course) -> str:
+    """The Autograder Settings the course needs, as `grader gradescope` prints them and the bundle's README.md
+    opens with them."""
+    needed, made = needs(course)
+    return "\n".join([
+        "## Gradescope Autograder Settings for this course",
+        "",
+        f"Choose at least {needed.short()} in the assignment's Autograder Settings (Gradescope's default is "
+        f"{GRADESCOPE_DEFAULT_MEMORY_MB} MB, {GRADESCOPE_DEFAULT_TIMEOUT_MIN} minutes and "
+        f"{GRADESCOPE_DEFAULT_CPUS:g} vCPU). Computed from course.toml:",
+        "",
+        *(f"- {line}" for line in made),
+        "",
+        "With less, a submission that uses what course.toml allows is killed by Gradescope before the grader's own "
+        "limit stops it, and the student gets no results.",
+        ""])
+
+
+def shortfall(course: Course, chosen: Hardware) -> tuple[list[str], list[str]]:
+    """What `chosen` gives less of than the course needs, one phrase each: memory and time (a grading past them is
+    killed, and the student gets no results), then CPU (a grading below it is slower, and its code gets less CPU
+    time within its wall-clock timeout_s)."""
+    needed, _ = needs(course)
+    fatal, slow = [], []
+    if chosen.memory_mb < needed.memory_mb:
+        fatal.append(f"{chosen.memory_mb} MB of memory where the course needs {needed.memory_mb} MB")
+    if chosen.timeout_min < needed.timeout_min:
+        fatal.append(f"{chosen.timeout_min} minutes where the course needs {needed.timeout_min}")
+    if chosen.cpus < needed.cpus:
+        slow.append(f"{chosen.cpus:g} vCPU where the course needs {needed.cpus:g}")
+    return fatal, slow
+
+
 class UnsafeToGrade(Exception):
     """Grading here would run student code with access to the hidden material; the message says why."""
 
@@ -82,6 +162,10 @@ def build_bundle(course: Course, out: Path, lang: str = "en") -> list[str]:
             # templates of a course without its own) from the grader's checkout, where the course folder has none
             base = course.root if (course.root / top).exists() else TOOL_ROOT
             path = base / top
+            if top == "README.md" and path.is_file():   # opened by whoever sets the assignment up: settings first
+                zf.writestr(top, settings_text(course) + "\n" + path.read_text(encoding="utf-8"))
+                names.append(top)
+                continue
             files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
             for f in files:
                 rel = f.relative_to(base)

@@ -27,9 +27,7 @@ a 0 would be recorded.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +36,7 @@ from pathlib import Path
 from grader.course import Course
 from grader.batch.gradebook import Gradebook, GradedLine, graded_lines, grader_key
 from grader.i18n import LANGS, Text, join, rendered, t, verbatim
-from grader.render.safe_text import csv_cell
+from grader.render.safe_text import csv_text
 from grader.batch.roster import Student
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -56,6 +54,11 @@ class LmsError(Exception):
     def __init__(self, said: Text):
         super().__init__(str(said))
         self.said = said
+
+
+class RedirectRefused(LmsError):
+    """Canvas's address answered with a redirect to another scheme, host or port: the push stops there, since the
+    request would carry a grade and a scorecard to whoever answers at that address."""
 
 
 @dataclass(frozen=True)
@@ -95,10 +98,6 @@ def placed(course: Course, book: Gradebook, roster: list[Student]) -> tuple[list
     return result, strangers
 
 
-def _points(value: float | None) -> str:
-    return "" if value is None else f"{value:g}"
-
-
 def canvas_csv(course: Course, book: Gradebook, roster: list[Student] | None) -> str:
     """Canvas's gradebook import: the roster's students, each found by the identifiers the roster holds, and one
     assignment column named after the course, its points in the Points Possible row."""
@@ -108,34 +107,25 @@ def canvas_csv(course: Course, book: Gradebook, roster: list[Student] | None) ->
         raise LmsError(t("Canvas finds a student by ID, SIS User ID or SIS Login ID: the roster needs a column "
                          "canvas_id, sis_user_id or sis_login_id (a grade is never placed by a name)"))
     max_score = sum(ex.max_points for ex in course.exercises)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
     title = course.name.replace("(", "[").replace(")", "]")   # "Title (123)" would name Canvas's assignment 123
-    writer.writerow([*CANVAS_COLUMNS, title])
-    writer.writerow([POINTS_POSSIBLE, "", "", "", "", f"{max_score:g}"])
     grades, _ = placed(course, book, roster)
-    for p in grades:
-        s = p.student
-        writer.writerow([csv_cell(cell) for cell in (s.name, s.column("canvas_id"), s.column("sis_user_id"),
-                                                     s.column("sis_login_id"), s.column("section"),
-                                                     _points(p.final))])
-    return out.getvalue()
+    return csv_text([[*CANVAS_COLUMNS, title], [POINTS_POSSIBLE, "", "", "", "", max_score],
+                     *[[p.student.name, p.student.column("canvas_id"), p.student.column("sis_user_id"),
+                        p.student.column("sis_login_id"), p.student.column("section"), p.final] for p in grades]])
 
 
 def moodle_csv(course: Course, book: Gradebook, roster: list[Student] | None, lang: str = "en") -> str:
     """Moodle's grade import: the student's name, every identifier the roster holds, the final grade, feedback."""
     roster = _needs_roster(roster, "moodle")
     columns = [c for c in MOODLE_IDENTIFIERS if c == "idnumber" or any(_moodle_id(s, c) for s in roster)]
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["Full name", *[MOODLE_IDENTIFIERS[c] for c in columns], course.name, "Feedback"])
     grades, _ = placed(course, book, roster)
+    rows: list[list[str | float | None]] = [["Full name", *[MOODLE_IDENTIFIERS[c] for c in columns], course.name,
+                                             "Feedback"]]
     for p in grades:
         feedback = p.why if p.why is not None else (p.line.grade.said() if p.line and p.line.grade else None)
-        writer.writerow([csv_cell(cell) for cell in (
-            p.student.name, *[_moodle_id(p.student, c) for c in columns], _points(p.final),
-            feedback.render(lang) if feedback is not None else "")])
-    return out.getvalue()
+        rows.append([p.student.name, *[_moodle_id(p.student, c) for c in columns], p.final,
+                     feedback.render(lang) if feedback is not None else ""])
+    return csv_text(rows)
 
 
 def _moodle_id(student: Student, column: str) -> str:
@@ -226,6 +216,10 @@ def canvas_push(course: Course, out: Path, roster: list[Student] | None, canvas_
             try:
                 submission_of(sent.user).edit(submission={"posted_grade": sent.grade},
                                               comment={"text_comment": sent.comment})
+            except RedirectRefused:
+                sent.status, sent.said = FAILED, t("not sent: Canvas redirected it to another host")
+                progress(sent)
+                raise
             except Exception as exc:  # noqa: BLE001 - canvasapi's and requests' errors alike: this student's row
                 sent.status, sent.said = FAILED, t("Canvas refused it: {error}",
                                                    error=verbatim(f"{type(exc).__name__}: {exc}"))
@@ -267,6 +261,7 @@ def _canvas_assignment(course: Course, url: str, token: str, canvas_course: str,
         canvas = Canvas(url.rstrip("/"), token)
     requester = canvas._Canvas__requester   # noqa: SLF001 - canvasapi sets no timeout of its own
     requester._session.request = functools.partial(requester._session.request, timeout=TIMEOUT_S)
+    requester._session.hooks["response"].append(_refuse_other_origins(requester._session, url))
     try:
         found = canvas.get_course(canvas_course).get_assignment(assignment)
     except (CanvasException, OSError) as exc:
@@ -284,6 +279,38 @@ def _canvas_assignment(course: Course, url: str, token: str, canvas_course: str,
                                              "user_id": user})
 
     return submission_of
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """An address's scheme, host and port (the scheme's own port where none is written)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:   # not a port at all: an origin no address shares
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _refuse_other_origins(session, url: str) -> Callable:
+    """A requests response hook that raises RedirectRefused for a redirect away from `url`'s origin. Hooks run on
+    each response before requests follows its redirect, so nothing (a 307 or 308 would repeat the body) is sent
+    to the other address; a redirect within Canvas's own origin is followed as before."""
+    origin = _origin(url)
+
+    def refuse(response, *args, **kwargs):
+        target = session.get_redirect_target(response)
+        if target is not None and _origin(urllib.parse.urljoin(response.url, target)) != origin:
+            request = response.request
+            raise RedirectRefused(t("Canvas at {url} answered {method} {path} with a redirect to another host "
+                                    "({target}): nothing was sent there and the push stopped; pass the address "
+                                    "Canvas answers at itself as --url",
+                                    url=verbatim(url), method=verbatim(request.method),
+                                    path=verbatim(urllib.parse.urlsplit(request.url).path),
+                                    target=verbatim(urllib.parse.urljoin(response.url, target))))
+        return response
+
+    return refuse
 
 
 def said_of(sent: Sent) -> Text:

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import csv
 import functools
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -34,6 +32,7 @@ import stat
 import tempfile
 import threading
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 
 import grader
@@ -164,7 +163,7 @@ def with_outcomes(record: dict, report: dict, versions: dict[str, str]) -> dict:
     for e in report.get("exercises", []):
         if e["id"] not in versions:
             continue
-        if any(c["status"] == Status.GRADER_ERROR or "judge_exit" in (c.get("evidence") or {}) for c in e["criteria"]):
+        if not _keepable((c["status"], c.get("evidence")) for c in e["criteria"]):
             judged.pop(e["id"], None)
             continue
         judged[e["id"]] = {"version": versions[e["id"]],
@@ -378,7 +377,7 @@ def judged_again(course: Course, record: dict, store: Path, versions: dict[str, 
         got = _judged_again(course, record, store, rest, judge, _references(course, rest, versions))
         for ex in rest:
             judged[ex.id] = got[ex.id]
-            if _keepable(got[ex.id]):
+            if _keepable((o.status, o.evidence) for o in got[ex.id]):
                 alike[keys[ex.id]] = tuple(got[ex.id])
                 while len(alike) > MAX_ALIKE:
                     alike.pop(next(iter(alike)), None)
@@ -421,9 +420,16 @@ def _observed_key(ex: ExerciseConfig, held: dict, version: str) -> str:
                                      default=str).encode()).hexdigest()
 
 
-def _keepable(outcomes: list) -> bool:
-    """Outcomes a limit or the grader's own failure decided are judged again, never reused (as with_outcomes)."""
-    return not any(o.status == Status.GRADER_ERROR or "judge_exit" in (o.evidence or {}) for o in outcomes)
+# What a limit of the judge leaves in a criterion's evidence: the judging child was killed (the client says how it
+# exited), or a limit this process enforces on itself stopped a criterion (grader/judge/plugin.py).
+LIMIT_EVIDENCE = ("judge_exit", "judge_limit")
+
+
+def _keepable(outcomes: Iterable[tuple[str, dict | None]]) -> bool:
+    """Whether outcomes, as (status, evidence) pairs, may be kept and reused: those a limit of the judge or the
+    grader's own failure decided are judged again, never reused (by with_outcomes nor by a re-judging)."""
+    return not any(status == Status.GRADER_ERROR or any(key in (evidence or {}) for key in LIMIT_EVIDENCE)
+                   for status, evidence in outcomes)
 
 
 def report_from(course: Course, name: str, record: dict, versions: dict[str, str], judged: dict[str, list]):
@@ -522,15 +528,9 @@ def grade_diff(name: str, old: list[dict], new: list[dict], how: str) -> list[di
 
 
 def diff_csv(lines: list[dict]) -> str:
-    from grader.render.safe_text import csv_cell
+    from grader.render.safe_text import csv_text
 
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(DIFF_COLUMNS)
-    for line in lines:
-        writer.writerow([csv_cell("" if line[c] is None else f"{line[c]:g}" if isinstance(line[c], float)
-                                  else str(line[c])) for c in DIFF_COLUMNS])
-    return text.getvalue()
+    return csv_text([DIFF_COLUMNS, *[[line[c] for c in DIFF_COLUMNS] for line in lines]])
 
 
 def remove_store(store: Path) -> None:

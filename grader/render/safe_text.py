@@ -7,7 +7,11 @@ it can start no heading, table row, link or image, move no cursor, and break no 
 
 from __future__ import annotations
 
+import csv
+import io
+import math
 import re
+from collections.abc import Iterable, Sequence
 
 from grader.report.model import valid_unicode
 
@@ -29,8 +33,14 @@ _DOMAIN_DOT = re.compile(r"(?<=\w)\.(?=[^\W\d_])")
 _SLASHES = re.compile("//")
 _LEADING_HASH = re.compile(r"^(\s*)#")
 
-# A spreadsheet runs a cell that starts with one of these as a formula.
-_FORMULA_START = ("=", "+", "-", "@")
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP's rule; tab and CR never reach a
+# cell, visible_controls writes them out), their full-width forms included, which some input methods type. A
+# spreadsheet may open a CSV file with any of the separators below (Excel in German, French, Spanish, Italian and
+# Russian locales splits on ";"), so a trigger after a separator inside a cell, spaces or double quotes between,
+# starts a cell too: each such start gets a single quote, which a spreadsheet shows as text.
+_FORMULA_TRIGGERS = "=+\\-@\uff1d\uff0b\uff0d\uff20"
+_SEPARATORS = ",;\t|"
+_FORMULA_CELL = re.compile(f"(^|[{_SEPARATORS}])(?=[\\s\"]*[{_FORMULA_TRIGGERS}])")
 
 
 def _shown_escaped(match: re.Match) -> str:
@@ -77,7 +87,19 @@ def gradescope_text(text: str) -> str:
     return visible_controls(text, keep="\n\t")
 
 
-def csv_cell(text: str) -> str:
-    """A CSV cell a spreadsheet shows as text: no control character, and never a formula."""
-    text = visible_controls(text)
-    return "'" + text if text.startswith(_FORMULA_START) else text
+def csv_cell(value: str | float | None) -> str:
+    """A CSV cell: a number the grader computed as a number (`:g`; a penalty of -2 stays -2), None as a blank, and
+    text anyone chose (a folder, a roster's name, a course's title) as text a spreadsheet shows, whatever separator
+    it splits on: no control character, and no formula at its start or after any separator in it."""
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    return _FORMULA_CELL.sub(r"\1'", visible_controls(str(value)))
+
+
+def csv_text(rows: Iterable[Sequence[str | float | None]]) -> str:
+    """A whole CSV file as the grader writes them all: comma-separated, one line a row, every cell a csv_cell."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([csv_cell(cell) for cell in row] for row in rows)
+    return out.getvalue()

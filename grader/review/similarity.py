@@ -35,7 +35,7 @@ from grader.subprocesses import die_with_parent
 # Both files of a pair must be at least this share the other's code. Measured on this course's catalog (stub as
 # boilerplate): the rope solution with every variable renamed and the code reformatted scores 0.93
 # (tests/similarity/rope_renamed.py); honest independent correct implementations (each solution against
-# tests/variants, and the variants against one another: 89 pairs) score at most 0.72 (two layer_norm variants
+# solutions/*/variants, and the variants against one another: 89 pairs) score at most 0.72 (two layer_norm variants
 # written from one skeleton), 72 of them below 0.4. 0.8 leaves room for a copy with a line or two changed, and stays
 # clear of independent work. Three more pairs are flagged, rightly: two transformer_lm variants are the solution
 # edited (a layer renamed: 1.0; the feed-forward as a Sequential: 0.93), not independent work.

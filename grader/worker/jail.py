@@ -22,8 +22,9 @@ import sys
 import time
 
 from grader.worker import protocol
-from grader.worker.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID, PR_SET_CHILD_SUBREAPER,
-                                    PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, mount, prctl, umount)
+from grader.worker.syscalls import (KEYCTL_JOIN_SESSION_KEYRING, MNT_DETACH, MS_BIND, MS_NODEV, MS_NOSUID,
+                                    PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, keyctl, mount, prctl,
+                                    refuse_request_key, umount)
 
 SCRATCH = "/.scratch"
 PROT_NONE = 0  # mmap has no name for it
@@ -81,20 +82,38 @@ class ExerciseBox:
 
 
 def drop_privileges(jail: dict, worker: int) -> None:
-    """In a child about to run student code: become the grading's own uid for good, with no groups and no way
-    back (no_new_privs), and die with the worker `worker` (its pid). Nothing here forks or writes a file."""
+    """In a child about to run student code: take a session keyring of its own, become the grading's own uid for
+    good, with no groups and no way back (no_new_privs) and no request_key(2) (its upcall runs as root outside every
+    namespace), and die with the worker `worker` (its pid). Nothing here forks or writes a file."""
     user = jail.get("user")
+    own_session_keyring()
     if user:
         os.setgroups([])
         os.setresgid(user["gid"], user["gid"], user["gid"])
         os.setresuid(user["uid"], user["uid"], user["uid"])
         prctl(PR_SET_NO_NEW_PRIVS, 1)
+        if LINUX:
+            refuse_request_key()
     # After the uid change, which clears it. Without a pid namespace (basic level) nothing else would end a
     # child whose worker was killed; what the child starts itself is its grading uid's, swept when that uid is
     # next claimed (grader.sandbox.uids).
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != worker:   # the worker died before the signal was asked for
         os._exit(1)
+
+
+def own_session_keyring() -> None:
+    """Join a fresh, anonymous session keyring (still root: the student can neither re-permit nor re-own it), so that
+    keys the student code adds to its session keyring stay in this child's process tree and die with it, instead of
+    landing in the one it inherits (a container's or a login's, which every grading would share). Where the key
+    system calls are refused (a seccomp profile, as Docker's default), the student cannot make keys either."""
+    if not LINUX:
+        return
+    try:
+        keyctl(KEYCTL_JOIN_SESSION_KEYRING, None)
+    except OSError as error:
+        if error.errno not in (errno.ENOSYS, errno.EPERM):
+            raise
 
 
 def hand_over(folder: str, jail: dict, to_user: bool) -> None:

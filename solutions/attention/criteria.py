@@ -471,41 +471,50 @@ def test_gradients_finite(obs, ref, verdict):
 
 
 @criterion("masked_weights_zero_large_scores", kind="values", requires=("masked_weights_zero",),
-           title=t("Masked weights stay exactly 0 when the scores are large (spread ~1e5)"),
+           title=t("Masked weights stay exactly 0 when the scores are large (spread ~1e5, or all near -1e5)"),
            hint=t("Fill the masked scores with float('-inf') (masked_fill(~mask, float('-inf'))) before the softmax. "
                   "Adding or filling a finite number such as -1e4 only hides keys whose scores are within 1e4 of the "
-                  "others; exp(-inf) is 0 at any scale."))
+                  "others, and a filled key outweighs every allowed key whose score is below the fill; exp(-inf) is 0 "
+                  "at any scale."))
 def test_masked_weights_zero_large_scores(obs, ref, verdict):
     p = obs.probe("large_scores")
     want = ref.probe("large_scores")
-    mask, weights = want.tensor("mask"), p.tensor("weights").double()
-    verdict.note(attention_map=attention_map(weights, want.tensor("weights")))
-    scale = want.value("scale")
+    scale, level = want.value("scale"), want.value("negative_level")
     spread = verbatim(f"1e{round(math.log10(scale ** 2))}")   # the scores' spread: q·k of size scale² (over √D)
-    setting = t("with q and k of size ~{scale:g} (scores of spread ~{spread}) and a {mask} mask", scale=scale,
-                spread=spread, mask=list(mask.shape))
-    if list(weights.shape) != list(mask.shape):
-        verdict.fail(t("{setting} the weights have shape {shape}; expected {mask}", setting=setting,
-                       shape=list(weights.shape), mask=list(mask.shape)))
-    bad = ~torch.isfinite(weights)
-    if bad.any():
-        verdict.fail(t("{setting} {count} weights are NaN or inf, the first at {location}: exp of a large score "
-                       "overflows unless the row's largest score is subtracted first (softmax does that)",
-                       setting=setting, count=int(bad.sum()), location=_at(_first(bad))))
-    leaked = (weights != 0) & ~mask
-    if leaked.any():
-        i = _first(leaked)
-        verdict.fail(t("{setting} {leaked} of {masked} masked positions have a non-zero weight, e.g. {weight:.4g} at "
-                       "{location}: a finite fill (such as -1e4) is outweighed by scores this large; fill with -inf",
-                       setting=setting, leaked=int(leaked.sum()), masked=int((~mask).sum()), weight=float(weights[i]),
-                       location=_at(i)))
-    error = (weights.sum(-1) - 1).abs()
-    if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
-        i = unravel(torch.argmax(error), error.shape)
-        verdict.fail(t("{setting} the weights of {location} sum to {total:.6g} over the keys; expected 1",
-                       setting=setting, location=_at(i, AXES[:3]), total=float(weights[i].sum())))
-    verdict.ok(t("with scores of spread ~{spread} all {masked} masked weights are exactly 0 and every row sums to 1",
-                 spread=spread, masked=int((~mask).sum())))
+    mask = want.tensor("mask")
+    cases = (("", t("with q and k of size ~{scale:g} (scores of spread ~{spread}) and a {mask} mask", scale=scale,
+                    spread=spread, mask=list(mask.shape)),
+              t("a finite fill (such as -1e4) is outweighed by scores this large; fill with -inf")),
+             ("negative.", t("with every score near -{level:g} (q and k pulled apart) and a {mask} mask", level=level,
+                             mask=list(want.tensor("negative.mask").shape)),
+              t("every allowed score of the row is below a finite fill (such as -1e4), so the filled keys took the "
+                "row; fill with -inf")))
+    masked = 0
+    for prefix, setting, cause in cases:
+        mask, weights = want.tensor(prefix + "mask"), p.tensor(prefix + "weights").double()
+        verdict.note(attention_map=attention_map(weights, want.tensor(prefix + "weights")))
+        if list(weights.shape) != list(mask.shape):
+            verdict.fail(t("{setting} the weights have shape {shape}; expected {mask}", setting=setting,
+                           shape=list(weights.shape), mask=list(mask.shape)))
+        bad = ~torch.isfinite(weights)
+        if bad.any():
+            verdict.fail(t("{setting} {count} weights are NaN or inf, the first at {location}: exp of a large score "
+                           "overflows unless the row's largest score is subtracted first (softmax does that)",
+                           setting=setting, count=int(bad.sum()), location=_at(_first(bad))))
+        leaked = (weights != 0) & ~mask
+        if leaked.any():
+            i = _first(leaked)
+            verdict.fail(t("{setting} {leaked} of {masked} masked positions have a non-zero weight, e.g. {weight:.4g} "
+                           "at {location}: {cause}", setting=setting, leaked=int(leaked.sum()),
+                           masked=int((~mask).sum()), weight=float(weights[i]), location=_at(i), cause=cause))
+        error = (weights.sum(-1) - 1).abs()
+        if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
+            i = unravel(torch.argmax(error), error.shape)
+            verdict.fail(t("{setting} the weights of {location} sum to {total:.6g} over the keys; expected 1",
+                           setting=setting, location=_at(i, AXES[:3]), total=float(weights[i].sum())))
+        masked += int((~mask).sum())
+    verdict.ok(t("with scores of spread ~{spread}, and with every score near -{level:g}, all {masked} masked weights "
+                 "are exactly 0 and every row sums to 1", spread=spread, level=level, masked=masked))
 
 
 @criterion("gradients_match_reference", kind="gradient", requires=("values_match_reference", "masked_weights_zero"),

@@ -4,6 +4,8 @@ Every probe records the inputs it made (before the student's code can touch them
 can say not only *that* a result is wrong but *which* wrong formula it matches.
 """
 
+import math
+
 import torch
 
 from grader.worker.probe import (ContractBreach, describe_exception, is_stub_raise, probe, student_tensor,
@@ -26,14 +28,14 @@ def attend(student, q, k, v, mask=None):
     return unpack(result)
 
 
-def attend_recorded(student, ctx, inputs: dict, record: tuple[str, ...]):
+def attend_recorded(student, ctx, inputs: dict, record: tuple[str, ...], prefix: str = ""):
     """Record the `record` inputs (in that order), call the student's function on `inputs` (q, k, v and an optional
-    mask) and record what it returned as `out` and `weights`."""
+    mask) and record what it returned as `out` and `weights`, every key after `prefix`."""
     for name in record:
-        ctx.tensor(name, inputs[name])
+        ctx.tensor(prefix + name, inputs[name])
     out, weights = attend(student, inputs["q"], inputs["k"], inputs["v"], inputs.get("mask"))
-    ctx.tensor("out", out)
-    ctx.tensor("weights", weights)
+    ctx.tensor(prefix + "out", out)
+    ctx.tensor(prefix + "weights", weights)
     return out, weights
 
 
@@ -206,17 +208,29 @@ def gradients(student, ctx):
 # where a mask made by adding or filling a finite -1e4 leaves the masked keys in the softmax.
 LARGE_SCALE = 316.0
 LARGE_B, LARGE_H = 4, 4
+# Scores all near -NEGATIVE_LEVEL: q and k pulled apart along one direction, by sqrt(NEGATIVE_LEVEL * sqrt(D)) each,
+# so that q·k/sqrt(D) is -NEGATIVE_LEVEL give or take ~250. Every allowed score of every row is then far below a finite
+# fill such as -1e4, which would give the masked keys the whole row; a fill with -inf or finfo.min still gives them 0.
+NEGATIVE_LEVEL = 1e5
 
 
 @probe
 def large_scores(student, ctx):
-    """float32 scores of spread ~1e5 under a random mask that keeps a key in every row."""
-    ctx.record(scale=LARGE_SCALE)
+    """float32 scores under a random mask that keeps a key in every row: of spread ~1e5 around 0, then (keys
+    `negative.*`) all near -1e5."""
+    ctx.record(scale=LARGE_SCALE, negative_level=NEGATIVE_LEVEL)
     q = ctx.randn(LARGE_B, LARGE_H, TQ, D) * LARGE_SCALE
     k = ctx.randn(LARGE_B, LARGE_H, TK, D) * LARGE_SCALE
     v = ctx.randn(LARGE_B, LARGE_H, TK, DV)
     mask = rows_with_a_key(ctx, LARGE_B, LARGE_H, TQ, TK)
     attend_recorded(student, ctx, {"q": q, "k": k, "v": v, "mask": mask}, ("q", "k", "v", "mask"))
+    direction = ctx.randn(D)
+    pull = direction / direction.norm() * math.sqrt(NEGATIVE_LEVEL * math.sqrt(D))
+    q = ctx.randn(LARGE_B, LARGE_H, TQ, D) + pull
+    k = ctx.randn(LARGE_B, LARGE_H, TK, D) - pull
+    v = ctx.randn(LARGE_B, LARGE_H, TK, DV)
+    mask = rows_with_a_key(ctx, LARGE_B, LARGE_H, TQ, TK)
+    attend_recorded(student, ctx, {"q": q, "k": k, "v": v, "mask": mask}, ("q", "k", "v", "mask"), prefix="negative.")
 
 
 @probe

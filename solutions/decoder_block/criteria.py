@@ -21,6 +21,7 @@ OUTPUT_DROPOUT_TOLERANCE = 1e-6  # dropout of the output is 0 or exactly 2 x the
 # dropout on the scores before the softmax renormalises the row and moves the kept weights by ~10 %.
 KEPT_WEIGHT_TOLERANCE = 1e-6
 READ_SHAPE = [8, 16]      # the dropout-position probe: 8 positions, 2 heads of 8 channels (probes/decoder_block.py)
+SUM_TOLERANCE = 1e-5      # float32 inside is legal: a row of at most 8 weights sums to 1 within ~1e-6
 
 
 @criterion("output_shape", kind="shape",
@@ -352,6 +353,44 @@ def test_dropout_after_softmax(obs, verdict):
     verdict.ok(t("with dropout=0.5 in train mode every attention weight is 0 ({dropped} of {entries}) or exactly "
                  "2 x its eval value: dropout acts on the weights after the softmax", dropped=int(dropped.sum()),
                  entries=entries))
+
+
+@criterion("future_weights_zero_negative_scores", kind="causality",
+           requires=("causality", "values_match_reference", "projections_bias_free"),
+           title=t("Future keys get exactly 0 weight even when every score is near -1e5"),
+           hint=t("Fill the scores of future keys with float('-inf') before the softmax: masked_fill(~causal, "
+                  "float('-inf')). A finite fill such as -1e4 outweighs every allowed key whose score is below it, and "
+                  "queries and keys that point apart make scores that low: the future then takes the whole row."))
+def test_future_weights_zero_negative_scores(obs, ref, verdict):
+    p, level = obs.probe("negative_scores"), ref.probe("negative_scores").value("level")
+    out = p.tensor("eval").double()
+    setting = t("with q_proj and k_proj set so that every score is near -{level:g} (CausalSelfAttention(16, 2) on "
+                "one-hot inputs, v_proj and out_proj the identity, so that the output shows the weights)", level=level)
+    if list(out.shape) != [1, *READ_SHAPE]:
+        verdict.fail(t("{setting} the output has shape {shape}; expected [1, 8, 16]", setting=setting,
+                       shape=list(out.shape)))
+    verdict.check(bool(torch.isfinite(out).all()), t("{setting} the output is not finite: {cause}", setting=setting,
+                                                     cause=NON_FINITE_CAUSE))
+    positions, channels = READ_SHAPE
+    heads = channels // positions
+    weights = out[0].reshape(positions, heads, positions).transpose(0, 1)   # [head, query, key]
+    future = torch.ones(positions, positions, dtype=torch.bool).triu(1).expand_as(weights)
+    leaked = (weights != 0) & future
+    verdict.note(future_weights_not_zero=int(leaked.sum()), largest_future_weight=float(weights[future].abs().max()))
+    if leaked.any():
+        head, query, key = (int(i) for i in torch.nonzero(leaked)[0])
+        verdict.fail(t("{setting} {leaked} of {future} weights on future keys are not 0, e.g. {weight:.4g} from query "
+                       "{query} to key {key} in head {head}: every allowed score of the row is below a finite fill "
+                       "(such as -1e4), so the future keys took the row; fill with -inf", setting=setting,
+                       leaked=int(leaked.sum()), future=int(future.sum()), weight=float(weights[head, query, key]),
+                       query=query, key=key, head=head))
+    error = (weights.sum(-1) - 1).abs()
+    if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
+        head, query = (int(i) for i in torch.nonzero(error == error.max())[0])
+        verdict.fail(t("{setting} the weights of query {query} in head {head} sum to {total:.6g} over the keys; "
+                       "expected 1", setting=setting, query=query, head=head, total=float(weights[head, query].sum())))
+    verdict.ok(t("with every score near -{level:g} all {future} weights on future keys are exactly 0 and every row "
+                 "sums to 1", level=level, future=int(future.sum())))
 
 
 @criterion("parameter_count_above_2_53", kind="param_count", requires=("parameter_count_large",),

@@ -96,25 +96,56 @@ def default_dropout(student, ctx):
         ctx.tensor("eval", attn.eval()(x))
 
 
-@probe
-def dropout_position(student, ctx):
-    """x[t] is one-hot on channel t of each head, and v_proj = out_proj = identity: output channel 8h + s at query t
-    is then head h's weight of key s. Eval mode gives the weights, train mode (dropout 0.5) the weights as dropout
-    left them, for 32 copies of the sequence: the judge sees where dropout acted."""
-    attn = student.CausalSelfAttention(READ_D_MODEL, READ_HEADS, 0.5).double()
+def weight_reader(student, ctx, dropout: float):
+    """CausalSelfAttention(16, 2, dropout) in float64 whose output shows its attention weights: x[t] is one-hot on
+    channel t of each head, and v_proj = out_proj = identity, so that output channel 8h + s at query t is head h's
+    weight of key s. q_proj and k_proj hold seeded weights of order one (scores of order one). Returns the module and
+    x [READ_BATCH, READ_T, READ_D_MODEL]."""
+    attn = student.CausalSelfAttention(READ_D_MODEL, READ_HEADS, dropout).double()
     ctx.fill_parameters(attn, ["q_proj.weight", "k_proj.weight"], std=1.0)  # scores of order one
-    params = dict(attn.named_parameters())
     with torch.no_grad():
         for name in ("v_proj.weight", "out_proj.weight"):
-            if name not in params or list(params[name].shape) != [READ_D_MODEL, READ_D_MODEL]:
-                raise ContractBreach("the module has no parameter `{name}` of shape [16, 16], which the contract names",
-                                     name=name)
-            params[name].copy_(torch.eye(READ_D_MODEL, dtype=torch.float64))
+            square_parameter(attn, name).copy_(torch.eye(READ_D_MODEL, dtype=torch.float64))
     one_hot = torch.eye(READ_T, dtype=torch.float64).repeat(1, READ_HEADS)       # [T, C]: channels t and 8 + t
-    x = one_hot.expand(READ_BATCH, READ_T, READ_D_MODEL).clone()
+    return attn, one_hot.expand(READ_BATCH, READ_T, READ_D_MODEL).clone()
+
+
+def square_parameter(attn, name: str) -> torch.Tensor:
+    """The module's parameter `name` of shape [16, 16], which the contract names (its absence: the student's breach)."""
+    params = dict(attn.named_parameters())
+    if name not in params or list(params[name].shape) != [READ_D_MODEL, READ_D_MODEL]:
+        raise ContractBreach("the module has no parameter `{name}` of shape [16, 16], which the contract names",
+                             name=name)
+    return params[name]
+
+
+@probe
+def dropout_position(student, ctx):
+    """Eval mode gives the weights (weight_reader), train mode (dropout 0.5) the weights as dropout left them, for 32
+    copies of the sequence: the judge sees where dropout acted."""
+    attn, x = weight_reader(student, ctx, 0.5)
     with torch.no_grad():
         ctx.tensor("eval", attn.eval()(x[:1].clone()))
         ctx.tensor("train", attn.train()(x))
+
+
+# The negative-scores probe pulls q and k apart along the first channel of each head: both one-hot inputs of x[t] add
+# PULL to q and -PULL to k there, so that every score is -(2 * PULL)^2 / sqrt(8) = -NEGATIVE_LEVEL give or take ~10.
+# Every allowed score is then far below a finite fill such as -1e4, which would give the future keys the whole row.
+NEGATIVE_LEVEL = 1e5
+PULL = (NEGATIVE_LEVEL * (READ_D_MODEL // READ_HEADS) ** 0.5) ** 0.5 / 2
+
+
+@probe
+def negative_scores(student, ctx):
+    """The weights (weight_reader, eval mode) when every score of every row is near -NEGATIVE_LEVEL."""
+    attn, x = weight_reader(student, ctx, 0.0)
+    with torch.no_grad():
+        for name, pull in (("q_proj.weight", PULL), ("k_proj.weight", -PULL)):
+            square_parameter(attn, name)[::READ_D_MODEL // READ_HEADS] = pull   # row 8h: channel 0 of head h
+    ctx.record(level=NEGATIVE_LEVEL, heads=READ_HEADS)
+    with torch.no_grad():
+        ctx.tensor("eval", attn.eval()(x[:1].clone()))
 
 
 @probe

@@ -323,36 +323,46 @@ def test_masked_softmax_normalised(obs, ref, verdict):
 
 
 @criterion("masked_softmax_large_scores", kind="values", requires=("masked_softmax_normalised",),
-           title=t("masked_softmax: masked entries stay exactly 0 when the scores are large (spread ~1e5)"),
+           title=t("masked_softmax: masked entries stay exactly 0 when the scores are large (spread ~1e5, or all near "
+                   "-1e5)"),
            hint=t("Fill with float('-inf') before the softmax: a finite fill or an added -1e4 only hides entries whose "
-                  "scores are within 1e4 of the others, while exp(-inf) is 0 at any scale."))
+                  "scores are within 1e4 of the others, and a filled entry outweighs every allowed one whose score is "
+                  "below the fill, while exp(-inf) is 0 at any scale."))
 def test_masked_softmax_large_scores(obs, ref, verdict):
-    p = obs.probe("softmax_large")
-    call = "masked_softmax(scores [4, 4, 5, 7] of spread ~1e5, mask [4, 4, 5, 7])"
-    info = _returned_tensor(verdict, p, "large", call)
-    mask = ref.probe("softmax_large").tensor("mask")
-    if info["shape"] != list(mask.shape):
-        verdict.fail(t("{call} has shape {shape}; expected [4, 4, 5, 7], the shape of the scores", call=call,
-                       shape=info["shape"]))
-    got = p.tensor("large").double()
-    bad = ~torch.isfinite(got)
-    if bad.any():
-        verdict.fail(t("{call}: {count} NaN or inf values, the first at index {index}: exp of a large score overflows "
-                       "unless the largest score of the line is subtracted first (softmax does that)", call=call,
-                       count=int(bad.sum()), index=_first(bad)))
-    leaked = (got != 0) & ~mask
-    if leaked.any():
-        i = _first(leaked)
-        verdict.fail(t("{call}: {count} masked entries are not 0, e.g. {value:.4g} at index {index}: a finite fill "
-                       "(such as -1e4) is outweighed by scores this large; fill with -inf", call=call,
-                       count=int(leaked.sum()), value=float(got[i]), index=i))
-    error = (got.sum(-1) - 1).abs()
-    if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
-        i = unravel(torch.argmax(error), error.shape)
-        verdict.fail(t("{call}: the row at index {index} sums to {total:.6g}; expected 1 (tolerance {tolerance:g})",
-                       call=call, index=i, total=float(got[i].sum()), tolerance=SUM_TOLERANCE))
-    verdict.ok(t("with scores of spread ~1e5 all {count} masked entries are exactly 0 and every row sums to 1",
-                 count=int((~mask).sum())))
+    p, r = obs.probe("softmax_large"), ref.probe("softmax_large")
+    level = r.value("negative_level")
+    cases = (("large", "mask", "masked_softmax(scores [4, 4, 5, 7] of spread ~1e5, mask [4, 4, 5, 7])",
+              t("a finite fill (such as -1e4) is outweighed by scores this large; fill with -inf")),
+             ("negative", "negative.mask",
+              f"masked_softmax(scores [4, 4, 5, 7] all near -{level:g}, mask [4, 4, 5, 7])",
+              t("every allowed score of the line is below a finite fill (such as -1e4), so the filled entries took "
+                "the line; fill with -inf")))
+    count = 0
+    for key, mask_key, call, cause in cases:
+        info = _returned_tensor(verdict, p, key, call)
+        mask = r.tensor(mask_key)
+        if info["shape"] != list(mask.shape):
+            verdict.fail(t("{call} has shape {shape}; expected [4, 4, 5, 7], the shape of the scores", call=call,
+                           shape=info["shape"]))
+        got = p.tensor(key).double()
+        bad = ~torch.isfinite(got)
+        if bad.any():
+            verdict.fail(t("{call}: {count} NaN or inf values, the first at index {index}: exp of a large score "
+                           "overflows unless the largest score of the line is subtracted first (softmax does that)",
+                           call=call, count=int(bad.sum()), index=_first(bad)))
+        leaked = (got != 0) & ~mask
+        if leaked.any():
+            i = _first(leaked)
+            verdict.fail(t("{call}: {count} masked entries are not 0, e.g. {value:.4g} at index {index}: {cause}",
+                           call=call, count=int(leaked.sum()), value=float(got[i]), index=i, cause=cause))
+        error = (got.sum(-1) - 1).abs()
+        if not float(error.max()) <= SUM_TOLERANCE:  # NaN fails too
+            i = unravel(torch.argmax(error), error.shape)
+            verdict.fail(t("{call}: the row at index {index} sums to {total:.6g}; expected 1 (tolerance {tolerance:g})",
+                           call=call, index=i, total=float(got[i].sum()), tolerance=SUM_TOLERANCE))
+        count += int((~mask).sum())
+    verdict.ok(t("with scores of spread ~1e5, and with every score near -{level:g}, all {count} masked entries are "
+                 "exactly 0 and every row sums to 1", level=level, count=count))
 
 
 @criterion("masked_softmax_fully_masked", kind="values",

@@ -172,6 +172,11 @@ def softmax_dim(student, ctx):
     ctx.record(cases={name: {"dim": dim, "mask": list(mask.shape)} for name, (dim, mask) in cases.items()})
 
 
+# float32 scores all within ~300 of -NEGATIVE_LEVEL: every allowed score of a line is far below a finite fill such as
+# -1e4, which would give the masked entries the whole line; a fill with -inf or finfo.min still gives them 0.
+NEGATIVE_LEVEL = 1e5
+
+
 @probe
 def softmax_large(student, ctx):
     # float32 scores of spread ~1e5: a mask made by adding or filling a finite -1e4 leaves masked entries in the softmax
@@ -180,3 +185,9 @@ def softmax_large(student, ctx):
     ctx.tensor("scores", scores)
     ctx.tensor("mask", mask)
     attempt(ctx, "large", lambda: student.masked_softmax(scores.clone(), mask.clone()))
+    negative = ctx.randn(4, 4, 5, 7) * 100 - NEGATIVE_LEVEL
+    negative_mask = mask_with_some_true(ctx, (4, 4, 5, 7))
+    ctx.record(negative_level=NEGATIVE_LEVEL)
+    ctx.tensor("negative.scores", negative)
+    ctx.tensor("negative.mask", negative_mask)
+    attempt(ctx, "negative", lambda: student.masked_softmax(negative.clone(), negative_mask.clone()))

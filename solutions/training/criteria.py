@@ -38,7 +38,7 @@ CONTRADICTORY_MARGIN = 0.05  # above the optimum (0.3466 here). Reference, measu
 DEFAULT_CLIP = 1.0          # train_step's default max_grad_norm, and the clipping of every fit_fixed_batch step
 DEFAULT_FIT_STEPS, DEFAULT_FIT_LR = 120, 0.02  # fit_fixed_batch's defaults (the contract's signature)
 LISTED = 5                  # names shown in a message before "and N more"
-# What the optimizer probe records for a group entry that is not a parameter of the model (grader/probes/training.py)
+# What the optimizer probe records for a group entry that is not a parameter of the model (solutions/training/probes.py)
 FOREIGN_TENSOR = re.compile(r"<a tensor of shape (\[[-0-9, ]*\]) that is not a parameter of the model>")
 FOREIGN_OBJECT = re.compile(r"<a (\w+), not a tensor>")
 
@@ -169,7 +169,7 @@ def test_weight_decay_split(obs, verdict):
                  "carry 0"))
 
 
-# How the messages name the optimizer probe's model (grader/probes/training.py, `unfamiliar_model`)
+# How the messages name the optimizer probe's model (solutions/training/probes.py, `unfamiliar_model`)
 UNFAMILIAR_MODEL = t("a course model with norms of its own classes (1-D scale and shift, a 0-d gain) and feed-forwards "
                      "of raw parameters (w_up, b_up, w_down, b_down)")
 

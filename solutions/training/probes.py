@@ -6,13 +6,14 @@ change what is measured. The worker seeds `torch.manual_seed` before each probe,
 starts from the same weights for every submission. Models are float64 so that "equal" can mean equal.
 """
 
+import contextlib
 import copy
 
 import torch
 import torch._dynamo  # noqa: F401 - the first optimizer imports it: paid once in the worker, not per child
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from grader.probes.lm import Config, TransformerLM
 from grader.worker.probe import describe_exception, probe, tensor_facts
@@ -182,16 +183,65 @@ def fresh_gradients(model: nn.Module, x, y) -> dict[str, torch.Tensor]:
     return {name: p.grad.detach().clone() for name, p in twin.named_parameters() if p.grad is not None}
 
 
+def watch_updates(read, optimizer=None) -> tuple[list, list]:
+    """At each update an optimizer.step() applies, what `read(optimizer)` gave when that update's gradients were
+    final: when step() is entered for a step without a closure, after the closure returned for one with a closure
+    (torch's closure protocol: the reset, forward, backward and clipping run inside step(), before the update).
+    A step counts once it has returned, so a closure that raised (a guard refusing a non-finite loss) is no
+    update. `optimizer` None watches every optimizer. Returns the list the reads are appended to and the hooks'
+    handles (remove them when done)."""
+    updates: list = []
+    pending: dict[int, object] = {}   # id(optimizer) -> the latest read of the step under way
+
+    def take(opt) -> None:
+        pending[id(opt)] = read(opt)
+
+    def before_step(opt, args, kwargs):
+        take(opt)
+        # args are step()'s own, the optimizer first: optimizer.step(closure) or optimizer.step(closure=closure)
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")
+        if not callable(closure):
+            return None
+
+        def closure_then_read(*inner_args, **inner_kwargs):
+            result = closure(*inner_args, **inner_kwargs)
+            take(opt)   # the gradients the closure left are those the update applies
+            return result
+
+        if len(args) > 1:
+            return (args[0], closure_then_read, *args[2:]), kwargs
+        return args, {**kwargs, "closure": closure_then_read}
+
+    def after_step(opt, args, kwargs):
+        if id(opt) in pending:
+            updates.append(pending.pop(id(opt)))
+
+    if optimizer is None:
+        handles = [register_optimizer_step_pre_hook(before_step), register_optimizer_step_post_hook(after_step)]
+    else:
+        handles = [optimizer.register_step_pre_hook(before_step), optimizer.register_step_post_hook(after_step)]
+    return updates, handles
+
+
+@contextlib.contextmanager
+def every_update(read):
+    """watch_updates over every optimizer, while the block runs: yields the list of reads, one per update."""
+    updates, handles = watch_updates(read)
+    try:
+        yield updates
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def watch_steps(opt, model: nn.Module) -> list[dict]:
-    """Record, at each optimizer.step() of `opt`, the gradients it is about to apply."""
-    seen: list[dict] = []
+    """Record, at each update of `opt`, the gradients it applied (see watch_updates)."""
 
-    def before_step(optimizer, args, kwargs):
+    def gradients(optimizer):
         grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
-        seen.append({"grads": grads, "with_grad": len(grads)})
+        return {"grads": grads, "with_grad": len(grads)}
 
-    opt.register_step_pre_hook(before_step)
-    return seen
+    return watch_updates(gradients, opt)[0]
 
 
 def call_expecting_raise(ctx, call) -> dict:
@@ -408,22 +458,19 @@ def fit_protocol(student, ctx):
     x, y = random_batch(ctx)
     names = parameter_names(lm)
     start = initial_loss(lm, x, y)
-    log: list[dict] = []
 
-    def before_any_step(optimizer, args, kwargs):
-        if len(log) < MAX_LOGGED_STEPS:
-            described = describe_optimizer(optimizer, names)
-            log.append({"type": described["type"], "is_adamw": described["is_adamw"],
-                        "groups": [{k: g[k] for k in ("lr", "weight_decay", "betas")} for g in described["groups"]],
-                        "held": sorted({n for g in described["groups"] for n in g["params"]}) if not log else None})
+    def described(optimizer):
+        if len(log) >= MAX_LOGGED_STEPS:
+            return None   # counted, not described
+        d = describe_optimizer(optimizer, names)
+        return {"type": d["type"], "is_adamw": d["is_adamw"],
+                "groups": [{k: g[k] for k in ("lr", "weight_decay", "betas")} for g in d["groups"]],
+                "held": sorted({n for g in d["groups"] for n in g["params"]}) if not log else None}
 
-    handle = register_optimizer_step_pre_hook(before_any_step)
-    try:
+    with every_update(described) as log:
         losses = student.fit_fixed_batch(lm, x, y, steps=PROTOCOL_STEPS, lr=PROTOCOL_LR)
-    finally:
-        handle.remove()
     ctx.record(asked={"steps": PROTOCOL_STEPS, "lr": PROTOCOL_LR}, initial_loss=start, losses=describe_losses(losses),
-               optimizer_steps=log, parameters=sorted(names.values()))
+               optimizer_steps=log[:MAX_LOGGED_STEPS], parameters=sorted(names.values()))
 
 
 @probe
@@ -434,20 +481,16 @@ def fit_defaults(student, ctx):
     watched = Watched(lm, loss_factor=DEFAULTS_LOSS_FACTOR)
     x, y = random_batch(ctx)
     raw = torch.cat([g.reshape(-1) for g in fresh_gradients(watched, x, y).values()]).norm()
-    log: list[dict] = []
 
-    def before_any_step(optimizer, args, kwargs):
+    def clipped(optimizer):
         grads = [q.grad.detach().double().reshape(-1) for q in lm.parameters() if q.grad is not None]
-        log.append({"lrs": [_number(g["lr"]) for g in optimizer.param_groups],
-                    "grad_norm": float(torch.cat(grads).norm()) if grads else None})
+        return {"lrs": [_number(g["lr"]) for g in optimizer.param_groups],
+                "grad_norm": float(torch.cat(grads).norm()) if grads else None}
 
-    handle = register_optimizer_step_pre_hook(before_any_step)
-    try:
+    with every_update(clipped) as log:
         losses = describe_losses(student.fit_fixed_batch(watched, x, y))
         steps_taken = len(log)
         none = ctx.outcome("zero_steps", lambda: student.fit_fixed_batch(small_model(), x, y, steps=0))
-    finally:
-        handle.remove()
     ctx.record(losses=losses, optimizer_steps=log[:steps_taken], raw_first_norm=float(raw),
                zero_steps_losses=describe_losses(none) if none is not None else None,
                zero_steps_optimizer_steps=len(log) - steps_taken)
