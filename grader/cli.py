@@ -274,7 +274,26 @@ def build_parser() -> argparse.ArgumentParser:
                           help="with --mutate: only this mutant (repeatable; the ids --list and the survivors show)")
     selftest.add_argument("--list", action="store_true", help="with --mutate: list the mutants, grade none")
     selftest.set_defaults(handler=command_selftest)
+
+    new = sub.add_parser("new-exercise", help="write a working exercise skeleton into a course folder (making the "
+                                              "course when the folder is new or empty)")
+    new.add_argument("exercise_id", metavar="ID", help="the exercise's id: lower-case letters, digits, underscores")
+    new.set_defaults(handler=command_new_exercise)
+    if not student:
+        course_after_the_command(sub)
     return parser
+
+
+def course_after_the_command(sub) -> None:
+    """`grader COMMAND --course DIR ...` as well as `grader --course DIR COMMAND ...`. Unset, a command's option sets
+    nothing (SUPPRESS), so it never overwrites the folder given before the command; a command whose own --course
+    means something else (`lms canvas`'s Canvas course) keeps it."""
+    for command in sub.choices.values():
+        try:
+            command.add_argument("--course", type=Path, default=argparse.SUPPRESS, metavar="DIR",
+                                 help="folder holding course.toml (as `grader --course DIR` before the command)")
+        except argparse.ArgumentError:
+            pass
 
 
 def formats_argument(text: str) -> tuple[str, ...]:
@@ -357,7 +376,7 @@ def command_grade(args) -> int:
     except SandboxUnavailable as exc:
         raise UsageError(f"{exc}; pass --sandbox basic to grade with weaker isolation") from None
     report, rejudging = grade_one(course, submission, exercise_ids, sandbox, out, args.rejudge)
-    code = publish(report, out, course.root / "templates", args.lang, args.format, args.fail_under)
+    code = publish(report, out, course.templates, args.lang, args.format, args.fail_under)
     if rejudging is not None:
         print_diff(rejudging, args.lang)
     return code
@@ -433,6 +452,29 @@ def command_selftest(args) -> int:
     for p in problems:
         print("  " + p)
     return 1 if problems else 0
+
+
+def command_new_exercise(args) -> int:
+    from grader.authoring.skeleton import SkeletonError, new_exercise
+    from grader.render.safe_text import terminal_text
+
+    root = args.course
+    if root is None:
+        raise UsageError("name the course folder: grader new-exercise ID --course DIR")
+    try:
+        written = new_exercise(root, args.exercise_id)
+    except SkeletonError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"the exercise could not be written into {root} ({exc.strerror or exc}); nothing was "
+                         "left half-written") from None
+    where = terminal_text(str(written.root))
+    print(f"{'new course' if written.new_course else 'course'} {where}: exercise {args.exercise_id} written")
+    for path in written.files:
+        print("  " + terminal_text(path.relative_to(written.root).as_posix()))
+    print(f"\nNext: grader --course {where} selftest --exercise {args.exercise_id}  (0 problems as written), then "
+          "make it the exercise you mean: docs/authoring.md")
+    return EXIT_OK
 
 
 def mutation_selftest(args, course, catalog: Path) -> int:

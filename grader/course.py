@@ -31,6 +31,12 @@ VARIANTS = "variants"           # <name>/manifest.toml and a whole file: correct
 # The course's shared grader-side code (a trusted model its probes build, say), beside the exercises' folders: each
 # <name>.py there is imported by probes and criteria as `grader.probes.<name>`, the package course code is loaded in.
 LIB = "_lib"
+# The grader's checkout: the bundled course's root, and where the tool's own files beside the package live (its
+# pyproject.toml, scripts/install-torch.sh), which a handout or a Gradescope bundle of any course ships.
+TOOL_ROOT = Path(__file__).resolve().parent.parent
+# The pages the grader renders (report.html, scorecard.md, class.html, a handout's): a course's own templates/ when it
+# has one, else these, the grader's, which the bundled course keeps at the top of the checkout.
+TOOL_TEMPLATES = TOOL_ROOT / "templates"
 # the values course.schema.json allows in a `visibility` table
 GRADESCOPE_VISIBILITIES = tuple(schema()["$defs"]["visibility"]["additionalProperties"]["enum"])
 
@@ -117,6 +123,7 @@ class Course:
     # Where each exercise's grader-side half lives (<solutions>/<id>/: probes, criteria, catalog): root/solutions, or
     # `[course] solutions` (a handout's checker keeps its cut probes and criteria under another name).
     solutions: Path = Path("solutions")
+    templates: Path = TOOL_TEMPLATES   # the report pages' Jinja templates: root/templates, else the grader's
 
     def exercise(self, exercise_id: str) -> ExerciseConfig:
         for ex in self.exercises:
@@ -254,7 +261,8 @@ def load_course(root: Path | None = None) -> Course:
                              if f.name in table}
     return Course(root=root, name=names["en"], seed=seed, exercises=tuple(exercises),
                   uids=(int(uids[0]), int(uids[1])), fork_server=fork_server, references=references, names=names,
-                  solutions=solutions, judge_limits=JudgeLimits(**judge))
+                  solutions=solutions, judge_limits=JudgeLimits(**judge),
+                  templates=root / "templates" if (root / "templates").is_dir() else TOOL_TEMPLATES)
 
 
 def _question(raw: dict) -> Question:

@@ -178,7 +178,7 @@ def handed_out(course: Course, out: Path, submission: str, lang: str,
 
     report = stored_report(json.loads((out / "students" / submission / "report.json").read_text(encoding="utf-8")))
     view = student_view(report, course, now or dt.datetime.now(dt.UTC), published_at(out) is not None)
-    templates = course.root / "templates"
+    templates = course.templates
     return {"report.html": render_html(view, templates, lang), "scorecard.md": render_markdown(view, templates, lang)}
 
 

@@ -444,7 +444,7 @@ def write_student_pages(course: Course, out: Path, lang: str, roster: list[Stude
             report.grade = wanted
             if data.get("grade") != wanted:
                 write_atomic(folder / "report.json", report.to_json() + "\n")
-            pages = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.root / "templates", lang) for fmt in RERENDERED}
+            pages = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.templates, lang) for fmt in RERENDERED}
             for file_name, text in pages.items():
                 write_atomic(folder / file_name, text)
         # No record to render from, a full disk, a bug of ours on one report: that student's files stay as they
@@ -487,7 +487,7 @@ def _write_class_files(course: Course, out: Path, lang: str, roster: list[Studen
             write_atomic(out / LMS_FILES[fmt], bom + exports[fmt]())
         summary = class_summary(course, book, key, roster, _criteria(course, book))
         write_atomic(out / SIMILARITY_FILE, bom + similarity_csv(summary))
-        write_atomic(out / "class.html", render_class(summary, course, course.root / "templates", lang))
+        write_atomic(out / "class.html", render_class(summary, course, course.templates, lang))
         return summary
     finally:
         book.close()
@@ -677,7 +677,7 @@ def _rejudged(course: Course, store: Path, stored: list[tuple[Entry, str, dict]]
     pool = _report_pool(jobs) if len(stored) > jobs else None
     if pool is not None:   # each report process readies itself while the judging server starts
         for _ in range(max(1, jobs)):
-            pool.submit(ready_to_report, course.root / "templates")
+            pool.submit(ready_to_report, course.templates)
     threads = ThreadPoolExecutor(max_workers=max(1, jobs))
     stopping = False
     try:
@@ -761,7 +761,7 @@ def rejudged_files(course: Course, name: str, kept: dict, versions: dict[str, st
         report = report_from(course, name, kept, versions, judged)
         data = report.to_dict()   # what report.json is written from, and what the outcomes are kept from
         text = indented_json(data) + "\n"
-        templates = course.root / "templates"
+        templates = course.templates
         names = [FORMATS[fmt][0] for fmt in REPORT_FILES]
         if not pages_current(report_dir, names, text, lang, templates):
             # a report left by an earlier run must not be read as this one's

@@ -248,11 +248,11 @@ def judge_phase(course, probed, request: dict, judge=None) -> dict:
         files = {}
         for fmt in REPORT_FILES:
             name, render = FORMATS[fmt]
-            files[name] = render(report, course.root / "templates", request["lang"])
+            files[name] = render(report, course.templates, request["lang"])
         if kept:
             kept["duration_s"] = report.duration_s
         # stamped, so that a re-judging that comes to the same report finds these files current
-        return {"files": stamped(files, request["lang"], course.root / "templates"), "kept": kept or None}
+        return {"files": stamped(files, request["lang"], course.templates), "kept": kept or None}
     except Exception as exc:  # noqa: BLE001
         return {"error": f"{type(exc).__name__}: {exc}"}
 

@@ -23,7 +23,7 @@ import tomllib
 from pathlib import Path
 
 import grader
-from grader.course import CRITERIA_FILE, LIB, PROBES_FILE, Course, ExerciseConfig, import_course_module
+from grader.course import CRITERIA_FILE, LIB, PROBES_FILE, TOOL_ROOT, Course, ExerciseConfig, import_course_module
 from grader.feedback import VISIBLE
 from grader.i18n import LANGS, update_catalogs
 
@@ -33,7 +33,7 @@ REFERENCES_DIR = "references"
 # The checker course's grader-side folder (its `[course] solutions`): the cut criteria and probes, no solution
 CHECKS_DIR = "checks"
 # What never leaves the instructor's side.
-INSTRUCTOR_ONLY = ("batch", "classroom", "review", "policy.py")   # whole rooms, and a module
+INSTRUCTOR_ONLY = ("authoring", "batch", "classroom", "review", "policy.py")   # whole rooms, and a module
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 # Requirements of the grader the checker never imports (grading a class on a cluster, similar submissions, the
 # Canvas push): not installed for students
@@ -227,7 +227,7 @@ def checker_course_toml(course: Course, visible: dict[str, dict[str, object]]) -
 
 
 def checker_pyproject(course: Course) -> str:
-    main = tomllib.loads((course.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    main = tomllib.loads((TOOL_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     needed = [r for r in main["dependencies"]
               if re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] not in INSTRUCTOR_REQUIREMENTS]
     return "\n".join([
@@ -287,4 +287,4 @@ def write_checker(course: Course, target: Path) -> None:
             update_catalogs(lang, target / "grader", checks)
     (target / "course.toml").write_text(checker_course_toml(course, visible), encoding="utf-8")
     (target / "pyproject.toml").write_text(checker_pyproject(course), encoding="utf-8")
-    shutil.copyfile(course.root / "scripts" / "install-torch.sh", target / "install-torch.sh")
+    shutil.copyfile(TOOL_ROOT / "scripts" / "install-torch.sh", target / "install-torch.sh")

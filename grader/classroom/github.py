@@ -798,7 +798,7 @@ def sync(course: Course, github: GitHub, org: str, prefix: str, out: Path, grade
         view = partial(student_view, course=course, now=now, published=released, feedback=feedback,
                        capped=capped.get(student) == CAPPED)
         commit_state, description, body = scorecard_comment(out / "students" / student, sha, lang, view,
-                                                            course.root / "templates", [notes[student]]
+                                                            course.templates, [notes[student]]
                                                             if student in notes else [])
         record = state["repositories"][repository]
         record["pending"] = {"sha": sha, "state": commit_state, "description": description, "body": body,
@@ -902,7 +902,7 @@ def publish(course: Course, github: GitHub, org: str, prefix: str, out: Path, la
             commit_state, description, body = scorecard_comment(
                 out / "students" / student, sha, lang,
                 partial(student_view, course=course, now=now, published=True, feedback=feedback),
-                course.root / "templates")
+                course.templates)
             record["pending"] = {"sha": sha, "state": commit_state, "description": description, "body": body,
                                  "status": False, "release": True}
         if record.get("pending") is not None:

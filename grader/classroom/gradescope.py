@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from grader.course import Course
+from grader.course import TOOL_ROOT, Course
 from grader.feedback import visibility
 from grader.i18n import Text, t, verbatim
 from grader.nolinks import LINK, REGULAR, Lookup, links_under, read_without_links
@@ -160,14 +160,17 @@ def build_bundle(course: Course, out: Path, lang: str = "en") -> list[str]:
             zf.writestr(info, text)
             names.append(name)
         for top in BUNDLED:
-            path = course.root / top
+            # the course's own parts from its folder; the grader's (its package, pyproject, scripts, and the report
+            # templates of a course without its own) from the grader's checkout, where the course folder has none
+            base = course.root if (course.root / top).exists() else TOOL_ROOT
+            path = base / top
             if top == "README.md" and path.is_file():   # opened by whoever sets the assignment up: settings first
                 zf.writestr(top, settings_text(course) + "\n" + path.read_text(encoding="utf-8"))
                 names.append(top)
                 continue
             files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
             for f in files:
-                rel = f.relative_to(course.root)
+                rel = f.relative_to(base)
                 if "__pycache__" in rel.parts or f.suffix == ".pyc":
                     continue
                 zf.write(f, rel.as_posix())
@@ -266,7 +269,7 @@ def run_in_gradescope(course: Course, root: Path, lang: str = "en") -> Path:
         notes = gather_submission(course, root / "submission", submission)
         report = grade(course, submission, [e.id for e in course.exercises], sandbox)
     notes += late_work(course, report, root)
-    write_reports(report, results, course.root / "templates", lang, ("json", "html"))
+    write_reports(report, results, course.templates, lang, ("json", "html"))
 
     # the course's feedback policy (grader.feedback), which Gradescope applies: its `visibility` values are ours
     write_atomic(results / "results.json", render_gradescope(report, lang, partial(visibility, course), notes))

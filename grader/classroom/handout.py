@@ -18,7 +18,7 @@ from pathlib import Path
 import jinja2
 
 import grader
-from grader.course import Course
+from grader.course import TOOL_ROOT, Course
 from grader.classroom.checker import CHECKER_DIR, IGNORED, write_checker
 
 WORKFLOW = Path(".github") / "workflows" / "check.yml"
@@ -27,7 +27,7 @@ GITIGNORE = ("__pycache__/", ".pytest_cache/", "*.egg-info/", "reports/", ".venv
 
 def torch_version(course: Course) -> str:
     """The torch the course is calibrated on, as the install script pins it (its one source)."""
-    script = (course.root / "scripts" / "install-torch.sh").read_text(encoding="utf-8")
+    script = (TOOL_ROOT / "scripts" / "install-torch.sh").read_text(encoding="utf-8")
     pinned = re.search(r"torch==([0-9][0-9.]*[0-9])", script)
     if pinned is None:
         raise ValueError("scripts/install-torch.sh pins no torch==VERSION")
@@ -41,10 +41,10 @@ def write_handout(course: Course, out: Path) -> list[Path]:
     for ex in course.exercises:
         shutil.copytree(course.root / "exercises" / ex.id, out / "exercises" / ex.id, ignore=IGNORED)
     write_checker(course, out / CHECKER_DIR)
-    templates = course.root / "templates" / "handout"
+    templates = course.templates / "handout"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    requires = tomllib.loads((course.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+    requires = tomllib.loads((TOOL_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
     facts = {"course": course, "torch": torch_version(course), "requires_python": requires,
              "python": requires.lstrip(">="), "version": grader.__version__}
     for name in ("README.md", "pyproject.toml"):
