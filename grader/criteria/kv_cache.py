@@ -98,11 +98,11 @@ def test_position_offset(obs, ref, verdict):
             rows = p.value(key + ".positions")
             expected_rows = list(range(length, length + new))
             if rows and rows[0] is not None and rows[0] != expected_rows:
-                verdict.fail(t("after a cache of {past} positions (in the contract's layout) the next {new} "
+                verdict.fail(t("after a cache of {past} position(s) (in the contract's layout) the next {new} "
                                "position(s) gave logits that differ from the full forward's ({problem}); your forward "
                                "looked up position rows {rows}, expected {want}", past=length, new=new,
                                problem=problem, rows=rows[0], want=expected_rows))
-            verdict.fail(t("after a cache of {past} positions (in the contract's layout) the next {new} position(s) "
+            verdict.fail(t("after a cache of {past} position(s) (in the contract's layout) the next {new} position(s) "
                            "gave logits that differ from the full forward's: {problem}", past=length, new=new,
                            problem=problem))
     verdict.ok(t("handed caches of 1, 4 and block_size - 1 positions and then 1 or 3 new positions, forward gave the "
