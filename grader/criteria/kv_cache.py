@@ -188,10 +188,11 @@ def test_generate_one_token_prompt(obs, ref, verdict):
                   "only the calls after it get one token. Stop at EOS (appended) and at max_new_tokens as generate "
                   "does."))
 def test_generate_long_prompt(obs, ref, verdict):
-    for key in ("long_prompt", "long_prompt_eos"):
+    for key in ("long_prompt", "long_prompt_eos", "no_budget"):
         _check_run(obs.probe("generate"), ref.probe("generate"), verdict, key)
     verdict.ok(t("from prompts of 4 and 3 tokens generate_cached gave generate's ids and stop reasons ('max_new_tokens', "
-                 "'eos'), each step's logits equal to the full forward's within {tolerance}", tolerance=TOLERANCE))
+                 "'eos', and the prompt alone for max_new_tokens=0), each step's logits equal to the full forward's "
+                 "within {tolerance}", tolerance=TOLERANCE))
 
 
 @criterion("generate_context_limit", kind="values",

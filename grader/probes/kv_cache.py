@@ -31,7 +31,7 @@ GIVEN_CACHES = ((1, 1), (4, 1), (C - 1, 1), (3, 3))
 # generate_cached runs: (name, prompt row and length, max_new_tokens, eos). An eos of "third" is the third token
 # that `generate` produces for that prompt without one, so the run stops at EOS.
 GENERATE_RUNS = (("one_token", 0, 1, 6, None), ("long_prompt", 1, 4, 5, None), ("long_prompt_eos", 0, 3, 6, "third"),
-                 ("fills_block", 1, 3, 20, None), ("prompt_at_block", 0, C, 3, None))
+                 ("no_budget", 1, 3, 0, None), ("fills_block", 1, 3, 20, None), ("prompt_at_block", 0, C, 3, None))
 # Two generate_cached calls in a row on one model, with other prompts: the second must not see the first's cache.
 REPEATED_RUNS = (("first", 0, 5, 4), ("second", 1, 2, 5))
 # The contract names the modules these are; what each holds inside is the student's to name and arrange.
