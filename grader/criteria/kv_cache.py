@@ -33,7 +33,7 @@ def _cache_problem(facts: dict, length: int, batch: int = BATCH) -> Text | None:
     for i, layer in enumerate(facts["layers"]):
         if layer["type"] not in ("tuple", "list") or layer["length"] != 2:
             return t("block {block}'s entry is a {kind}, not a pair (k, v)", block=i, kind=layer["type"])
-        for name, item in zip(("k", "v"), layer["items"]):
+        for name, item in zip(("k", "v"), layer["items"], strict=True):
             if item["type"] != "Tensor":
                 return t("block {block}'s {name} is a {kind}, not a tensor", block=i, name=name, kind=item["type"])
             if item["shape"] != want:
@@ -76,9 +76,10 @@ def test_cached_logits_match(obs, ref, verdict):
             problem = difference(p.tensor(f"{name}.{i}.logits"), want[:, start:start + size], atol=TOLERANCE,
                                  rtol=TOLERANCE)
             if problem is not None:
-                verdict.fail(t("{run}: call {call} (positions {first} to {last}, {past} cached) gave logits that differ "
-                               "from a full forward over the whole sequence: {problem}", run=SCHEDULE_LABELS[name],
-                               call=i + 1, first=start, last=start + size - 1, past=start, problem=problem))
+                verdict.fail(t("{run}: call {call} (positions {first} to {last}, {past} cached) gave logits that "
+                               "differ from a full forward over the whole sequence: {problem}",
+                               run=SCHEDULE_LABELS[name], call=i + 1, first=start, last=start + size - 1,
+                               past=start, problem=problem))
             start += size
     verdict.ok(t("fed in pieces with the cache (one token per call, and a 4-token prompt then 1, 2 and 3 tokens), "
                  "every call's logits equal the full forward's within {tolerance}", tolerance=TOLERANCE))
@@ -190,9 +191,9 @@ def test_generate_one_token_prompt(obs, ref, verdict):
 def test_generate_long_prompt(obs, ref, verdict):
     for key in ("long_prompt", "long_prompt_eos", "no_budget"):
         _check_run(obs.probe("generate"), ref.probe("generate"), verdict, key)
-    verdict.ok(t("from prompts of 4 and 3 tokens generate_cached gave generate's ids and stop reasons ('max_new_tokens', "
-                 "'eos', and the prompt alone for max_new_tokens=0), each step's logits equal to the full forward's "
-                 "within {tolerance}", tolerance=TOLERANCE))
+    verdict.ok(t("from prompts of 4 and 3 tokens generate_cached gave generate's ids and stop reasons "
+                 "('max_new_tokens', 'eos', and the prompt alone for max_new_tokens=0), each step's logits equal to "
+                 "the full forward's within {tolerance}", tolerance=TOLERANCE))
 
 
 @criterion("generate_context_limit", kind="values",

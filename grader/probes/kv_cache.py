@@ -299,7 +299,7 @@ def given_cache(student, ctx):
     handle = part(model, "position_embedding").register_forward_pre_hook(positions)
     ctx.record(cases=[list(case) for case in GIVEN_CACHES])
     with torch.no_grad():
-        for (length, new), cache in zip(GIVEN_CACHES, caches):
+        for (length, new), cache in zip(GIVEN_CACHES, caches, strict=True):
             looked_up.clear()
             out = model(tokens[:, length:length + new].clone(), past_key_values=fresh(cache), use_cache=True)
             key = f"cache{length}+{new}"

@@ -225,7 +225,7 @@ class TransformerLM(nn.Module):
         for i, pair in enumerate(past_key_values):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 raise ValueError(f"past_key_values[{i}] must be a pair (k, v), got {_describe(pair)}")
-            for name, cached in zip("kv", pair):
+            for name, cached in zip("kv", pair, strict=True):
                 if not isinstance(cached, torch.Tensor) or cached.dim() != 4 or cached.shape[0] != batch \
                         or cached.shape[1] != heads or cached.shape[3] != head_dim:
                     raise ValueError(f"past_key_values[{i}] {name} must be [{batch}, {heads}, T_past, {head_dim}], "
