@@ -14,7 +14,6 @@ EXERCISE = "kv_cache"
 # agrees with the full forward to ~1e-15; a student may compute in float32 inside forward (a float32 buffer, say),
 # which rounds the keys and values by ~6e-8 relative and moves logits of order one by ~1e-7.
 TOLERANCE = 1e-5
-BATCH, HEADS, HEAD_DIM, N_LAYERS, BLOCK_SIZE = 2, 4, 4, 3, 10   # the probes' model (probes/kv_cache.py)
 # What the probes call their teacher-forced runs, in words.
 SCHEDULE_LABELS = {
     "one_token_prompt": t("a one-token prompt, then one token per call"),
@@ -22,14 +21,14 @@ SCHEDULE_LABELS = {
 }
 
 
-def _cache_problem(facts: dict, length: int, batch: int = BATCH) -> Text | None:
-    """What is wrong with a returned past_key_values that should hold `length` positions, or None."""
+def _cache_problem(facts: dict, expected: dict) -> Text | None:
+    """What is wrong with a returned past_key_values, against the reference's for the same call, or None."""
     if facts["type"] not in ("tuple", "list"):
         return t("is a {kind}, not a tuple with one (k, v) per block", kind=facts["type"])
-    if facts["length"] != N_LAYERS:
+    if facts["length"] != expected["length"]:
         return t("holds {got} entries for a model of {blocks} blocks (one (k, v) per block)", got=facts["length"],
-                 blocks=N_LAYERS)
-    want = [batch, HEADS, length, HEAD_DIM]
+                 blocks=expected["length"])
+    want = expected["layers"][0]["items"][0]["shape"]   # [B, n_heads, T_past + T, d_head] of the probe's model
     for i, layer in enumerate(facts["layers"]):
         if layer["type"] not in ("tuple", "list") or layer["length"] != 2:
             return t("block {block}'s entry is a {kind}, not a pair (k, v)", block=i, kind=layer["type"])
@@ -47,13 +46,13 @@ def _cache_problem(facts: dict, length: int, batch: int = BATCH) -> Text | None:
            hint=t("Return a tuple with one (k, v) per block; each block concatenates its new keys and values after the "
                   "cached ones on the positions axis (dim 2 of [B, n_heads, T, d_head]) and returns the result, so "
                   "the cache grows by the number of new positions with every call."))
-def test_cache_shapes(obs, verdict):
-    p = obs.probe("schedules")
-    for name, sizes in p.value("schedules").items():
+def test_cache_shapes(obs, ref, verdict):
+    p, r = obs.probe("schedules"), ref.probe("schedules")
+    for name, sizes in r.value("schedules").items():
         length = 0
         for i, size in enumerate(sizes):
             length += size
-            problem = _cache_problem(p.value(f"{name}.{i}.cache"), length)
+            problem = _cache_problem(p.value(f"{name}.{i}.cache"), r.value(f"{name}.{i}.cache"))
             if problem is not None:
                 verdict.fail(t("{run}: after call {call}, which fed {new} new position(s) after {past} cached ones, "
                                "past_key_values {problem}", run=SCHEDULE_LABELS[name], call=i + 1, new=size,
@@ -116,7 +115,7 @@ def test_position_offset(obs, ref, verdict):
                   "table has block_size rows, and an index past it raises IndexError, not the contract's error."))
 def test_rejects_past_block_size(obs, ref, verdict):
     p = obs.probe("context_limit")
-    want = ref.probe("context_limit").tensor("full_logits")[:, BLOCK_SIZE - 1:]
+    want = ref.probe("context_limit").tensor("full_logits")[:, -1:]   # the last position of a full block
     problem = difference(p.tensor("at_limit.logits"), want, atol=TOLERANCE, rtol=TOLERANCE)
     if problem is not None:
         verdict.fail(t("the positive control failed: one new position after a cache of block_size - 1 positions "
@@ -256,7 +255,7 @@ def test_one_position_per_step(obs, verdict):
                   "generate_cached, and no buffer that a later sequence's forward writes over."))
 def test_cache_not_shared(obs, ref, verdict):
     p, r = obs.probe("not_shared"), ref.probe("not_shared")
-    problem = _cache_problem(p.value("first_cache"), 5)
+    problem = _cache_problem(p.value("first_cache"), r.value("first_cache"))
     if problem is not None:
         verdict.fail(t("the cache of a first sequence of 5 tokens {problem}", problem=problem))
     problem = difference(p.tensor("first_continued.logits"), r.tensor("full_logits")[:, 5:6], atol=TOLERANCE,
