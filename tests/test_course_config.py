@@ -74,10 +74,12 @@ SHIPPED_MODEL = ["Config", "CausalSelfAttention", "FeedForward", "TransformerBlo
 @pytest.mark.parametrize("path", [
     "exercises/training/train.py", "solutions/training/train.py",
     "exercises/checkpoint/checkpoint.py", "solutions/checkpoint/checkpoint.py", "solutions/_lib/lm.py",
+    "exercises/kv_cache/cache.py",
 ])
 def test_shipped_model_copies_match_the_reference(path):
     """Exercises 10 and 11 ship a working copy of exercise 9's model (each student file is standalone), and the
-    probes hand the same model to student code: every copy must stay the reference, class for class."""
+    probes hand the same model to student code: every copy must stay the reference, class for class. Exercise 13's
+    stub ships it too, for the student to extend (its solution changes the attention, the block and forward)."""
     import ast
 
     def classes(file):

@@ -37,6 +37,7 @@ checkpoint = criteria_module("checkpoint")
 decoder_block = criteria_module("decoder_block")
 embedding = criteria_module("embedding")
 heads = criteria_module("heads")
+kv_cache = criteria_module("kv_cache")
 layer_norm = criteria_module("layer_norm")
 masks = criteria_module("masks")
 param_count = criteria_module("param_count")
@@ -251,7 +252,7 @@ def test_a_file_that_does_not_import_is_one_error_with_an_import_hint(course, tm
 # --- forged observations -------------------------------------------------------------------------
 
 EXERCISES = ["attention", "decoder_block", "embedding", "heads", "layer_norm", "masks", "param_count",
-             "transformer_lm", "training", "checkpoint"]
+             "transformer_lm", "training", "checkpoint", "kv_cache"]
 
 
 @pytest.fixture(scope="module")
@@ -549,6 +550,43 @@ def test_a_loader_that_loads_nothing_refuses_nothing(course, reference_dirs, tmp
     said = verdict_of(checkpoint.test_load_refuses_pickled_code, forged(course, reference_dirs, tmp_path, "checkpoint",
                                                                         "pickled_code", edit_values=loads_nothing), ref)
     assert said is not None and "loads nothing" in said, said
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda v: v["long_prompt.calls"][2]["attention"][1]["input"].update(shape=[1, 6, 16]), "one query position"),
+    (lambda v: v["long_prompt.calls"][1].update(tokens={"type": "Tensor", "shape": [1, 5], "dtype": "int64"},
+                                                past_length=0), "expected one new token"),
+    (lambda v: v["long_prompt.calls"][0].update(tokens={"type": "Tensor", "shape": [1, 1], "dtype": "int64"}),
+     "expected the whole prompt"),
+    (lambda v: v["one_token.calls"].clear(), "never called model(...)"),
+], ids=["attention_reads_six", "whole_sequence_again", "prompt_cut", "no_call"])
+def test_one_position_per_step_is_read_from_what_reached_the_model(course, reference_dirs, tmp_path, edit, said):
+    """The work per token is what reached the model and its attention modules; a run that made no call shows no
+    work and earns nothing."""
+    ref = reference(course, reference_dirs, "kv_cache")
+    assert verdict_of(kv_cache.test_one_position_per_step, ref, ref) is None
+    got = verdict_of(kv_cache.test_one_position_per_step,
+                     forged(course, reference_dirs, tmp_path, "kv_cache", "generate", edit_values=edit), ref)
+    assert got is not None and said in got, got
+
+
+@pytest.mark.parametrize("criterion, probe, key, said", [
+    ("test_rejects_past_block_size", "context_limit", "at_limit.logits", "the positive control failed"),
+    ("test_no_cache_unchanged", "no_cache", "default.logits", "differ from exercise 9's forward"),
+])
+def test_kv_cache_absence_checks_need_their_positive_control(course, reference_dirs, tmp_path, criterion, probe, key,
+                                                            said):
+    """A ValueError past block_size counts only where block_size itself gives the full forward's logits, and a
+    `past_key_values` of None only together with exercise 9's logits."""
+    ref = reference(course, reference_dirs, "kv_cache")
+    check = getattr(kv_cache, criterion)
+    assert verdict_of(check, ref, ref) is None
+
+    def zero(tensors):
+        tensors[key] = torch.zeros_like(tensors[key])
+
+    got = verdict_of(check, forged(course, reference_dirs, tmp_path, "kv_cache", probe, edit_tensors=zero), ref)
+    assert got is not None and said in got, got
 
 
 @pytest.mark.parametrize("message, shown", [
