@@ -30,8 +30,9 @@ COURSE = load_course(ROOT)
 ROPE = COURSE.exercise("rope")
 SOLUTION = (ROOT / "solutions" / "rope" / "rope.py").read_text()
 RENAMED = (ROOT / "tests" / "similarity" / "rope_renamed.py").read_text()   # the solution, renamed and reformatted
-INDEPENDENT = {v.parent.name: v.read_text() for v in sorted((ROOT / "tests" / "variants" / "rope").glob("*/rope.py"))}
-WRONG = mutant_text(COURSE, "rope", ROOT / "tests" / "mutants" / "rope" / "rotates_other_way")
+INDEPENDENT = {v.parent.name: v.read_text()
+               for v in sorted((ROOT / "solutions" / "rope" / "variants").glob("*/rope.py"))}
+WRONG = mutant_text(COURSE, "rope", ROOT / "solutions" / "rope" / "mutants" / "rotates_other_way")
 SURROGATE = "\ud800"   # legal in JSON (as `\ud800`), impossible in UTF-8
 
 

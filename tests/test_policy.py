@@ -25,7 +25,7 @@ from grader.batch.grades import grade_of
 from grader.policy import (FROM_GRADESCOPE, FROM_ROSTER, LATE, LATEST, ON_TIME, TOO_LATE, UNKNOWN, Dates, Policy,
                            PolicyError, Submitted, gradescope_lateness, lateness, load_policy, parse_moment,
                            read_submission_times, student_dates)
-from grader.report.model import SCHEMA_PATH
+from grader.report.model import SCHEMA_PATH, SCHEMA_VERSION
 from grader.batch.roster import RosterError, read_roster
 
 TZ = dt.timezone(dt.timedelta(hours=8))
@@ -378,7 +378,7 @@ def test_each_report_says_how_the_grade_came(late_class):
     schema = json.loads(SCHEMA_PATH.read_text())
     ben = json.loads((out / "students" / "ben" / "report.json").read_text(encoding="utf-8"))
     jsonschema.validate(ben, schema)
-    assert ben["schema_version"] == "3.1" and ben["score"] == 10, "the criteria's score stays as graded"
+    assert ben["schema_version"] == SCHEMA_VERSION and ben["score"] == 10, "the criteria's score stays as graded"
     grade = ben["grade"]
     assert (grade["graded"], grade["raw"], grade["penalty"], grade["final"], grade["late"]["units"]) == \
         (10, 10, 2, 8, 2)

@@ -152,10 +152,12 @@ def test_compared_in_several_processes_the_pairs_are_the_same_and_in_course_orde
     assert compare(COURSE, submissions, processes=2) == alone
 
 # transformer_lm's variants are the reference solution edited (a layer renamed, the feed-forward as a Sequential,
-# the initialisation written per parameter): copies by construction, which the comparison rightly flags; every other
-# exercise's variants were written apart.
+# the initialisation written per parameter), and so are training's two closure variants (the same steps moved into
+# optimizer.step(closure)): copies by construction, which the comparison rightly flags; every other exercise's
+# variants were written apart.
 EDITED = ("solution", "renamed_inner_layers", "feedforward_sequential", "init_by_parameter")
 EDITED_COPIES = {frozenset((a, b)) for i, a in enumerate(EDITED) for b in EDITED[i + 1:]}
+CLOSURE_COPIES = ("closure_train_step", "closure_fit_loop")
 
 
 def test_across_the_catalog_only_the_edited_copies_of_the_solution_are_flagged():
@@ -166,4 +168,5 @@ def test_across_the_catalog_only_the_edited_copies_of_the_solution_are_flagged()
         files |= {v.parent.name: v.read_text() for v in variants}
         submissions = [Submission(name, f"hash-{name}", {ex.id: code}) for name, code in files.items()]
         flagged |= {(ex.id, frozenset((p["first"], p["second"]))) for p in compare(COURSE, submissions)}
-    assert flagged == {("transformer_lm", pair) for pair in EDITED_COPIES}
+    assert flagged == ({("transformer_lm", pair) for pair in EDITED_COPIES}
+                       | {("training", frozenset(("solution", closure))) for closure in CLOSURE_COPIES})

@@ -7,7 +7,10 @@ import math
 import pytest
 import torch
 
-from grader.probes.training import every_update, small_model, watch_steps
+from conftest import probes_module
+
+_training = probes_module("training")
+every_update, small_model, watch_steps = _training.every_update, _training.small_model, _training.watch_steps
 
 CLIP = 1e-3   # far below a fresh model's gradient norm (about 1.7): clipped or not is plain to see
 
