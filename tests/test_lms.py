@@ -7,6 +7,7 @@ refusal that student's row, a dry run that sends nothing. No grading: the gradeb
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import os
@@ -20,10 +21,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import ROOT, course_copy
+from test_feedback_policy import fake_report, secrets
 from grader.course import load_course
 from grader.batch.gradebook import GRADER_ERROR, UNREADABLE, Gradebook, grader_key, grades_csv
 from grader.judge.session import criteria_of
 from grader.classroom.lms import LmsError, RedirectRefused, canvas_csv, canvas_push, canvas_user, moodle_csv
+from grader.feedback import VISIBLE, handed_out, mark_published, visibility
+from grader.render.files import write_reports
 from grader.batch.roster import Student, read_roster
 
 EXERCISES = ["heads"]
@@ -78,8 +82,9 @@ def class_out(tmp_path, course):
     book.set_settings({"roster": [s.record() for s in roster], "lang": "en", "excel": False, "formats": []})
     book.close()
     for name in ("2024001", "bo@uni.edu", "fay", "fay.zip", "stranger"):
-        (out / "students" / name).mkdir(parents=True)
-        (out / "students" / name / "scorecard.md").write_text(f"### Grading report: {name}\n\n| heads | ... |\n")
+        # the batch's pages: report.json, and the instructor's whole scorecard.md
+        write_reports(fake_report(course, name, "heads"), out / "students" / name, course.templates, "en",
+                      ("json", "md"))
     return out, roster
 
 
@@ -272,7 +277,7 @@ def test_the_push_sends_one_put_per_student_with_a_grade_and_the_scorecard(cours
     for _, path, body, _ in fake.calls[2:]:
         grade, submission = PUTS[path.rsplit("/", 1)[1]]
         assert body == {"submission[posted_grade]": [grade],
-                        "comment[text_comment]": [f"### Grading report: {submission}\n\n| heads | ... |\n"]}
+                        "comment[text_comment]": [handed_out(course, out, submission, "en")["scorecard.md"]]}
     assert {s.student.id: s.status for s in sent} == {"2024001": "sent", "2024002": "sent", "2024003": "skipped",
                                                       "2024004": "skipped", "2024005": "skipped",
                                                       "2024006": "skipped"}
@@ -361,7 +366,7 @@ def test_the_command_dry_run_sends_nothing_and_the_push_says_each_row(course, cl
     assert dry.returncode == 0, dry.stderr
     assert fake.calls == [], "a dry run calls nothing"
     lines = dry.stdout.splitlines()
-    size = len((out / "students" / "2024001" / "scorecard.md").read_text())
+    size = len(handed_out(course, out, "2024001", "en")["scorecard.md"])
     assert lines[0] == ("Ann Lee (2024001): would send: PUT submissions/sis_user_id:S-1 posted_grade=10, a comment "
                         f"of {size} characters")
     assert lines[2].startswith("Cy Wu (2024003): not sent: no grade: cy_wu.zip could not be unpacked")
@@ -390,3 +395,27 @@ def test_a_batch_asked_for_a_format_its_roster_cannot_serve_is_refused_before_gr
                               cwd=ROOT, timeout=120)
         assert done.returncode == 2 and said in done.stderr, done.stderr
     assert not (tmp_path / "out").exists(), "nothing graded, nothing written"
+
+
+def test_the_canvas_comment_shows_what_the_feedback_policy_shows(course, class_out, canvas):
+    """The comment is the student's scorecard as the course's feedback policy shows it: before the release, a
+    criterion held back keeps its points but not its message or hint, while the visible ones are shown whole (the
+    positive control); once the feedback is published every one is."""
+    out, roster = class_out
+    fake, url = canvas
+    kinds = {meta.id: meta.kind for meta in criteria_of("heads")}
+    held = [c for c, kind in kinds.items() if visibility(course, "heads", c, kind) != VISIBLE]
+    shown = [c for c in kinds if c not in held]
+    assert held and shown, "the course holds some of heads' criteria back and shows others"
+
+    def ann_comment() -> str:
+        fake.calls.clear()
+        canvas_push(course, out, roster, "7", "42", url, TOKEN, force=True)
+        return next(body["comment[text_comment]"][0] for _, path, body, _ in fake.calls if path.endswith("S-1"))
+
+    before = ann_comment()
+    assert all(secret not in before for c in held for secret in secrets(c)[:2]), before
+    assert all(secrets(c)[0] in before for c in shown), before
+    mark_published(out, dt.datetime.now(dt.UTC))
+    after = ann_comment()
+    assert all(secrets(c)[0] in after and secrets(c)[1] in after for c in kinds), after

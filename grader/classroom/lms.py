@@ -194,7 +194,7 @@ def canvas_push(course: Course, out: Path, roster: list[Student] | None, canvas_
             elif p.final is None:
                 plan.append(Sent(p.student, user, None, None, SKIPPED, t("no grade: {why}", why=p.why)))
             else:
-                comment = _scorecard(out, p.line.name if p.line else "")
+                comment = _scorecard(course, out, p.line.name if p.line else "", lang)
                 plan.append(Sent(p.student, user, f"{p.final:g}", comment, DRY, t("not sent: a dry run")))
         if dry_run:
             for sent in plan:
@@ -238,12 +238,15 @@ def _key(sent: Sent) -> str:
     return sent.student.id
 
 
-def _scorecard(out: Path, submission: str) -> str:
-    """The student's scorecard.md, as the batch wrote it (with the grade's overrides and penalty)."""
-    try:
-        return (out / "students" / submission / "scorecard.md").read_text(encoding="utf-8")
-    except OSError:
+def _scorecard(course: Course, out: Path, submission: str, lang: str) -> str:
+    """The student's scorecard as the course's feedback policy shows it now (grader.feedback.handed_out: the grade's
+    overrides and penalty included, criteria not shown yet as the policy says). Without the student's report.json
+    there is no comment: the scorecard.md beside it is the instructor's, whole."""
+    from grader.feedback import handed_out
+
+    if not (out / "students" / submission / "report.json").is_file():
         return ""
+    return handed_out(course, out, submission, lang)["scorecard.md"]
 
 
 def _canvas_assignment(course: Course, url: str, token: str, canvas_course: str, assignment: str):
