@@ -7,6 +7,7 @@ import atexit
 import dataclasses
 import math
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -59,6 +60,26 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"grader: {terminal_text(exc.said)}", file=sys.stderr)
         return exc.status
+    except (sqlite3.Error, OSError) as exc:   # the same faults met by a command reading a gradebook folder
+        fault = gradebook_fault(args, exc)
+        if fault is None:
+            raise
+        from grader.render.safe_text import terminal_text
+
+        print(f"grader: {terminal_text(fault.said)}", file=sys.stderr)
+        return fault.status
+
+
+def gradebook_fault(args, exc: BaseException) -> Fault | None:
+    """The machine's fault `exc` is (grader.batch.faults), said of the command's gradebook folder (`--out` of a batch,
+    the GRADEBOOK of override, lms and the classroom commands); None where the command names none, or it is none."""
+    folder = getattr(args, "out", None) or getattr(args, "gradebook", None)
+    if folder is None or student_edition():
+        return None
+    from grader.batch.faults import machine_fault
+
+    folder = Path(folder)
+    return machine_fault(exc, folder.parent if folder.suffix == ".sqlite" else folder)
 
 
 def refusals() -> tuple[type[Exception], ...]:

@@ -258,6 +258,39 @@ def test_a_damaged_gradebook_ends_in_a_line_and_is_left_as_it_is(damage, course_
     assert book.read_bytes() == damaged   # nothing of it overwritten: whatever can be recovered still can
 
 
+def test_the_other_commands_on_a_held_or_damaged_gradebook_end_in_the_same_line(course_dir, tmp_path, monkeypatch,
+                                                                                capsys):
+    """`grader override` (and every command given a gradebook folder) meets the same faults as the batch: a held
+    gradebook and a damaged one end in one line and their status, never a traceback; the same command on the
+    healthy gradebook works (the positive control)."""
+    from grader.cli import main
+
+    classroom = make_class(tmp_path / "class", STUDENTS[:2])
+    out = tmp_path / "out"
+    Grading(monkeypatch)
+    assert batch(course_dir, classroom, out, capsys)[0] == EXIT_OK
+    listing = ["--course", str(course_dir), "override", str(out), "--list"]
+    correcting = ["--course", str(course_dir), "override", str(out), STUDENTS[0], "--points", "1", "--comment", "c"]
+    assert main(correcting) == EXIT_OK, capsys.readouterr().err
+    capsys.readouterr()
+    holder = sqlite3.connect(out / "gradebook.sqlite", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")   # a reader still reads (the gradebook's journal is WAL); a writer waits
+    try:
+        code = main(correcting)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    err = capsys.readouterr().err
+    assert code == EXIT_BUSY, err
+    assert "another process holds" in said_once(err)
+    book = out / "gradebook.sqlite"
+    book.write_bytes(b"this is not SQLite" + book.read_bytes()[18:])
+    code = main(listing)
+    err = capsys.readouterr().err
+    assert code == EXIT_CORRUPT, err
+    assert f"{book} is damaged" in said_once(err)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_signal_stops_the_batch_in_a_line_and_the_resume_loses_nothing(signum, course_dir, uninterrupted,
                                                                          tmp_path, monkeypatch, capsys):
