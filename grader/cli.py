@@ -7,6 +7,7 @@ import atexit
 import dataclasses
 import math
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from grader.course import CourseError, load_course
 from grader.exits import (EXIT_BELOW_THRESHOLD, EXIT_INCOMPLETE, EXIT_OK, EXIT_RATE_LIMITED, EXIT_REDIRECT_REFUSED,
-                          EXIT_USAGE, Fault, epilog)
+                          EXIT_USAGE, SIGNALLED, Fault, epilog)
 from grader.i18n import LANGS
 from grader.worker.protocol import Status
 
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"grader: {terminal_text(exc.said)}", file=sys.stderr)
         return exc.status
+    except BrokenPipeError:   # the reader of its output went away (`grader ... | head`): end as a pipe's writer does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # nothing more reaches the closed pipe, at exit neither
+        return SIGNALLED + signal.SIGPIPE
     except (sqlite3.Error, OSError) as exc:   # the same faults met by a command reading a gradebook folder
         fault = gradebook_fault(args, exc)
         if fault is None:

@@ -53,6 +53,24 @@ def test_fail_under_nan_exits_2_from_the_command():
     assert "Traceback" not in done.stderr and "--fail-under" in done.stderr.strip().splitlines()[-1]
 
 
+def test_a_reader_that_goes_away_ends_the_command_as_a_pipe_writer_without_a_traceback():
+    """`grader validate | head -0`: the pipe is closed before the command writes; it ends with 128 + SIGPIPE and
+    says nothing on stderr, as a pipe's writer does. The same command with its reader there says it (the control)."""
+    import os
+    import signal
+
+    command = [sys.executable, "-m", "grader", "validate"]
+    whole = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert whole.returncode == 0 and "valid" in whole.stdout, whole.stderr
+    reader, writer = os.pipe()
+    os.close(reader)   # nobody reads: the first write meets a closed pipe
+    try:
+        done = subprocess.run(command, stdout=writer, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(writer)
+    assert done.returncode == 128 + signal.SIGPIPE and "Traceback" not in done.stderr, done.stderr
+
+
 def test_help_lists_no_hidden_command(capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["--help"])
