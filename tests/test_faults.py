@@ -258,6 +258,36 @@ def test_a_damaged_gradebook_ends_in_a_line_and_is_left_as_it_is(damage, course_
     assert book.read_bytes() == damaged   # nothing of it overwritten: whatever can be recovered still can
 
 
+CUT_SHORT = "import sys; sys.stdout.write('{\"id\": 0, \"record\": \"' + 'x' * 70000); sys.stdout.flush()"
+
+
+def test_a_reply_cut_short_by_a_kill_tells_every_waiting_request_at_once(tmp_path):
+    """A helper killed while it writes a long reply leaves half a line in the pipe: its reader takes that as the
+    helper's end and tells every request waiting on it, at once and without a traceback, as it does when the helper
+    ends between lines (the control: the same reader on a whole reply delivers it)."""
+    import tempfile
+
+    from grader.batch.warm import WarmGrader, _Pending
+    from grader.judge.client import JudgeClient, _Hello, _Request
+    from grader.judge.limits import JudgeLimits
+
+    def helper(code: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+
+    whole = {0: _Pending()}
+    WarmGrader(ROOT, "basic")._read_replies(helper("print('{\"id\": 0, \"score\": 1}')"), whole,
+                                            tempfile.TemporaryFile())
+    assert whole == {}, "a whole reply is delivered and its request no longer waits"
+    waiting = _Pending()
+    WarmGrader(ROOT, "basic")._read_replies(helper(CUT_SHORT), {0: waiting}, tempfile.TemporaryFile())
+    assert waiting.done.is_set() and waiting.reply is None and "the grading process ended" in str(waiting.error)
+    request, hello = _Request(), _Hello()
+    JudgeClient(["heads"], JudgeLimits())._read_replies(helper(CUT_SHORT), hello, {0: request},
+                                                        tempfile.TemporaryFile())
+    assert request.ended.is_set() and "the judging server ended" in str(request.error)
+    assert hello.ended.is_set() and hello.error
+
+
 def test_the_other_commands_on_a_held_or_damaged_gradebook_end_in_the_same_line(course_dir, tmp_path, monkeypatch,
                                                                                 capsys):
     """`grader override` (and every command given a gradebook folder) meets the same faults as the batch: a held

@@ -177,7 +177,11 @@ class WarmGrader:
     def _read_replies(self, proc: subprocess.Popen, pending: dict, log) -> None:
         """Deliver each reply to its request; when the process ends, tell every request still waiting why."""
         for line in proc.stdout:
-            reply = json.loads(line)
+            try:
+                reply = json.loads(line)
+            except ValueError:   # a reply cut short: the process was killed as it wrote it; it ends here
+                proc.kill()
+                break
             waiting = pending.pop(reply.pop("id"), None)
             if waiting is not None:
                 waiting.reply = reply

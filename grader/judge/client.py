@@ -258,7 +258,11 @@ class JudgeClient:
 
     def _read_replies(self, proc: subprocess.Popen, hello: _Hello, pending: dict[int, _Request], log) -> None:
         for line in proc.stdout or ():
-            reply = json.loads(line)
+            try:
+                reply = json.loads(line)
+            except ValueError:   # a reply cut short: the server was killed as it wrote it; it ends here
+                proc.kill()
+                break
             if reply[channel.ID] == channel.HELLO:
                 hello.criteria = {ex: [channel.meta_from_json(m) for m in ms]
                                   for ex, ms in reply[channel.CRITERIA].items()}
