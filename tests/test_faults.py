@@ -112,6 +112,19 @@ def stored(out: Path) -> set[str]:
         db.close()
 
 
+def once_one_is_stored(out: Path, seconds: float = 30.0) -> None:
+    """Wait (in a grading) until the batch has stored a submission, and its count has moved on: the batch stores
+    while the next submissions are graded, so on a busy machine grading can run ahead of storing, and a fault meant
+    to fall after a stored submission would fall before any."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        with contextlib.suppress(sqlite3.Error):
+            if stored(out):
+                time.sleep(0.5)
+                return
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(course_dir, tmp_path_factory):
     """grades.csv of the class graded without a fault."""
@@ -166,7 +179,8 @@ def test_a_full_disk_ends_in_a_line_and_the_resumed_batch_loses_nothing(course_d
     with tmpfs(tmp_path / "disk", "4m") as disk:
         out = disk / "out"
         filled: list[Path] = []
-        grading = Grading(monkeypatch, lambda n: filled.append(fill(disk)) if n == 4 and not filled else None)
+        grading = Grading(monkeypatch, lambda n: (once_one_is_stored(out), filled.append(fill(disk)))
+                          if n == 4 and not filled else None)
         code, err = batch(course_dir, classroom, out, capsys)
         assert filled, f"the disk was not filled while the class was graded: {code} {err}"
         assert code == EXIT_DISK_FULL, err
@@ -331,8 +345,9 @@ def test_a_signal_stops_the_batch_in_a_line_and_the_resume_loses_nothing(signum,
     signal.signal(signal.SIGHUP, signal.SIG_DFL)   # as a terminal's session has it (not nohup's)
     try:
         sent: list[int] = []   # once: the resumed run's gradings go on
-        grading = Grading(monkeypatch, lambda n: sent.append(os.kill(os.getpid(), signum) or n) if n == 4 and not sent
-                          else None)
+        grading = Grading(monkeypatch, lambda n: (once_one_is_stored(out), sent.append(os.kill(os.getpid(), signum)
+                                                                                  or n))
+                          if n == 4 and not sent else None)
         started = time.monotonic()
         code, err = batch(course_dir, classroom, out, capsys)
         took = time.monotonic() - started
