@@ -57,10 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"grader: {terminal_text(line)}", file=sys.stderr)  # it may name the submission's folder
         return EXIT_USAGE
     except Fault as exc:   # a full disk, a read-only --out, a gradebook held or damaged: one line, its own status
-        from grader.render.safe_text import terminal_text
-
-        print(f"grader: {terminal_text(exc.said)}", file=sys.stderr)
-        return exc.status
+        return said_fault(exc)
     except BrokenPipeError:   # the reader of its output went away (`grader ... | head`): end as a pipe's writer does
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())   # nothing more reaches the closed pipe, at exit neither
@@ -69,10 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         fault = gradebook_fault(args, exc)
         if fault is None:
             raise
-        from grader.render.safe_text import terminal_text
+        return said_fault(fault)
 
-        print(f"grader: {terminal_text(fault.said)}", file=sys.stderr)
-        return fault.status
+
+def said_fault(fault: Fault) -> int:
+    """A machine's fault ends the command in its one line on stderr; returns its exit status."""
+    from grader.render.safe_text import terminal_text
+
+    print(f"grader: {terminal_text(fault.said)}", file=sys.stderr)
+    return fault.status
 
 
 def gradebook_fault(args, exc: BaseException) -> Fault | None:
