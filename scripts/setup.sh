@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the grader needs into .venv (idempotent).
 #   bash scripts/setup.sh                 the grader
-#   bash scripts/setup.sh --test          the grader, its test dependencies, Chromium and CJK fonts for the HTML report tests
+#   bash scripts/setup.sh --test          the grader, its test dependencies, Chromium, its driver and CJK fonts for the browser tests
 #   bash scripts/setup.sh --print-python  only say which Python it would build .venv from (exit 1: none fits)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,11 +67,14 @@ fi
 bash scripts/install-torch.sh .venv/bin/python
 if [ "${1:-}" = "--test" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
-    # Chromium renders the HTML report in its tests; fonts-noto-cjk gives the Chinese report its glyphs
+    # Chromium renders the HTML report in its tests, and chromium-driver lets Selenium drive `grader review` in a
+    # real browser (tests/browser.py points Selenium at /usr/bin/chromedriver: it cannot download a driver offline);
+    # fonts-noto-cjk gives the Chinese report its glyphs
     # (without it Chinese text is drawn as boxes in the screenshots); slurm-wlm and munge run the one-node SLURM
     # that `--cluster slurm` is tested on.
     missing=""
     command -v chromium >/dev/null 2>&1 || missing="chromium"
+    command -v chromedriver >/dev/null 2>&1 || missing="$missing chromium-driver"
     dpkg -s fonts-noto-cjk >/dev/null 2>&1 || missing="$missing fonts-noto-cjk"
     dpkg -s slurm-wlm >/dev/null 2>&1 || missing="$missing slurm-wlm"
     dpkg -s munge >/dev/null 2>&1 || missing="$missing munge"

@@ -1,6 +1,7 @@
 """Headless Chromium for the HTML report's tests and scripts/screenshots.py: the DOM after scripts ran with the
 console messages, a screenshot at a given window size, how wide the page lays out at a width and what on it does
-not fit, the value of an expression on the page, and the dumped DOM parsed into an ElementTree."""
+not fit, the value of an expression on the page, and the dumped DOM parsed into an ElementTree; and the same
+Chromium driven through Selenium (`driven`) for the pages a user works in, `grader review`'s."""
 
 from __future__ import annotations
 
@@ -13,16 +14,39 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-         "--hide-scrollbars", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000"]
+# every run's: no sandbox (root, containers), nothing fetched from the network, no scrollbar in a screenshot
+QUIET = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", "--disable-quic", "--hide-scrollbars"]
+# a page loaded once from the command line: its console on stderr, its timers run before the dump
+FLAGS = ["--headless", *QUIET, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000"]
 NEEDED = "Debian's chromium is needed: apt-get install -y chromium fonts-noto-cjk (scripts/setup.sh --test)"
+# Debian's driver, the same build as its chromium: Selenium Manager would download one, which an offline machine cannot
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+DRIVER_NEEDED = "Debian's chromium-driver is needed: apt-get install -y chromium-driver (scripts/setup.sh --test)"
 
 
 def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
     assert CHROMIUM, NEEDED
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
                           capture_output=True, text=True, timeout=120)
+
+
+def driven(profile: Path, width: int = 1280, height: int = 900):
+    """A Selenium WebDriver of headless Chromium, its viewport exactly width x height CSS pixels (a window may not
+    be made narrower than 500 px; the device metrics can), its profile in `profile`. The caller quits it."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    assert CHROMIUM, NEEDED
+    assert Path(CHROMEDRIVER).is_file(), DRIVER_NEEDED
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", *QUIET, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    return driver
 
 
 def dump_dom(page: Path, profile: Path, width: int = 1280, height: int = 2000) -> tuple[str, list[str]]:
