@@ -1,0 +1,135 @@
+"""A class of five who answered embedding's written question, graded by `grader batch` as an instructor grades it,
+and `grader review` served on it, for tests/test_review_browser.py and scripts/screenshots.py.
+
+Each hands in embedding alone (its file and answers.md): four the reference solution, Dee the untouched stub (so
+the autograded points differ), and every answer differs. Eve's answer is an attack on the page: a `<script>`, a
+`javascript:` link in Markdown and raw HTML whose handler would run, each setting `window.__xss` and the title.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISE, QUESTION = "embedding", "tensor_flow"
+ROSTER = ("id,name,email,canvas_id\n"
+          "2024001,Ann Lee,ann@uni.edu,1001\n"
+          "2024002,Bo Chen,bo@uni.edu,1002\n"
+          "2024003,Cy Wu,cy@uni.edu,1003\n"
+          "2024004,Dee Park,dee@uni.edu,1004\n"
+          "2024005,Eve Hart,eve@uni.edu,1005\n")
+# what the page runs if an answer's markup ever becomes the page's: each piece on its own sets `window.__xss` to its
+# number and changes the title (`void(0)` keeps a followed `javascript:` link from replacing the page with a string)
+XSS_MARK = "window.__xss"
+XSS_TITLE = "pwned"
+
+
+def _runs(number: int) -> str:
+    return f"{XSS_MARK}={number};document.title='{XSS_TITLE}';void(0)"
+
+
+XSS_PIECES = {
+    "script": f"<script>{_runs(1)}</script>",
+    "markdown link": f"[open the notes](javascript:{_runs(2)})",
+    "raw html": f"<img src=x onerror=\"{_runs(3)}\">",
+    "html link": f"<a href=\"javascript:{_runs(4)}\">notes</a>",
+}
+ANSWERS = {   # submission folder -> its answer to embedding/tensor_flow
+    "ann": "The ids are **int64** of shape `[B, T]`; each id picks a row of `weight [vocab_size, dim]`, so the\n"
+           "output is `[B, T, dim]`. The padding row gets no gradient.",
+    "bo": "ids [B, T] (long) -> weight[ids] -> [B, T, dim]. Same as one-hot @ weight without the one-hot.",
+    "cy": "输入是 `[B, T]` 的 int64 id，按 id 取 `weight` 的行，输出 `[B, T, dim]`；padding 行的梯度为 0。",
+    "dee": "The embedding multiplies the ids by the weight matrix [dim, vocab_size].",
+    "eve": "Rows are looked up by id.\n\n" + "\n\n".join(XSS_PIECES.values()) + "\n",
+}
+STUB = {"dee"}   # hands in the untouched stub: its autograded points are not the others'
+
+
+def build_class(course, folder: Path) -> tuple[Path, Path]:
+    """Write the five submissions and the roster into `folder`: (the class folder, the roster CSV)."""
+    exercise = course.exercise(EXERCISE)
+    room = folder / "class"
+    for name, answer in ANSWERS.items():
+        (room / name / EXERCISE).mkdir(parents=True)
+        source = course.stub(exercise) if name in STUB else course.solution(exercise)
+        (room / name / EXERCISE / exercise.file).write_bytes(source.read_bytes())
+        (room / name / EXERCISE / "answers.md").write_text(f"## {QUESTION}\n\n{answer}\n", encoding="utf-8")
+    os.chmod(room, 0o700)   # the basic sandbox refuses a class folder every user can enter
+    roster = folder / "roster.csv"
+    roster.write_text(ROSTER, encoding="utf-8")
+    return room, roster
+
+
+def grader(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    done = subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    assert done.returncode == 0, f"grader {' '.join(args)} ended {done.returncode}: {done.stderr[-3000:]}"
+    return done
+
+
+def grade_class(course, folder: Path, sandbox: str = "basic", lang: str = "en") -> Path:
+    """The class graded into `folder`/out with grades.csv, canvas.csv and every report: the gradebook to review."""
+    room, roster = build_class(course, folder)
+    out = folder / "out"
+    grader("batch", str(room), "--out", str(out), "--jobs", "2", "--sandbox", sandbox, "--roster", str(roster),
+           "--format", "canvas", "--lang", lang)
+    return out
+
+
+URL_LINE = re.compile(r"^review: (\S+) (http://\S+/)$")
+
+
+@contextmanager
+def served(gradebook: Path, *options: str, tas: int = 1, timeout: float = 60) -> Iterator[dict[str, str]]:
+    """`grader review GRADEBOOK --port 0 OPTIONS` running while the block runs: {TA name: the URL printed for them},
+    read from its `review: NAME URL` lines. Ended (SIGTERM, then killed) when the block ends."""
+    process = subprocess.Popen([sys.executable, "-m", "grader", "review", str(gradebook), "--port", "0", *options],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    lines: queue.Queue[str | None] = queue.Queue()
+    said: list[str] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            said.append(line)
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    urls: dict[str, str] = {}
+    try:
+        while len(urls) < tas:
+            try:
+                line = lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"grader review printed no URL in {timeout} s: {''.join(said)[-3000:]}") \
+                    from None
+            if line is None:
+                raise AssertionError(f"grader review ended ({process.wait()}): {''.join(said)[-3000:]}")
+            found = URL_LINE.match(line)
+            if found:
+                urls[found.group(1)] = found.group(2)
+        yield urls
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def copy_of(gradebook: Path, folder: Path) -> Path:
+    """A copy of a graded class's output folder (gradebook.sqlite, the class files, every report) to change."""
+    shutil.copytree(gradebook, folder)
+    return folder
