@@ -1,5 +1,6 @@
 """A class of five who answered embedding's written question, graded by `grader batch` as an instructor grades it,
-and `grader review` served on it, for tests/test_review_browser.py and scripts/screenshots.py.
+`grader review` served on it, and the keys a TA presses there in Chromium (Selenium, tests/browser.py), for
+tests/test_review_browser.py and scripts/screenshots.py.
 
 Each hands in embedding alone (its file and answers.md): four the reference solution, Dee the untouched stub (so
 the autograded points differ), and every answer differs. Eve's answer is an attack on the page: a `<script>`, a
@@ -19,8 +20,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from browser import driven
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
+
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISE, QUESTION = "embedding", "tensor_flow"
+KEY = f"{EXERCISE}/{QUESTION}"   # the question as the page's data-question and data-progress name it
 ROSTER = ("id,name,email,canvas_id\n"
           "2024001,Ann Lee,ann@uni.edu,1001\n"
           "2024002,Bo Chen,bo@uni.edu,1002\n"
@@ -133,3 +143,70 @@ def copy_of(gradebook: Path, folder: Path) -> Path:
     """A copy of a graded class's output folder (gradebook.sqlite, the class files, every report) to change."""
     shutil.copytree(gradebook, folder)
     return folder
+
+
+# --- the page, as a TA works it with the keyboard (the DOM the review page promises: grader/review_app) -------------
+
+FIELDS = ("input", "textarea", "select")   # where the page's keys are typed as text instead
+WAIT_S = 20                                # for a page to answer, on a busy machine
+
+
+@contextmanager
+def browser(tmp_path: Path, name: str = "ta", width: int = 1280, height: int = 900) -> Iterator[WebDriver]:
+    driver = driven(tmp_path / f"profile-{name}", width, height)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def press(driver: WebDriver, *keys: str) -> None:
+    """Keys typed into whatever has the focus, as a TA types them."""
+    ActionChains(driver).send_keys(*keys).perform()
+
+
+def focused(driver: WebDriver) -> WebElement:
+    return driver.switch_to.active_element
+
+
+def tab_to(driver: WebDriver, element_id: str, most: int = 60) -> WebElement:
+    """Tab through the page until the element `element_id` has the focus: it is reached by the keyboard."""
+    for _ in range(most):
+        if focused(driver).get_attribute("id") == element_id:
+            return focused(driver)
+        press(driver, Keys.TAB)
+    raise AssertionError(f"#{element_id} is not reached with Tab")
+
+
+def leave_field(driver: WebDriver) -> None:
+    """Tab on until the focus is out of every text field, where the page's keys work again."""
+    for _ in range(20):
+        if focused(driver).tag_name.lower() not in FIELDS:
+            return
+        press(driver, Keys.TAB)
+    raise AssertionError("Tab never leaves the form's fields")
+
+
+def wait(driver: WebDriver, condition, what: str):
+    return WebDriverWait(driver, WAIT_S).until(lambda d: condition(d), message=what)
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    return driver.find_element(By.CSS_SELECTOR, css).text
+
+
+def pressed(driver: WebDriver) -> set[str]:
+    """The rubric items the page shows applied."""
+    return {b.get_attribute("data-item") for b in driver.find_elements(By.CSS_SELECTOR, "#rubric button[data-item]")
+            if b.get_attribute("aria-pressed") == "true"}
+
+
+def page_url(base: str, n: int) -> str:
+    return f"{base}q/{KEY}/{n}"
+
+
+def save(driver: WebDriver) -> None:
+    """`s`, and the page says the answer is saved."""
+    leave_field(driver)
+    press(driver, "s")
+    wait(driver, lambda d: "saved" in text_of(d, "#status").lower(), "the page never says saved")

@@ -10,26 +10,18 @@ from __future__ import annotations
 import csv
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from browser import driven
-from review_class import ANSWERS, EXERCISE, QUESTION, XSS_MARK, XSS_PIECES, XSS_TITLE, copy_of, grade_class, served
+from review_class import (ANSWERS, EXERCISE, KEY, QUESTION, WAIT_S, XSS_MARK, XSS_PIECES, XSS_TITLE, browser, copy_of,
+                          grade_class, leave_field, page_url, press, pressed, save, served, tab_to, text_of, wait)
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
 
 pytestmark = pytest.mark.slow
-
-KEY = f"{EXERCISE}/{QUESTION}"
-FIELDS = ("input", "textarea", "select")
-WAIT_S = 20
 
 
 # --- the class, graded once for the module -------------------------------------------------------------------------
@@ -84,67 +76,6 @@ def autograded(course, tmp_path_factory) -> Autograded:
 
 
 # --- the browser, as a TA uses it -----------------------------------------------------------------------------------
-
-@contextmanager
-def browser(tmp_path: Path, name: str = "ta", width: int = 1280, height: int = 900) -> Iterator[WebDriver]:
-    driver = driven(tmp_path / f"profile-{name}", width, height)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def press(driver: WebDriver, *keys: str) -> None:
-    """Keys typed into whatever has the focus, as a TA types them."""
-    ActionChains(driver).send_keys(*keys).perform()
-
-
-def focused(driver: WebDriver) -> WebElement:
-    return driver.switch_to.active_element
-
-
-def tab_to(driver: WebDriver, element_id: str, most: int = 60) -> WebElement:
-    """Tab through the page until the element `element_id` has the focus: it is reached by the keyboard."""
-    for _ in range(most):
-        if focused(driver).get_attribute("id") == element_id:
-            return focused(driver)
-        press(driver, Keys.TAB)
-    raise AssertionError(f"#{element_id} is not reached with Tab")
-
-
-def leave_field(driver: WebDriver) -> None:
-    """Tab on until the focus is out of every text field, where the page's keys work again."""
-    for _ in range(20):
-        if focused(driver).tag_name.lower() not in FIELDS:
-            return
-        press(driver, Keys.TAB)
-    raise AssertionError("Tab never leaves the form's fields")
-
-
-def wait(driver: WebDriver, condition, what: str):
-    return WebDriverWait(driver, WAIT_S).until(lambda d: condition(d), message=what)
-
-
-def text_of(driver: WebDriver, css: str) -> str:
-    return driver.find_element(By.CSS_SELECTOR, css).text
-
-
-def pressed(driver: WebDriver) -> set[str]:
-    """The rubric items the page shows applied."""
-    return {b.get_attribute("data-item") for b in driver.find_elements(By.CSS_SELECTOR, "#rubric button[data-item]")
-            if b.get_attribute("aria-pressed") == "true"}
-
-
-def page_url(base: str, n: int) -> str:
-    return f"{base}q/{KEY}/{n}"
-
-
-def save(driver: WebDriver) -> None:
-    """`s`, and the page says the answer is saved."""
-    leave_field(driver)
-    press(driver, "s")
-    wait(driver, lambda d: "saved" in text_of(d, "#status").lower(), "the page never says saved")
-
 
 def who(driver: WebDriver, names: dict[str, str]) -> str:
     """The submission whose answer the page shows, by the name (or submission) in #student."""
