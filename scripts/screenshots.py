@@ -3,11 +3,13 @@ tests use, tests/browser.py): the sample submission's report.html in English and
 1800 px) and 400 px wide (its top 1400 px), its failures alone (the page as its "only show what did not pass"
 box shows it, without the header and summary), and class.html of the class tests/sample_class.py builds (the
 sample, the solutions, the stubs, a zip, a broken zip, a folder named in Chinese, a roster of seven), graded in
-English and then resumed with --lang zh (which grades nothing again), at 1280 px and 400 px in each language.
+English and then resumed with --lang zh (which grades nothing again), at 1280 px and 400 px in each language;
+and `grader review` on the class of five tests/review_class.py builds (written answers to embedding's question),
+its index and a grading page with one answer graded by the keyboard, at 1280 px and 400 px in each language.
 
-    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic]
+    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic] [--only reports|class|review]
 
-Needs Debian's chromium and fonts-noto-cjk (scripts/setup.sh --test installs both as root).
+Needs Debian's chromium, chromium-driver and fonts-noto-cjk (scripts/setup.sh --test installs them as root).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sample_class import build_class  # noqa: E402
 SAMPLE = ROOT / "examples" / "submissions" / "sample"
 SIZES = {"1280": (1280, 1800), "400": (400, 1400)}
 CLASS_SIZES = {"1280": (1280, 1250), "400": (400, 1800)}
+REVIEW_SIZES = {"1280": (1280, 900), "400": (400, 1500)}
 
 
 def grader(*args: str) -> None:
@@ -44,34 +47,81 @@ def failures_only(page: Path) -> Path:
     return copy
 
 
+def report_pictures(work: Path, profile: Path, out: Path, sandbox: str) -> list[Path]:
+    written = []
+    for lang in ("en", "zh"):
+        report = work / f"report-{lang}"
+        grader("grade", str(SAMPLE), "--out", str(report), "--lang", lang, "--sandbox", sandbox,
+               "--format", "json,html")
+        for name, (width, height) in SIZES.items():
+            written.append(screenshot(report / "report.html", out / f"report-{lang}-{name}.png",
+                                      profile, width, height))
+        written.append(screenshot(failures_only(report / "report.html"), out / f"report-{lang}-failures.png",
+                                  profile, 1280, 2600))
+    return written
+
+
+def class_pictures(work: Path, profile: Path, out: Path, sandbox: str) -> list[Path]:
+    from grader.course import load_course
+
+    written = []
+    gradebook = work / "gradebook"
+    room, roster = build_class(load_course(ROOT), work / "seven")
+    for lang in ("en", "zh"):   # the second run grades nothing: it writes every page again in Chinese
+        grader("batch", str(room), "--out", str(gradebook), "--jobs", "2", "--sandbox", sandbox,
+               "--roster", str(roster), "--lang", lang)
+        for name, (width, height) in CLASS_SIZES.items():
+            written.append(screenshot(gradebook / "class.html", out / f"class-{lang}-{name}.png", profile,
+                                      width, height))
+    return written
+
+
+def review_pictures(work: Path, profile: Path, out: Path, sandbox: str) -> list[Path]:
+    """The review page's index and its first answer, graded with keys 1 and 2, a comment and `s`."""
+    from review_class import KEY, browser, grade_class, page_url, press, pressed, save, served, tab_to
+
+    from grader.course import load_course
+
+    written = []
+    gradebook = grade_class(load_course(ROOT), work / "five", sandbox)
+    with served(gradebook, "--ta", "alice") as urls:
+        base = urls["alice"]
+        with browser(work, "graded") as driver:
+            driver.get(page_url(base, 0))
+            for key in "12":
+                press(driver, key)
+            tab_to(driver, "comment")
+            press(driver, "Shapes and dtype right; the padding row's gradient is not explained.")
+            save(driver)
+            assert pressed(driver) == {"1", "2"}
+        for lang in ("en", "zh"):
+            for name, (width, height) in REVIEW_SIZES.items():
+                with browser(work, f"{lang}-{name}", width, height) as driver:
+                    for page, url in (("index", base), ("answer", page_url(base, 0))):
+                        driver.get(f"{url}?lang={lang}")
+                        assert driver.find_elements("css selector", f'[data-progress="{KEY}"], #answer')
+                        png = out / f"review-{page}-{lang}-{name}.png"
+                        driver.get_screenshot_as_file(str(png))
+                        written.append(png)
+    return written
+
+
+PICTURES = {"reports": report_pictures, "class": class_pictures, "review": review_pictures}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
     parser.add_argument("--sandbox", choices=("strict", "basic"), default="strict")
+    parser.add_argument("--only", choices=tuple(PICTURES), help="take these pictures alone (default: all)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="screenshots-") as scratch:
         work, profile = Path(scratch), Path(scratch) / "profile"
         written = []
-        for lang in ("en", "zh"):
-            report = work / f"report-{lang}"
-            grader("grade", str(SAMPLE), "--out", str(report), "--lang", lang, "--sandbox", args.sandbox,
-                   "--format", "json,html")
-            for name, (width, height) in SIZES.items():
-                written.append(screenshot(report / "report.html", args.out / f"report-{lang}-{name}.png",
-                                          profile, width, height))
-            written.append(screenshot(failures_only(report / "report.html"), args.out / f"report-{lang}-failures.png",
-                                      profile, 1280, 2600))
-        from grader.course import load_course
-
-        gradebook = work / "gradebook"
-        room, roster = build_class(load_course(ROOT), work / "seven")
-        for lang in ("en", "zh"):   # the second run grades nothing: it writes every page again in Chinese
-            grader("batch", str(room), "--out", str(gradebook), "--jobs", "2", "--sandbox", args.sandbox,
-                   "--roster", str(roster), "--lang", lang)
-            for name, (width, height) in CLASS_SIZES.items():
-                written.append(screenshot(gradebook / "class.html", args.out / f"class-{lang}-{name}.png", profile,
-                                          width, height))
+        for name, take in PICTURES.items():
+            if args.only in (None, name):
+                written += take(work, profile, args.out, args.sandbox)
     for png in written:
         print(png.relative_to(ROOT) if png.is_relative_to(ROOT) else png)
 
