@@ -56,6 +56,23 @@ CREATE TABLE IF NOT EXISTS observed (
     submission TEXT NOT NULL, content_hash TEXT NOT NULL, grader_key TEXT NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (submission, grader_key)
 );"""
+# 5: written answers graded by hand (grader.batch.manual), added to a gradebook that states version 4.
+REVIEWS = """
+CREATE TABLE IF NOT EXISTS rubric (
+    exercise TEXT NOT NULL, question TEXT NOT NULL, item TEXT NOT NULL, position INTEGER NOT NULL,
+    points REAL NOT NULL, text_en TEXT NOT NULL, text_zh TEXT NOT NULL, removed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (exercise, question, item)
+);
+CREATE TABLE IF NOT EXISTS reviews (
+    student TEXT NOT NULL, exercise TEXT NOT NULL, question TEXT NOT NULL, items TEXT NOT NULL,
+    adjustment REAL NOT NULL, comment TEXT NOT NULL, author TEXT NOT NULL, at TEXT NOT NULL,
+    version INTEGER NOT NULL, answer_digest TEXT NOT NULL,
+    PRIMARY KEY (student, exercise, question)
+);
+CREATE TABLE IF NOT EXISTS review_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, author TEXT NOT NULL, action TEXT NOT NULL,
+    student TEXT NOT NULL, exercise TEXT NOT NULL, question TEXT NOT NULL, detail TEXT NOT NULL
+);"""
 EARLIER = {   # each version before gradebooks stated theirs, and the commit that first wrote it
     "before-sandbox": SUBMISSIONS_BEFORE_SANDBOX + RESULTS,                                       # 80e2538
     "sandbox": SUBMISSIONS_WITH_SANDBOX + RESULTS,                                                # 012626b
@@ -112,10 +129,30 @@ def digest(path) -> str:
 
 def test_a_new_gradebook_states_the_newest_version_and_has_mains_tables(tmp_path):
     Gradebook(tmp_path / "gradebook.sqlite").close()
-    assert SCHEMA_VERSION == len(schema.MIGRATIONS) >= 4
+    assert SCHEMA_VERSION == len(schema.MIGRATIONS) >= 5
     assert user_version(tmp_path / "gradebook.sqlite") == SCHEMA_VERSION
-    earlier_gradebook(tmp_path / "main.sqlite", EARLIER["main-unversioned"], rows=0)
+    earlier_gradebook(tmp_path / "main.sqlite", EARLIER["main-unversioned"] + REVIEWS, rows=0)
     assert layout(tmp_path / "gradebook.sqlite") == layout(tmp_path / "main.sqlite")
+
+
+def test_a_gradebook_at_version_4_gains_the_review_tables_with_its_rows_kept(tmp_path):
+    old = tmp_path / "gradebook.sqlite"
+    earlier_gradebook(old, EARLIER["main-unversioned"])
+    db = sqlite3.connect(old)
+    db.execute("PRAGMA user_version = 4")   # as the grader that first stated versions wrote it
+    db.close()
+    assert "reviews" not in layout(old)
+    book = Gradebook(old)
+    try:
+        assert [r["score"] for r in book.submissions(KEY)] == [1.0, 2.0, 3.0]
+        assert [(o.student, o.points) for o in book.overrides()] == [("student0", 2)]
+        assert book.observed("student0", CHASH) == {}
+        assert book.db.execute("SELECT COUNT(*) FROM reviews").fetchone()[0] == 0
+    finally:
+        book.close()
+    assert user_version(old) == SCHEMA_VERSION == 5
+    Gradebook(tmp_path / "new.sqlite").close()
+    assert layout(old) == layout(tmp_path / "new.sqlite")
 
 
 @pytest.mark.parametrize("earlier", EARLIER)

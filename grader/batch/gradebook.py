@@ -108,6 +108,7 @@ def encoded_record(kept: dict | EncodedRecord) -> str:
 class Gradebook:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self.db = sqlite3.connect(path, isolation_level=None)  # explicit transactions below
         try:   # before WAL: a gradebook refused is left as it was, header and all
             open_schema(self.db, path)

@@ -78,6 +78,30 @@ MIGRATIONS: Sequence[Step] = (
         PRIMARY KEY (submission, grader_key)
     );
     """,
+    # 5: written answers graded by hand (grader.batch.manual, `grader review`): keyed by student, no grader key, so
+    # that they outlive every regrade and re-judging, as overrides do.
+    """
+    -- Each question's rubric: seeded from course.toml's items ("1".."N") on first use, then edited here; an item
+    -- removed stays (reviews name it) and counts for nothing.
+    CREATE TABLE IF NOT EXISTS rubric (
+        exercise TEXT NOT NULL, question TEXT NOT NULL, item TEXT NOT NULL, position INTEGER NOT NULL,
+        points REAL NOT NULL, text_en TEXT NOT NULL, text_zh TEXT NOT NULL, removed INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (exercise, question, item)
+    );
+    -- A reviewer's grade of one answer: the rubric items applied (a JSON list of ids), a point adjustment and a
+    -- comment; `version` counts its saves, so that a save made on an older one is refused, never lost.
+    CREATE TABLE IF NOT EXISTS reviews (
+        student TEXT NOT NULL, exercise TEXT NOT NULL, question TEXT NOT NULL, items TEXT NOT NULL,
+        adjustment REAL NOT NULL, comment TEXT NOT NULL, author TEXT NOT NULL, at TEXT NOT NULL,
+        version INTEGER NOT NULL, answer_digest TEXT NOT NULL,
+        PRIMARY KEY (student, exercise, question)
+    );
+    -- Every change to the two, with who and when, and what it was before and after (detail, JSON).
+    CREATE TABLE IF NOT EXISTS review_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, author TEXT NOT NULL, action TEXT NOT NULL,
+        student TEXT NOT NULL, exercise TEXT NOT NULL, question TEXT NOT NULL, detail TEXT NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
