@@ -179,12 +179,10 @@ def tab_to(driver: WebDriver, element_id: str, most: int = 60) -> WebElement:
 
 
 def leave_field(driver: WebDriver) -> None:
-    """Tab on until the focus is out of every text field, where the page's keys work again."""
-    for _ in range(20):
-        if focused(driver).tag_name.lower() not in FIELDS:
-            return
-        press(driver, Keys.TAB)
-    raise AssertionError("Tab never leaves the form's fields")
+    """Escape out of a text field, where the page's keys are typed as text, back to the keys."""
+    if focused(driver).tag_name.lower() in FIELDS:
+        press(driver, Keys.ESCAPE)
+    assert focused(driver).tag_name.lower() not in FIELDS, "Escape does not leave the field"
 
 
 def wait(driver: WebDriver, condition, what: str):
@@ -205,8 +203,15 @@ def page_url(base: str, n: int) -> str:
     return f"{base}q/{KEY}/{n}"
 
 
+def saved(driver: WebDriver, before: str) -> bool:
+    """The page says "saved" where it said `before` ("not saved yet", a conflict): the server stored the grade."""
+    now = text_of(driver, "#status").strip()
+    return now != before and now.lower().startswith("saved")
+
+
 def save(driver: WebDriver) -> None:
     """`s`, and the page says the answer is saved."""
     leave_field(driver)
+    before = text_of(driver, "#status").strip()
     press(driver, "s")
-    wait(driver, lambda d: "saved" in text_of(d, "#status").lower(), "the page never says saved")
+    wait(driver, lambda d: saved(d, before), f"the page never says saved (it says: {text_of(driver, '#status')})")
