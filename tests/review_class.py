@@ -2,9 +2,10 @@
 `grader review` served on it, and the keys a TA presses there in Chromium (Selenium, tests/browser.py), for
 tests/test_review_browser.py and scripts/screenshots.py.
 
-Each hands in embedding alone (its file and answers.md): four the reference solution, Dee the untouched stub (so
-the autograded points differ), and every answer differs. Eve's answer is an attack on the page: a `<script>`, a
-`javascript:` link in Markdown and raw HTML whose handler would run, each setting `window.__xss` and the title.
+Each hands in embedding alone (its file and answers.md): four the reference solution, Dee the solution with its
+range check taken out (so the autograded points differ), and every answer differs. Eve's answer is an attack on the
+page: a `<script>`, a `javascript:` link in Markdown and raw HTML whose handler would run, each setting
+`window.__xss` and the title.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from browser import driven
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -61,7 +63,13 @@ ANSWERS = {   # submission folder -> its answer to embedding/tensor_flow
     "dee": "The embedding multiplies the ids by the weight matrix [dim, vocab_size].",
     "eve": "Rows are looked up by id.\n\n" + "\n\n".join(XSS_PIECES.values()) + "\n",
 }
-STUB = {"dee"}   # hands in the untouched stub: its autograded points are not the others'
+RANGE_CHECK = "if lo < 0 or hi >= self.vocab_size:"
+UNCHECKED = {"dee"}   # hands in the solution without its range check: fewer autograded points than the others
+
+
+def unchecked(solution: str) -> str:
+    assert RANGE_CHECK in solution, "the embedding solution must check its ids' range with this line"
+    return solution.replace(RANGE_CHECK, "if False:")
 
 
 def build_class(course, folder: Path) -> tuple[Path, Path]:
@@ -70,8 +78,9 @@ def build_class(course, folder: Path) -> tuple[Path, Path]:
     room = folder / "class"
     for name, answer in ANSWERS.items():
         (room / name / EXERCISE).mkdir(parents=True)
-        source = course.stub(exercise) if name in STUB else course.solution(exercise)
-        (room / name / EXERCISE / exercise.file).write_bytes(source.read_bytes())
+        source = course.solution(exercise).read_text(encoding="utf-8")
+        (room / name / EXERCISE / exercise.file).write_text(unchecked(source) if name in UNCHECKED else source,
+                                                           encoding="utf-8")
         (room / name / EXERCISE / "answers.md").write_text(f"## {QUESTION}\n\n{answer}\n", encoding="utf-8")
     os.chmod(room, 0o700)   # the basic sandbox refuses a class folder every user can enter
     roster = folder / "roster.csv"
@@ -186,7 +195,12 @@ def leave_field(driver: WebDriver) -> None:
 
 
 def wait(driver: WebDriver, condition, what: str):
-    return WebDriverWait(driver, WAIT_S).until(lambda d: condition(d), message=what)
+    """condition(driver) once it is true; after WAIT_S, a failure saying `what` and what #status says then."""
+    try:
+        return WebDriverWait(driver, WAIT_S).until(condition)
+    except TimeoutException:
+        status = [e.text for e in driver.find_elements(By.ID, "status")]
+        raise AssertionError(f"{what} (after {WAIT_S} s; #status: {status}; at {driver.current_url})") from None
 
 
 def text_of(driver: WebDriver, css: str) -> str:
@@ -214,4 +228,4 @@ def save(driver: WebDriver) -> None:
     leave_field(driver)
     before = text_of(driver, "#status").strip()
     press(driver, "s")
-    wait(driver, lambda d: saved(d, before), f"the page never says saved (it says: {text_of(driver, '#status')})")
+    wait(driver, lambda d: saved(d, before), "the page never says saved")

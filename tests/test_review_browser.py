@@ -175,7 +175,7 @@ def graded_by_hand(autograded, tmp_path_factory) -> tuple[Path, dict[str, float]
 def test_a_class_graded_by_keyboard_totals_autograded_plus_rubric_points(autograded, graded_by_hand):
     out, points = graded_by_hand
     assert sorted(points) == sorted(ANSWERS)
-    assert len({autograded.total[s] for s in ANSWERS}) > 1, "the stub's autograded points should differ"
+    assert len({autograded.total[s] for s in ANSWERS}) > 1, "dee's autograded points should differ"
     expected = {s: autograded.total[s] + points[s] for s in ANSWERS}
     assert totals(out) == pytest.approx(expected)
     assert canvas_totals(out) == pytest.approx({autograded.names[s]: expected[s] for s in ANSWERS})
