@@ -10,7 +10,8 @@ from __future__ import annotations
 import csv
 import json
 import re
-import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,18 +221,35 @@ def test_an_edited_rubric_item_changes_every_answer_graded_with_it(autograded, g
 
 # --- two TAs at once ------------------------------------------------------------------------------------------------
 
+@contextmanager
+def gradebook(out: Path) -> Iterator:
+    from grader.batch.gradebook import Gradebook
+
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        yield book
+    finally:
+        book.close()
+
+
 def stored_review(out: Path, submission: str) -> tuple[str, list[str], str]:
-    """(author, items, comment) of the review gradebook.sqlite holds for the submission's student now."""
-    with sqlite3.connect(f"file:{out / 'gradebook.sqlite'}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT student, author, items, comment FROM reviews WHERE exercise = ? AND question = ?",
-                          (EXERCISE, QUESTION)).fetchall()
-    [(author, items, comment)] = [row[1:] for row in rows if submission in row[0]]
-    return author, sorted(json.loads(items)), comment
+    """(author, items, comment) of the review the gradebook holds for the submission's answer now."""
+    from grader.batch.manual import review
+
+    with gradebook(out) as book:
+        found = review(book, submission, EXERCISE, QUESTION)
+    assert found is not None, f"no review of {submission} is stored"
+    return found.author, sorted(found.items), found.comment
 
 
-def logged_authors(out: Path) -> list[str]:
-    with sqlite3.connect(f"file:{out / 'gradebook.sqlite'}?mode=ro", uri=True) as db:
-        return [row[0] for row in db.execute("SELECT author FROM review_log ORDER BY seq")]
+def logged(out: Path, submission: str) -> list[tuple[str, str, list[str]]]:
+    """The review log of the submission's answer: (TA, action, the items they chose), oldest first."""
+    from grader.batch.manual import review_log
+
+    with gradebook(out) as book:
+        entries = review_log(book, EXERCISE, QUESTION, submission)
+    return [(e.author, e.action, sorted((e.detail.get("after") or e.detail.get("attempt") or {}).get("items", [])))
+            for e in entries]
 
 
 def decide(driver: WebDriver, keys: str, comment: str) -> str:
@@ -275,8 +293,9 @@ def test_two_tas_saving_one_answer_see_the_conflict_and_lose_neither(autograded,
                 wait(bob, lambda d: pressed(d) == {"1"}, "keeping alice's decision does not show it on bob's page")
                 assert bob.find_element(By.ID, "comment").get_attribute("value") == f"alice on {n}"
                 assert stored_review(out, submission) == ("alice", ["1"], f"alice on {n}")
-    # the audit log holds every decision saved, alice's first ones included
-    assert logged_authors(out).count("alice") >= 2 and "bob" in logged_authors(out)
+            # the review log holds every decision, the refused one included, each with its TA
+            ending = [("bob", "saved", ["2", "3"])] if second_keeps == "overwrite" else []
+            assert logged(out, submission) == [("alice", "saved", ["1"]), ("bob", "conflict", ["2", "3"]), *ending]
 
 
 # --- an answer's markup never runs ----------------------------------------------------------------------------------
