@@ -250,7 +250,10 @@ class Review:
         with opened(self.settings) as book:
             items = manual.rubric_items(book, self.settings.course, exercise, question)
             everyone = self.rows(book, exercise, question)
-        shown, wanted, item = self.filtered(request, everyone, items)
+            shown, wanted, item = self.filtered(request, everyone, items)
+            row = shown[n] if 0 <= n < len(shown) else None
+            failing = [r for r in book.latest_rows(row.student) if r["exercise"] == exercise
+                       and r["status"] != "passed"] if row is not None else []
         key = f"{exercise}/{question}"
         context: dict[str, Any] = {
             "key": key, "exercise": ex.title_zh if lang == "zh" else ex.title_en, "question": q,
@@ -260,9 +263,8 @@ class Review:
             "item_links": [(i, self.link(request, f"q/{key}/0", item=i.id)) for i in items],
             "rubric_link": self.link(request, f"rubric/{key}"), "total": len(shown), "n": n,
         }
-        if not 0 <= n < len(shown):
+        if row is None:
             return self.page(request, "grading.html", row=None, **context)
-        row = shown[n]
         position = everyone.index(row)
         alike = [r for r in everyone if r is not row and group_key(r) == group_key(row)]
         review = row.review
@@ -272,8 +274,8 @@ class Review:
             row=row, sid=sid, answer=answer_html(row.text), empty=not row.text.strip(),
             name=self.shown_name(row, position, lang), review=review,
             applied=set(review.items) if review else set(),
-            points=manual.question_points(q, items, review) if review else None,
-            autograde=autograde_view(row.autograde, lang),
+            points=manual.question_points(self.settings.course, items, review) if review else None,
+            autograde=autograde_view(row.autograde, failing, lang),
             alike=t("{count} answers alike", count=len(alike) + 1).render(lang) if alike else "",
             group_versions={student_id(self.settings, r.student): (r.review.version if r.review else None)
                             for r in alike},
@@ -358,15 +360,19 @@ class Review:
                 saved = manual.save_review(book, self.settings.course, student=row.student, exercise=exercise,
                                            question=question, items=asked.items, adjustment=asked.adjustment,
                                            comment=asked.comment, author=author,
-                                           expected_version=asked.expected_version)
+                                           expected_version=asked.expected_version, answer_digest=row.digest)
             except manual.Conflict as conflict:
+                if conflict.current is None:   # the page showed a review no longer stored: start again from none
+                    return JSONResponse({"conflict": True, "current": None, "student": row.student,
+                                         "status": t("this answer's grade was taken away meanwhile: save again to "
+                                                     "grade it").render(lang)}, status_code=409)
                 return JSONResponse({
                     "conflict": True,
                     "status": t("{author} saved this answer at {at} meanwhile: their grade is below, yours is still "
                                 "on the page", author=conflict.current.author, at=conflict.current.at).render(lang),
                     "kept": t("{author}'s grade kept", author=conflict.current.author).render(lang),
-                    "student": row.student, "current": review_json(conflict.current, q, items, lang)},
-                    status_code=409)
+                    "student": row.student,
+                    "current": review_json(conflict.current, self.settings.course, items, lang)}, status_code=409)
             changed = [row.student]
             skipped = 0
             for other_sid, version in (asked.group or {}).items():
@@ -376,7 +382,8 @@ class Review:
                 try:
                     manual.save_review(book, self.settings.course, student=other.student, exercise=exercise,
                                        question=question, items=asked.items, adjustment=asked.adjustment,
-                                       comment=asked.comment, author=author, expected_version=version)
+                                       comment=asked.comment, author=author, expected_version=version,
+                                       answer_digest=other.digest)
                     changed.append(other.student)
                 except manual.Conflict:   # graded by someone else since the page was shown: theirs stays
                     skipped += 1
@@ -389,8 +396,8 @@ class Review:
         if trouble:
             said.append(t("the reports were not written again: {error}", error=trouble).render(lang))
         return JSONResponse({"status": "; ".join(said), "student": row.student, "written": trouble is None,
-                             "review": review_json(saved, q, items, lang), "group_saved": len(changed) - 1,
-                             "group_skipped": skipped})
+                             "review": review_json(saved, self.settings.course, items, lang),
+                             "group_saved": len(changed) - 1, "group_skipped": skipped})
 
     # -- rubric
 
@@ -522,23 +529,26 @@ def read_points(given: str) -> float | None:
     return points if math.isfinite(points) else None
 
 
-def review_json(review, q: Question, items: list, lang: str) -> dict:
+def review_json(review, course: Course, items: list, lang: str) -> dict:
     """A stored review as the page's script shows it: the TA, when, the items (ids and words), comment, points."""
     from grader.batch import manual
 
     texts = {i.id: i.text.get(lang) or i.text.get("en", "") for i in items}
     return {"author": review.author, "at": review.at, "version": review.version, "items": list(review.items),
             "item_texts": [texts.get(i, i) for i in review.items], "adjustment": review.adjustment,
-            "comment": review.comment, "points": manual.question_points(q, items, review)}
+            "comment": review.comment, "points": manual.question_points(course, items, review)}
 
 
-def autograde_view(autograde, lang: str) -> dict | None:
-    """The exercise's autograded result beside the answer: score, status and the criteria it did not pass."""
-    if autograde is None:
+def autograde_view(autograde, failing: list[dict], lang: str) -> dict | None:
+    """The exercise's autograded result beside the answer: score, status and the criteria it did not pass (each with
+    its status); None when the exercise has no graded criterion."""
+    if autograde is None or not autograde.total:
         return None
+    words = LABELS[lang]
     return {"score": autograde.score, "max_score": autograde.max_score,
-            "status": LABELS[lang].get(autograde.status, autograde.status),
-            "failing": [c.get(lang) or c.get("en", "") if isinstance(c, dict) else str(c) for c in autograde.failing]}
+            "status": words.get(autograde.status, autograde.status),
+            "passed": autograde.passed, "total": autograde.total,
+            "failing": [f"{r['criterion']} ({words.get(r['status'], r['status'])})" for r in failing]}
 
 
 def create_app(settings: ReviewSettings) -> Starlette:

@@ -4,9 +4,11 @@ grader/render/labels.py: tests/test_review_app.py keeps the two languages' keys 
 REVIEW_LABELS = {
     "en": {
         "title": "Written answers", "questions": "Questions", "question": "Question", "exercise": "Exercise",
-        "graded": "graded", "progress": "Graded", "grade": "grade", "rubric": "Rubric", "edit_rubric": "edit the rubric",
+        "graded": "graded", "progress": "Graded", "grade": "grade", "rubric": "Rubric",
+        "edit_rubric": "edit the rubric",
         "student": "Student", "answer": "Answer", "empty_answer": "(no answer)", "autograde": "Autograded result",
-        "score": "Score", "status": "Status", "failing": "Criteria not passed", "none_failing": "every criterion passed",
+        "score": "Score", "status": "Status", "failing": "Criteria not passed",
+        "none_failing": "every criterion passed",
         "no_autograde": "no autograded result", "adjustment": "Point adjustment", "comment": "Comment",
         "points": "Points", "of": "of", "save": "Save", "next": "Next", "prev": "Previous", "all": "all",
         "ungraded": "ungraded", "filter": "Show", "with_item": "with item", "keys": "Keys",

@@ -55,6 +55,12 @@
 
   function conflicted(reply) {
     theirs = reply.current;
+    if (!theirs) {   // no grade stored any more: the next save starts from none
+      page.dataset.version = "";
+      status.textContent = reply.status;
+      status.dataset.state = "conflict";
+      return;
+    }
     page.dataset.version = String(theirs.version);   // what "overwrite" replaces
     conflict.querySelector(".conflict-said").textContent = reply.status;
     document.getElementById("their-author").textContent = theirs.author;
