@@ -929,7 +929,9 @@ def command_review(args) -> int:
         raise UsageError(t("cannot serve on {host} port {port}: {error}", host=args.host, port=args.port,
                            error=exc.strerror or str(exc)).render(lang)) from None
     port = listening.getsockname()[1]
-    shown_host = f"[{args.host}]" if ":" in args.host else args.host
+    # every address of the machine: the TAs reach it by its name
+    shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") \
+        else f"[{args.host}]" if ":" in args.host else args.host
     for token, name in tas.items():
         print(f"review: {name} http://{shown_host}:{port}/{token}/", flush=True)
     config = uvicorn.Config(create_app(settings), log_level="warning", access_log=False, lifespan="off")

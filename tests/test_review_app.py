@@ -104,6 +104,8 @@ def test_a_save_is_stored_by_the_tokens_ta_and_a_stale_one_is_refused_with_the_c
     assert first.status_code == 200, first.text
     reply = first.json()
     assert reply["review"]["version"] == 1 and reply["review"]["author"] == "ada" and reply["student"] == "ann"
+    assert reply["written"] and reply["status"] == "saved"   # the class files written again with the grade
+    assert (settings.out / "grades.csv").is_file() and (settings.out / "class.html").is_file()
     assert stored(settings, "ann").items == ("1", "2") and stored(settings, "ann").author == "ada"
     # bo opened the answer before ada saved (version none), and saves his own decision: refused, shown ada's
     stale = save(client, settings, "ann", ["3"], None, token="tok-bo", comment="mine")

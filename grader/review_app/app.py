@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import json
 import math
 import secrets
 import threading
@@ -329,12 +330,12 @@ class Review:
         author = self.ta(request)
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return JSONResponse({"error": "a save is posted as JSON"}, status_code=415)
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return JSONResponse({"error": "too large"}, status_code=413)
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                return JSONResponse({"error": "too large"}, status_code=413)
         try:
-            import json
-
             posted = json.loads(body)
         except ValueError:
             return JSONResponse({"error": "not JSON"}, status_code=400)
@@ -471,7 +472,7 @@ class Review:
                                      text_en=text_en if text_en and text_en != now.text.get("en") else None,
                                      text_zh=text_zh if text_zh and text_zh != now.text.get("zh") else None,
                                      author=author)
-        trouble = rewrite(self.settings, users) if points != now.points else None
+        trouble = rewrite(self.settings, users)
         extra = {"refused": t("the reports were not written again: {error}", error=trouble).render(lang)} \
             if trouble else {}
         return RedirectResponse(self.link(request, f"rubric/{key}", edited=item, changed=str(count), **extra),

@@ -18,6 +18,7 @@ REVIEW_LABELS = {
         "add_item": "Add an item", "add": "Add", "back": "All questions", "nothing_here": "No answer to show here.",
         "reviewer": "Reviewer", "not_saved": "not saved yet", "prompt": "The question", "answers": "answers",
         "language": "中文", "max_points": "worth",
+        "changed_since": "The student's answer changed after this grade was saved: check it again.",
     },
     "zh": {
         "title": "书面回答", "questions": "题目", "question": "题目", "exercise": "练习",
@@ -33,5 +34,6 @@ REVIEW_LABELS = {
         "add_item": "新增评分项", "add": "新增", "back": "全部题目", "nothing_here": "这里没有可显示的回答。",
         "reviewer": "批阅人", "not_saved": "尚未保存", "prompt": "题目内容", "answers": "份回答",
         "language": "English", "max_points": "满分",
+        "changed_since": "保存这份批阅之后，学生的回答有了改动：请再检查一遍。",
     },
 }
