@@ -283,7 +283,7 @@ class Review:
             save_link=self.link(request, f"save/{key}"),
             next_link=self.link(request, f"q/{key}/next/{sid}", **steps),
             prev_link=self.link(request, f"q/{key}/prev/{sid}", **steps),
-            status=t("saved by {author} at {at}", author=review.author, at=review.at).render(lang) if review
+            status=t("saved by {author} at {at}", author=review.author, at=shown_time(review.at)).render(lang) if review
             else REVIEW_LABELS[lang]["not_saved"])
         return self.page(request, "grading.html", **context)
 
@@ -370,7 +370,7 @@ class Review:
                 return JSONResponse({
                     "conflict": True,
                     "status": t("{author} saved this answer at {at} meanwhile: their grade is below, yours is still "
-                                "on the page", author=conflict.current.author, at=conflict.current.at).render(lang),
+                                "on the page", author=conflict.current.author, at=shown_time(conflict.current.at)).render(lang),
                     "kept": t("{author}'s grade kept", author=conflict.current.author).render(lang),
                     "student": row.student,
                     "current": review_json(conflict.current, self.settings.course, items, lang)}, status_code=409)
@@ -391,9 +391,9 @@ class Review:
         trouble = rewrite(self.settings, changed)
         said = [t("saved").render(lang)]
         if len(changed) > 1:
-            said.append(t("{count} alike answers given the same grade", count=len(changed) - 1).render(lang))
+            said.append(t("alike answers given the same grade: {count}", count=len(changed) - 1).render(lang))
         if skipped:
-            said.append(t("{count} alike answers left as another TA graded them", count=skipped).render(lang))
+            said.append(t("alike answers left as another TA graded them: {count}", count=skipped).render(lang))
         if trouble:
             said.append(t("the reports were not written again: {error}", error=trouble).render(lang))
         return JSONResponse({"status": "; ".join(said), "student": row.student, "written": trouble is None,
@@ -417,7 +417,7 @@ class Review:
         edited = request.query_params.get("edited")
         changed = request.query_params.get("changed", "")
         if edited and changed.isdigit():
-            result = t("item {item} changed: {count} graded answers changed with it", item=edited,
+            result = t("item {item} changed; graded answers it changes: {count}", item=edited,
                        count=int(changed)).render(lang)
         elif request.query_params.get("added"):
             result = t("item {item} added", item=request.query_params["added"]).render(lang)
@@ -522,6 +522,11 @@ def read_decision(posted: Any, items: list, q: Question) -> Decision | str:
     return Decision(student, list(dict.fromkeys(chosen)), float(adjustment), comment.strip(), version, group)
 
 
+def shown_time(at: str) -> str:
+    """A stored time (ISO 8601, UTC) as a reader takes it in: `2026-12-07 18:12 UTC`."""
+    return at[:16].replace("T", " ") + " UTC" if at.endswith("+00:00") and len(at) >= 16 else at
+
+
 def read_points(given: str) -> float | None:
     try:
         points = float(given.strip())
@@ -556,6 +561,7 @@ def create_app(settings: ReviewSettings) -> Starlette:
     review = Review(settings)
     routes = [
         Mount("/static", app=StaticFiles(directory=PACKAGE / "static"), name="static"),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),   # a browser asks; there is none
         Route("/{token}/", review.index),
         Route("/{token}/q/{exercise}/{question}/{n:int}", review.grading),
         Route("/{token}/q/{exercise}/{question}/{direction}/{sid}", review.step),

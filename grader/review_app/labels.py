@@ -17,7 +17,7 @@ REVIEW_LABELS = {
         "item": "Item", "text_en": "Text (English)", "text_zh": "Text (Chinese)", "change": "Change",
         "add_item": "Add an item", "add": "Add", "back": "All questions", "nothing_here": "No answer to show here.",
         "reviewer": "Reviewer", "not_saved": "not saved yet", "prompt": "The question", "answers": "answers",
-        "language": "中文", "max_points": "worth",
+        "language": "中文", "max_points": "worth", "colon": ": ",
         "changed_since": "The student's answer changed after this grade was saved: check it again.",
     },
     "zh": {
@@ -33,7 +33,7 @@ REVIEW_LABELS = {
         "item": "评分项", "text_en": "说明（英文）", "text_zh": "说明（中文）", "change": "修改",
         "add_item": "新增评分项", "add": "新增", "back": "全部题目", "nothing_here": "这里没有可显示的回答。",
         "reviewer": "批阅人", "not_saved": "尚未保存", "prompt": "题目内容", "answers": "份回答",
-        "language": "English", "max_points": "满分",
+        "language": "English", "max_points": "满分", "colon": "：",
         "changed_since": "保存这份批阅之后，学生的回答有了改动：请再检查一遍。",
     },
 }
