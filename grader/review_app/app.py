@@ -370,7 +370,8 @@ class Review:
                 return JSONResponse({
                     "conflict": True,
                     "status": t("{author} saved this answer at {at} meanwhile: their grade is below, yours is still "
-                                "on the page", author=conflict.current.author, at=shown_time(conflict.current.at)).render(lang),
+                                "on the page", author=conflict.current.author,
+                                at=shown_time(conflict.current.at)).render(lang),
                     "kept": t("{author}'s grade kept", author=conflict.current.author).render(lang),
                     "student": row.student,
                     "current": review_json(conflict.current, self.settings.course, items, lang)}, status_code=409)
