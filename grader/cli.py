@@ -950,6 +950,7 @@ def change_override(course, out: Path, settings: dict, args, exercise: str, crit
     """Store or remove the override the arguments say; the submission's name it is keyed by."""
     from grader.batch.gradebook import Gradebook, graded_lines, grader_key
     from grader.batch.grades import Override, author, now
+    from grader.batch.manual import written_count
     from grader.i18n import t
 
     book = Gradebook(out / "gradebook.sqlite")
@@ -965,7 +966,7 @@ def change_override(course, out: Path, settings: dict, args, exercise: str, crit
         if line.grade is None:
             raise UsageError(t("{student} has no verdict to correct: {reason}", student=name,
                                reason=(line.reason or {}).get(lang, "")).render(lang))
-        most = target_maximum(course, exercise, criterion, lang)
+        most = target_maximum(course, exercise, criterion, lang, written_count(book, course))
         if args.points > most:
             raise UsageError(t("{points:g} points is more than {target} is worth ({most:g})", points=args.points,
                                target=args.target or t("the whole grade"), most=most).render(lang))
@@ -996,19 +997,21 @@ def resolve_student(given: str, lines, lang: str) -> str:
     raise UsageError(t("the gradebook holds no submission or roster student {student}", student=given).render(lang))
 
 
-def target_maximum(course, exercise: str, criterion: str, lang: str) -> float:
-    """What an override's target is worth, once it is known to be one of the course's."""
+def target_maximum(course, exercise: str, criterion: str, lang: str, written: bool = False) -> float:
+    """What an override's target is worth, once it is known to be one of the course's (an exercise's written
+    questions included when `written` answers count: grader.batch.grades)."""
+    from grader.batch.grades import course_max, exercise_max
     from grader.i18n import t
 
     if not exercise:
-        return sum(ex.max_points for ex in course.exercises)
+        return course_max(course, written)
     known = {ex.id: ex for ex in course.exercises}
     if exercise not in known:
         raise UsageError(t("the course has no exercise {exercise}; it has {known}", exercise=exercise,
                            known=", ".join(known)).render(lang))
     ex = known[exercise]
     if not criterion:
-        return ex.max_points
+        return exercise_max(ex, written)
     if criterion not in ex.points:
         raise UsageError(t("exercise {exercise} has no criterion {criterion}; it has {known}", exercise=exercise,
                            criterion=criterion, known=", ".join(ex.points)).render(lang))
