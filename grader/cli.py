@@ -204,6 +204,21 @@ def build_parser() -> argparse.ArgumentParser:
                           help="language of the messages (default: the gradebook's, as grader batch last wrote it)")
     override.set_defaults(handler=command_override)
 
+    review = sub.add_parser("review", help="grade the written answers by rubric in a browser, question by question")
+    review.add_argument("gradebook", type=Path, help="the folder grader batch wrote (or its gradebook.sqlite)")
+    review.add_argument("--host", default="127.0.0.1",
+                        help="the address to serve on (default: this machine alone; another, such as 0.0.0.0, "
+                             "serves a shared machine: give each TA a token with --ta)")
+    review.add_argument("--port", type=int, default=0, help="the port (default 0: a free one)")
+    review.add_argument("--ta", action="append", default=None, metavar="NAME",
+                        help="a TA who grades, with an address of their own; repeat for each (default: one "
+                             "address, changes made as this account's user name)")
+    review.add_argument("--anonymise", action="store_true",
+                        help="hide each student's name until their answer's grade is saved")
+    review.add_argument("--lang", choices=LANGS, default=None,
+                        help="language of the pages (default: the gradebook's; ?lang= in an address picks another)")
+    review.set_defaults(handler=command_review)
+
     lms = sub.add_parser("lms", help="send the gradebook's grades to a learning management system")
     lms_sub = lms.add_subparsers(dest="lms_command", required=True, metavar="SYSTEM")
     canvas = lms_sub.add_parser("canvas", help="one PUT per student: the final grade and the scorecard as a comment")
@@ -883,10 +898,59 @@ def command_override(args) -> int:
     return EXIT_OK
 
 
+def command_review(args) -> int:
+    """`grader review`: serve the review pages until Ctrl-C; one address per TA, printed before the first request."""
+    import socket
+
+    import uvicorn
+
+    from grader.batch.grades import author
+    from grader.batch.run import stored_settings
+    from grader.i18n import t
+    from grader.review_app.app import ReviewSettings, create_app, new_token
+
+    course = load_course(args.course)
+    out = gradebook_folder(args.gradebook, args.lang or "en")
+    lang = args.lang or stored_settings(out)["lang"]
+    names = [name.strip() for name in args.ta] if args.ta else [author()]
+    if any(not name for name in names) or len(set(names)) != len(names):
+        raise UsageError(t("each --ta names one TA, once").render(lang))
+    if not any(q for ex in course.exercises for q in ex.questions):
+        raise UsageError(t("the course asks no written question: nothing to review").render(lang))
+    tas = {new_token(): name for name in names}
+    settings = ReviewSettings(out=out, course=course, tas=tas, anonymise=args.anonymise, lang=lang)
+    try:
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        listening = socket.socket(family, socket.SOCK_STREAM)
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((args.host, args.port))
+        listening.listen(128)   # before the addresses are printed: a browser opening one at once is queued
+    except OSError as exc:
+        raise UsageError(t("cannot serve on {host} port {port}: {error}", host=args.host, port=args.port,
+                           error=exc.strerror or str(exc)).render(lang)) from None
+    port = listening.getsockname()[1]
+    # every address of the machine: the TAs reach it by its name
+    shown_host = socket.gethostname() if args.host in ("0.0.0.0", "::") \
+        else f"[{args.host}]" if ":" in args.host else args.host
+    for token, name in tas.items():
+        print(f"review: {name} http://{shown_host}:{port}/{token}/", flush=True)
+    config = uvicorn.Config(create_app(settings), log_level="warning", access_log=False, lifespan="off")
+    try:
+        uvicorn.Server(config).run(sockets=[listening])
+    except KeyboardInterrupt:   # uvicorn stops on Ctrl-C, then raises it again once the connections are closed
+        print(t("review stopped").render(lang), file=sys.stderr)
+        return SIGNALLED + signal.SIGINT
+    finally:
+        listening.close()
+    print(t("review stopped").render(lang), file=sys.stderr)
+    return EXIT_OK
+
+
 def change_override(course, out: Path, settings: dict, args, exercise: str, criterion: str, lang: str) -> str:
     """Store or remove the override the arguments say; the submission's name it is keyed by."""
     from grader.batch.gradebook import Gradebook, graded_lines, grader_key
     from grader.batch.grades import Override, author, now
+    from grader.batch.manual import written_count
     from grader.i18n import t
 
     book = Gradebook(out / "gradebook.sqlite")
@@ -902,7 +966,7 @@ def change_override(course, out: Path, settings: dict, args, exercise: str, crit
         if line.grade is None:
             raise UsageError(t("{student} has no verdict to correct: {reason}", student=name,
                                reason=(line.reason or {}).get(lang, "")).render(lang))
-        most = target_maximum(course, exercise, criterion, lang)
+        most = target_maximum(course, exercise, criterion, lang, written_count(book, course))
         if args.points > most:
             raise UsageError(t("{points:g} points is more than {target} is worth ({most:g})", points=args.points,
                                target=args.target or t("the whole grade"), most=most).render(lang))
@@ -933,19 +997,21 @@ def resolve_student(given: str, lines, lang: str) -> str:
     raise UsageError(t("the gradebook holds no submission or roster student {student}", student=given).render(lang))
 
 
-def target_maximum(course, exercise: str, criterion: str, lang: str) -> float:
-    """What an override's target is worth, once it is known to be one of the course's."""
+def target_maximum(course, exercise: str, criterion: str, lang: str, written: bool = False) -> float:
+    """What an override's target is worth, once it is known to be one of the course's (an exercise's written
+    questions included when `written` answers count: grader.batch.grades)."""
+    from grader.batch.grades import course_max, exercise_max
     from grader.i18n import t
 
     if not exercise:
-        return sum(ex.max_points for ex in course.exercises)
+        return course_max(course, written)
     known = {ex.id: ex for ex in course.exercises}
     if exercise not in known:
         raise UsageError(t("the course has no exercise {exercise}; it has {known}", exercise=exercise,
                            known=", ".join(known)).render(lang))
     ex = known[exercise]
     if not criterion:
-        return ex.max_points
+        return exercise_max(ex, written)
     if criterion not in ex.points:
         raise UsageError(t("exercise {exercise} has no criterion {criterion}; it has {known}", exercise=exercise,
                            criterion=criterion, known=", ".join(ex.points)).render(lang))

@@ -2,6 +2,8 @@
 with a version (a stale save refused, never lost), the log of every change; and the one grade they make with the
 autograded points in every file a batch writes, kept across --regrade and --rejudge."""
 
+import csv
+import io
 import json
 import sqlite3
 
@@ -144,3 +146,284 @@ def test_reviews_outlive_a_new_grading_of_the_submission(storage):
     db = sqlite3.connect(book.path)
     assert db.execute("SELECT COUNT(*) FROM reviews").fetchone()[0] == 1
     db.close()
+
+
+# --- The one grade: written points join the autograded ones (rows by hand, no grading) ---------------------------
+
+
+def test_written_points_join_an_exercise_before_its_override_and_count_once_reviewing_began(storage):
+    from grader.batch.gradebook import graded_lines
+    from grader.batch.grades import Override, course_max, grade_of
+
+    course, book = storage
+    autograded = course_max(course, False)
+    written_max = sum(q.points for ex in course.exercises for q in ex.questions)
+    assert written_max > 0
+    rows = [{"exercise": "heads", "criterion": "shape", "points": 4.0, "max_points": 4.0}]
+    assert grade_of(course, rows).max_score == autograded   # before any review: the criteria's alone
+    save(course, book, "ann", ["1", "2"], None)
+    written = manual.manual_grades(book, course, "ann")
+    grade = grade_of(course, rows, (), None, written)
+    assert (grade.raw, grade.max_score, grade.exercise_points["heads"]) == (6, autograded + written_max, 6)
+    assert grade.adjusted and grade.record()["written"]["points"] == 2
+    assert grade_of(course, rows, (), None, {}).awaiting == [HEADS]   # counted, not graded yet: 0 and says so
+    # an exercise override sets the exercise's total, written answers included; the whole grade's comes last
+    corrected = grade_of(course, rows, [Override("ann", "heads", "", 5, "why", "tutor", "t")], None, written)
+    assert (corrected.raw, corrected.overrides[0].graded, corrected.overrides[0].max_points) == \
+        (5, 6, autograded + written_max)
+    # the class files' lines: every submission's maximum counts the written questions once one answer is graded
+    lines = {line.name: line.grade for line in graded_lines(course, book, "key")}
+    assert {name: g.max_score for name, g in lines.items()} == dict.fromkeys(("ann", "bob", "cy"),
+                                                                            autograded + written_max)
+    assert (lines["ann"].raw, lines["bob"].raw) == (4 + 2, 4)
+
+
+def test_a_report_of_schema_3_2_still_reads_and_takes_its_review(tmp_path):
+    from grader.report.build import stored_report, with_grade
+    from grader.report.model import SCHEMA_PATH
+
+    from test_answers import graded_with_answers
+
+    report = graded_with_answers(tmp_path)
+    older = json.loads(report.to_json())
+    older["schema_version"] = "3.2"
+    again = stored_report(older)
+    assert again.schema_version == "3.3" and [a.status for a in again.exercises[0].answers] == [
+        "awaiting_review", "awaiting_review"]
+    assert "items" not in json.loads(again.to_json())["exercises"][0]["answers"][0]   # an ungraded answer as before
+    item = {"id": "1", "points": 1.0, "text": {"en": "<i>item</i>", "zh": "细则"}}
+    graded = with_grade(again, {"written": {"answers": [{"exercise": "transformer_lm", "question": "tensor_flow",
+                                                         "points": 1.0, "max_points": 3.0, "adjustment": 0.0,
+                                                         "items": [item], "comment": "c", "reviewer": "ta",
+                                                         "at": "t"}]}})
+    data = json.loads(graded.to_json())
+    answer = data["exercises"][0]["answers"][0]
+    assert (answer["status"], answer["points"], answer["items"], answer["comment"], answer["reviewer"]) == \
+        ("graded", 1.0, [item], "c", "ta")
+    assert data["exercises"][0]["answers"][1]["status"] == "awaiting_review"
+    import jsonschema
+
+    data.pop("grade")   # a partial grade record made up for this test; the batch tests validate real ones
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    assert stored_report(data).exercises == graded.exercises   # read back as written
+
+
+# --- A class of five, graded once and reviewed ---------------------------------------------------------------------
+
+FIVE = {   # name: (the heads.py it hands in, its answer)
+    "ann": ("reference", "[B, T, C] -> view [B, T, H, D] -> transpose(1, 2) -> [B, H, T, D]."),
+    "bo": ("mutant", "merge: view back to [B, T, C]."),
+    "cy": ("reference", "[B, T, C]  -> view [B, T, H, D] -> transpose(1, 2) -> [B, H, T, D]."),   # ann's, spaced
+    "di": ("reference", None),                                                                   # no answers.md
+    "ed": ("mutant", "<script>document.title='answer'</script> [x](javascript:alert(1)) <b>raw</b>"),
+}
+DECISIONS = {   # name: (items, adjustment, comment) as a TA grades them
+    "ann": (["1", "2", "3"], 0.0, "Clear & complete <b>well done</b>"),
+    "bo": (["2", "4"], 0.5, "Only the merge; \"D\" missing"),
+    "cy": (["1", "2", "3"], -0.5, "Same as another answer"),
+    "di": ([], 0.0, "No answer"),
+    "ed": (["2"], 0.0, "<script>alert('comment')</script>"),
+}
+ROSTER = "".join(f"{n},{name.title()},{name}@uni.edu,{1000 + n}\n" for n, name in enumerate(FIVE, 1))
+
+
+@pytest.fixture(scope="module")
+def reviewed(tmp_path_factory):
+    """Five students graded once (in the sandbox), then four of their answers reviewed through the API and the
+    reports and class files written again; ed's answer still awaits review."""
+    from conftest import ROOT, run_grader
+    from grader.review.selftest import mutant_text
+
+    folder = tmp_path_factory.mktemp("manual")
+    course_dir = course_copy(folder / "course", ["heads"])
+    code = {"reference": (ROOT / "solutions" / "heads" / "heads.py").read_text(),
+            "mutant": mutant_text(load_course(ROOT), "heads", ROOT / "solutions" / "heads" / "mutants" /
+                                  "merge_no_transpose")}
+    room = folder / "class"
+    for name, (which, answer) in FIVE.items():
+        (room / name / "heads").mkdir(parents=True)
+        (room / name / "heads" / "heads.py").write_text(code[which])
+        if answer is not None:
+            (room / name / "heads" / "answers.md").write_text(f"## tensor_flow\n\n{answer}\n")
+    room.chmod(0o700)
+    (folder / "roster.csv").write_text("id,name,email,canvas_id\n" + ROSTER)
+    out = folder / "out"
+    batch = ["--course", str(course_dir), "batch", str(room), "--out", str(out), "--jobs", "2", "--roster",
+             str(folder / "roster.csv"), "--format", "canvas,moodle"]
+    done = run_grader(*batch, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    autograded = {name: float(row["total (10)"]) for name, row in grades_csv_rows(out).items()}
+    course = load_course(course_dir)
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        answers = {row.student: row for row in manual.answers_to_review(book, course, *HEADS)}
+        for name in ("ann", "bo", "cy", "di"):
+            items, adjustment, comment = DECISIONS[name]
+            manual.save_review(book, course, student=name, exercise="heads", question="tensor_flow", items=items,
+                               adjustment=adjustment, comment=comment, author="ta.wu", expected_version=None,
+                               answer_digest=answers[name].digest)
+    finally:
+        book.close()
+    manual.rewrite_after_review(out, course, ["ann", "bo", "cy", "di"])
+    return course, out, batch, autograded, answers
+
+
+def grades_csv_rows(out) -> dict[str, dict]:
+    return {r["submission"]: r for r in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+
+
+def canvas_totals(out) -> dict[str, float]:
+    rows = list(csv.reader(io.StringIO((out / "canvas.csv").read_text())))
+    assert rows[1][0] == "Points Possible"
+    return {"points possible": float(rows[1][-1]), **{row[0]: float(row[-1]) for row in rows[2:] if row[-1]}}
+
+
+def report_json(out, name) -> dict:
+    return json.loads((out / "students" / name / "report.json").read_text(encoding="utf-8"))
+
+
+def rubric_points(course, out, name) -> float:
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        graded = manual.manual_grades(book, course, name).get(HEADS)
+    finally:
+        book.close()
+    return graded.points if graded else 0.0
+
+
+@pytest.mark.slow
+def test_answers_to_review_come_from_the_grading_and_alike_ones_are_grouped(reviewed):
+    _, _, _, autograded, answers = reviewed
+    assert answers["ann"].text == FIVE["ann"][1] and answers["di"].text == ""
+    assert answers["ann"].digest == answers["cy"].digest != answers["bo"].digest
+    assert answers["ed"].text == FIVE["ed"][1]   # text, as written
+    assert answers["ann"].autograde.score == autograded["ann"] == 10 > answers["bo"].autograde.score
+
+
+@pytest.mark.slow
+def test_a_class_of_five_totals_autograded_plus_rubric_points_in_grades_csv_and_canvas(reviewed):
+    course, out, _, autograded, _ = reviewed
+    # ed's answer awaits review: his report says so, his total is the autograded one and the maximum counts it
+    ed = report_json(out, "ed")
+    assert ed["schema_version"] == "3.3" and ed["exercises"][0]["answers"][0]["status"] == "awaiting_review"
+    assert ed["grade"]["written"]["awaiting"] == [{"exercise": "heads", "question": "tensor_flow"}]
+    assert "1 not reviewed yet" in ed["grade"]["message"]["en"]
+    assert "awaiting review" in (out / "students" / "ed" / "report.html").read_text()
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        items, adjustment, comment = DECISIONS["ed"]
+        manual.save_review(book, course, student="ed", exercise="heads", question="tensor_flow", items=items,
+                           adjustment=adjustment, comment=comment, author="ta.li", expected_version=None)
+    finally:
+        book.close()
+    manual.rewrite_after_review(out, course, ["ed"])
+    rubric = {name: rubric_points(course, out, name) for name in FIVE}
+    assert rubric == {"ann": 3, "bo": 0.5, "cy": 2.5, "di": 0, "ed": 1}
+    rows = grades_csv_rows(out)
+    assert {name: float(row["total (13)"]) for name, row in rows.items()} == {
+        name: autograded[name] + rubric[name] for name in FIVE}
+    assert {name: float(row["heads (13)"]) for name, row in rows.items()} == {
+        name: autograded[name] + rubric[name] for name in FIVE}
+    assert rows["ann"]["status"] == "complete" and rows["cy"]["status"] == "partial"
+    canvas = canvas_totals(out)
+    assert canvas == {"points possible": 13, **{name.title(): autograded[name] + rubric[name] for name in FIVE}}
+    moodle = list(csv.DictReader(io.StringIO((out / "moodle.csv").read_text())))
+    assert {row["Full name"]: float(row[course.name]) for row in moodle} == {
+        name.title(): autograded[name] + rubric[name] for name in FIVE}
+    assert f"{autograded['bo'] + 0.5:g} / 13" in (out / "class.html").read_text()
+
+
+@pytest.mark.slow
+def test_the_report_shows_the_items_applied_and_the_comment_as_text(reviewed):
+    import jsonschema
+
+    from grader.report.model import SCHEMA_PATH
+
+    course, out, _, autograded, _ = reviewed
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    rubric = manual_rubric(course, out)
+    for name in FIVE:
+        data = report_json(out, name)
+        jsonschema.validate(data, schema)
+    ann = report_json(out, "ann")
+    answer = ann["exercises"][0]["answers"][0]
+    assert (answer["status"], answer["points"], answer["comment"], answer["reviewer"]) == \
+        ("graded", 3, DECISIONS["ann"][2], "ta.wu")
+    assert [(i["id"], i["text"]["en"]) for i in answer["items"]] == [(i.id, i.text["en"]) for i in rubric[:3]]
+    assert (ann["grade"]["final"], ann["grade"]["max_score"]) == (autograded["ann"] + 3, 13)
+    html = (out / "students" / "ann" / "report.html").read_text()
+    assert rubric[0].text["en"] in html and "Clear &amp; complete &lt;b&gt;well done&lt;/b&gt;" in html
+    assert "<b>well done</b>" not in html and "graded by" in html and "ta.wu" in html
+    assert f"{autograded['ann'] + 3:g} / 13" in html
+    ed = (out / "students" / "ed" / "report.html").read_text()
+    assert "<script>alert" not in ed and "&lt;script&gt;alert(&#39;comment&#39;)&lt;/script&gt;" in ed
+    assert "<script>document" not in ed and "<b>raw</b>" not in ed
+    card = (out / "students" / "bo" / "scorecard.md").read_text()
+    row = next(line for line in card.splitlines() if "tensor_flow" in line)
+    assert "graded" in row and "ta.wu" in row and rubric[1].text["en"].split(":")[0] in row
+    zh = manual_render(out, "ann", "zh")
+    assert "已批阅" in zh and rubric[0].text["zh"] in zh
+
+
+def manual_rubric(course, out):
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        return manual.rubric_items(book, course, *HEADS)
+    finally:
+        book.close()
+
+
+def manual_render(out, name, lang) -> str:
+    from grader.render.templated import render_html
+    from grader.report.build import stored_report
+
+    from conftest import ROOT
+
+    return render_html(stored_report(report_json(out, name)), ROOT / "templates", lang)
+
+
+@pytest.mark.slow
+def test_an_edited_rubric_item_changes_every_affected_total_and_report(reviewed):
+    course, out, _, autograded, _ = reviewed
+    before = {name: float(row["total (13)"]) for name, row in grades_csv_rows(out).items()}
+    book = Gradebook(out / "gradebook.sqlite")
+    try:   # item 2 is applied by ann, bo, cy and ed; di applied nothing
+        changed = manual.edit_item(book, course, *HEADS, "2", points=0.5, text_en="Merge, said <right>",
+                                   author="head.ta")
+    finally:
+        book.close()
+    assert changed == 4
+    manual.rewrite_after_review(out, course, ["ann", "bo", "cy", "ed"])
+    after = {name: float(row["total (13)"]) for name, row in grades_csv_rows(out).items()}
+    # item 2 from 1 point to 0.5: ann 3 -> 2.5, cy 2.5 -> 2, bo (1 - 1 + 0.5) 0.5 -> 0, ed 1 -> 0.5; di applied none
+    assert {name: round(after[name] - before[name], 4) for name in FIVE} == {
+        "ann": -0.5, "cy": -0.5, "bo": -0.5, "ed": -0.5, "di": 0}
+    assert canvas_totals(out)["Ann"] == after["ann"]
+    for name in ("ann", "bo", "cy", "ed"):
+        data = report_json(out, name)
+        answer = data["exercises"][0]["answers"][0]
+        assert next(i for i in answer["items"] if i["id"] == "2")["points"] == 0.5
+        assert data["grade"]["final"] == after[name]
+        assert "Merge, said &lt;right&gt;" in (out / "students" / name / "report.html").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["--regrade", "--rejudge"])
+def test_a_regrade_or_a_rejudging_keeps_every_manual_grade(reviewed, how):
+    from conftest import run_grader
+
+    course, out, batch, _, _ = reviewed
+    before = grades_csv_rows(out)
+    reports = {name: report_json(out, name)["exercises"][0]["answers"] for name in FIVE}
+    done = run_grader(*batch, how, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = grades_csv_rows(out)
+    assert {name: after[name]["total (13)"] for name in FIVE} == {name: before[name]["total (13)"] for name in FIVE}
+    assert {name: report_json(out, name)["exercises"][0]["answers"] for name in FIVE} == reports
+    assert all(a[0]["status"] == "graded" for a in reports.values())
+    book = Gradebook(out / "gradebook.sqlite")
+    try:
+        assert len(manual.manual_grades(book, course)) == 5
+        assert {e.action for e in manual.review_log(book)} >= {manual.SEEDED, manual.SAVED, manual.ITEM_EDITED}
+    finally:
+        book.close()

@@ -24,7 +24,8 @@ from markupsafe import Markup
 from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.render.safe_text import csv_text
-from grader.batch.grades import Grade, Override, grade_of
+from grader.batch.grades import Grade, Override, course_max, exercise_max, grade_of
+from grader.batch.manual import graded_answers, written_count
 from grader.batch.schema import open_schema
 from grader.i18n import LANGS
 from grader.policy import Submitted, lateness, student_dates
@@ -330,8 +331,9 @@ class GradedLine:
 def graded_lines(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None
                  ) -> list[GradedLine]:
     """Every line of the class files in their order (see with_roster), each graded as grader.batch.grades says: the
-    criteria's points, the overrides, and under course.toml's [policy] the lateness of the time the gradebook holds
-    for the submission, by the student's extension."""
+    criteria's points, the written answers graded by hand (once reviewing has begun), the overrides, and under
+    course.toml's [policy] the lateness of the time the gradebook holds for the submission, by the student's
+    extension."""
     from grader.policy import load_policy
 
     policy = load_policy(course)
@@ -340,6 +342,7 @@ def graded_lines(course: Course, book: Gradebook, key: str, roster: list[Student
     for o in book.overrides():
         overrides.setdefault(o.student, []).append(o)
     submitted = book.submitted() if policy is not None and policy.due is not None else {}
+    written = graded_answers(book, course)   # empty: no answer reviewed, written answers do not count yet
     lines = []
     for student, how, s in with_roster(book.submissions(key), roster):
         if s is None:
@@ -354,7 +357,8 @@ def graded_lines(course: Course, book: Gradebook, key: str, roster: list[Student
         if policy is not None and policy.due is not None:
             dates = student_dates(policy, student.column("extension") if student else "")
             late = lateness(policy, dates, submitted.get(s["submission"])) if dates else None
-        grade = grade_of(course, rows, overrides.get(s["submission"], []), late)
+        grade = grade_of(course, rows, overrides.get(s["submission"], []), late,
+                         written.get(s["submission"], {}) if written else None)
         kind = COMPLETE if grade.max_score > 0 and grade.raw >= grade.max_score else PARTIAL
         lines.append(GradedLine(student, how, s, rows, kind, grade))
     return lines
@@ -367,17 +371,19 @@ LATE_WORDS = {"on_time": "on time", "late": "late", "too_late": "after the cutof
 def grades_csv(course: Course, book: Gradebook, key: str, roster: list[Student] | None = None,
                lang: str = "en") -> str:
     """One line per submission, ready for a learning management system's import: the student, the status word,
-    each exercise's points with the instructor's overrides, `raw` (their sum), the late `penalty`, `total` (the
+    each exercise's points (its criteria's and, once reviewing has begun, its written answers') with the
+    instructor's overrides, `raw` (their sum), the late `penalty`, `total` (the
     final grade) and its percent, the maxima in the headers; `late` and `submitted_at` under a late policy. Where
     there is no grade (no verdict on the student's work, or no submission) every grade cell is blank, never 0, and
     `reason` says why (in `lang`). With no roster the id is the submission's name; with one, its students come
     first in its order (matched as grader.batch.roster says), then the submissions it does not name, flagged in the
     `roster` column."""
-    course_max = sum(ex.max_points for ex in course.exercises)
+    counts = written_count(book, course)
+    most = course_max(course, counts)
     rows: list[list[str | float | None]] = [
         ["id", "name", "email", "submission", "status",
-         *[f"{ex.id} ({ex.max_points:g})" for ex in course.exercises], f"raw ({course_max:g})",
-         "penalty", f"total ({course_max:g})", "percent", "late", "submitted_at", "reason", "roster",
+         *[f"{ex.id} ({exercise_max(ex, counts):g})" for ex in course.exercises], f"raw ({most:g})",
+         "penalty", f"total ({most:g})", "percent", "late", "submitted_at", "reason", "roster",
          "content_hash"]]
     for line in graded_lines(course, book, key, roster):
         student, s, grade = line.student, line.submission, line.grade
@@ -602,19 +608,21 @@ def reason(standing_: str, stored_message: str | None) -> dict[str, str] | None:
 
 
 def _cells(course: Course, rows: list[sqlite3.Row], report_link: str | None,
-           grade: Grade | None = None) -> list[ExerciseCell]:
+           grade: Grade | None = None, counts: bool = False) -> list[ExerciseCell]:
     cells = []
     for ex in course.exercises:
         own = [r for r in rows if r["exercise"] == ex.id]
         points = grade.exercise_points[ex.id] if grade else sum(r["points"] for r in own)
         overridden = grade is not None and any(a.applied and a.override.exercise == ex.id for a in grade.overrides)
-        if all(r["status"] == Status.NOT_ATTEMPTED for r in own):
+        most = exercise_max(ex, counts)
+        answered = grade is not None and any(e == ex.id and g.points for (e, _), g in (grade.written or {}).items())
+        if all(r["status"] == Status.NOT_ATTEMPTED for r in own) and not answered:
             state = "not_attempted"
-        elif points >= ex.max_points > 0:
+        elif points >= most > 0:
             state = "passed"
         else:
             state = "partial" if points > 0 else "failed"
-        cells.append(ExerciseCell(ex.id, points, ex.max_points, state,
+        cells.append(ExerciseCell(ex.id, points, most, state,
                                   f"{report_link}#{ex.id}" if report_link else None, overridden))
     return cells
 
@@ -649,21 +657,23 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
         criteria = {ex.id: criteria_of(ex.id, course.solutions) for ex in course.exercises}
 
     results = _results_by_submission(book, key)
-    course_max = sum(ex.max_points for ex in course.exercises)
+    reviewed = written_count(book, course)
+    most = course_max(course, reviewed)
     students = []
     for graded in graded_lines(course, book, key, roster):
         student, how, s, grade = graded.student, graded.how, graded.submission, graded.grade
         who = f"{student.name} ({student.id})" if student and student.name else student.id if student else ""
         if s is None:
-            students.append(StudentLine("", who, how, MISSING, 0.0, course_max, 0.0, _cells(course, [], None), None,
+            students.append(StudentLine("", who, how, MISSING, 0.0, most, 0.0, _cells(course, [], None, None, reviewed),
+                                        None,
                                         reason=graded.reason, anchor=_anchor("\0" + (student.id if student
                                                                                        else ""))))
             continue
         link = f"students/{urllib.parse.quote(s['submission'])}/report.html" if s["report_dir"] else None
         score, percent = (grade.final, grade.percent) if grade else (s["score"], s["percent"])
         students.append(StudentLine(
-            s["submission"], who, how, graded.standing, score, s["max_score"], percent,
-            _cells(course, graded.rows, link, grade), link, s["content_hash"], graded.reason,
+            s["submission"], who, how, graded.standing, score, grade.max_score if grade else s["max_score"], percent,
+            _cells(course, graded.rows, link, grade, reviewed), link, s["content_hash"], graded.reason,
             anchor=_anchor(s["submission"]), grade=grade))
     counted = [line for line in students if line.standing not in NOT_JUDGED]
     _flag_identical(counted)
@@ -693,9 +703,9 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     for i, ex in enumerate(course.exercises):
         cells = [line.cells[i] for line in counted]
         exercises.append(ExerciseSummary(
-            ex.id, {"en": ex.title_en, "zh": ex.title_zh}, ex.max_points,
+            ex.id, {"en": ex.title_en, "zh": ex.title_zh}, exercise_max(ex, reviewed),
             round(sum(c.points for c in cells) / len(cells), 2) if cells else 0.0,
-            sum(c.points >= ex.max_points for c in cells), sum(c.state == "not_attempted" for c in cells)))
+            sum(c.points >= c.max_points for c in cells), sum(c.state == "not_attempted" for c in cells)))
     rates = []
     for ex in course.exercises:
         for meta in criteria[ex.id]:

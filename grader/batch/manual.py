@@ -280,6 +280,13 @@ def manual_grades(book, course: Course, student: str | None = None
     return everyone if student is None else everyone.get(student, {})
 
 
+def written_count(book, course: Course) -> bool:
+    """Whether written answers count in the grades: reviewing has begun (an answer to a question of the course is
+    graded). Until then every grade and maximum is the criteria's alone, as for a course graded elsewhere."""
+    asked = {(ex.id, q.id) for ex in course.exercises for q in ex.questions}
+    return any(tuple(key) in asked for key in book.db.execute("SELECT DISTINCT exercise, question FROM reviews"))
+
+
 def graded_answers(book, course: Course) -> dict[str, dict[tuple[str, str], Graded]]:
     """Every student's graded answers: student -> (exercise, question) -> Graded."""
     asked = {(ex.id, q.id) for ex in course.exercises for q in ex.questions}

@@ -417,7 +417,7 @@ def write_student_pages(course: Course, out: Path, lang: str, roster: list[Stude
     and re-judging writes one): one of those whose grade is none and whose pages are in `lang` is not read back.
     Returns (how many were written again for their language only, how many for their grade)."""
     from grader.batch.gradebook import graded_lines
-    from grader.report.build import stored_report
+    from grader.report.build import stored_report, with_grade
     from grader.render.files import FORMATS
 
     book = Gradebook(out / "gradebook.sqlite")
@@ -440,8 +440,7 @@ def write_student_pages(course: Course, out: Path, lang: str, roster: list[Stude
             data = json.loads((folder / "report.json").read_text(encoding="utf-8"))
             if same_lang and data.get("grade") == wanted:
                 continue
-            report = stored_report(data)
-            report.grade = wanted
+            report = with_grade(stored_report(data), wanted)   # the written answers as the grade says
             if data.get("grade") != wanted:
                 write_atomic(folder / "report.json", report.to_json() + "\n")
             pages = {FORMATS[fmt][0]: FORMATS[fmt][1](report, course.templates, lang) for fmt in RERENDERED}

@@ -35,6 +35,8 @@ from pathlib import Path
 
 from grader.course import Course
 from grader.batch.gradebook import Gradebook, GradedLine, graded_lines, grader_key
+from grader.batch.grades import course_max
+from grader.batch.manual import written_count
 from grader.i18n import LANGS, Text, join, rendered, t, verbatim
 from grader.render.safe_text import csv_text
 from grader.batch.roster import Student
@@ -106,7 +108,7 @@ def canvas_csv(course: Course, book: Gradebook, roster: list[Student] | None) ->
     if not present:
         raise LmsError(t("Canvas finds a student by ID, SIS User ID or SIS Login ID: the roster needs a column "
                          "canvas_id, sis_user_id or sis_login_id (a grade is never placed by a name)"))
-    max_score = sum(ex.max_points for ex in course.exercises)
+    max_score = course_max(course, written_count(book, course))
     title = course.name.replace("(", "[").replace(")", "]")   # "Title (123)" would name Canvas's assignment 123
     grades, _ = placed(course, book, roster)
     return csv_text([[*CANVAS_COLUMNS, title], [POINTS_POSSIBLE, "", "", "", "", max_score],
@@ -203,7 +205,8 @@ def canvas_push(course: Course, out: Path, roster: list[Student] | None, canvas_
         if not url or not token:
             raise LmsError(t("set {token} to a Canvas access token and pass --url (or set {url}) to push",
                              token=TOKEN_VARIABLE, url=URL_VARIABLE))
-        submission_of = _canvas_assignment(course, url, token, canvas_course, assignment)
+        submission_of = _canvas_assignment(course_max(course, written_count(book, course)), url, token,
+                                           canvas_course, assignment)
         for sent in plan:
             if sent.grade is None:
                 progress(sent)
@@ -249,7 +252,7 @@ def _scorecard(course: Course, out: Path, submission: str, lang: str) -> str:
     return handed_out(course, out, submission, lang)["scorecard.md"]
 
 
-def _canvas_assignment(course: Course, url: str, token: str, canvas_course: str, assignment: str):
+def _canvas_assignment(max_score: float, url: str, token: str, canvas_course: str, assignment: str):
     """A function from a user's URL part to a canvasapi Submission of the assignment, once the assignment is found
     and is worth the course's points (posted_grade is points: another maximum would scale every grade wrongly)."""
     import functools
@@ -270,7 +273,6 @@ def _canvas_assignment(course: Course, url: str, token: str, canvas_course: str,
     except (CanvasException, OSError) as exc:
         raise LmsError(t("Canvas: course {course}, assignment {assignment}: {error}", course=canvas_course,
                          assignment=assignment, error=verbatim(f"{type(exc).__name__}: {exc}"))) from None
-    max_score = sum(ex.max_points for ex in course.exercises)
     points = getattr(found, "points_possible", None)
     if points is None or abs(float(points) - max_score) > 1e-9:
         raise LmsError(t("Canvas's assignment {assignment} is worth {points} points and the course {max_score:g}: "

@@ -38,6 +38,7 @@ LABELS = {
         "comment": "comment", "by": "by", "not_applied": "not applied", "overridden": "corrected by the instructor",
         # written answers (grader/grading/answers.py): carried until a reviewer grades them
         "written_answers": "Written answers", "awaiting_review": "awaiting review", "unanswered": "no answer",
+        "graded": "graded", "reviewer": "graded by", "rubric": "Rubric items applied",
     },
     "zh": {
         "report": "评分报告", "submission": "提交", "total": "总分", "exercise": "练习",
@@ -68,6 +69,7 @@ LABELS = {
         "whole_grade": "总成绩", "graded_points": "评分所得", "instructor_points": "现为",
         "comment": "说明", "by": "修改人", "not_applied": "未生效", "overridden": "经教师修改",
         "written_answers": "书面回答", "awaiting_review": "待批阅", "unanswered": "未作答",
+        "graded": "已批阅", "reviewer": "批阅人", "rubric": "采用的评分细则",
     },
 }
 

@@ -32,7 +32,21 @@ def _environment(templates: Path, safe_text: Callable[[str], str], autoescape: b
     env.globals["curve_pictures"] = curve_pictures
     env.globals["failure_pictures"] = failure_pictures
     env.globals["override_of"] = override_of
+    env.globals["exercise_points"] = exercise_points
     return env
+
+
+def exercise_points(report: Report, ex) -> tuple[float, float, float]:
+    """An exercise's points as its line shows them: (what the criteria and the graded written answers gave, what the
+    grade makes of it after the instructor's corrections, the most it could be). The written answers count once the
+    grade says they do (reviewing has begun: grader.batch.grades)."""
+    from grader.report.model import GRADED
+
+    grade = report.grade or {}
+    counted = grade.get("written") is not None
+    base = round(ex.score + sum(a.points for a in ex.answers if a.status == GRADED), 4)
+    most = round(ex.max_score + (sum(a.max_points for a in ex.answers) if counted else 0.0), 4)
+    return base, grade.get("exercises", {}).get(ex.id, base), most
 
 
 def override_of(report: Report, exercise: str, criterion: str | None = None) -> dict | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from grader.course import ExerciseConfig
 from grader.i18n import rendered, t
 from grader.judge.criterion import Outcome
-from grader.report.model import (AWAITING_REVIEW, PARTIAL, SCHEMA_VERSION, UNANSWERED, AnswerResult, CriterionResult,
-                                 ExerciseResult, Report)
+from grader.report.model import (AWAITING_REVIEW, GRADED, PARTIAL, SCHEMA_VERSION, UNANSWERED, AnswerResult,
+                                 CriterionResult, ExerciseResult, Report)
 from grader.worker.protocol import Status
 
 # The first of these a criterion has names the exercise's status: a grader error first (the grading is
@@ -40,6 +40,24 @@ def answer_results(ex: ExerciseConfig, texts: dict[str, str]) -> list[AnswerResu
                          status=AWAITING_REVIEW if texts.get(q.id) else UNANSWERED) for q in ex.questions]
 
 
+def with_grade(report: Report, grade: dict | None) -> Report:
+    """The report with `grade` (grader.batch.grades.Grade.record, None for none) and each written answer as that
+    grade says: `graded` with its points, items, comment and reviewer when the grade holds its review, else awaiting
+    review (or unanswered) with 0 points. The answers' text stays as the grading read it."""
+    reviewed = {(a["exercise"], a["question"]): a for a in ((grade or {}).get("written") or {}).get("answers", [])}
+    report.grade = grade
+    for ex in report.exercises:
+        for answer in ex.answers:
+            found = reviewed.get((ex.id, answer.id))
+            if found is None:
+                answer.status = AWAITING_REVIEW if answer.text else UNANSWERED
+                answer.points, answer.items, answer.comment, answer.reviewer = 0.0, None, None, None
+            else:
+                answer.status, answer.points, answer.max_points = GRADED, found["points"], found["max_points"]
+                answer.items, answer.comment, answer.reviewer = found["items"], found["comment"], found["reviewer"]
+    return report
+
+
 def _exercise_status(criteria: list[CriterionResult], score: float,
                      max_score: float) -> tuple[str, dict[str, str]]:
     statuses = [c.status for c in criteria]
@@ -65,13 +83,14 @@ def stored_report(data: dict) -> Report:
     """A report.json read back (to render it again, in another language) as this grader would have written it: a
     report of schema 2.0 called an exercise with some points `failed` where this one says `partial`; one of 2.0 or
     3.0 recorded the course seed, which this one keeps from the report, and had no `grade`, which 3.1 only adds; one
-    before 3.2 had no `answers`; nothing else it holds differs."""
+    before 3.2 had no `answers`, one before 3.3 no graded answer; nothing else it holds differs."""
     data = dict(data)
     if data.get("schema_version") == "2.0":
         data["exercises"] = [{**e, "status": PARTIAL} if e["status"] == Status.FAILED and e["score"] > 0 else e
                              for e in data["exercises"]]
     if data.get("schema_version") in ("2.0", "3.0"):
         data.pop("seed", None)
-    if data.get("schema_version") in ("2.0", "3.0", "3.1"):   # 3.2 only adds the answers an older one had none of
+    # 3.2 only adds the answers an older one had none of, 3.3 the grading of answers an older one had none graded
+    if data.get("schema_version") in ("2.0", "3.0", "3.1", "3.2"):
         data["schema_version"] = SCHEMA_VERSION
     return Report.from_dict(data)

@@ -10,13 +10,16 @@ from pathlib import Path
 
 from grader.worker.protocol import Status
 
-# 3.2: an exercise's `answers`: the student's written answers to its questions, as text, each `awaiting_review` (or
-# `unanswered`) with 0 points until a reviewer grades it; the score does not count them yet. 3.1: no `seed` (the
+# 3.3: a written answer a reviewer graded (grader.batch.manual) is `graded`, with its points, the rubric `items` applied
+# (id, points, text), the `comment` and the `reviewer`; the `grade` holds the written answers' points (`written`)
+# once reviewing has begun, and its maximum counts them. 3.2: an exercise's `answers`: the student's written answers
+# to its questions, as text, each `awaiting_review` (or `unanswered`) with 0 points until a reviewer grades it; the
+# score (the criteria's) does not count them. 3.1: no `seed` (the
 # course seed is the course's secret, never shown to a student), and an optional `grade` (grader.batch.grades): the
 # criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0: an exercise that earned
 # some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an attempted exercise that
 # earned nothing). 2.0: every message in both languages.
-SCHEMA_VERSION = "3.2"
+SCHEMA_VERSION = "3.3"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 # Fields that change from one run to the next; everything else is the same for the same submission.
@@ -79,11 +82,13 @@ class CriterionResult(_ValidUnicode):
     evidence: dict = field(default_factory=dict)
 
 
-# A written answer's status until a reviewer grades it (its points are 0 and the score leaves them out), and that of a
-# question nothing was written for.
+# A written answer's status until a reviewer grades it (its points are 0 and the score leaves them out), that of a
+# question nothing was written for, and that of an answer a reviewer graded (its points count in the grade).
 AWAITING_REVIEW = "awaiting_review"
 UNANSWERED = "unanswered"
-ANSWER_STATUSES = (AWAITING_REVIEW, UNANSWERED)
+GRADED = "graded"
+ANSWER_STATUSES = (AWAITING_REVIEW, UNANSWERED, GRADED)
+REVIEW_FIELDS = ("items", "comment", "reviewer")   # a graded answer's alone: left out of the others' JSON
 
 
 @dataclass
@@ -94,6 +99,9 @@ class AnswerResult(_ValidUnicode):
     points: float
     max_points: float
     status: str               # one of ANSWER_STATUSES
+    items: list[dict] | None = None   # graded: the rubric items applied, each {id, points, text: {en, zh}}
+    comment: str | None = None        # graded: the reviewer's comment to the student (text)
+    reviewer: str | None = None       # graded: who graded it
 
 
 @dataclass
@@ -134,12 +142,22 @@ class Report(_ValidUnicode):
         data = _plain(self)
         if data["grade"] is None:
             del data["grade"]
+        for exercise in data["exercises"]:
+            for answer in exercise["answers"]:
+                if answer["status"] != GRADED:
+                    for key in REVIEW_FIELDS:
+                        del answer[key]
         return data
 
     @property
     def final_score(self) -> float:
         """The grade: the final one when something after grading had a say, else the criteria's score."""
         return self.grade["final"] if self.grade else self.score
+
+    @property
+    def final_max(self) -> float:
+        """The most the grade could be: the criteria's, and the written answers' once they count."""
+        return self.grade["max_score"] if self.grade else self.max_score
 
     @property
     def final_percent(self) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import json
 import math
 import secrets
 import threading
@@ -250,7 +251,10 @@ class Review:
         with opened(self.settings) as book:
             items = manual.rubric_items(book, self.settings.course, exercise, question)
             everyone = self.rows(book, exercise, question)
-        shown, wanted, item = self.filtered(request, everyone, items)
+            shown, wanted, item = self.filtered(request, everyone, items)
+            row = shown[n] if 0 <= n < len(shown) else None
+            failing = [r for r in book.latest_rows(row.student) if r["exercise"] == exercise
+                       and r["status"] != "passed"] if row is not None else []
         key = f"{exercise}/{question}"
         context: dict[str, Any] = {
             "key": key, "exercise": ex.title_zh if lang == "zh" else ex.title_en, "question": q,
@@ -260,9 +264,8 @@ class Review:
             "item_links": [(i, self.link(request, f"q/{key}/0", item=i.id)) for i in items],
             "rubric_link": self.link(request, f"rubric/{key}"), "total": len(shown), "n": n,
         }
-        if not 0 <= n < len(shown):
+        if row is None:
             return self.page(request, "grading.html", row=None, **context)
-        row = shown[n]
         position = everyone.index(row)
         alike = [r for r in everyone if r is not row and group_key(r) == group_key(row)]
         review = row.review
@@ -272,15 +275,15 @@ class Review:
             row=row, sid=sid, answer=answer_html(row.text), empty=not row.text.strip(),
             name=self.shown_name(row, position, lang), review=review,
             applied=set(review.items) if review else set(),
-            points=manual.question_points(q, items, review) if review else None,
-            autograde=autograde_view(row.autograde, lang),
+            points=manual.question_points(self.settings.course, items, review) if review else None,
+            autograde=autograde_view(row.autograde, failing, lang),
             alike=t("{count} answers alike", count=len(alike) + 1).render(lang) if alike else "",
             group_versions={student_id(self.settings, r.student): (r.review.version if r.review else None)
                             for r in alike},
             save_link=self.link(request, f"save/{key}"),
             next_link=self.link(request, f"q/{key}/next/{sid}", **steps),
             prev_link=self.link(request, f"q/{key}/prev/{sid}", **steps),
-            status=t("saved by {author} at {at}", author=review.author, at=review.at).render(lang) if review
+            status=t("saved by {author} at {at}", author=review.author, at=shown_time(review.at)).render(lang) if review
             else REVIEW_LABELS[lang]["not_saved"])
         return self.page(request, "grading.html", **context)
 
@@ -327,12 +330,12 @@ class Review:
         author = self.ta(request)
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return JSONResponse({"error": "a save is posted as JSON"}, status_code=415)
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return JSONResponse({"error": "too large"}, status_code=413)
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                return JSONResponse({"error": "too large"}, status_code=413)
         try:
-            import json
-
             posted = json.loads(body)
         except ValueError:
             return JSONResponse({"error": "not JSON"}, status_code=400)
@@ -358,15 +361,20 @@ class Review:
                 saved = manual.save_review(book, self.settings.course, student=row.student, exercise=exercise,
                                            question=question, items=asked.items, adjustment=asked.adjustment,
                                            comment=asked.comment, author=author,
-                                           expected_version=asked.expected_version)
+                                           expected_version=asked.expected_version, answer_digest=row.digest)
             except manual.Conflict as conflict:
+                if conflict.current is None:   # the page showed a review no longer stored: start again from none
+                    return JSONResponse({"conflict": True, "current": None, "student": row.student,
+                                         "status": t("this answer's grade was taken away meanwhile: save again to "
+                                                     "grade it").render(lang)}, status_code=409)
                 return JSONResponse({
                     "conflict": True,
                     "status": t("{author} saved this answer at {at} meanwhile: their grade is below, yours is still "
-                                "on the page", author=conflict.current.author, at=conflict.current.at).render(lang),
+                                "on the page", author=conflict.current.author,
+                                at=shown_time(conflict.current.at)).render(lang),
                     "kept": t("{author}'s grade kept", author=conflict.current.author).render(lang),
-                    "student": row.student, "current": review_json(conflict.current, q, items, lang)},
-                    status_code=409)
+                    "student": row.student,
+                    "current": review_json(conflict.current, self.settings.course, items, lang)}, status_code=409)
             changed = [row.student]
             skipped = 0
             for other_sid, version in (asked.group or {}).items():
@@ -376,21 +384,22 @@ class Review:
                 try:
                     manual.save_review(book, self.settings.course, student=other.student, exercise=exercise,
                                        question=question, items=asked.items, adjustment=asked.adjustment,
-                                       comment=asked.comment, author=author, expected_version=version)
+                                       comment=asked.comment, author=author, expected_version=version,
+                                       answer_digest=other.digest)
                     changed.append(other.student)
                 except manual.Conflict:   # graded by someone else since the page was shown: theirs stays
                     skipped += 1
         trouble = rewrite(self.settings, changed)
         said = [t("saved").render(lang)]
         if len(changed) > 1:
-            said.append(t("{count} alike answers given the same grade", count=len(changed) - 1).render(lang))
+            said.append(t("alike answers given the same grade: {count}", count=len(changed) - 1).render(lang))
         if skipped:
-            said.append(t("{count} alike answers left as another TA graded them", count=skipped).render(lang))
+            said.append(t("alike answers left as another TA graded them: {count}", count=skipped).render(lang))
         if trouble:
             said.append(t("the reports were not written again: {error}", error=trouble).render(lang))
         return JSONResponse({"status": "; ".join(said), "student": row.student, "written": trouble is None,
-                             "review": review_json(saved, q, items, lang), "group_saved": len(changed) - 1,
-                             "group_skipped": skipped})
+                             "review": review_json(saved, self.settings.course, items, lang),
+                             "group_saved": len(changed) - 1, "group_skipped": skipped})
 
     # -- rubric
 
@@ -409,7 +418,7 @@ class Review:
         edited = request.query_params.get("edited")
         changed = request.query_params.get("changed", "")
         if edited and changed.isdigit():
-            result = t("item {item} changed: {count} graded answers changed with it", item=edited,
+            result = t("item {item} changed; graded answers it changes: {count}", item=edited,
                        count=int(changed)).render(lang)
         elif request.query_params.get("added"):
             result = t("item {item} added", item=request.query_params["added"]).render(lang)
@@ -464,7 +473,7 @@ class Review:
                                      text_en=text_en if text_en and text_en != now.text.get("en") else None,
                                      text_zh=text_zh if text_zh and text_zh != now.text.get("zh") else None,
                                      author=author)
-        trouble = rewrite(self.settings, users) if points != now.points else None
+        trouble = rewrite(self.settings, users)
         extra = {"refused": t("the reports were not written again: {error}", error=trouble).render(lang)} \
             if trouble else {}
         return RedirectResponse(self.link(request, f"rubric/{key}", edited=item, changed=str(count), **extra),
@@ -514,6 +523,11 @@ def read_decision(posted: Any, items: list, q: Question) -> Decision | str:
     return Decision(student, list(dict.fromkeys(chosen)), float(adjustment), comment.strip(), version, group)
 
 
+def shown_time(at: str) -> str:
+    """A stored time (ISO 8601, UTC) as a reader takes it in: `2026-12-07 18:12 UTC`."""
+    return at[:16].replace("T", " ") + " UTC" if at.endswith("+00:00") and len(at) >= 16 else at
+
+
 def read_points(given: str) -> float | None:
     try:
         points = float(given.strip())
@@ -522,29 +536,33 @@ def read_points(given: str) -> float | None:
     return points if math.isfinite(points) else None
 
 
-def review_json(review, q: Question, items: list, lang: str) -> dict:
+def review_json(review, course: Course, items: list, lang: str) -> dict:
     """A stored review as the page's script shows it: the TA, when, the items (ids and words), comment, points."""
     from grader.batch import manual
 
     texts = {i.id: i.text.get(lang) or i.text.get("en", "") for i in items}
     return {"author": review.author, "at": review.at, "version": review.version, "items": list(review.items),
             "item_texts": [texts.get(i, i) for i in review.items], "adjustment": review.adjustment,
-            "comment": review.comment, "points": manual.question_points(q, items, review)}
+            "comment": review.comment, "points": manual.question_points(course, items, review)}
 
 
-def autograde_view(autograde, lang: str) -> dict | None:
-    """The exercise's autograded result beside the answer: score, status and the criteria it did not pass."""
-    if autograde is None:
+def autograde_view(autograde, failing: list[dict], lang: str) -> dict | None:
+    """The exercise's autograded result beside the answer: score, status and the criteria it did not pass (each with
+    its status); None when the exercise has no graded criterion."""
+    if autograde is None or not autograde.total:
         return None
+    words = LABELS[lang]
     return {"score": autograde.score, "max_score": autograde.max_score,
-            "status": LABELS[lang].get(autograde.status, autograde.status),
-            "failing": [c.get(lang) or c.get("en", "") if isinstance(c, dict) else str(c) for c in autograde.failing]}
+            "status": words.get(autograde.status, autograde.status),
+            "passed": autograde.passed, "total": autograde.total,
+            "failing": [f"{r['criterion']} ({words.get(r['status'], r['status'])})" for r in failing]}
 
 
 def create_app(settings: ReviewSettings) -> Starlette:
     review = Review(settings)
     routes = [
         Mount("/static", app=StaticFiles(directory=PACKAGE / "static"), name="static"),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),   # a browser asks; there is none
         Route("/{token}/", review.index),
         Route("/{token}/q/{exercise}/{question}/{n:int}", review.grading),
         Route("/{token}/q/{exercise}/{question}/{direction}/{sid}", review.step),

@@ -4,9 +4,11 @@ grader/render/labels.py: tests/test_review_app.py keeps the two languages' keys 
 REVIEW_LABELS = {
     "en": {
         "title": "Written answers", "questions": "Questions", "question": "Question", "exercise": "Exercise",
-        "graded": "graded", "progress": "Graded", "grade": "grade", "rubric": "Rubric", "edit_rubric": "edit the rubric",
+        "graded": "graded", "progress": "Graded", "grade": "grade", "rubric": "Rubric",
+        "edit_rubric": "edit the rubric",
         "student": "Student", "answer": "Answer", "empty_answer": "(no answer)", "autograde": "Autograded result",
-        "score": "Score", "status": "Status", "failing": "Criteria not passed", "none_failing": "every criterion passed",
+        "score": "Score", "status": "Status", "failing": "Criteria not passed",
+        "none_failing": "every criterion passed",
         "no_autograde": "no autograded result", "adjustment": "Point adjustment", "comment": "Comment",
         "points": "Points", "of": "of", "save": "Save", "next": "Next", "prev": "Previous", "all": "all",
         "ungraded": "ungraded", "filter": "Show", "with_item": "with item", "keys": "Keys",
@@ -15,7 +17,8 @@ REVIEW_LABELS = {
         "item": "Item", "text_en": "Text (English)", "text_zh": "Text (Chinese)", "change": "Change",
         "add_item": "Add an item", "add": "Add", "back": "All questions", "nothing_here": "No answer to show here.",
         "reviewer": "Reviewer", "not_saved": "not saved yet", "prompt": "The question", "answers": "answers",
-        "language": "中文", "max_points": "worth",
+        "language": "中文", "max_points": "worth", "colon": ": ",
+        "changed_since": "The student's answer changed after this grade was saved: check it again.",
     },
     "zh": {
         "title": "书面回答", "questions": "题目", "question": "题目", "exercise": "练习",
@@ -30,6 +33,7 @@ REVIEW_LABELS = {
         "item": "评分项", "text_en": "说明（英文）", "text_zh": "说明（中文）", "change": "修改",
         "add_item": "新增评分项", "add": "新增", "back": "全部题目", "nothing_here": "这里没有可显示的回答。",
         "reviewer": "批阅人", "not_saved": "尚未保存", "prompt": "题目内容", "answers": "份回答",
-        "language": "English", "max_points": "满分",
+        "language": "English", "max_points": "满分", "colon": "：",
+        "changed_since": "保存这份批阅之后，学生的回答有了改动：请再检查一遍。",
     },
 }

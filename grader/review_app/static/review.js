@@ -55,7 +55,13 @@
 
   function conflicted(reply) {
     theirs = reply.current;
-    page.dataset.version = String(theirs.version);   // what "overwrite" replaces
+    if (!theirs) {   // no grade stored any more: the next save starts from none
+      page.dataset.version = "";
+      status.textContent = reply.status;
+      status.dataset.state = "conflict";
+      return;
+    }
+    // The page keeps the version it was showing: Save meets the conflict again; Overwrite replaces theirs.
     conflict.querySelector(".conflict-said").textContent = reply.status;
     document.getElementById("their-author").textContent = theirs.author;
     document.getElementById("their-points").textContent = String(theirs.points);
@@ -107,9 +113,12 @@
   for (const b of buttons) b.addEventListener("click", () => toggle(b));
   adjustment.addEventListener("input", preview);
   document.getElementById("save").addEventListener("click", () => save(version()));
-  document.getElementById("overwrite").addEventListener("click", () => save(version()));
+  document.getElementById("overwrite").addEventListener("click", function () {
+    if (theirs) save(theirs.version);
+  });
   document.getElementById("keep-theirs").addEventListener("click", function () {
     if (!theirs) return;
+    page.dataset.version = String(theirs.version);
     show(theirs);
     conflict.hidden = true;
     status.textContent = conflict.dataset.kept || status.textContent;
