@@ -428,3 +428,34 @@ def test_a_regrade_or_a_rejudging_keeps_every_manual_grade(reviewed, how):
         assert {e.action for e in manual.review_log(book)} >= {manual.SEEDED, manual.SAVED, manual.ITEM_EDITED}
     finally:
         book.close()
+
+
+def test_one_decision_grades_alike_answers_together_or_none_of_them(storage):
+    course, book = storage
+    rows = {r.student: r for r in manual.answers_to_review(book, course, *HEADS)}
+    assert rows["ann"].digest == rows["bob"].digest
+    saved = manual.save_reviews(book, course, students={"ann": None, "bob": None}, exercise="heads",
+                                question="tensor_flow", items=["1"], adjustment=0, comment="alike", author="ta1",
+                                answer_digest=rows["ann"].digest)
+    assert [(r.student, r.version, r.answer_digest) for r in saved] == [("ann", 1, rows["ann"].digest),
+                                                                       ("bob", 1, rows["ann"].digest)]
+    save(course, book, "cy", ["2"], None)
+    # cy was graded meanwhile: the group's save (made when cy had no review) saves none of the three
+    with pytest.raises(manual.Conflict) as refused:
+        manual.save_reviews(book, course, students={"ann": 1, "bob": 1, "cy": None}, exercise="heads",
+                            question="tensor_flow", items=["3"], adjustment=0, comment="", author="ta2")
+    assert refused.value.current.student == "cy"
+    assert [manual.review(book, n, *HEADS).items for n in ("ann", "bob", "cy")] == [("1",), ("1",), ("2",)]
+    assert [(e.action, e.student) for e in manual.review_log(book)][-1] == (manual.CONFLICT, "cy")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_points_that_are_no_number_and_a_student_the_gradebook_lacks_are_refused(storage, bad):
+    course, book = storage
+    with pytest.raises(manual.ReviewError, match="not a number of points"):
+        save(course, book, "ann", ["1"], None, adjustment=bad)
+    with pytest.raises(manual.ReviewError, match="not a number of points"):
+        manual.edit_item(book, course, *HEADS, "1", points=bad, author="ta")
+    with pytest.raises(manual.ReviewError, match="holds no submission 'zed'"):
+        save(course, book, "zed", ["1"], None)
+    assert manual.review(book, "ann", *HEADS) is None and save(course, book, "ann", ["1"], None).version == 1
