@@ -185,7 +185,9 @@ def test_a_class_graded_by_keyboard_totals_autograded_plus_rubric_points(autogra
         answer = written_answer(out, submission)
         assert answer["status"] == "graded" and answer["points"] == pytest.approx(points[submission])
         assert answer["comment"] == comment
-        assert report(out, submission)["score"] == pytest.approx(autograded.score[submission] + points[submission])
+        # the criteria's score stays theirs; the grade is the two together
+        assert report(out, submission)["score"] == autograded.score[submission]
+        assert report(out, submission)["grade"]["final"] == pytest.approx(expected[submission])
 
 
 def test_an_edited_rubric_item_changes_every_answer_graded_with_it(autograded, graded_by_hand, tmp_path):
@@ -204,8 +206,9 @@ def test_an_edited_rubric_item_changes_every_answer_graded_with_it(autograded, g
             field.send_keys(Keys.CONTROL, "a")
             field.send_keys(value)
         field.send_keys(Keys.ENTER)
-        wait(driver, lambda d: "3 graded answers" in " ".join(e.text for e in d.find_elements(By.ID, "edit-result")),
-             "the rubric page does not say that three graded answers changed")
+        said = wait(driver, lambda d: " ".join(e.text for e in d.find_elements(By.ID, "edit-result")),
+                    "the rubric page says nothing of the edit")
+        assert re.search(rf"\b{len(using)}\b", said), f"#edit-result does not say how many answers changed: {said}"
         # the grading page shows the new points of an answer graded with the item
         driver.get(page_url(base, order.index(using[0])))
         assert float(text_of(driver, "#points").split("/")[0]) == pytest.approx(points[using[0]] + 1)
@@ -214,6 +217,7 @@ def test_an_edited_rubric_item_changes_every_answer_graded_with_it(autograded, g
         change = 1.0 if submission in using else 0.0
         assert after[submission] == pytest.approx(autograded.total[submission] + points[submission] + change)
         assert written_answer(out, submission)["points"] == pytest.approx(points[submission] + change)
+        assert report(out, submission)["grade"]["final"] == pytest.approx(after[submission])
     assert canvas_totals(out) == pytest.approx({autograded.names[s]: after[s] for s in ANSWERS})
     for submission in using:
         assert new_text in (out / "students" / submission / "report.html").read_text(encoding="utf-8")
