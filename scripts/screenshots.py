@@ -5,7 +5,7 @@ box shows it, without the header and summary), and class.html of the class tests
 sample, the solutions, the stubs, a zip, a broken zip, a folder named in Chinese, a roster of seven), graded in
 English and then resumed with --lang zh (which grades nothing again), at 1280 px and 400 px in each language;
 and `grader review` on the class of five tests/review_class.py builds (written answers to embedding's question),
-its index and a grading page with one answer graded by the keyboard, at 1280 px and 400 px in each language.
+its first page and an answer graded by the keyboard, at 1280 px and 400 px in each language.
 
     .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic] [--only reports|class|review]
 
@@ -29,7 +29,7 @@ from sample_class import build_class  # noqa: E402
 SAMPLE = ROOT / "examples" / "submissions" / "sample"
 SIZES = {"1280": (1280, 1800), "400": (400, 1400)}
 CLASS_SIZES = {"1280": (1280, 1250), "400": (400, 1800)}
-REVIEW_SIZES = {"1280": (1280, 900), "400": (400, 1500)}
+REVIEW_SIZES = {"1280": (1280, 1000), "400": (400, 1500)}
 
 
 def grader(*args: str) -> None:
@@ -77,27 +77,32 @@ def class_pictures(work: Path, profile: Path, out: Path, sandbox: str) -> list[P
 
 
 def review_pictures(work: Path, profile: Path, out: Path, sandbox: str) -> list[Path]:
-    """The review page's index and its first answer, graded with keys 1 and 2, a comment and `s`."""
-    from review_class import KEY, browser, grade_class, page_url, press, pressed, save, served, tab_to
+    """The review's first page, and an answer graded with keys 1 and 2, a comment and `s`: the first answer in
+    English, the one written in Chinese (cy's, the third) in Chinese."""
+    from review_class import KEY, browser, grade_class, page_url, press, pressed, save, served, tab_to, text_of
 
     from grader.course import load_course
 
     written = []
     gradebook = grade_class(load_course(ROOT), work / "five", sandbox)
+    shown = {"en": (0, "Shapes and dtype right; the padding row's gradient is not explained."),
+             "zh": (2, "形状和 dtype 都对；没有说明 padding 行的梯度。")}
     with served(gradebook, "--ta", "alice") as urls:
         base = urls["alice"]
         with browser(work, "graded") as driver:
-            driver.get(page_url(base, 0))
-            for key in "12":
-                press(driver, key)
-            tab_to(driver, "comment")
-            press(driver, "Shapes and dtype right; the padding row's gradient is not explained.")
-            save(driver)
-            assert pressed(driver) == {"1", "2"}
-        for lang in ("en", "zh"):
+            for n, comment in shown.values():
+                driver.get(page_url(base, n))
+                for key in "12":
+                    press(driver, key)
+                tab_to(driver, "comment")
+                press(driver, comment)
+                save(driver)
+                assert pressed(driver) == {"1", "2"}
+            assert text_of(driver, "#student") == "cy", "the Chinese pictures show cy's answer, in Chinese"
+        for lang, (n, _) in shown.items():
             for name, (width, height) in REVIEW_SIZES.items():
                 with browser(work, f"{lang}-{name}", width, height) as driver:
-                    for page, url in (("index", base), ("answer", page_url(base, 0))):
+                    for page, url in (("index", base), ("answer", page_url(base, n))):
                         driver.get(f"{url}?lang={lang}")
                         assert driver.find_elements("css selector", f'[data-progress="{KEY}"], #answer')
                         png = out / f"review-{page}-{lang}-{name}.png"
