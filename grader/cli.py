@@ -907,7 +907,7 @@ def command_review(args) -> int:
     from grader.batch.grades import author
     from grader.batch.run import stored_settings
     from grader.i18n import t
-    from grader.review_app.app import ReviewSettings, create_app, new_token
+    from grader.review_app.app import ReviewSettings, create_app, new_token, opened
 
     course = load_course(args.course)
     out = gradebook_folder(args.gradebook, args.lang or "en")
@@ -919,6 +919,8 @@ def command_review(args) -> int:
         raise UsageError(t("the course asks no written question: nothing to review").render(lang))
     tas = {new_token(): name for name in names}
     settings = ReviewSettings(out=out, course=course, tas=tas, anonymise=args.anonymise, lang=lang)
+    with opened(settings):   # a gradebook of a newer grader, damaged or unreadable: said now, before serving
+        pass
     try:
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
         listening = socket.socket(family, socket.SOCK_STREAM)

@@ -16,6 +16,8 @@ import hmac
 import json
 import math
 import secrets
+import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -152,6 +154,34 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+class MachineFaults:
+    """A gradebook that cannot be read or written now (held too long by a batch, a full disk, a damaged file): the
+    request answers 503 with the sentence, and the server goes on; nothing was stored by it."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except (sqlite3.Error, OSError) as exc:
+            if started:
+                raise
+            said = t("the gradebook could not be used: {error}", error=str(exc) or type(exc).__name__).render("en")
+            print(f"grader review: {said}", file=sys.stderr, flush=True)
+            await PlainTextResponse(said, status_code=503)(scope, receive, send)
 
 
 def _environment() -> jinja2.Environment:
@@ -283,7 +313,8 @@ class Review:
             save_link=self.link(request, f"save/{key}"),
             next_link=self.link(request, f"q/{key}/next/{sid}", **steps),
             prev_link=self.link(request, f"q/{key}/prev/{sid}", **steps),
-            status=t("saved by {author} at {at}", author=review.author, at=shown_time(review.at)).render(lang) if review
+            status=t("graded by {author} at {at}", author=review.author,
+                     at=shown_time(review.at)).render(lang) if review
             else REVIEW_LABELS[lang]["not_saved"])
         return self.page(request, "grading.html", **context)
 
@@ -570,4 +601,4 @@ def create_app(settings: ReviewSettings) -> Starlette:
         Route("/{token}/rubric/{exercise}/{question}", review.rubric),
         Route("/{token}/rubric/{exercise}/{question}", review.change_rubric, methods=["POST"]),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)])
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(MachineFaults)])
