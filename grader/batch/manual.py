@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -154,6 +155,7 @@ def edit_item(book, course: Course, exercise: str, question: str, item: str, *, 
               text_en: str | None = None, text_zh: str | None = None, removed: bool | None = None,
               author: str) -> int:
     """Change an item's points, text or removal; returns how many reviews apply it (whose points change)."""
+    _points(points)
     _seed(book, course, exercise, question)
     with _transaction(book.db):
         before = next((i for i in _items(book.db, exercise, question) if i.id == item), None)
@@ -173,6 +175,7 @@ def edit_item(book, course: Course, exercise: str, question: str, item: str, *, 
 def add_item(book, course: Course, exercise: str, question: str, *, points: float, text_en: str, text_zh: str,
              author: str) -> RubricItem:
     """A new item at the end of the question's rubric."""
+    _points(points)
     _seed(book, course, exercise, question)
     with _transaction(book.db):
         items = _items(book.db, exercise, question)
@@ -182,6 +185,12 @@ def add_item(book, course: Course, exercise: str, question: str, *, points: floa
         _insert_item(book.db, exercise, question, new)
         _log(book.db, author, ITEM_ADDED, "", exercise, question, {"before": None, "after": asdict(new)})
     return new
+
+
+def _points(points: float | None) -> None:
+    """Fails closed: NaN or an infinity would make every sum it joins meaningless."""
+    if points is not None and not (isinstance(points, (int, float)) and math.isfinite(points)):
+        raise ReviewError(f"{points!r} is not a number of points")
 
 
 def _seed(book, course: Course, exercise: str, question: str) -> None:
@@ -221,29 +230,53 @@ def save_review(book, course: Course, *, student: str, exercise: str, question: 
                 answer_digest: str = "") -> Review:
     """Store a reviewer's grade of an answer, made on `expected_version` of its review (None: made with no review
     there). Conflict (and nothing changed but the log) when the review is at another version now."""
+    return save_reviews(book, course, students={student: expected_version}, exercise=exercise, question=question,
+                        items=items, adjustment=adjustment, comment=comment, author=author,
+                        answer_digest=answer_digest)[0]
+
+
+def save_reviews(book, course: Course, *, students: Mapping[str, int | None], exercise: str, question: str,
+                 items: Sequence[str], adjustment: float, comment: str, author: str,
+                 answer_digest: str = "") -> list[Review]:
+    """One decision for several answers (alike ones: `answer_digest` is theirs), each student's made on the version
+    of their review given: all saved, or none when any of them is at another version now (Conflict names the first;
+    the log holds every refused attempt)."""
     q = question_of(course, exercise, question)
     known = {i.id for i in rubric_items(book, course, exercise, question)}
     unknown = [i for i in items if i not in known]
     if unknown:
         raise ReviewError(f"{exercise}/{q.id} has no rubric item {', '.join(map(repr, unknown))}")
+    _points(adjustment)
+    held = {name for (name,) in book.db.execute("SELECT DISTINCT submission FROM submissions")}
+    strangers = [name for name in students if name not in held]
+    if strangers:
+        raise ReviewError(f"the gradebook holds no submission {', '.join(map(repr, strangers))}")
     with _transaction(book.db):
-        current = _review(book.db, student, exercise, question)
-        version = current.version if current else None
-        attempt = Review(student, exercise, question, tuple(dict.fromkeys(items)), float(adjustment), comment,
-                         author, now(), (version or 0) + 1, answer_digest)
-        if version != expected_version:
+        at = now()
+        currents = {student: _review(book.db, student, exercise, question) for student in students}
+        attempts = {student: Review(student, exercise, question, tuple(dict.fromkeys(items)), float(adjustment),
+                                    comment, author, at, (current.version if current else 0) + 1, answer_digest)
+                    for student, current in currents.items()}
+        stale = [student for student, current in currents.items()
+                 if (current.version if current else None) != students[student]]
+        for student in stale:   # the refused attempts, kept in the log: none of the group is saved
             _log(book.db, author, CONFLICT, student, exercise, question,
-                 {"before": current.record() if current else None, "attempt": attempt.record(),
-                  "expected_version": expected_version})
-            conflict = Conflict(current, expected_version)
-        else:
-            book.db.execute("INSERT OR REPLACE INTO reviews VALUES (?,?,?,?,?,?,?,?,?,?)",
-                            (student, exercise, question, json.dumps(list(attempt.items)), attempt.adjustment,
-                             attempt.comment, attempt.author, attempt.at, attempt.version, attempt.answer_digest))
-            _log(book.db, author, SAVED, student, exercise, question,
-                 {"before": current.record() if current else None, "after": attempt.record()})
-            return attempt
-    raise conflict   # after the commit: the refused attempt stays in the log
+                 {"before": _record(currents[student]), "attempt": attempts[student].record(),
+                  "expected_version": students[student]})
+        if not stale:
+            for student, attempt in attempts.items():
+                book.db.execute("INSERT OR REPLACE INTO reviews VALUES (?,?,?,?,?,?,?,?,?,?)",
+                                (student, exercise, question, json.dumps(list(attempt.items)), attempt.adjustment,
+                                 attempt.comment, attempt.author, attempt.at, attempt.version, attempt.answer_digest))
+                _log(book.db, author, SAVED, student, exercise, question,
+                     {"before": _record(currents[student]), "after": attempt.record()})
+    if stale:   # after the commit: the refusals stay in the log
+        raise Conflict(currents[stale[0]], students[stale[0]])
+    return list(attempts.values())
+
+
+def _record(found: Review | None) -> dict | None:
+    return found.record() if found else None
 
 
 def review(book, student: str, exercise: str, question: str) -> Review | None:
