@@ -157,6 +157,17 @@ def test_alike_answers_are_grouped_and_one_decision_grades_them_all(served):
     reply = save(client, settings, "ann", ["1"], None, group=group)
     assert reply.status_code == 200 and reply.json()["group_saved"] == 1
     assert stored(settings, "bob").items == ("1",) and stored(settings, "bob").author == "ada"
+    # one decision for a group, one of which another TA graded since the page was shown: nothing saved, all shown
+    _, page = page_of(client, settings, "cy")
+    group = json.loads(re.search(r"data-group='([^']*)'", page.text).group(1))
+    assert save(client, settings, "eve", ["4"], None, token="tok-bo").status_code == 200
+    refused = save(client, settings, "cy", ["2"], None, group=group)
+    assert refused.status_code == 409 and refused.json()["mine"] is False
+    assert refused.json()["current"]["author"] == "bo" and "alike answer" in refused.json()["status"]
+    assert stored(settings, "cy") is None and stored(settings, "eve").items == ("4",)
+    overwrite = save(client, settings, "cy", ["2"], refused.json()["version"], group=refused.json()["group"])
+    assert overwrite.status_code == 200 and overwrite.json()["group_saved"] == 1
+    assert stored(settings, "cy").items == stored(settings, "eve").items == ("2",)
     _, empty = page_of(client, settings, "cy")
     assert "2 answers alike" in empty.text   # cy's and eve's empty answers
     _, hostile = page_of(client, settings, "dee")

@@ -102,11 +102,6 @@ def ordered(settings: ReviewSettings, rows: list) -> list:
     return sorted(rows, key=lambda r: (r.student.casefold(), r.student))
 
 
-def group_key(row) -> str:
-    """Answers alike: the same text (by its digest), or all empty."""
-    return "" if not row.text.strip() else row.digest
-
-
 def question_of(course: Course, exercise: str, question: str) -> tuple[ExerciseConfig, Question]:
     for ex in course.exercises:
         if ex.id == exercise:
@@ -297,7 +292,7 @@ class Review:
         if row is None:
             return self.page(request, "grading.html", row=None, **context)
         position = everyone.index(row)
-        alike = [r for r in everyone if r is not row and group_key(r) == group_key(row)]
+        alike = [r for r in everyone if r is not row and r.digest == row.digest]   # the same text, or all empty
         review = row.review
         sid = student_id(self.settings, row.student)
         steps = {"filter": wanted, "item": item}
@@ -388,49 +383,53 @@ class Review:
             row = by_id.get(asked.student)
             if row is None:
                 return JSONResponse({"error": "no such answer"}, status_code=404)
+            alike = [r for r in everyone if r is not row and r.digest == row.digest]
+            group = {r.student: (asked.group or {})[sid] for r in alike
+                     if (sid := student_id(self.settings, r.student)) in (asked.group or {})}
             try:
-                saved = manual.save_review(book, self.settings.course, student=row.student, exercise=exercise,
-                                           question=question, items=asked.items, adjustment=asked.adjustment,
-                                           comment=asked.comment, author=author,
-                                           expected_version=asked.expected_version, answer_digest=row.digest)
+                saved = manual.save_reviews(book, self.settings.course, students={row.student: asked.expected_version,
+                                                                                 **group},
+                                            exercise=exercise, question=question, items=asked.items,
+                                            adjustment=asked.adjustment, comment=asked.comment, author=author,
+                                            answer_digest=row.digest)[0]
             except manual.Conflict as conflict:
-                if conflict.current is None:   # the page showed a review no longer stored: start again from none
-                    return JSONResponse({"conflict": True, "current": None, "student": row.student,
-                                         "status": t("this answer's grade was taken away meanwhile: save again to "
-                                                     "grade it").render(lang)}, status_code=409)
-                return JSONResponse({
-                    "conflict": True,
-                    "status": t("{author} saved this answer at {at} meanwhile: their grade is below, yours is still "
-                                "on the page", author=conflict.current.author,
-                                at=shown_time(conflict.current.at)).render(lang),
-                    "kept": t("{author}'s grade kept", author=conflict.current.author).render(lang),
-                    "student": row.student,
-                    "current": review_json(conflict.current, self.settings.course, items, lang)}, status_code=409)
-            changed = [row.student]
-            skipped = 0
-            for other_sid, version in (asked.group or {}).items():
-                other = by_id.get(other_sid)
-                if other is None or other is row or group_key(other) != group_key(row):
-                    continue
-                try:
-                    manual.save_review(book, self.settings.course, student=other.student, exercise=exercise,
-                                       question=question, items=asked.items, adjustment=asked.adjustment,
-                                       comment=asked.comment, author=author, expected_version=version,
-                                       answer_digest=other.digest)
-                    changed.append(other.student)
-                except manual.Conflict:   # graded by someone else since the page was shown: theirs stays
-                    skipped += 1
+                now = {r.student: r.review for r in self.rows(book, exercise, question)}
+                return self.conflicted(conflict, row, alike, now, items, lang)
+        changed = [row.student, *group]
         trouble = rewrite(self.settings, changed)
         said = [t("saved").render(lang)]
-        if len(changed) > 1:
-            said.append(t("alike answers given the same grade: {count}", count=len(changed) - 1).render(lang))
-        if skipped:
-            said.append(t("alike answers left as another TA graded them: {count}", count=skipped).render(lang))
+        if group:
+            said.append(t("alike answers given the same grade: {count}", count=len(group)).render(lang))
         if trouble:
             said.append(t("the reports were not written again: {error}", error=trouble).render(lang))
         return JSONResponse({"status": "; ".join(said), "student": row.student, "written": trouble is None,
                              "review": review_json(saved, self.settings.course, items, lang),
-                             "group_saved": len(changed) - 1, "group_skipped": skipped})
+                             "group_saved": len(group)})
+
+    def conflicted(self, conflict, row, alike: list, now: dict, items: list, lang: str) -> JSONResponse:
+        """409: nothing was saved, as another TA saved this answer (or an alike one the save was to grade too)
+        meanwhile. The reply holds their review and every version as it is now, for Overwrite to save on."""
+        def version(student: str) -> int | None:
+            return now[student].version if now.get(student) else None
+
+        theirs = conflict.current
+        reply = {"conflict": True, "student": row.student, "version": version(row.student),
+                 "group": {student_id(self.settings, r.student): version(r.student) for r in alike},
+                 "mine": theirs is None or theirs.student == row.student,
+                 "current": review_json(theirs, self.settings.course, items, lang) if theirs else None}
+        if theirs is None:   # the page showed a review no longer stored
+            reply["status"] = t("this answer's grade was taken away meanwhile: save again to grade it").render(lang)
+        elif reply["mine"]:
+            reply["status"] = t("{author} saved this answer at {at} meanwhile: their grade is below, yours is still "
+                                "on the page", author=theirs.author, at=shown_time(theirs.at)).render(lang)
+            reply["kept"] = t("{author}'s grade kept", author=theirs.author).render(lang)
+        else:
+            reply["status"] = t("{author} graded an alike answer at {at} meanwhile: nothing was saved; their grade "
+                                "is below, yours is still on the page", author=theirs.author,
+                                at=shown_time(theirs.at)).render(lang)
+            reply["kept"] = t("{author}'s grade is on the page: save to give it to these answers",
+                              author=theirs.author).render(lang)
+        return JSONResponse(reply, status_code=409)
 
     # -- rubric
 
