@@ -45,14 +45,21 @@ def store_class(course, book: Gradebook, answers: dict[str, str]) -> None:
                     for c, s, p, m in (("shape", "passed", 4.0, 4.0), ("values", "failed", 0.0, 6.0))], kept=record)
 
 
-@pytest.fixture
-def served(tmp_path):
-    """A class of five with answers to heads/tensor_flow, served to two TAs; yields (settings, tokens, client)."""
-    course = load_course(course_copy(tmp_path / "course", ["heads"]))
+def class_folder(tmp_path):
+    """A course of `heads` and a gradebook folder holding a class of five with answers to heads/tensor_flow."""
+    folder = course_copy(tmp_path / "course", ["heads"])
+    course = load_course(folder)
     out = tmp_path / "out"
     book = Gradebook(out / "gradebook.sqlite")
     store_class(course, book, ANSWERS)
     book.close()
+    return folder, course, out
+
+
+@pytest.fixture
+def served(tmp_path):
+    """The class, served to two TAs; yields (settings, client)."""
+    _, course, out = class_folder(tmp_path)
     settings = ReviewSettings(out=out, course=course, tas={"tok-ada": "ada", "tok-bo": "bo"})
     with TestClient(create_app(settings)) as client:
         yield settings, client
@@ -277,11 +284,7 @@ def test_an_answers_script_links_and_raw_html_come_out_as_text_under_a_strict_cs
 
 
 def test_anonymised_names_are_hidden_until_the_grade_is_saved(tmp_path):
-    course = load_course(course_copy(tmp_path / "course", ["heads"]))
-    out = tmp_path / "out"
-    book = Gradebook(out / "gradebook.sqlite")
-    store_class(course, book, ANSWERS)
-    book.close()
+    _, course, out = class_folder(tmp_path)
     settings = ReviewSettings(out=out, course=course, tas={"tok": "ada"}, anonymise=True)
     with TestClient(create_app(settings)) as client:
         pages = [client.get(f"/tok/q/heads/tensor_flow/{n}").text for n in range(len(ANSWERS))]
@@ -311,11 +314,7 @@ def test_the_pages_speak_both_languages(served):
 
 
 def test_grader_review_prints_its_addresses_serves_and_stops_on_ctrl_c(tmp_path):
-    course = course_copy(tmp_path / "course", ["heads"])
-    out = tmp_path / "out"
-    book = Gradebook(out / "gradebook.sqlite")
-    store_class(load_course(course), book, ANSWERS)
-    book.close()
+    course, _, out = class_folder(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "grader", "--course", str(course), "review", str(out), "--port", "0",
                              "--ta", "ada", "--ta", "bo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

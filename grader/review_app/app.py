@@ -129,31 +129,10 @@ def rewrite(settings: ReviewSettings, students: list[str]) -> str | None:
 # ------------------------------------------------------------------------------------------------------ pages
 
 
-class SecurityHeaders:
-    """The CSP and its companions on every response, the 404s and static files included."""
-
-    def __init__(self, app: ASGIApp):
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                present = {name.lower() for name, _ in headers}
-                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items() if k.encode() not in present]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
-
-
-class MachineFaults:
-    """A gradebook that cannot be read or written now (held too long by a batch, a full disk, a damaged file): the
-    request answers 503 with the sentence, and the server goes on; nothing was stored by it."""
+class Guarded:
+    """Every response with the CSP and its companions (404s and static files too); and a gradebook that cannot be
+    read or written now (held too long by a batch, a full disk, a damaged file) answers 503 with the sentence, the
+    server going on, nothing stored by that request."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -164,19 +143,24 @@ class MachineFaults:
             return
         started = False
 
-        async def watched(message: Message) -> None:
+        async def with_headers(message: Message) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items() if k.encode() not in present]
+                message = {**message, "headers": headers}
             await send(message)
 
         try:
-            await self.app(scope, receive, watched)
+            await self.app(scope, receive, with_headers)
         except (sqlite3.Error, OSError) as exc:
             if started:
                 raise
             said = t("the gradebook could not be used: {error}", error=str(exc) or type(exc).__name__).render("en")
             print(f"grader review: {said}", file=sys.stderr, flush=True)
-            await PlainTextResponse(said, status_code=503)(scope, receive, send)
+            await PlainTextResponse(said, status_code=503)(scope, receive, with_headers)
 
 
 def _environment() -> jinja2.Environment:
@@ -600,4 +584,4 @@ def create_app(settings: ReviewSettings) -> Starlette:
         Route("/{token}/rubric/{exercise}/{question}", review.rubric),
         Route("/{token}/rubric/{exercise}/{question}", review.change_rubric, methods=["POST"]),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders), Middleware(MachineFaults)])
+    return Starlette(routes=routes, middleware=[Middleware(Guarded)])
