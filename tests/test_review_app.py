@@ -144,6 +144,18 @@ def test_a_save_is_stored_by_the_tokens_ta_and_a_stale_one_is_refused_with_the_c
         book.close()
 
 
+def test_a_student_is_named_as_the_roster_names_them(served):
+    settings, client = served
+    book = Gradebook(settings.out / "gradebook.sqlite")
+    book.set_settings({"roster": [{"id": "ann", "name": "Ann <b>Lee</b>", "email": "ann@uni.edu", "columns": {}}]})
+    book.close()
+    _, page = page_of(client, settings, "ann")
+    assert '<h2 id="student">Ann &lt;b&gt;Lee&lt;/b&gt; (ann)</h2>' in page.text
+    assert save(client, settings, "ann", ["1"], None).json()["student"] == "Ann <b>Lee</b> (ann)"
+    _, page = page_of(client, settings, "bob")   # not on the roster
+    assert '<h2 id="student">bob</h2>' in page.text
+
+
 def test_a_save_that_is_wrong_is_refused_and_stores_nothing(served):
     settings, client = served
     assert save(client, settings, "ann", ["99"], None).status_code == 400
@@ -313,7 +325,8 @@ def test_the_pages_speak_both_languages(served):
     assert REVIEW_LABELS["en"]["save"] in client.get("/tok-ada/q/heads/tensor_flow/0").text
 
 
-def test_grader_review_prints_its_addresses_serves_and_stops_on_ctrl_c(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_grader_review_prints_its_addresses_serves_and_stops_on_a_signal(tmp_path, stop):
     course, _, out = class_folder(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "grader", "--course", str(course), "review", str(out), "--port", "0",
@@ -332,9 +345,9 @@ def test_grader_review_prints_its_addresses_serves_and_stops_on_ctrl_c(tmp_path)
             urllib.request.urlopen(urls[0].rsplit("/", 2)[0] + "/wrong/", timeout=30)
         assert missing.value.code == 404
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode in (0, 130), stderr
+    assert proc.returncode in (0, 128 + stop), stderr
     assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
     assert stdout == ""
 

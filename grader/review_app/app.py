@@ -111,7 +111,23 @@ def question_of(course: Course, exercise: str, question: str) -> tuple[ExerciseC
     raise HTTPException(404)
 
 
+def full_name(course: Course, book, submission: str) -> str:
+    """A submission as a TA knows its student: the roster's name with the submission's, or the submission alone
+    (no roster, or one that does not name it)."""
+    from grader.batch.gradebook import grader_key, with_roster
+    from grader.batch.roster import Student
+
+    roster = book.setting("roster")
+    if not roster:
+        return submission
+    matched = with_roster([s for s in book.submissions(grader_key(course)) if s["submission"] == submission],
+                          [Student.from_record(r) for r in roster])
+    names = [student.name for student, _, s in matched if student is not None and s is not None and student.name]
+    return f"{names[0]} ({submission})" if len(names) == 1 and names[0] != submission else submission
+
+
 def rewrite(settings: ReviewSettings, students: list[str]) -> str | None:
+
     """Write the students' reports and the class files again after a change; what went wrong, if anything (the
     change is stored either way, and the next `grader batch` or review writes them)."""
     from grader.batch import manual
@@ -264,6 +280,7 @@ class Review:
             row = shown[n] if 0 <= n < len(shown) else None
             failing = [r for r in book.latest_rows(row.student) if r["exercise"] == exercise
                        and r["status"] != "passed"] if row is not None else []
+            name = self.shown_name(book, row, everyone.index(row), lang) if row is not None else ""
         key = f"{exercise}/{question}"
         context: dict[str, Any] = {
             "key": key, "exercise": ex.title_zh if lang == "zh" else ex.title_en, "question": q,
@@ -275,14 +292,13 @@ class Review:
         }
         if row is None:
             return self.page(request, "grading.html", row=None, **context)
-        position = everyone.index(row)
         alike = [r for r in everyone if r is not row and r.digest == row.digest]   # the same text, or all empty
         review = row.review
         sid = student_id(self.settings, row.student)
         steps = {"filter": wanted, "item": item}
         context.update(
             row=row, sid=sid, answer=answer_html(row.text), empty=not row.text.strip(),
-            name=self.shown_name(row, position, lang), review=review,
+            name=name, review=review,
             applied=set(review.items) if review else set(),
             points=manual.question_points(self.settings.course, items, review) if review else None,
             autograde=autograde_view(row.autograde, failing, lang),
@@ -297,11 +313,11 @@ class Review:
             else REVIEW_LABELS[lang]["not_saved"])
         return self.page(request, "grading.html", **context)
 
-    def shown_name(self, row, position: int, lang: str) -> str:
+    def shown_name(self, book, row, position: int, lang: str) -> str:
         """The student's name, or, anonymised and not yet graded, "Student <position + 1>"."""
         if self.settings.anonymise and row.review is None:
             return f"{REVIEW_LABELS[lang]['student']} {position + 1}"
-        return row.student
+        return full_name(self.settings.course, book, row.student)
 
     def step(self, request: Request) -> Response:
         """Next or previous from a student: their neighbour in the filtered list as it is now (another TA's saves,
@@ -378,7 +394,9 @@ class Review:
                                             answer_digest=row.digest)[0]
             except manual.Conflict as conflict:
                 now = {r.student: r.review for r in self.rows(book, exercise, question)}
-                return self.conflicted(conflict, row, alike, now, items, lang)
+                return self.conflicted(conflict, row, full_name(self.settings.course, book, row.student), alike, now,
+                                       items, lang)
+            name = full_name(self.settings.course, book, row.student)
         changed = [row.student, *group]
         trouble = rewrite(self.settings, changed)
         said = [t("saved").render(lang)]
@@ -386,18 +404,18 @@ class Review:
             said.append(t("alike answers given the same grade: {count}", count=len(group)).render(lang))
         if trouble:
             said.append(t("the reports were not written again: {error}", error=trouble).render(lang))
-        return JSONResponse({"status": "; ".join(said), "student": row.student, "written": trouble is None,
+        return JSONResponse({"status": "; ".join(said), "student": name, "written": trouble is None,
                              "review": review_json(saved, self.settings.course, items, lang),
                              "group_saved": len(group)})
 
-    def conflicted(self, conflict, row, alike: list, now: dict, items: list, lang: str) -> JSONResponse:
+    def conflicted(self, conflict, row, name: str, alike: list, now: dict, items: list, lang: str) -> JSONResponse:
         """409: nothing was saved, as another TA saved this answer (or an alike one the save was to grade too)
         meanwhile. The reply holds their review and every version as it is now, for Overwrite to save on."""
         def version(student: str) -> int | None:
             return now[student].version if now.get(student) else None
 
         theirs = conflict.current
-        reply = {"conflict": True, "student": row.student, "version": version(row.student),
+        reply = {"conflict": True, "student": name, "version": version(row.student),
                  "group": {student_id(self.settings, r.student): version(r.student) for r in alike},
                  "mine": theirs is None or theirs.student == row.student,
                  "current": review_json(theirs, self.settings.course, items, lang) if theirs else None}
