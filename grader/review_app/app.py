@@ -232,22 +232,28 @@ class Review:
     # -- index
 
     def index(self, request: Request) -> Response:
+        from grader.batch import manual
+
         self.ta(request)
         lang = self.lang(request)
-        questions = []
+        course = self.settings.course
+        asked = [(ex, q) for ex in course.exercises for q in ex.questions]
         with opened(self.settings) as book:
-            for ex in self.settings.course.exercises:
-                for q in ex.questions:
-                    rows = self.rows(book, ex.id, q.id)
-                    graded = sum(1 for r in rows if r.review is not None)
-                    key = f"{ex.id}/{q.id}"
-                    questions.append({
-                        "key": key, "exercise": ex.title_zh if lang == "zh" else ex.title_en, "id": q.id,
-                        "prompt": q.prompt.get(lang) or q.prompt.get("en", ""), "points": q.points,
-                        "graded": graded, "total": len(rows),
-                        "link": self.link(request, f"q/{key}/0"),
-                        "ungraded_link": self.link(request, f"q/{key}/0", filter=FILTER_UNGRADED),
-                        "rubric_link": self.link(request, f"rubric/{key}")})
+            # every submission answers every question (an empty answer too): the students are the first question's,
+            # the graded ones those with a review; no other question's answers are read for a count
+            students = {r.student for r in manual.answers_to_review(book, course, asked[0][0].id, asked[0][1].id)} \
+                if asked else set()
+            reviewed = manual.graded_answers(book, course)
+        questions = []
+        for ex, q in asked:
+            key = f"{ex.id}/{q.id}"
+            questions.append({
+                "key": key, "exercise": ex.title_zh if lang == "zh" else ex.title_en, "id": q.id,
+                "prompt": q.prompt.get(lang) or q.prompt.get("en", ""), "points": q.points,
+                "graded": sum(1 for s in students if (ex.id, q.id) in reviewed.get(s, {})), "total": len(students),
+                "link": self.link(request, f"q/{key}/0"),
+                "ungraded_link": self.link(request, f"q/{key}/0", filter=FILTER_UNGRADED),
+                "rubric_link": self.link(request, f"rubric/{key}")})
         return self.page(request, "index.html", questions=questions)
 
     # -- grading page

@@ -102,7 +102,13 @@
         method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/json"},
         body: JSON.stringify(body),
       });
-      const reply = await response.json();
+      const text = await response.text();
+      let reply = null;
+      try {
+        reply = JSON.parse(text);
+      } catch (error) {   // the server's sentence as text (a gradebook it cannot use now: 503)
+        reply = {error: text};
+      }
       if (response.status === 409) conflicted(reply);
       else if (response.ok) saved(reply);
       else {
