@@ -907,7 +907,7 @@ def command_review(args) -> int:
     from grader.batch.grades import author
     from grader.batch.run import stored_settings
     from grader.i18n import t
-    from grader.review_app.app import ReviewSettings, create_app, new_token
+    from grader.review_app.app import ReviewSettings, create_app, new_token, opened
 
     course = load_course(args.course)
     out = gradebook_folder(args.gradebook, args.lang or "en")
@@ -919,6 +919,8 @@ def command_review(args) -> int:
         raise UsageError(t("the course asks no written question: nothing to review").render(lang))
     tas = {new_token(): name for name in names}
     settings = ReviewSettings(out=out, course=course, tas=tas, anonymise=args.anonymise, lang=lang)
+    with opened(settings):   # a gradebook of a newer grader, damaged or unreadable: said now, before serving
+        pass
     try:
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
         listening = socket.socket(family, socket.SOCK_STREAM)
@@ -935,15 +937,35 @@ def command_review(args) -> int:
     for token, name in tas.items():
         print(f"review: {name} http://{shown_host}:{port}/{token}/", flush=True)
     config = uvicorn.Config(create_app(settings), log_level="warning", access_log=False, lifespan="off")
+    # uvicorn stops on Ctrl-C or SIGTERM, closes its connections, then raises the signal again: SIGINT comes back
+    # as KeyboardInterrupt, the others through the handlers set here
+    stopping = [sig for sig in ("SIGTERM", "SIGHUP") if hasattr(signal, sig)]
+    before = {sig: signal.signal(getattr(signal, sig), _review_stopped) for sig in stopping}
     try:
         uvicorn.Server(config).run(sockets=[listening])
-    except KeyboardInterrupt:   # uvicorn stops on Ctrl-C, then raises it again once the connections are closed
-        print(t("review stopped").render(lang), file=sys.stderr)
-        return SIGNALLED + signal.SIGINT
+        status = EXIT_OK
+    except KeyboardInterrupt:
+        status = SIGNALLED + signal.SIGINT
+    except ReviewStopped as stopped:
+        status = SIGNALLED + stopped.signum
     finally:
         listening.close()
+        for sig, handler in before.items():
+            signal.signal(getattr(signal, sig), handler)
     print(t("review stopped").render(lang), file=sys.stderr)
-    return EXIT_OK
+    return status
+
+
+class ReviewStopped(Exception):
+    """`grader review` was stopped by a signal other than Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _review_stopped(signum, frame):
+    raise ReviewStopped(signum)
 
 
 def change_override(course, out: Path, settings: dict, args, exercise: str, criterion: str, lang: str) -> str:

@@ -2,11 +2,14 @@
 the token, saving and a stale save, a rubric item's edit, an answer's Markdown kept inert under a strict CSP,
 anonymised names, and the command itself serving until Ctrl-C."""
 
+import csv
 import html.parser
+import io
 import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -15,8 +18,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from conftest import ROOT, course_copy
-from grader.batch import manual
-from grader.batch.gradebook import Gradebook
+from grader.batch import gradebook, manual
+from grader.batch.gradebook import Gradebook, grader_key
 from grader.course import load_course
 from grader.review_app.app import CONTENT_SECURITY_POLICY, ReviewSettings, create_app, student_id
 from grader.review_app.labels import REVIEW_LABELS
@@ -30,25 +33,33 @@ ANSWERS = {"ann": "Split C into H heads of D.", "bob": "  Split C into H\n heads
            "eve": ""}
 
 
-def store_class(book: Gradebook, answers: dict[str, str]) -> None:
+def store_class(course, book: Gradebook, answers: dict[str, str]) -> None:
     """Graded submissions of `heads` written directly (no grading), each record carrying its written answers."""
     for name, text in answers.items():
         record = {"version": 1, "exercises": {"heads": {"answers": {"tensor_flow": text}}}}
-        book.store(name, "hash-" + name, "key", {"score": 4.0, "max_score": 10.0, "percent": 40.0, "status": "graded",
-                                                  "message": {"en": "", "zh": ""}, "graded_at": "now"},
+        summary = {"score": 4.0, "max_score": 10.0, "percent": 40.0, "status": "graded",
+                   "message": {"en": "", "zh": ""}, "graded_at": "now"}
+        book.store(name, "hash-" + name, grader_key(course), summary,
                    [{"exercise": "heads", "criterion": c, "kind": "hidden", "status": s, "points": p,
                      "max_points": m, "message": {"en": "", "zh": ""}}
                     for c, s, p, m in (("shape", "passed", 4.0, 4.0), ("values", "failed", 0.0, 6.0))], kept=record)
 
 
-@pytest.fixture
-def served(tmp_path):
-    """A class of five with answers to heads/tensor_flow, served to two TAs; yields (settings, tokens, client)."""
-    course = load_course(course_copy(tmp_path / "course", ["heads"]))
+def class_folder(tmp_path):
+    """A course of `heads` and a gradebook folder holding a class of five with answers to heads/tensor_flow."""
+    folder = course_copy(tmp_path / "course", ["heads"])
+    course = load_course(folder)
     out = tmp_path / "out"
     book = Gradebook(out / "gradebook.sqlite")
-    store_class(book, ANSWERS)
+    store_class(course, book, ANSWERS)
     book.close()
+    return folder, course, out
+
+
+@pytest.fixture
+def served(tmp_path):
+    """The class, served to two TAs; yields (settings, client)."""
+    _, course, out = class_folder(tmp_path)
     settings = ReviewSettings(out=out, course=course, tas={"tok-ada": "ada", "tok-bo": "bo"})
     with TestClient(create_app(settings)) as client:
         yield settings, client
@@ -105,7 +116,10 @@ def test_a_save_is_stored_by_the_tokens_ta_and_a_stale_one_is_refused_with_the_c
     reply = first.json()
     assert reply["review"]["version"] == 1 and reply["review"]["author"] == "ada" and reply["student"] == "ann"
     assert reply["written"] and reply["status"] == "saved"   # the class files written again with the grade
-    assert (settings.out / "grades.csv").is_file() and (settings.out / "class.html").is_file()
+    grades = {row["submission"]: row for row in csv.DictReader(io.StringIO(
+        (settings.out / "grades.csv").read_text(encoding="utf-8-sig")))}
+    total = next(k for k in grades["ann"] if k.startswith("total"))
+    assert float(grades["ann"][total]) == 4 + 2   # autograded 4, items 1 and 2 one point each
     assert stored(settings, "ann").items == ("1", "2") and stored(settings, "ann").author == "ada"
     # bo opened the answer before ada saved (version none), and saves his own decision: refused, shown ada's
     stale = save(client, settings, "ann", ["3"], None, token="tok-bo", comment="mine")
@@ -130,6 +144,18 @@ def test_a_save_is_stored_by_the_tokens_ta_and_a_stale_one_is_refused_with_the_c
         book.close()
 
 
+def test_a_student_is_named_as_the_roster_names_them(served):
+    settings, client = served
+    book = Gradebook(settings.out / "gradebook.sqlite")
+    book.set_settings({"roster": [{"id": "ann", "name": "Ann <b>Lee</b>", "email": "ann@uni.edu", "columns": {}}]})
+    book.close()
+    _, page = page_of(client, settings, "ann")
+    assert '<h2 id="student">Ann &lt;b&gt;Lee&lt;/b&gt; (ann)</h2>' in page.text
+    assert save(client, settings, "ann", ["1"], None).json()["student"] == "Ann <b>Lee</b> (ann)"
+    _, page = page_of(client, settings, "bob")   # not on the roster
+    assert '<h2 id="student">bob</h2>' in page.text
+
+
 def test_a_save_that_is_wrong_is_refused_and_stores_nothing(served):
     settings, client = served
     assert save(client, settings, "ann", ["99"], None).status_code == 400
@@ -150,6 +176,17 @@ def test_alike_answers_are_grouped_and_one_decision_grades_them_all(served):
     reply = save(client, settings, "ann", ["1"], None, group=group)
     assert reply.status_code == 200 and reply.json()["group_saved"] == 1
     assert stored(settings, "bob").items == ("1",) and stored(settings, "bob").author == "ada"
+    # one decision for a group, one of which another TA graded since the page was shown: nothing saved, all shown
+    _, page = page_of(client, settings, "cy")
+    group = json.loads(re.search(r"data-group='([^']*)'", page.text).group(1))
+    assert save(client, settings, "eve", ["4"], None, token="tok-bo").status_code == 200
+    refused = save(client, settings, "cy", ["2"], None, group=group)
+    assert refused.status_code == 409 and refused.json()["mine"] is False
+    assert refused.json()["current"]["author"] == "bo" and "alike answer" in refused.json()["status"]
+    assert stored(settings, "cy") is None and stored(settings, "eve").items == ("4",)
+    overwrite = save(client, settings, "cy", ["2"], refused.json()["version"], group=refused.json()["group"])
+    assert overwrite.status_code == 200 and overwrite.json()["group_saved"] == 1
+    assert stored(settings, "cy").items == stored(settings, "eve").items == ("2",)
     _, empty = page_of(client, settings, "cy")
     assert "2 answers alike" in empty.text   # cy's and eve's empty answers
     _, hostile = page_of(client, settings, "dee")
@@ -259,11 +296,7 @@ def test_an_answers_script_links_and_raw_html_come_out_as_text_under_a_strict_cs
 
 
 def test_anonymised_names_are_hidden_until_the_grade_is_saved(tmp_path):
-    course = load_course(course_copy(tmp_path / "course", ["heads"]))
-    out = tmp_path / "out"
-    book = Gradebook(out / "gradebook.sqlite")
-    store_class(book, ANSWERS)
-    book.close()
+    _, course, out = class_folder(tmp_path)
     settings = ReviewSettings(out=out, course=course, tas={"tok": "ada"}, anonymise=True)
     with TestClient(create_app(settings)) as client:
         pages = [client.get(f"/tok/q/heads/tensor_flow/{n}").text for n in range(len(ANSWERS))]
@@ -292,12 +325,9 @@ def test_the_pages_speak_both_languages(served):
     assert REVIEW_LABELS["en"]["save"] in client.get("/tok-ada/q/heads/tensor_flow/0").text
 
 
-def test_grader_review_prints_its_addresses_serves_and_stops_on_ctrl_c(tmp_path):
-    course = course_copy(tmp_path / "course", ["heads"])
-    out = tmp_path / "out"
-    book = Gradebook(out / "gradebook.sqlite")
-    store_class(book, ANSWERS)
-    book.close()
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_grader_review_prints_its_addresses_serves_and_stops_on_a_signal(tmp_path, stop):
+    course, _, out = class_folder(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "grader", "--course", str(course), "review", str(out), "--port", "0",
                              "--ta", "ada", "--ta", "bo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -315,8 +345,37 @@ def test_grader_review_prints_its_addresses_serves_and_stops_on_ctrl_c(tmp_path)
             urllib.request.urlopen(urls[0].rsplit("/", 2)[0] + "/wrong/", timeout=30)
         assert missing.value.code == 404
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode in (0, 130), stderr
+    assert proc.returncode in (0, 128 + stop), stderr
     assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
     assert stdout == ""
+
+
+def test_a_gradebook_that_cannot_be_used_answers_503_in_one_sentence_and_the_server_goes_on(served, monkeypatch,
+                                                                                           capsys):
+    settings, client = served
+    assert client.get("/tok-ada/").status_code == 200
+
+    def locked(path):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(gradebook, "Gradebook", locked)
+    refused = client.get("/tok-ada/")
+    assert refused.status_code == 503 and refused.text == "the gradebook could not be used: database is locked"
+    assert save(client, settings, "ann", ["1"], None).status_code == 503
+    assert capsys.readouterr().err.count("database is locked") == 2
+    monkeypatch.undo()
+    assert client.get("/tok-ada/").status_code == 200 and stored(settings, "ann") is None
+
+
+def test_grader_review_refuses_a_folder_without_a_gradebook_in_one_line(tmp_path, capsys):
+    from grader.cli import main
+
+    assert main(["--course", str(course_copy(tmp_path / "course", ["heads"])), "review", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("grader: ") and "gradebook.sqlite" in err and len(err.strip().splitlines()) == 1
+    Gradebook(tmp_path / "out" / "gradebook.sqlite").close()
+    assert main(["--course", str(tmp_path / "course"), "review", str(tmp_path / "out"), "--ta", "ada", "--ta",
+                 "ada"]) == 2
+    assert "each --ta names one TA, once" in capsys.readouterr().err

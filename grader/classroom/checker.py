@@ -33,11 +33,12 @@ REFERENCES_DIR = "references"
 # The checker course's grader-side folder (its `[course] solutions`): the cut criteria and probes, no solution
 CHECKS_DIR = "checks"
 # What never leaves the instructor's side.
-INSTRUCTOR_ONLY = ("authoring", "batch", "classroom", "review", "policy.py")   # whole rooms, and a module
+INSTRUCTOR_ONLY = ("authoring", "batch", "classroom", "review", "review_app", "policy.py")   # rooms, and a module
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 # Requirements of the grader the checker never imports (grading a class on a cluster, similar submissions, the
-# Canvas push): not installed for students
-INSTRUCTOR_REQUIREMENTS = ("distributed", "copydetect", "canvasapi")
+# Canvas push, the review pages): not installed for students
+INSTRUCTOR_REQUIREMENTS = ("distributed", "copydetect", "canvasapi", "starlette", "uvicorn", "python-multipart",
+                           "markdown-it-py", "nh3")
 
 
 class CheckerError(Exception):

@@ -16,6 +16,8 @@ import hmac
 import json
 import math
 import secrets
+import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -100,11 +102,6 @@ def ordered(settings: ReviewSettings, rows: list) -> list:
     return sorted(rows, key=lambda r: (r.student.casefold(), r.student))
 
 
-def group_key(row) -> str:
-    """Answers alike: the same text (by its digest), or all empty."""
-    return "" if not row.text.strip() else row.digest
-
-
 def question_of(course: Course, exercise: str, question: str) -> tuple[ExerciseConfig, Question]:
     for ex in course.exercises:
         if ex.id == exercise:
@@ -114,7 +111,23 @@ def question_of(course: Course, exercise: str, question: str) -> tuple[ExerciseC
     raise HTTPException(404)
 
 
+def full_name(course: Course, book, submission: str) -> str:
+    """A submission as a TA knows its student: the roster's name with the submission's, or the submission alone
+    (no roster, or one that does not name it)."""
+    from grader.batch.gradebook import grader_key, with_roster
+    from grader.batch.roster import Student
+
+    roster = book.setting("roster")
+    if not roster:
+        return submission
+    matched = with_roster([s for s in book.submissions(grader_key(course)) if s["submission"] == submission],
+                          [Student.from_record(r) for r in roster])
+    names = [student.name for student, _, s in matched if student is not None and s is not None and student.name]
+    return f"{names[0]} ({submission})" if len(names) == 1 and names[0] != submission else submission
+
+
 def rewrite(settings: ReviewSettings, students: list[str]) -> str | None:
+
     """Write the students' reports and the class files again after a change; what went wrong, if anything (the
     change is stored either way, and the next `grader batch` or review writes them)."""
     from grader.batch import manual
@@ -132,8 +145,10 @@ def rewrite(settings: ReviewSettings, students: list[str]) -> str | None:
 # ------------------------------------------------------------------------------------------------------ pages
 
 
-class SecurityHeaders:
-    """The CSP and its companions on every response, the 404s and static files included."""
+class Guarded:
+    """Every response with the CSP and its companions (404s and static files too); and a gradebook that cannot be
+    read or written now (held too long by a batch, a full disk, a damaged file) answers 503 with the sentence, the
+    server going on, nothing stored by that request."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -142,16 +157,26 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
 
         async def with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", []))
                 present = {name.lower() for name, _ in headers}
                 headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items() if k.encode() not in present]
                 message = {**message, "headers": headers}
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        try:
+            await self.app(scope, receive, with_headers)
+        except (sqlite3.Error, OSError) as exc:
+            if started:
+                raise
+            said = t("the gradebook could not be used: {error}", error=str(exc) or type(exc).__name__).render("en")
+            print(f"grader review: {said}", file=sys.stderr, flush=True)
+            await PlainTextResponse(said, status_code=503)(scope, receive, with_headers)
 
 
 def _environment() -> jinja2.Environment:
@@ -207,22 +232,28 @@ class Review:
     # -- index
 
     def index(self, request: Request) -> Response:
+        from grader.batch import manual
+
         self.ta(request)
         lang = self.lang(request)
-        questions = []
+        course = self.settings.course
+        asked = [(ex, q) for ex in course.exercises for q in ex.questions]
         with opened(self.settings) as book:
-            for ex in self.settings.course.exercises:
-                for q in ex.questions:
-                    rows = self.rows(book, ex.id, q.id)
-                    graded = sum(1 for r in rows if r.review is not None)
-                    key = f"{ex.id}/{q.id}"
-                    questions.append({
-                        "key": key, "exercise": ex.title_zh if lang == "zh" else ex.title_en, "id": q.id,
-                        "prompt": q.prompt.get(lang) or q.prompt.get("en", ""), "points": q.points,
-                        "graded": graded, "total": len(rows),
-                        "link": self.link(request, f"q/{key}/0"),
-                        "ungraded_link": self.link(request, f"q/{key}/0", filter=FILTER_UNGRADED),
-                        "rubric_link": self.link(request, f"rubric/{key}")})
+            # every submission answers every question (an empty answer too): the students are the first question's,
+            # the graded ones those with a review; no other question's answers are read for a count
+            students = {r.student for r in manual.answers_to_review(book, course, asked[0][0].id, asked[0][1].id)} \
+                if asked else set()
+            reviewed = manual.graded_answers(book, course)
+        questions = []
+        for ex, q in asked:
+            key = f"{ex.id}/{q.id}"
+            questions.append({
+                "key": key, "exercise": ex.title_zh if lang == "zh" else ex.title_en, "id": q.id,
+                "prompt": q.prompt.get(lang) or q.prompt.get("en", ""), "points": q.points,
+                "graded": sum(1 for s in students if (ex.id, q.id) in reviewed.get(s, {})), "total": len(students),
+                "link": self.link(request, f"q/{key}/0"),
+                "ungraded_link": self.link(request, f"q/{key}/0", filter=FILTER_UNGRADED),
+                "rubric_link": self.link(request, f"rubric/{key}")})
         return self.page(request, "index.html", questions=questions)
 
     # -- grading page
@@ -255,6 +286,7 @@ class Review:
             row = shown[n] if 0 <= n < len(shown) else None
             failing = [r for r in book.latest_rows(row.student) if r["exercise"] == exercise
                        and r["status"] != "passed"] if row is not None else []
+            name = self.shown_name(book, row, everyone.index(row), lang) if row is not None else ""
         key = f"{exercise}/{question}"
         context: dict[str, Any] = {
             "key": key, "exercise": ex.title_zh if lang == "zh" else ex.title_en, "question": q,
@@ -266,14 +298,13 @@ class Review:
         }
         if row is None:
             return self.page(request, "grading.html", row=None, **context)
-        position = everyone.index(row)
-        alike = [r for r in everyone if r is not row and group_key(r) == group_key(row)]
+        alike = [r for r in everyone if r is not row and r.digest == row.digest]   # the same text, or all empty
         review = row.review
         sid = student_id(self.settings, row.student)
         steps = {"filter": wanted, "item": item}
         context.update(
             row=row, sid=sid, answer=answer_html(row.text), empty=not row.text.strip(),
-            name=self.shown_name(row, position, lang), review=review,
+            name=name, review=review,
             applied=set(review.items) if review else set(),
             points=manual.question_points(self.settings.course, items, review) if review else None,
             autograde=autograde_view(row.autograde, failing, lang),
@@ -283,15 +314,16 @@ class Review:
             save_link=self.link(request, f"save/{key}"),
             next_link=self.link(request, f"q/{key}/next/{sid}", **steps),
             prev_link=self.link(request, f"q/{key}/prev/{sid}", **steps),
-            status=t("saved by {author} at {at}", author=review.author, at=shown_time(review.at)).render(lang) if review
+            status=t("graded by {author} at {at}", author=review.author,
+                     at=shown_time(review.at)).render(lang) if review
             else REVIEW_LABELS[lang]["not_saved"])
         return self.page(request, "grading.html", **context)
 
-    def shown_name(self, row, position: int, lang: str) -> str:
+    def shown_name(self, book, row, position: int, lang: str) -> str:
         """The student's name, or, anonymised and not yet graded, "Student <position + 1>"."""
         if self.settings.anonymise and row.review is None:
             return f"{REVIEW_LABELS[lang]['student']} {position + 1}"
-        return row.student
+        return full_name(self.settings.course, book, row.student)
 
     def step(self, request: Request) -> Response:
         """Next or previous from a student: their neighbour in the filtered list as it is now (another TA's saves,
@@ -357,49 +389,55 @@ class Review:
             row = by_id.get(asked.student)
             if row is None:
                 return JSONResponse({"error": "no such answer"}, status_code=404)
+            alike = [r for r in everyone if r is not row and r.digest == row.digest]
+            group = {r.student: (asked.group or {})[sid] for r in alike
+                     if (sid := student_id(self.settings, r.student)) in (asked.group or {})}
             try:
-                saved = manual.save_review(book, self.settings.course, student=row.student, exercise=exercise,
-                                           question=question, items=asked.items, adjustment=asked.adjustment,
-                                           comment=asked.comment, author=author,
-                                           expected_version=asked.expected_version, answer_digest=row.digest)
+                saved = manual.save_reviews(book, self.settings.course, students={row.student: asked.expected_version,
+                                                                                 **group},
+                                            exercise=exercise, question=question, items=asked.items,
+                                            adjustment=asked.adjustment, comment=asked.comment, author=author,
+                                            answer_digest=row.digest)[0]
             except manual.Conflict as conflict:
-                if conflict.current is None:   # the page showed a review no longer stored: start again from none
-                    return JSONResponse({"conflict": True, "current": None, "student": row.student,
-                                         "status": t("this answer's grade was taken away meanwhile: save again to "
-                                                     "grade it").render(lang)}, status_code=409)
-                return JSONResponse({
-                    "conflict": True,
-                    "status": t("{author} saved this answer at {at} meanwhile: their grade is below, yours is still "
-                                "on the page", author=conflict.current.author,
-                                at=shown_time(conflict.current.at)).render(lang),
-                    "kept": t("{author}'s grade kept", author=conflict.current.author).render(lang),
-                    "student": row.student,
-                    "current": review_json(conflict.current, self.settings.course, items, lang)}, status_code=409)
-            changed = [row.student]
-            skipped = 0
-            for other_sid, version in (asked.group or {}).items():
-                other = by_id.get(other_sid)
-                if other is None or other is row or group_key(other) != group_key(row):
-                    continue
-                try:
-                    manual.save_review(book, self.settings.course, student=other.student, exercise=exercise,
-                                       question=question, items=asked.items, adjustment=asked.adjustment,
-                                       comment=asked.comment, author=author, expected_version=version,
-                                       answer_digest=other.digest)
-                    changed.append(other.student)
-                except manual.Conflict:   # graded by someone else since the page was shown: theirs stays
-                    skipped += 1
+                now = {r.student: r.review for r in self.rows(book, exercise, question)}
+                return self.conflicted(conflict, row, full_name(self.settings.course, book, row.student), alike, now,
+                                       items, lang)
+            name = full_name(self.settings.course, book, row.student)
+        changed = [row.student, *group]
         trouble = rewrite(self.settings, changed)
         said = [t("saved").render(lang)]
-        if len(changed) > 1:
-            said.append(t("alike answers given the same grade: {count}", count=len(changed) - 1).render(lang))
-        if skipped:
-            said.append(t("alike answers left as another TA graded them: {count}", count=skipped).render(lang))
+        if group:
+            said.append(t("alike answers given the same grade: {count}", count=len(group)).render(lang))
         if trouble:
             said.append(t("the reports were not written again: {error}", error=trouble).render(lang))
-        return JSONResponse({"status": "; ".join(said), "student": row.student, "written": trouble is None,
+        return JSONResponse({"status": "; ".join(said), "student": name, "written": trouble is None,
                              "review": review_json(saved, self.settings.course, items, lang),
-                             "group_saved": len(changed) - 1, "group_skipped": skipped})
+                             "group_saved": len(group)})
+
+    def conflicted(self, conflict, row, name: str, alike: list, now: dict, items: list, lang: str) -> JSONResponse:
+        """409: nothing was saved, as another TA saved this answer (or an alike one the save was to grade too)
+        meanwhile. The reply holds their review and every version as it is now, for Overwrite to save on."""
+        def version(student: str) -> int | None:
+            return now[student].version if now.get(student) else None
+
+        theirs = conflict.current
+        reply = {"conflict": True, "student": name, "version": version(row.student),
+                 "group": {student_id(self.settings, r.student): version(r.student) for r in alike},
+                 "mine": theirs is None or theirs.student == row.student,
+                 "current": review_json(theirs, self.settings.course, items, lang) if theirs else None}
+        if theirs is None:   # the page showed a review no longer stored
+            reply["status"] = t("this answer's grade was taken away meanwhile: save again to grade it").render(lang)
+        elif reply["mine"]:
+            reply["status"] = t("{author} saved this answer at {at} meanwhile: their grade is below, yours is still "
+                                "on the page", author=theirs.author, at=shown_time(theirs.at)).render(lang)
+            reply["kept"] = t("{author}'s grade kept", author=theirs.author).render(lang)
+        else:
+            reply["status"] = t("{author} graded an alike answer at {at} meanwhile: nothing was saved; their grade "
+                                "is below, yours is still on the page", author=theirs.author,
+                                at=shown_time(theirs.at)).render(lang)
+            reply["kept"] = t("{author}'s grade is on the page: save to give it to these answers",
+                              author=theirs.author).render(lang)
+        return JSONResponse(reply, status_code=409)
 
     # -- rubric
 
@@ -570,4 +608,4 @@ def create_app(settings: ReviewSettings) -> Starlette:
         Route("/{token}/rubric/{exercise}/{question}", review.rubric),
         Route("/{token}/rubric/{exercise}/{question}", review.change_rubric, methods=["POST"]),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)])
+    return Starlette(routes=routes, middleware=[Middleware(Guarded)])

@@ -16,6 +16,7 @@
   const applyGroup = document.getElementById("apply-group");
   const maxPoints = Number(page.dataset.max);
   let theirs = null;   // the other TA's review a conflicting save met
+  let fresh = null;    // that refusal's reply: the versions as they are now
   let saving = false;
 
   function version() {
@@ -48,20 +49,24 @@
     points.textContent = String(reply.review.points);
     document.getElementById("student").textContent = reply.student;
     conflict.hidden = true;
-    theirs = null;
+    theirs = fresh = null;
     status.textContent = reply.status;
     status.dataset.state = "saved";
   }
 
+  // Nothing was saved: another TA saved this answer, or an alike one this save was to grade too, meanwhile.
+  // The page keeps its own choice and the versions it was showing (Save meets the conflict again); Overwrite saves
+  // on the versions the reply says are current, Keep theirs puts their grade on the page.
   function conflicted(reply) {
     theirs = reply.current;
+    fresh = reply;
+    status.textContent = reply.status;
+    status.dataset.state = "conflict";
     if (!theirs) {   // no grade stored any more: the next save starts from none
       page.dataset.version = "";
-      status.textContent = reply.status;
-      status.dataset.state = "conflict";
       return;
     }
-    // The page keeps the version it was showing: Save meets the conflict again; Overwrite replaces theirs.
+    conflict.dataset.kept = reply.kept;
     conflict.querySelector(".conflict-said").textContent = reply.status;
     document.getElementById("their-author").textContent = theirs.author;
     document.getElementById("their-points").textContent = String(theirs.points);
@@ -72,11 +77,13 @@
       return li;
     }));
     document.getElementById("their-comment").textContent = theirs.comment;
-    conflict.dataset.kept = reply.kept;
     conflict.hidden = false;
-    status.textContent = reply.status;
-    status.dataset.state = "conflict";
-    if (reply.student) document.getElementById("student").textContent = reply.student;
+    if (reply.mine && reply.student) document.getElementById("student").textContent = reply.student;
+  }
+
+  function onVersionsOf(reply) {
+    page.dataset.version = reply.version === null ? "" : String(reply.version);
+    page.dataset.group = JSON.stringify(reply.group || {});
   }
 
   async function save(expected) {
@@ -95,7 +102,13 @@
         method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/json"},
         body: JSON.stringify(body),
       });
-      const reply = await response.json();
+      const text = await response.text();
+      let reply = null;
+      try {
+        reply = JSON.parse(text);
+      } catch (error) {   // the server's sentence as text (a gradebook it cannot use now: 503)
+        reply = {error: text};
+      }
       if (response.status === 409) conflicted(reply);
       else if (response.ok) saved(reply);
       else {
@@ -114,16 +127,18 @@
   adjustment.addEventListener("input", preview);
   document.getElementById("save").addEventListener("click", () => save(version()));
   document.getElementById("overwrite").addEventListener("click", function () {
-    if (theirs) save(theirs.version);
+    if (!fresh) return;
+    onVersionsOf(fresh);
+    save(version());
   });
   document.getElementById("keep-theirs").addEventListener("click", function () {
     if (!theirs) return;
-    page.dataset.version = String(theirs.version);
+    onVersionsOf(fresh);
     show(theirs);
     conflict.hidden = true;
     status.textContent = conflict.dataset.kept || status.textContent;
-    status.dataset.state = "saved";
-    theirs = null;
+    status.dataset.state = fresh.mine ? "saved" : "";
+    theirs = fresh = null;
   });
 
   document.addEventListener("keydown", function (event) {
