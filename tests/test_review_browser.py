@@ -139,6 +139,8 @@ def grade_class_by_keyboard(driver: WebDriver, base: str, names: dict[str, str])
     link = driver.find_element(By.CSS_SELECTOR, f'a[data-question="{KEY}"]')
     link.send_keys(Keys.ENTER)
     wait(driver, lambda d: d.current_url.split("?")[0].endswith(f"/q/{KEY}/0"), "the index's link opens no answer")
+    # every word on the page is the page's own: no Python object leaks into it
+    assert not re.search(r"<built-in |object at 0x|\bNone\b", driver.find_element(By.TAG_NAME, "body").text)
     shown: dict[str, float] = {}
     for n, (keys, comment, adjustment) in enumerate(PLAN):
         submission = who(driver, names)
