@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from review_class import (ANSWERS, EXERCISE, KEY, QUESTION, WAIT_S, XSS_MARK, XSS_PIECES, XSS_TITLE, browser, copy_of,
-                          grade_class, leave_field, page_url, press, pressed, save, saved, served, tab_to, text_of,
-                          wait)
+from review_class import (ANSWERS, EXERCISE, KEY, QUESTION, UNCHECKED, WAIT_S, XSS_MARK, XSS_PIECES, XSS_TITLE,
+                          browser, copy_of, grade_class, leave_field, page_url, press, pressed, save, saved, served,
+                          tab_to, text_of, wait)
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -35,6 +35,7 @@ class Autograded:
     total: dict[str, float]      # submission -> grades.csv's total before any review
     score: dict[str, float]      # submission -> report.json's score before any review
     names: dict[str, str]        # submission -> the student's name on the roster
+    exercise: dict[str, tuple[float, list[str]]]   # submission -> embedding's score and the criteria not passed
 
 
 def rows_of(path: Path) -> list[dict[str, str]]:
@@ -75,7 +76,12 @@ def autograded(course, tmp_path_factory) -> Autograded:
     assert sorted(names) == sorted(ANSWERS)
     for submission in ANSWERS:
         assert written_answer(out, submission)["status"] == "awaiting_review"
-    return Autograded(out, totals(out), {s: report(out, s)["score"] for s in ANSWERS}, names)
+    exercise = {}
+    for submission in ANSWERS:
+        [graded] = [e for e in report(out, submission)["exercises"] if e["id"] == EXERCISE]
+        exercise[submission] = graded["score"], [c["id"] for c in graded["criteria"] if c["status"] != "passed"]
+    assert [s for s in ANSWERS if exercise[s][1]] == sorted(UNCHECKED)
+    return Autograded(out, totals(out), {s: report(out, s)["score"] for s in ANSWERS}, names, exercise)
 
 
 # --- the browser, as a TA uses it -----------------------------------------------------------------------------------
@@ -131,7 +137,7 @@ def grade_one(driver: WebDriver, keys: str, comment: str, adjustment: str) -> No
     save(driver)
 
 
-def grade_class_by_keyboard(driver: WebDriver, base: str, names: dict[str, str]) -> dict[str, float]:
+def grade_class_by_keyboard(driver: WebDriver, base: str, autograded: Autograded) -> dict[str, float]:
     """Open the question from the index, grade every answer in order with PLAN, next with `n`: submission -> the
     points the page shows once saved."""
     driver.get(base)
@@ -143,12 +149,16 @@ def grade_class_by_keyboard(driver: WebDriver, base: str, names: dict[str, str])
     assert not re.search(r"<built-in |object at 0x|\bNone\b", driver.find_element(By.TAG_NAME, "body").text)
     shown: dict[str, float] = {}
     for n, (keys, comment, adjustment) in enumerate(PLAN):
-        submission = who(driver, names)
+        submission = who(driver, autograded.names)
         assert submission not in shown, f"the answer of {submission} is shown twice"
         # the answer, its Markdown rendered: the first words without their emphasis and code marks
         assert ANSWERS[submission].replace("**", "").replace("`", "")[:20] in text_of(driver, "#answer")
         if submission == "ann":
             assert [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#answer strong")] == ["int64"]
+        # beside it, the exercise's autograded score and the criteria it did not pass
+        score, failing = autograded.exercise[submission]
+        beside = text_of(driver, "#autograde")
+        assert re.search(rf"\b{score:g} / ", beside) and all(criterion in beside for criterion in failing), beside
         grade_one(driver, keys, comment, adjustment)
         # the comment kept every key typed into it: n, p and s moved nowhere and saved nothing
         assert driver.find_element(By.ID, "comment").get_attribute("value") == comment
@@ -171,7 +181,7 @@ def graded_by_hand(autograded, tmp_path_factory) -> tuple[Path, dict[str, float]
     out = copy_of(autograded.out, work / "out")
     with served(out) as urls, browser(work) as driver:
         [base] = urls.values()
-        points = grade_class_by_keyboard(driver, base, autograded.names)
+        points = grade_class_by_keyboard(driver, base, autograded)
     return out, points
 
 
