@@ -93,9 +93,10 @@ def who(driver: WebDriver, names: dict[str, str]) -> str:
     return submission
 
 
-def progress(driver: WebDriver, base: str) -> str:
+def progress(driver: WebDriver, base: str, key: str = KEY) -> str:
+    """The question's progress on the first page: "graded/answers"."""
     driver.get(base)
-    return text_of(driver, f'[data-progress="{KEY}"]').strip()
+    return text_of(driver, f'[data-progress="{key}"]').strip()
 
 
 # --- grading the class with the keyboard ----------------------------------------------------------------------------
@@ -409,3 +410,30 @@ def test_the_page_refuses_a_wrong_token(autograded, tmp_path):
             with pytest.raises(HTTPError) as refused:
                 urlopen(base.replace(f"/{token}/", f"/{wrong}/" if wrong else "/"), timeout=WAIT_S)
             assert refused.value.code == 404
+
+
+# --- answers alike --------------------------------------------------------------------------------------------------
+
+def test_empty_answers_alike_are_graded_by_one_decision(autograded, tmp_path):
+    """No one answered attention's question: its five empty answers are one group, graded once for all five."""
+    empty = "attention/tensor_flow"
+    out = copy_of(autograded.out, tmp_path / "out")
+    with served(out) as urls, browser(tmp_path) as driver:
+        [base] = urls.values()
+        assert progress(driver, base, empty) == "0/5"
+        driver.get(f"{base}q/{empty}/0")
+        assert re.search(r"\b5\b", text_of(driver, "#group")), text_of(driver, "#group")
+        tab_to(driver, "apply-group")
+        press(driver, Keys.SPACE)
+        assert driver.find_element(By.ID, "apply-group").is_selected()
+        tab_to(driver, "comment")
+        press(driver, "no answer")
+        save(driver)
+        assert re.search(r"\b4\b", text_of(driver, "#status")), text_of(driver, "#status")   # the four others
+        assert progress(driver, base, empty) == "5/5" and progress(driver, base) == "0/5"
+        # the control: the question everyone answered differently has no group
+        driver.get(page_url(base, 0))
+        assert not driver.find_elements(By.ID, "group")
+    for submission in ANSWERS:
+        [answer] = [a for e in report(out, submission)["exercises"] if e["id"] == "attention" for a in e["answers"]]
+        assert answer["status"] == "graded" and answer["points"] == 0 and answer["comment"] == "no answer", answer
