@@ -309,6 +309,7 @@ def test_a_class_of_five_totals_autograded_plus_rubric_points_in_grades_csv_and_
     assert ed["grade"]["written"]["awaiting"] == [{"exercise": "heads", "question": "tensor_flow"}]
     assert "1 not reviewed yet" in ed["grade"]["message"]["en"]
     assert "awaiting review" in (out / "students" / "ed" / "report.html").read_text()
+    assert (out / "class.html").read_text().count('data-awaiting="1">answers awaiting review: 1<') == 1   # ed's
     book = Gradebook(out / "gradebook.sqlite")
     try:
         items, adjustment, comment = DECISIONS["ed"]
@@ -331,6 +332,7 @@ def test_a_class_of_five_totals_autograded_plus_rubric_points_in_grades_csv_and_
     assert {row["Full name"]: float(row[course.name]) for row in moodle} == {
         name.title(): autograded[name] + rubric[name] for name in FIVE}
     assert f"<b>{autograded['bo'] + 0.5:g}</b> / 13" in (out / "class.html").read_text()
+    assert "data-awaiting" not in (out / "class.html").read_text()
 
 
 @pytest.mark.slow

@@ -618,7 +618,7 @@ def scorecard_comment(report_dir: Path, sha: str, lang: str = "en", view: Callab
         report = view(report)
     # the final grade, after the late penalty and the instructor's overrides, of the criteria shown
     description = t("score {score:g}/{max_score:g} ({percent:g}%)", score=report.final_score,
-                    max_score=report.max_score, percent=report.final_percent)
+                    max_score=report.final_max, percent=report.final_percent)
     scorecard = render_markdown(report, templates, lang) if templates is not None else \
         (report_dir / "scorecard.md").read_text(encoding="utf-8")
     heading = t("Hidden criteria, commit {sha}: {description}", sha=sha, description=description)

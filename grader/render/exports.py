@@ -66,7 +66,7 @@ def _gradescope_summary(report: Report, tests: list[dict], lang: str) -> list[st
                   more=sum(test["max_score"] for test in hidden))
     else:
         score = t("Score: {score:g} / {max_score:g} ({percent:g}%).", score=report.final_score,
-                  max_score=report.max_score, percent=report.final_percent)
+                  max_score=report.final_max, percent=report.final_percent)
     # The level only: why it is not stricter, and what student code could reach there, is for the instructor
     # (the autograder's stdout, which results.json keeps hidden from students: see grader.classroom.gradescope).
     words = LABELS[lang]

@@ -101,6 +101,7 @@ CLASS_LABELS = {
         "list_separator": ", ",
         # the grade after grading: raw, penalty, final; lateness; overrides; similar code
         "raw": "raw", "penalty": "penalty", "on_time": "on time", "late": "late", "too_late": "after the cutoff",
+        "not_reviewed": "answers awaiting review",
         "unknown": "time unknown", "days_late": "d late", "hours_late": "h late",
         "overrides": "Overrides", "overridden": "overridden", "whole_grade": "the whole grade",
         "graded_points": "graded", "instructor_points": "now", "comment": "Comment", "by": "By", "at": "When",
@@ -131,6 +132,7 @@ CLASS_LABELS = {
         "not_started": "未开始", "all_started": "每个练习都已开始",
         "no_one_needs_help": "所有学生均为满分。", "failed_by": "未通过的学生", "colon": "：",
         "list_separator": "、",
+        "not_reviewed": "待批阅的书面回答",
         "raw": "扣分前", "penalty": "迟交扣分", "on_time": "按时", "late": "迟交", "too_late": "截止后提交",
         "unknown": "提交时间不明", "days_late": "天迟交", "hours_late": "小时迟交",
         "overrides": "成绩修改", "overridden": "经教师修改", "whole_grade": "总成绩",
