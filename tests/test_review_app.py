@@ -159,12 +159,18 @@ def test_a_student_is_named_as_the_roster_names_them(served):
 def test_a_save_that_is_wrong_is_refused_and_stores_nothing(served):
     settings, client = served
     assert save(client, settings, "ann", ["99"], None).status_code == 400
-    assert save(client, settings, "ann", ["1"], None, adjustment=float("inf") if False else "x").status_code == 400
+    assert save(client, settings, "ann", ["1"], None, adjustment="x").status_code == 400
+    infinite = json.dumps({"student": student_id(settings, "ann"), "items": [], "adjustment": float("inf"),
+                           "expected_version": None})   # Python writes JSON's non-standard Infinity, and reads it
+    assert client.post("/tok-ada/save/heads/tensor_flow", content=infinite.encode(),
+                       headers={"content-type": "application/json"}).status_code == 400
+    assert save(client, settings, "ann", ["1"], None, adjustment=0.5).status_code == 200   # the control
+    assert save(client, settings, "bob", ["1"], "1").status_code == 400   # a version is a number
     assert client.post("/tok-ada/save/heads/tensor_flow", content=b"{", headers={
         "content-type": "application/json"}).status_code == 400
     assert client.post("/tok-ada/save/heads/tensor_flow", data={"student": "x"}).status_code == 415
     assert client.post("/tok-ada/save/heads/nope", json={}).status_code == 404
-    assert stored(settings, "ann") is None
+    assert stored(settings, "ann").adjustment == 0.5 and stored(settings, "bob") is None
 
 
 def test_alike_answers_are_grouped_and_one_decision_grades_them_all(served):

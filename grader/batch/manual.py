@@ -11,6 +11,9 @@ Several reviewers may grade at once. Each review carries a version, counted up b
 version it was made on, and one made on an older version raises Conflict with the review as it is now, changing
 nothing but the log, which holds both attempts. Every change (a save, a refused save, an item edited or added) is a
 row of review_log: who, when, what it was before and after.
+
+The answers reviewed are those of each submission's newest grading (its record of observations, else its
+report.json). How the points join the grade, and from when, is grader.batch.grades's.
 """
 
 from __future__ import annotations
@@ -324,8 +327,8 @@ def graded_answers(book, course: Course) -> dict[str, dict[tuple[str, str], Grad
     """Every student's graded answers: student -> (exercise, question) -> Graded."""
     asked = {(ex.id, q.id) for ex in course.exercises for q in ex.questions}
     reviews = [r for r in _reviews(book.db) if (r.exercise, r.question) in asked]
-    rubrics = {key: rubric_items(book, course, *key, removed=True) for key in {(r.exercise, r.question)
-                                                                                for r in reviews}}
+    # read as stored (a review's question was seeded when it was saved): reading the grades writes nothing
+    rubrics = {key: _items(book.db, *key) for key in {(r.exercise, r.question) for r in reviews}}
     found: dict[str, dict[tuple[str, str], Graded]] = {}
     for r in reviews:
         items = rubrics[(r.exercise, r.question)]
@@ -439,7 +442,8 @@ class _transaction:
 def rewrite_after_review(out_dir: Path, course: Course, students: Iterable[str] = ()) -> dict:
     """Write the reports of the students whose grade changed (`students`: those just reviewed; every report whose
     grade differs from the gradebook's is written again, theirs among them) and the class files, as `grader override`
-    does, with the settings the last batch wrote them with. Returns publish's tallies."""
+    does, with the settings the last batch wrote them with. Returns publish's tallies. grader.batch.run.BatchBusy
+    when a batch holds `out_dir`: the reviews are stored all the same, and that batch writes them when it ends."""
     from grader.batch.run import batch_lock, publish, stored_settings
 
     del students   # publish finds every report whose grade the gradebook changed, these among them

@@ -96,7 +96,7 @@ def student_id(settings: ReviewSettings, student: str) -> str:
 
 def ordered(settings: ReviewSettings, rows: list) -> list:
     """A question's answers in the pages' stable order: by name, or, anonymised, by a digest of the name (the same
-    at every start, and no hint of the name)."""
+    at every start, and not alphabetical: a position says nothing of the name)."""
     if settings.anonymise:
         return sorted(rows, key=lambda r: hashlib.sha256(r.student.encode("utf-8", "surrogatepass")).hexdigest())
     return sorted(rows, key=lambda r: (r.student.casefold(), r.student))
@@ -127,7 +127,6 @@ def full_name(course: Course, book, submission: str) -> str:
 
 
 def rewrite(settings: ReviewSettings, students: list[str]) -> str | None:
-
     """Write the students' reports and the class files again after a change; what went wrong, if anything (the
     change is stored either way, and the next `grader batch` or review writes them)."""
     from grader.batch import manual
