@@ -83,7 +83,7 @@ if [ "${1:-}" = "--test" ]; then
             # shellcheck disable=SC2086  # one word per package
             apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
         else
-            echo "setup: the HTML report tests need Debian's$missing: sudo apt-get install -y$missing" >&2
+            echo "setup: the browser and cluster tests need Debian's$missing: sudo apt-get install -y$missing" >&2
         fi
     fi
 else
