@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from browser import SPILLING
 from review_class import (ANSWERS, EXERCISE, KEY, QUESTION, UNCHECKED, WAIT_S, XSS_MARK, XSS_PIECES, XSS_TITLE,
                           browser, copy_of, grade_class, leave_field, page_url, press, pressed, save, saved, served,
                           tab_to, text_of, wait)
@@ -437,3 +438,30 @@ def test_empty_answers_alike_are_graded_by_one_decision(autograded, tmp_path):
     for submission in ANSWERS:
         [answer] = [a for e in report(out, submission)["exercises"] if e["id"] == "attention" for a in e["answers"]]
         assert answer["status"] == "graded" and answer["points"] == 0 and answer["comment"] == "no answer", answer
+
+
+# --- a phone's width ------------------------------------------------------------------------------------------------
+
+def spilling(driver: WebDriver) -> list[str]:
+    """SPILLING on the page, less the text fields: a long rubric text scrolls inside its input, as fields do."""
+    return [e for e in json.loads(driver.execute_script(f"return {SPILLING}"))
+            if not e.startswith(("input.", "textarea."))]
+
+
+@pytest.mark.parametrize("width", [1280, 400])
+def test_nothing_on_the_review_pages_scrolls_sideways(autograded, tmp_path, width):
+    """The first page, an answer's page and the rubric page, in both languages, fit the window: no box reaches past
+    its right edge and no content spills out of its box (tests/browser.py's SPILLING)."""
+    with served(autograded.out) as urls, browser(tmp_path, width=width) as driver:
+        [base] = urls.values()
+        spilled = {}
+        for lang in ("en", "zh"):
+            for page in ("", f"q/{KEY}/0", f"rubric/{KEY}"):
+                driver.get(f"{base}{page}?lang={lang}")
+                spilled[f"/{page}?lang={lang}"] = spilling(driver)
+        too_wide = {page: found for page, found in spilled.items() if found}
+        assert not too_wide, f"reaches past the window {width} px wide: {too_wide}"
+        # the control: a box wider than the window is seen
+        driver.execute_script("const wide = document.createElement('div'); wide.className = 'too-wide';"
+                              "wide.style.width = '2000px'; wide.textContent = 'x'; document.body.append(wide)")
+        assert "div.too-wide" in spilling(driver)
