@@ -385,3 +385,18 @@ def test_grader_review_refuses_a_folder_without_a_gradebook_in_one_line(tmp_path
     assert main(["--course", str(tmp_path / "course"), "review", str(tmp_path / "out"), "--ta", "ada", "--ta",
                  "ada"]) == 2
     assert "each --ta names one TA, once" in capsys.readouterr().err
+
+
+def test_a_save_while_a_batch_holds_the_folder_is_stored_and_says_the_reports_wait(served):
+    from grader.batch.run import batch_lock
+
+    settings, client = served
+    with batch_lock(settings.out):
+        reply = save(client, settings, "ann", ["1"], None)
+        edited = client.post("/tok-ada/rubric/heads/tensor_flow", data={"item": "1", "points": "0.5"})
+    assert reply.status_code == 200 and not reply.json()["written"]
+    assert "a grader batch is writing this folder" in reply.json()["status"]
+    assert stored(settings, "ann").items == ("1",)
+    result = re.search(r'id="edit-result"[^>]*>([^<]*)<', edited.text).group(1)
+    assert "graded answers it changes: 1" in result and "a grader batch is writing this folder" in result
+    assert save(client, settings, "ann", ["2"], 1).json()["written"]   # the control: once it ends, written
