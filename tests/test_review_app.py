@@ -326,6 +326,13 @@ def test_the_pages_speak_both_languages(served):
     settings, client = served
     assert set(REVIEW_LABELS["en"]) == set(REVIEW_LABELS["zh"])
     assert [k for k, word in REVIEW_LABELS["zh"].items() if word == REVIEW_LABELS["en"][k]] == []
+    # a template reads L.<key>: a key named like a dict method would print the method, not the word
+    assert [k for k in REVIEW_LABELS["en"] if hasattr(dict, k)] == []
+    for lang in ("en", "zh"):
+        for path in ("/tok-ada/", "/tok-ada/q/heads/tensor_flow/0", "/tok-ada/rubric/heads/tensor_flow",
+                     "/tok-ada/q/heads/tensor_flow/99"):
+            text = client.get(f"{path}?lang={lang}").text
+            assert not re.search(r"built-in|object at 0x|\bNone\b|Undefined", text), (lang, path)
     zh = client.get("/tok-ada/q/heads/tensor_flow/0?lang=zh").text
     assert 'lang="zh-CN"' in zh and REVIEW_LABELS["zh"]["save"] in zh and "?lang=zh" in zh
     assert REVIEW_LABELS["en"]["save"] in client.get("/tok-ada/q/heads/tensor_flow/0").text
