@@ -326,6 +326,13 @@ def test_the_pages_speak_both_languages(served):
     settings, client = served
     assert set(REVIEW_LABELS["en"]) == set(REVIEW_LABELS["zh"])
     assert [k for k, word in REVIEW_LABELS["zh"].items() if word == REVIEW_LABELS["en"][k]] == []
+    # a template reads L.<key>: a key named like a dict method would print the method, not the word
+    assert [k for k in REVIEW_LABELS["en"] if hasattr(dict, k)] == []
+    for lang in ("en", "zh"):
+        for path in ("/tok-ada/", "/tok-ada/q/heads/tensor_flow/0", "/tok-ada/rubric/heads/tensor_flow",
+                     "/tok-ada/q/heads/tensor_flow/99"):
+            text = client.get(f"{path}?lang={lang}").text
+            assert not re.search(r"built-in|object at 0x|\bNone\b|Undefined", text), (lang, path)
     zh = client.get("/tok-ada/q/heads/tensor_flow/0?lang=zh").text
     assert 'lang="zh-CN"' in zh and REVIEW_LABELS["zh"]["save"] in zh and "?lang=zh" in zh
     assert REVIEW_LABELS["en"]["save"] in client.get("/tok-ada/q/heads/tensor_flow/0").text
@@ -385,3 +392,18 @@ def test_grader_review_refuses_a_folder_without_a_gradebook_in_one_line(tmp_path
     assert main(["--course", str(tmp_path / "course"), "review", str(tmp_path / "out"), "--ta", "ada", "--ta",
                  "ada"]) == 2
     assert "each --ta names one TA, once" in capsys.readouterr().err
+
+
+def test_a_save_while_a_batch_holds_the_folder_is_stored_and_says_the_reports_wait(served):
+    from grader.batch.run import batch_lock
+
+    settings, client = served
+    with batch_lock(settings.out):
+        reply = save(client, settings, "ann", ["1"], None)
+        edited = client.post("/tok-ada/rubric/heads/tensor_flow", data={"item": "1", "points": "0.5"})
+    assert reply.status_code == 200 and not reply.json()["written"]
+    assert "a grader batch is writing this folder" in reply.json()["status"]
+    assert stored(settings, "ann").items == ("1",)
+    result = re.search(r'id="edit-result"[^>]*>([^<]*)<', edited.text).group(1)
+    assert "graded answers it changes: 1" in result and "a grader batch is writing this folder" in result
+    assert save(client, settings, "ann", ["2"], 1).json()["written"]   # the control: once it ends, written

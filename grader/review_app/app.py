@@ -36,7 +36,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from grader.course import Course, ExerciseConfig, Question
-from grader.i18n import LANGS, t
+from grader.i18n import LANGS, Text, t, verbatim
 from grader.render.labels import LABELS
 from grader.review_app.answer_html import answer_html
 from grader.review_app.labels import REVIEW_LABELS
@@ -126,18 +126,22 @@ def full_name(course: Course, book, submission: str) -> str:
     return f"{names[0]} ({submission})" if len(names) == 1 and names[0] != submission else submission
 
 
-def rewrite(settings: ReviewSettings, students: list[str]) -> str | None:
+def rewrite(settings: ReviewSettings, students: list[str]) -> Text | None:
     """Write the students' reports and the class files again after a change; what went wrong, if anything (the
     change is stored either way, and the next `grader batch` or review writes them)."""
     from grader.batch import manual
 
     if not students:
         return None
+    from grader.batch.run import BatchBusy
+
     with settings.rewriting:
         try:
             manual.rewrite_after_review(settings.out, settings.course, sorted(set(students)))
-        except Exception as exc:  # noqa: BLE001 - a busy gradebook folder, a full disk: said on the page, not lost
-            return str(exc) or type(exc).__name__
+        except BatchBusy:
+            return t("a grader batch is writing this folder; it writes them with this grade when it ends")
+        except Exception as exc:  # noqa: BLE001 - a full disk, a report that cannot be read: said on the page
+            return verbatim(str(exc) or type(exc).__name__)
     return None
 
 
@@ -461,6 +465,8 @@ class Review:
             result = t("item {item} added", item=request.query_params["added"]).render(lang)
         elif request.query_params.get("refused"):
             result = t("not changed: {reason}", reason=request.query_params["refused"][:200]).render(lang)
+        if result and request.query_params.get("unwritten"):
+            result += "; " + request.query_params["unwritten"][:500]
         key = f"{exercise}/{question}"
         return self.page(request, "rubric.html", key=key, question=q, items=items, used=used, result=result,
                          exercise=ex.title_zh if lang == "zh" else ex.title_en,
@@ -511,7 +517,7 @@ class Review:
                                      text_zh=text_zh if text_zh and text_zh != now.text.get("zh") else None,
                                      author=author)
         trouble = rewrite(self.settings, users)
-        extra = {"refused": t("the reports were not written again: {error}", error=trouble).render(lang)} \
+        extra = {"unwritten": t("the reports were not written again: {error}", error=trouble).render(lang)} \
             if trouble else {}
         return RedirectResponse(self.link(request, f"rubric/{key}", edited=item, changed=str(count), **extra),
                                 status_code=303)
