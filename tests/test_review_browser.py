@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from browser import SPILLING
+from conftest import ROOT
 from review_class import (ANSWERS, EXERCISE, KEY, QUESTION, UNCHECKED, WAIT_S, XSS_MARK, XSS_PIECES, XSS_TITLE,
                           browser, copy_of, grade_class, leave_field, page_url, press, pressed, save, saved, served,
                           tab_to, text_of, wait)
@@ -24,6 +25,8 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
+
+from grader.course import load_course
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +113,10 @@ PLAN = [("12", "shapes and dtype right; names the lookup", ""),
         ("14", "a shape stated wrong", ""),
         ("2", "the lookup, nothing else; n p s 1 typed here are text", "0.5"),
         ("332", "only the lookup", "")]
-ITEM_POINTS = {"1": 1.0, "2": 1.0, "3": 1.0, "4": -1.0}
+# the starting rubric, as gradebook migration 5 numbers course.toml's items: "1".."N"
+STARTING = next(q for q in load_course(ROOT).exercise(EXERCISE).questions if q.id == QUESTION)
+ITEM_POINTS = {str(n): item.points for n, item in enumerate(STARTING.rubric, start=1)}
+assert ITEM_POINTS == {"1": 1.0, "2": 1.0, "3": 1.0, "4": -1.0} and STARTING.points == 3, "PLAN is made for these"
 
 
 def items_of(keys: str) -> set[str]:
@@ -121,7 +127,7 @@ def items_of(keys: str) -> set[str]:
 
 
 def points_of(keys: str, adjustment: str, item_points=ITEM_POINTS) -> float:
-    return min(max(sum(item_points[i] for i in items_of(keys)) + float(adjustment or 0), 0.0), 3.0)
+    return min(max(sum(item_points[i] for i in items_of(keys)) + float(adjustment or 0), 0.0), STARTING.points)
 
 
 def grade_one(driver: WebDriver, keys: str, comment: str, adjustment: str) -> None:
