@@ -181,6 +181,9 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
             from grader.worker.runner import Channel, load_probe_code, read_probe_code, run_probes
 
             code = read_probe_code(job, jail)   # root's files: read before the privileges go
+            from grader.models.handles import attach
+
+            attach(job, jail)   # the exercise's model process, reached through the supervisor's folder (root's)
             if jail.get("scratch_fd") is not None:
                 os.close(jail["scratch_fd"])  # the supervisor's folder is the worker's alone
             os.dup2(write_end, 1)
