@@ -50,6 +50,8 @@ KINDS = {
     "trainer": frozenset({"new", "load"}),
     "run": frozenset({"step", "save", "parameters"}),
 }
+MAX_OBJECTS = 256  # objects open on one connection (each entry opened, each run started)
+MAX_FILES = 256    # checkpoints saved on one connection
 TOKEN_BYTES = 16   # a saved checkpoint's name as its handle writes it into the student's file
 
 
@@ -97,7 +99,9 @@ class Served:
         for entry in module.catalog(self.root):
             self.groups.setdefault(getattr(entry, "audit"), []).append(entry)
         self.order = {g: wire.served_order(self.seed, g, len(es)) for g, es in self.groups.items()}
-        self.objects: dict[int, tuple[str, Any]] = {}
+        # handle -> (kind, object, its own RNG state: each object draws as if it were alone in a process of its own,
+        # so two runs stepped in turn draw the dropout masks each would alone)
+        self.objects: dict[int, tuple[str, Any, torch.Tensor]] = {}
         self.files: dict[str, str] = {}
         self.folder = tempfile.mkdtemp(prefix="grader-models-")
         self.next_handle = 1
@@ -113,12 +117,15 @@ class Served:
         self.files.clear()
 
     def keep(self, obj: Any) -> dict:
+        """A handle for `obj`, which starts from the RNG state as it is now (right after the call that made it)."""
         kind = kind_of(obj)
         if kind is None:
             raise Refused("the model returned a value that cannot cross to your process")
+        if len(self.objects) >= MAX_OBJECTS:
+            raise Refused(f"more than {MAX_OBJECTS} objects open on one connection")
         handle = self.next_handle
         self.next_handle += 1
-        self.objects[handle] = (kind, obj)
+        self.objects[handle] = (kind, obj, torch.get_rng_state())
         return {"$h": handle, "kind": kind}
 
     def answer(self, header: dict, tensors: list[torch.Tensor]) -> tuple[dict, list[torch.Tensor]]:
@@ -143,13 +150,16 @@ class Served:
         handle, method = header.get("handle"), header.get("method")
         if not isinstance(handle, int) or handle not in self.objects:
             raise Refused("the object is not open (any more)")
-        kind, obj = self.objects[handle]
+        kind, obj, state = self.objects[handle]
         if method not in KINDS[kind]:
             raise Refused("the handle has no such call")
         args = wire.unpack(header.get("args", []), tensors)
         if not isinstance(args, list):
             raise Refused("malformed arguments")
+        torch.set_rng_state(state)
         value = getattr(self, f"_{kind}_{method}")(obj, *args)
+        if kind != "trainer":   # a trainer starts each run from the same state: its runs are alike until they differ
+            self.objects[handle] = (kind, obj, torch.get_rng_state())
         if isinstance(value, dict) and "$file" in value:
             return {"value": value}, out
         return {"value": wire.pack(value, out, self.keep)}, out
@@ -201,6 +211,8 @@ class Served:
         return float(run.step())
 
     def _run_save(self, run):
+        if len(self.files) >= MAX_FILES:
+            raise Refused(f"more than {MAX_FILES} checkpoints saved on one connection")
         token = secrets.token_hex(TOKEN_BYTES)
         path = os.path.join(self.folder, f"{len(self.files)}.pt")
         run.save(path)
