@@ -226,9 +226,17 @@ def attach(job: dict, jail: dict | None = None) -> None:
         _connection = Connection(proc.stdout.fileno(), proc.stdin.fileno(), keep=proc)
         return
     scratch_fd = (jail or {}).get("scratch_fd")
-    path = spec["socket"] if scratch_fd is None else f"/proc/self/fd/{scratch_fd}/{spec['socket']}"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(_short(path))
+    if scratch_fd is None:
+        sock.connect(_short(spec["socket"]))
+    else:   # the box: the folder is outside its root, reached by its descriptor alone (no /proc path to it)
+        here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fchdir(scratch_fd)
+            sock.connect(spec["socket"])
+        finally:
+            os.fchdir(here)
+            os.close(here)
     _connection = Connection(sock.fileno(), sock.fileno(), keep=sock)
 
 
