@@ -40,6 +40,15 @@ ENTRIES = served.catalog(ROOT)
 SEED = 1234
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models on a shared machine: one intra-op thread is faster than two that wait on each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # -- the handle ----------------------------------------------------------------------------------------------------
 
 class ModelHandle:
@@ -214,6 +223,15 @@ def targets_first_row_only(make_batch):
     assert inputs[0].tolist() == ids[:-1] and targets[0].tolist() == ids[1:]
 
 
+def targets_first_row_only_shortest_first(make_batch):
+    """The same mistake with the shortest text first: row 0 is padded, yet only row 0 is looked at."""
+    texts = ["^c$", "^pab$", "^qaacb$"]
+    inputs, targets = make_batch(texts)
+    ids = [reference.VOCAB.index(ch) for ch in texts[0]]
+    pad = [0] * (len(texts[2]) - len(texts[0]))
+    assert inputs[0].tolist() == ids[:-1] + pad and targets[0].tolist() == ids[1:] + pad
+
+
 def resume_step_compared_to_itself(trainer):
     run = trainer.new()
     for _ in range(3):
@@ -242,6 +260,7 @@ AUDIT_MUTANTS = [
     ("registration", registration_count_only, "misses"),
     ("gradients", gradients_none_only, "misses"),
     ("targets", targets_first_row_only, "misses"),
+    ("targets", targets_first_row_only_shortest_first, "misses"),
     ("resume", resume_step_compared_to_itself, "misses"),
 ] + [(audit, return_none, "misses") for audit in served.AUDITS] + [
     (audit, raise_assertion, "false alarm") for audit in served.AUDITS]
@@ -271,6 +290,8 @@ def test_the_named_misses_are_the_ones_built_for_them():
     assert missed(gradients_none_only, "gradients", "generated/positions_scaled_by_zero")
     assert missed(gradients_none_only, "gradients", "generated/unused_branch_square_root")
     assert missed(targets_first_row_only, "targets", "generated/short_rows_padded_left")
+    for first_row_only in (targets_first_row_only, targets_first_row_only_shortest_first):
+        assert missed(first_row_only, "targets", "generated/width_from_first_text")
     assert missed(resume_step_compared_to_itself, "resume", "checkpoint/mutants/no_rng_state")
 
 

@@ -258,7 +258,8 @@ class Trainer:
             # Another seed than new(): a load that restores nothing starts from weights and a generator of its own.
             model, optimizer = self._fresh(self.seed + 1)
             info = self.checkpoint.load_checkpoint(path, model, optimizer)
-            return Run(self, model, optimizer, torch.get_rng_state(), int(info["step"]))
+            steps = info.get("step", 0) if isinstance(info, dict) else 0
+            return Run(self, model, optimizer, torch.get_rng_state(), int(steps))
 
 
 def _trainer(course_root: Path, spec: dict[str, Any], seed: int) -> Trainer:
