@@ -96,18 +96,27 @@ def handed(entry, seed: int = SEED) -> object:
     return built
 
 
+def gradients_batch(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens and targets for audit_gradients as the grader draws them: random ids, [2, block_size]."""
+    values = served.config_values(ROOT, "gradients")
+    generator = torch.Generator().manual_seed(seed)
+    shape = (2, values["block_size"])
+    return (torch.randint(0, values["vocab_size"], shape, generator=generator),
+            torch.randint(0, values["vocab_size"], shape, generator=generator))
+
+
 def run_audit(audit: Callable, entry, seed: int = SEED) -> None:
     subject = handed(entry, seed)
     if entry.audit == "gradients":
-        audit(subject, *served.gradients_batch(ROOT, seed))
+        audit(subject, *gradients_batch(seed))
     else:
         audit(subject)
 
 
-def verdict(audit: Callable, entry) -> str:
+def verdict(audit: Callable, entry, seed: int = SEED) -> str:
     """"accepted", "rejected" (AssertionError) or "crashed: <type>"."""
     try:
-        run_audit(audit, entry)
+        run_audit(audit, entry, seed)
     except AssertionError:
         return "rejected"
     except Exception as exc:
@@ -150,6 +159,17 @@ def test_reference_accepts_every_wheat(entry):
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if not e.wheat], ids=lambda e: f"{e.audit}:{e.key}")
 def test_reference_rejects_every_chaff(entry):
     assert verdict(getattr(reference, f"audit_{entry.audit}"), entry) == "rejected"
+
+
+def test_verdicts_hold_for_other_seeds():
+    """The grading seed changes every model's weights and the gradient batch: the verdicts must not depend on it."""
+    wrong = []
+    for seed in (0, 20261130):
+        for e in ENTRIES:
+            got = verdict(getattr(reference, f"audit_{e.audit}"), e, seed)
+            if got != ("accepted" if e.wheat else "rejected"):
+                wrong.append((seed, e.audit, e.key, got))
+    assert not wrong
 
 
 def test_some_causality_wheats_come_in_training_mode_with_dropout():

@@ -179,16 +179,6 @@ def _model(course_root: Path, spec: dict[str, Any], audit: str, seed: int) -> to
     return model
 
 
-def gradients_batch(course_root: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (tokens, targets) audit_gradients is handed with the models of `seed`: [2, block_size] int64, every id."""
-    values = config_values(course_root, "gradients")
-    generator = torch.Generator().manual_seed(seed)
-    shape = (2, values["block_size"])
-    tokens = torch.randint(0, values["vocab_size"], shape, generator=generator)
-    targets = torch.randint(0, values["vocab_size"], shape, generator=generator)
-    return tokens, targets
-
-
 def build(course_root: Path, entry: Entry, seed: int) -> object:
     """What `entry`'s audit is handed: a model (causality, registration, gradients), a make_batch function (targets)
     or a trainer (resume). The same (entry, seed) always builds the same thing."""
