@@ -161,6 +161,22 @@ def test_reference_rejects_every_chaff(entry):
     assert verdict(getattr(reference, f"audit_{entry.audit}"), entry) == "rejected"
 
 
+AUDIT_VARIANTS = sorted((AUDITS_DIR / "variants").glob("*/audits.py"))
+
+
+def test_the_course_has_audit_variants_to_cross_check():
+    assert len(AUDIT_VARIANTS) >= 2, "solutions/audits/variants holds the correct audits written from COURSE.md alone"
+
+
+@pytest.mark.parametrize("path", AUDIT_VARIANTS, ids=lambda p: p.parent.name)
+def test_correct_audits_written_another_way_agree_on_every_entry(path):
+    """The catalog is not tuned to the reference: every correct audit accepts the wheats and rejects the chaffs."""
+    variant = _import(f"course_audits_variant_{path.parent.name}", path)
+    wrong = [(e.audit, e.key, got) for e in ENTRIES
+             if (got := verdict(getattr(variant, f"audit_{e.audit}"), e)) != ("accepted" if e.wheat else "rejected")]
+    assert not wrong
+
+
 def test_verdicts_hold_for_other_seeds():
     """The grading seed changes every model's weights and the gradient batch: the verdicts must not depend on it."""
     wrong = []
