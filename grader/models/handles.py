@@ -91,7 +91,7 @@ class Connection:
         return self.handle(value)
 
     def handle(self, value: dict) -> Any:
-        cls = HANDLES.get(value.get("kind")) if isinstance(value, dict) else None
+        cls = HANDLES.get(str(value.get("kind"))) if isinstance(value, dict) else None
         if cls is None or not isinstance(value.get("$h"), int):
             raise ModelError("the grader's model process answered with something that is not a handle")
         return cls(self, value["$h"])
@@ -105,6 +105,8 @@ class Connection:
 
 class _Handle:
     __slots__ = ("_connection", "_handle")
+    _connection: Connection
+    _handle: int
 
     def __init__(self, connection: Connection, handle: int):
         object.__setattr__(self, "_connection", connection)

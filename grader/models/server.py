@@ -97,7 +97,7 @@ class Served:
         self.module = module
         self.groups: dict[str, list] = {}
         for entry in module.catalog(self.root):
-            self.groups.setdefault(getattr(entry, "audit"), []).append(entry)
+            self.groups.setdefault(entry.audit, []).append(entry)
         self.order = {g: wire.served_order(self.seed, g, len(es)) for g, es in self.groups.items()}
         # handle -> (kind, object, its own RNG state: each object draws as if it were alone in a process of its own,
         # so two runs stepped in turn draw the dropout masks each would alone)

@@ -89,7 +89,8 @@ class Detached(nn.Module):
 
     def forward(self, tokens, targets=None, past_key_values=None, use_cache=False):
         out = self.inner(tokens)
-        logits = out["logits"].detach() + 0 * sum(p.sum() for n, p in self.inner.named_parameters() if n != "head.weight")
+        rest = [p for n, p in self.inner.named_parameters() if n != "head.weight"]
+        logits = out["logits"].detach() + 0 * sum(p.sum() for p in rest)
         loss = None if targets is None else nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return {"logits": logits, "loss": loss, "past_key_values": None}
 
