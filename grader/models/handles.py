@@ -11,7 +11,7 @@ object of the same few classes of this module, holding a number. The calls are C
 
 Whatever goes wrong in the model process reaches the caller as a RuntimeError in the grader's words (`ModelError`):
 an exception of the model's own is named by its builtin type alone. `run.save(path)` writes at `path` a token that
-names the checkpoint the model process keeps; `trainer.load(path)` reads it back.
+names the state the model process saved and keeps; `trainer.load(path)` reads it back.
 
 The connection is made before any student code runs, by the process that will run it (`attach`: the sandbox's
 worker child, as root, before it drops its privileges; the plain route's child), and kept here for the probes.
@@ -180,7 +180,7 @@ class Trainer(_Handle):
 
 
 class Run(_Handle):
-    """A training run: `step()` trains one step and returns its loss."""
+    """A trainer's run: `step()` takes one step and returns its loss."""
 
     __slots__ = ()
 

@@ -204,7 +204,7 @@ class Served:
     def _trainer_load(self, trainer, token):
         path = self.files.get(token) if isinstance(token, str) else None
         if path is None:
-            raise Refused("the file holds no checkpoint this run saved")
+            raise Refused("the file names nothing this connection saved")
         return trainer.load(path)
 
     def _run_step(self, run):
