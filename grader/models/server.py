@@ -9,8 +9,10 @@ keeps) and `close`. Each connection starts from nothing: the objects opened on i
 with it.
 
 What the other side learns is the behaviour of the calls and nothing else:
-- every reply is held until a whole number of quanta (`quantum_s`; `open_quantum_s` for `open`) has passed since
-  its request came, so a chaff that computes a little longer than a wheat replies at the same time;
+- every reply is held until a whole number of quanta (`quantum_s` for a model's or a function's calls,
+  `run_quantum_s` for a trainer's or a run's, `open_quantum_s` for `open`) has passed since its request came, so a
+  chaff that computes a little longer than a wheat replies at the same time; each entry is built once at start-up
+  (`warm`), so that no entry's first build, which compiles its source, is slower than another's;
 - an exception raised by served code reaches the other side as its builtin type's name only (`ValueError`), any
   other type as "an exception": never a message, a traceback or a name of the course's;
 - a method outside the kind's allow-list (`KINDS`) is refused in the same words whatever the object.
@@ -105,6 +107,25 @@ class Served:
         self.files: dict[str, str] = {}
         self.folder = tempfile.mkdtemp(prefix="grader-models-")
         self.next_handle = 1
+        self.warm()
+
+    def warm(self) -> None:
+        """Build every entry once, and start one run of each trainer: what is paid once per process (a source
+        compiled, torch's optimizer machinery imported) is paid here, before any connection is served. A failure is
+        left for the `open` that meets it."""
+        for entries in self.groups.values():
+            for entry in entries:
+                try:
+                    obj = self.module.build(self.root, entry, self.seed)
+                    if kind_of(obj) == "trainer":
+                        obj.new()
+                except Exception:  # noqa: BLE001 - said when the entry is opened
+                    pass
+
+    def kind(self, header: dict) -> str | None:
+        """The kind of object a request calls (None for anything else)."""
+        held = self.objects.get(header.get("handle"))   # type: ignore[arg-type]
+        return held[0] if held is not None else None
 
     def reset(self) -> None:
         """A new connection: nothing of the last one's objects or files."""
@@ -225,7 +246,9 @@ class Served:
 
 def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
     """Answer requests until the stream ends or breaks the format."""
-    quantum, open_quantum = float(setup["quantum_s"]), float(setup["open_quantum_s"])
+    quanta = {"open": float(setup["open_quantum_s"]), "model": float(setup["quantum_s"]),
+              "function": float(setup["quantum_s"]), "trainer": float(setup["run_quantum_s"]),
+              "run": float(setup["run_quantum_s"])}
     limit_s, memory_kb = float(setup["call_limit_s"]), int(setup["memory_mb"]) * 1024
     served.reset()
     while True:
@@ -257,7 +280,7 @@ def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
             frame = wire.encode(reply, out)
         except wire.WireError:
             frame = wire.encode({"refused": "the model's answer is larger than the channel carries"}, [])
-        step = open_quantum if header.get("op") == "open" else quantum
+        step = quanta["open"] if header.get("op") == "open" else quanta.get(served.kind(header), quanta["model"])
         elapsed = time.monotonic() - came
         hold = max(1, math.ceil(elapsed / step)) * step - elapsed
         if hold > 0:
