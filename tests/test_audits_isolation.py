@@ -59,7 +59,8 @@ def graded(tmp_path_factory, level: str) -> dict:
     sub = submission(base / "sub", text)
     out = base / "out"
     done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course), "grade", str(sub), "--out",
-                           str(out), "--sandbox", level], capture_output=True, text=True, timeout=900, cwd=ROOT)
+                           str(out), "--sandbox", level, "--exercise", "audits"], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT)
     assert done.returncode in (0, 1), done.stderr
     report = json.loads((out / "report.json").read_text())
     exercise = report["exercises"][0]
