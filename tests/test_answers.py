@@ -189,7 +189,7 @@ def test_answers_are_carried_in_report_json_as_text_awaiting_review(tmp_path):
     older = {**data, "schema_version": "3.1",
              "exercises": [{k: v for k, v in exercise.items() if k != "answers"}]}
     again = stored_report(older)
-    assert again.schema_version == "3.2" and again.exercises[0].answers == []
+    assert again.schema_version == "3.3" and again.exercises[0].answers == []
 
 
 def test_an_answer_is_text_in_report_html_and_scorecard_md(tmp_path):

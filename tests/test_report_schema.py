@@ -82,7 +82,7 @@ def test_schema_wants_each_message_in_english_and_chinese(said, where):
 
 def test_a_report_holds_each_message_in_both_languages():
     report = hostile_report("grader_error").to_dict()
-    assert report["schema_version"] == SCHEMA_VERSION == "3.2"
+    assert report["schema_version"] == SCHEMA_VERSION == "3.3"
     for exercise in report["exercises"]:
         assert set(exercise["message"]) == {"en", "zh"}
         for criterion in exercise["criteria"]:
