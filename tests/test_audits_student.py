@@ -129,6 +129,14 @@ def test_the_dropout_wheat_needs_eval():
     assert torch.equal(model(tokens), model(tokens))
 
 
+def test_mutate_mutates_the_five_audits_and_the_helpers_they_call():
+    """`grader selftest --mutate` mutates what the stub leaves to students: every audit, and the reference's helpers."""
+    from grader.review.mutation import student_functions
+
+    stub, solution = COURSE.stub(EX).read_text(), COURSE.solution(EX).read_text()
+    assert {f"audit_{a}" for a in AUDITS} <= student_functions(stub, solution)
+
+
 # --- handout and Gradescope -----------------------------------------------------------------------------------
 
 def test_handout_and_gradescope_bundle_carry_the_exercise(tmp_path):
