@@ -269,3 +269,16 @@ def test_a_source_that_cannot_be_had_is_named(tmp_path):
         served._patched("some other text\n", stale)
     assert served.source_text(ROOT, "generated/mask_one_ahead", "transformer_lm") != served.source_text(
         ROOT, "transformer_lm")
+
+
+def test_a_malformed_table_is_refused_with_the_entry_named(tmp_path):
+    (tmp_path / "course.toml").write_text('[course]\nname = "x"\n')
+    folder = tmp_path / "solutions" / "audits"
+    folder.mkdir(parents=True)
+    (folder / "served.toml").write_text('[[causality]]\nkey = "transformer_lm"\nwheat = "yes"\nen = "a"\nzh = "b"\n')
+    with pytest.raises(served.ServedError, match=r"\(transformer_lm\) lacks wheat"):
+        served.catalog(tmp_path)
+    (folder / "served.toml").write_text('[[causality]]\nkey = "k"\nwheat = true\nen = "a"\nzh = "b"\n'
+                                        'fault_experiment = "mask_moved"\n')
+    with pytest.raises(served.ServedError, match="unknown fault experiment 'mask_moved'"):
+        served._table.cache_clear() or served.catalog(tmp_path)

@@ -33,6 +33,9 @@ MUTANT_DIFF = "change.diff"    # a catalog mutant's one bug (grader/review/selft
 MODULE_NAME = "model"          # every loaded source gets this module name: a wheat and a chaff look alike
 
 
+REQUIRED = {"key": str, "wheat": bool, "en": str, "zh": str}   # what every entry of served.toml must say
+
+
 class ServedError(Exception):
     """served.toml or a source it names cannot be used as it is: the message names the entry and the file."""
 
@@ -90,6 +93,10 @@ def catalog(course_root: Path) -> list[Entry]:
     for audit in AUDITS:
         seen = set()
         for row in table.get(audit, ()):
+            lacking = [name for name in REQUIRED if not isinstance(row.get(name), REQUIRED[name])]
+            if lacking:
+                raise ServedError(f"{TABLE}: a {audit} entry ({row.get('key', 'without a key')}) lacks "
+                                  f"{', '.join(lacking)} (or has another type)")
             key = row["key"]
             if key in seen:
                 raise ServedError(f"{TABLE}: {audit} lists {key!r} twice")
@@ -97,7 +104,7 @@ def catalog(course_root: Path) -> list[Entry]:
             fault = row.get("fault_experiment")
             if fault is not None and fault not in FAULT_EXPERIMENTS:
                 raise ServedError(f"{TABLE}: {audit} {key!r} names an unknown fault experiment {fault!r}")
-            entries.append(Entry(audit, key, bool(row["wheat"]), {"en": row["en"], "zh": row["zh"]}, fault))
+            entries.append(Entry(audit, key, row["wheat"], {"en": row["en"], "zh": row["zh"]}, fault))
     return entries
 
 
