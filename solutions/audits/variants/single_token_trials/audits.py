@@ -109,7 +109,7 @@ def audit_gradients(model, tokens, targets):
 
 
 def audit_resume(trainer):
-    k = 4
+    k = 3
     straight = trainer.new()
     straight_losses = [straight.step() for _ in range(2 * k)]
     broken_off = trainer.new()
