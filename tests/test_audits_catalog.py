@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import tomllib
+import types
 
 import pytest
 import torch
@@ -282,3 +284,20 @@ def test_a_malformed_table_is_refused_with_the_entry_named(tmp_path):
                                         'fault_experiment = "mask_moved"\n')
     with pytest.raises(served.ServedError, match="unknown fault experiment 'mask_moved'"):
         served._table.cache_clear() or served.catalog(tmp_path)
+
+
+COURSE_AUDIT_MUTANTS = sorted(p.parent.name for p in (AUDITS_DIR / "mutants").glob("*/change.diff"))
+
+
+@pytest.mark.parametrize("name", COURSE_AUDIT_MUTANTS)
+def test_each_of_the_courses_audit_mutants_is_told_apart(name):
+    """solutions/audits/mutants (diffs against the reference audits): on every audit whose criteria its manifest says
+    it fails, it misses a chaff or raises a false alarm on a wheat."""
+    manifest = tomllib.loads((AUDITS_DIR / "mutants" / name / "manifest.toml").read_text(encoding="utf-8"))
+    audits = {criterion.split("_")[0] for criterion in manifest["fails"]}
+    module = types.ModuleType(f"course_audits_mutant_{name}")
+    exec(compile(served.source_text(ROOT, f"audits/mutants/{name}"), f"{name}/audits.py", "exec"), module.__dict__)
+    for audit in audits:
+        told = [e.key for e in ENTRIES if e.audit == audit
+                and verdict(getattr(module, f"audit_{audit}"), e) != ("accepted" if e.wheat else "rejected")]
+        assert told, f"{name} agrees with the reference on every {audit} entry"
