@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import shutil
 import socket
 import subprocess
@@ -191,6 +193,25 @@ def test_a_share_crosses_the_judges_channel_and_makes_the_points():
     assert exercise_result(ex, [outcome_from_json(old, META)], {}).criteria[0].points == 0
 
 
+def test_a_share_reaches_the_gradebooks_rows_and_the_grade(tmp_path):
+    from grader.batch.grades import grade_of
+    from grader.batch.rows import report_rows
+
+    course = load_course(ROOT)
+    ex = course.exercise("audits")
+    outcome = Outcome(META, Status.FAILED, {"en": "m", "zh": "m"}, {}, None, 0.5)
+    result = exercise_result(ex, [outcome], {})
+    report = {"score": result.score, "max_score": result.max_score, "percent": 0.0, "status": "partial",
+              "exercises": [{"id": ex.id, "status": result.status, "score": result.score,
+                             "criteria": [{"id": c.id, "kind": c.kind, "status": c.status, "points": c.points,
+                                           "max_points": c.max_points, "message": c.message}
+                                          for c in result.criteria]}]}
+    _, rows = report_rows(report, tmp_path, "2026-12-07T18:00:00Z")
+    assert [(r["criterion"], r["status"], r["points"]) for r in rows] == [
+        ("causality_catches_broken", Status.FAILED, 1.5)]
+    assert grade_of(course, rows).exercise_points["audits"] == 1.5
+
+
 def test_a_report_of_schema_3_2_still_reads(reference_report):
     older = {**reference_report, "schema_version": "3.2"}
     assert stored_report(older).schema_version == "3.3"
@@ -253,3 +274,24 @@ def test_the_model_processs_limits_are_its_own_and_said_as_the_graders(tmp_path,
         assert host.fault() == ""
     finally:
         host.stop()
+
+
+def test_the_plain_route_starts_the_model_process_as_a_plain_child(standin_course, tmp_path):
+    """`grader check` on a student's machine (the plain route, forced here): the child that runs the probes starts the
+    model process itself, and the visible criteria are judged as in the sandbox."""
+    course = tmp_path / "course"
+    shutil.copytree(standin_course, course, symlinks=True)
+    toml = course / "course.toml"
+    toml.write_text(re.sub(r"(?m)^visible = .*$", 'visible = ["kind:causality"]', toml.read_text()))
+    sub = submission(tmp_path / "sub", ROOT / "solutions" / "audits" / "variants" / "single_token_trials" / "audits.py")
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course), "check", "--submission", str(sub),
+                           "audits"], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env={**os.environ, "GRADER_CHECK_PLAIN": "1"})
+    assert "visible criteria: 2 / 2 passed" in done.stdout, done.stdout + done.stderr
+    lenient = (ROOT / "solutions" / "audits" / "variants" / "single_token_trials" / "audits.py").read_text() \
+        + LENIENT_AND_HANGING.split("def audit_targets")[0]
+    submission(tmp_path / "sub", lenient)   # positive control: a small leak missed is said there too
+    done = subprocess.run([sys.executable, "-m", "grader", "--course", str(course), "check", "--submission", str(sub),
+                           "audits"], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env={**os.environ, "GRADER_CHECK_PLAIN": "1"})
+    assert "visible criteria: 1 / 2 passed" in done.stdout, done.stdout + done.stderr

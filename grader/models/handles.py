@@ -34,6 +34,7 @@ from grader.models import wire
 
 ANSWER_WAIT_S = 60.0   # past the model process's own per-call limit: a process that says nothing by then is lost
 TOKEN_FILE_BYTES = 256
+WAITS = sys.platform != "win32"   # whether select() can wait on the connection (a pipe, on Windows, it cannot)
 
 
 class ModelError(RuntimeError):
@@ -51,7 +52,8 @@ class Connection:
         chunks, left = [], n
         while left:
             wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([self.read_fd], [], [], wait)[0]:
+            # (Windows cannot wait on a pipe: there, on the plain route, a read waits as long as the answer takes)
+            if WAITS and (wait <= 0 or not select.select([self.read_fd], [], [], wait)[0]):
                 raise TimeoutError
             chunk = os.read(self.read_fd, min(left, 1 << 20))
             if not chunk:

@@ -31,7 +31,6 @@ import importlib.util
 import json
 import math
 import os
-import resource
 import secrets
 import signal
 import socket
@@ -44,6 +43,12 @@ from typing import Any
 import torch
 
 from grader.models import FAULT, wire
+
+try:
+    import resource
+except ImportError:   # Windows (the plain route on a student's machine): no rlimits, no resident-memory count
+    resource = None  # type: ignore[assignment]
+TIMER = hasattr(signal, "setitimer")   # the per-call limit's interval timer (not on Windows)
 
 # What a handle may ask of each kind of object (COURSE.md §12's calls); `call` is calling the object itself.
 KINDS = {
@@ -261,7 +266,8 @@ def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
         came = time.monotonic()
         reply: dict
         out: list[torch.Tensor] = []
-        signal.setitimer(signal.ITIMER_REAL, limit_s)
+        if TIMER:
+            signal.setitimer(signal.ITIMER_REAL, limit_s)
         try:
             reply, out = served.answer(header, tensors)
         except CallLimit:
@@ -273,8 +279,9 @@ def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
         except Exception as exc:  # noqa: BLE001 - served code raised on what the student asked: behaviour
             reply = {"raised": said_type(exc)}
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        if resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > memory_kb:
+            if TIMER:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        if resident_kb() > memory_kb:
             fault(f"the grader's model process used more than {memory_kb // 1024} MB")
         try:
             frame = wire.encode(reply, out)
@@ -289,6 +296,14 @@ def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
             send(frame)
         except OSError:
             return
+
+
+def resident_kb() -> int:
+    """The most resident memory this process has held, in KiB (0 where the system does not say)."""
+    if resource is None:
+        return 0
+    most = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return most // 1024 if sys.platform == "darwin" else most   # macOS counts bytes, Linux KiB
 
 
 def fault(sentence: str) -> None:
@@ -324,10 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
     cpu = int(setup["cpu_s"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.signal(signal.SIGXCPU, lambda *_: fault(f"the grader's model process used more than {cpu} s of CPU"))
+    if resource is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(signal.SIGXCPU, lambda *_: fault(f"the grader's model process used more than {cpu} s of CPU"))
+    if TIMER:
+        signal.signal(signal.SIGALRM, _on_alarm)
     try:
         served = Served(setup)
     except Exception as exc:  # noqa: BLE001 - the course's served module failed: the grader's fault
