@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import io
 import json
 import os
 import socket
@@ -217,5 +218,62 @@ def test_a_handle_holds_a_number_and_a_connection_only(tmp_path):
         assert set(vars(connection)) == {"read_fd", "write_fd", "keep", "broken"}
         logits = model(torch.zeros(1, 4, dtype=torch.long))
         assert logits.shape == (1, 4, 8) and type(logits) is torch.Tensor
+    finally:
+        host.stop()
+
+
+def frame_of(header: dict) -> bytes:
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(4, "big") + text
+
+
+@pytest.mark.parametrize("data", [
+    (wire.MAX_HEADER + 1).to_bytes(4, "big"),                                  # a header past its cap
+    frame_of({"tensors": [["float32", [1 << 30]]]}),                           # tensors past their cap
+    frame_of({"tensors": [["object", [1]]]}),                                  # no such dtype
+    frame_of({"tensors": [["int64", [-1]]]}),                                  # a negative size
+    frame_of({"tensors": [["int64", [True]]]}),                                # a size that is no integer
+    (5).to_bytes(4, "big") + b"[1,2]",                                         # a header that is no object
+    (3).to_bytes(4, "big") + b"\xff\xfe{",                                     # not UTF-8
+])
+def test_a_malformed_frame_is_refused_before_anything_is_allocated(data):
+    stream = io.BytesIO(data)
+
+    def read_exactly(n: int) -> bytes:
+        got = stream.read(n)
+        if len(got) < n:
+            raise EOFError
+        return got
+
+    with pytest.raises(wire.WireError):
+        wire.read_frame(read_exactly)
+    # positive control: a well-formed frame of the same kind is read back, tensors by value
+    tensor = torch.arange(6, dtype=torch.int64).reshape(2, 3)
+    stream = io.BytesIO(wire.encode({"value": {"$t": 0}}, [tensor]))
+    header, tensors = wire.read_frame(read_exactly)
+    assert torch.equal(wire.unpack(header["value"], tensors), tensor)
+
+
+def test_garbage_ends_its_connection_and_the_next_one_is_served(tmp_path):
+    host = ModelHost("audits", STANDIN, 3, tmp_path, ModelLimits(quantum_s=0.001, open_quantum_s=0.001))
+    host.start()
+    try:
+        rude = socket.socket(socket.AF_UNIX)
+        rude.connect(str(tmp_path / host.name))
+        rude.sendall(b"\xff" * 64)
+        try:
+            ended = rude.recv(16) == b""
+        except ConnectionResetError:   # closed with the garbage unread
+            ended = True
+        assert ended   # the model process ended that connection
+        rude.close()
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(str(tmp_path / host.name))
+        connection = handles.Connection(sock.fileno(), sock.fileno(), keep=sock)
+        model = connection.open("causality", 0)
+        with pytest.raises(handles.ModelError, match="refused the call: the call's tensors hold more than"):
+            model(torch.zeros(1, 1 << 19, dtype=torch.long))
+        assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 8)
+        assert host.fault() == ""
     finally:
         host.stop()

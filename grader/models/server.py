@@ -58,6 +58,9 @@ KINDS = {
     "run": frozenset({"step", "save", "parameters"}),
 }
 MAX_OBJECTS = 256  # objects open on one connection (each entry opened, each run started)
+# elements of a call's tensors together: what any check needs many times over, and small enough that no call of a
+# served entry on them comes near `call_limit_s` (so a call past that limit is the grader's fault, not the input's)
+MAX_ARGUMENT_ELEMENTS = 1 << 18
 MAX_FILES = 256    # checkpoints saved on one connection
 TOKEN_BYTES = 16   # a saved checkpoint's name as its handle writes it into the student's file
 
@@ -179,6 +182,8 @@ class Served:
         kind, obj, state = self.objects[handle]
         if method not in KINDS[kind]:
             raise Refused("the handle has no such call")
+        if sum(t.numel() for t in tensors) > MAX_ARGUMENT_ELEMENTS:
+            raise Refused(f"the call's tensors hold more than {MAX_ARGUMENT_ELEMENTS} elements")
         args = wire.unpack(header.get("args", []), tensors)
         if not isinstance(args, list):
             raise Refused("malformed arguments")
