@@ -5,6 +5,8 @@ and the course's reference audits when it has them, else one of the correct audi
 from __future__ import annotations
 
 import shutil
+import socket
+from contextlib import contextmanager
 from pathlib import Path
 
 from conftest import ROOT, course_copy
@@ -43,3 +45,19 @@ def submission(folder: Path, source: str | Path) -> Path:
     else:
         target.write_text(source)
     return folder
+
+
+@contextmanager
+def model_process(served: Path, folder: Path, limits=None, seed: int = 3):
+    """A model process serving `served`, listening in `folder`: yields (its host, a connection to it); stopped after."""
+    from grader.models import handles
+    from grader.models.host import ModelHost, ModelLimits
+
+    host = ModelHost("audits", served, seed, folder, limits or ModelLimits(quantum_s=0.001, open_quantum_s=0.001))
+    host.start()
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(str(folder / host.name))
+        yield host, handles.Connection(sock.fileno(), sock.fileno(), keep=sock)
+    finally:
+        host.stop()

@@ -10,7 +10,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from audits_course import audits_course, submission
+from audits_course import audits_course, model_process, submission
 from conftest import ROOT
 
 from grader.course import load_course
@@ -26,7 +25,7 @@ from grader.judge.channel import outcome_from_json, outcome_to_json
 from grader.judge.criterion import CriterionMeta, Outcome
 from grader.judge.plugin import partial_credit
 from grader.models import handles
-from grader.models.host import ModelHost, ModelLimits
+from grader.models.host import ModelLimits
 from grader.report.build import exercise_result, stored_report
 from grader.worker.protocol import Status
 
@@ -251,29 +250,15 @@ def test_the_model_processs_limits_are_its_own_and_said_as_the_graders(tmp_path,
     served = tmp_path / "solutions" / "audits" / "served.py"
     served.parent.mkdir(parents=True)
     served.write_text(SLOW_SERVED.replace("@SLEEP@", str(sleep)))
-    host = ModelHost("audits", served, 1, tmp_path, limits)
-    host.start()
-    try:
-        sock = socket.socket(socket.AF_UNIX)
-        sock.connect(str(tmp_path / host.name))
-        connection = handles.Connection(sock.fileno(), sock.fileno(), keep=sock)
+    with model_process(served, tmp_path, limits) as (host, connection):
         with pytest.raises(handles.ModelError, match="did not answer: this is the grader's fault"):
             connection.open("causality", 0)(torch.zeros(1, 2, dtype=torch.long))
         assert host.fault() == f"the grader's model process failed: {said}"
-    finally:
-        host.stop()
     # positive control: within its limits the same model answers, and nothing is said
     served.write_text(SLOW_SERVED.replace("@SLEEP@", "0.0"))
-    host = ModelHost("audits", served, 1, tmp_path, ModelLimits())
-    host.start()
-    try:
-        sock = socket.socket(socket.AF_UNIX)
-        sock.connect(str(tmp_path / host.name))
-        model = handles.Connection(sock.fileno(), sock.fileno(), keep=sock).open("causality", 0)
-        assert model(torch.zeros(1, 2, dtype=torch.long)).shape == (1, 2, 3)
+    with model_process(served, tmp_path, ModelLimits()) as (host, connection):
+        assert connection.open("causality", 0)(torch.zeros(1, 2, dtype=torch.long)).shape == (1, 2, 3)
         assert host.fault() == ""
-    finally:
-        host.stop()
 
 
 def test_the_plain_route_starts_the_model_process_as_a_plain_child(standin_course, tmp_path):

@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from audits_course import STANDIN, audits_course, submission
+from audits_course import STANDIN, audits_course, model_process, submission
 from conftest import ROOT
 
 from grader.course import load_course
 from grader.models import handles, wire
-from grader.models.host import ModelHost, ModelLimits, served_seed
+from grader.models.host import ModelLimits, served_seed
 
 REDTEAM = Path(__file__).resolve().parent / "audits_standin" / "redteam_audits.py"
 CAUSALITY = 4          # entries the stand-in serves to audit_causality
@@ -140,15 +140,9 @@ def test_reference_files_and_the_socket_are_out_of_reach(redteam):
 def test_no_process_of_the_grader_is_readable_from_the_sandbox(redteam, tmp_path):
     assert first(redteam)["proc"] == []
     # positive control: the model process's maps are readable to its own user (here, the grader's)
-    host = ModelHost("audits", STANDIN, 1, tmp_path, ModelLimits())
-    host.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not Path(f"/proc/{host.proc.pid}/maps").read_bytes() and time.monotonic() < deadline:
-            time.sleep(0.1)
+    with model_process(STANDIN, tmp_path) as (host, connection):
+        assert connection.count("causality") == CAUSALITY   # it is up
         assert Path(f"/proc/{host.proc.pid}/maps").read_bytes()
-    finally:
-        host.stop()
 
 
 def test_raw_requests_past_the_handle_are_refused(redteam):
@@ -204,12 +198,7 @@ def test_no_word_of_the_audit_reaches_a_criterion(redteam):
 
 def test_a_handle_holds_a_number_and_a_connection_only(tmp_path):
     """What a handle object holds, read by any means, is the connection and an integer."""
-    host = ModelHost("audits", STANDIN, 3, tmp_path, ModelLimits(quantum_s=0.001, open_quantum_s=0.001))
-    host.start()
-    try:
-        sock = socket.socket(socket.AF_UNIX)
-        sock.connect(str(tmp_path / host.name))
-        connection = handles.Connection(sock.fileno(), sock.fileno(), keep=sock)
+    with model_process(STANDIN, tmp_path) as (host, connection):
         model = connection.open("causality", 0)
         assert not hasattr(model, "__dict__")
         held = [object.__getattribute__(model, slot) for slot in type(model).__slots__ + handles._Handle.__slots__
@@ -218,8 +207,6 @@ def test_a_handle_holds_a_number_and_a_connection_only(tmp_path):
         assert set(vars(connection)) == {"read_fd", "write_fd", "keep", "broken"}
         logits = model(torch.zeros(1, 4, dtype=torch.long))
         assert logits.shape == (1, 4, 8) and type(logits) is torch.Tensor
-    finally:
-        host.stop()
 
 
 def frame_of(header: dict) -> bytes:
@@ -255,9 +242,9 @@ def test_a_malformed_frame_is_refused_before_anything_is_allocated(data):
 
 
 def test_garbage_ends_its_connection_and_the_next_one_is_served(tmp_path):
-    host = ModelHost("audits", STANDIN, 3, tmp_path, ModelLimits(quantum_s=0.001, open_quantum_s=0.001))
-    host.start()
-    try:
+    """A newer connection is served at once, though an older one is still open (the context's own, idle: what a
+    process left behind by an exercise's child could hold); one that sends garbage is ended."""
+    with model_process(STANDIN, tmp_path) as (host, _):
         rude = socket.socket(socket.AF_UNIX)
         rude.connect(str(tmp_path / host.name))
         rude.sendall(b"\xff" * 64)
@@ -275,5 +262,3 @@ def test_garbage_ends_its_connection_and_the_next_one_is_served(tmp_path):
             model(torch.zeros(1, 1 << 19, dtype=torch.long))
         assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 8)
         assert host.fault() == ""
-    finally:
-        host.stop()

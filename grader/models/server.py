@@ -32,6 +32,7 @@ import json
 import math
 import os
 import secrets
+import select
 import signal
 import socket
 import sys
@@ -254,14 +255,17 @@ class Served:
         return dict(run.parameters())
 
 
-def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
-    """Answer requests until the stream ends or breaks the format."""
+def serve_connection(served: Served, read_exactly, send, setup: dict, waiting=lambda: False) -> None:
+    """Answer requests until the stream ends or breaks the format, or `waiting()` says a newer connection came (the
+    exercise's next child: the one before it has ended, whatever it left holding its socket)."""
     quanta = {"open": float(setup["open_quantum_s"]), "model": float(setup["quantum_s"]),
               "function": float(setup["quantum_s"]), "trainer": float(setup["run_quantum_s"]),
               "run": float(setup["run_quantum_s"])}
     limit_s, memory_kb = float(setup["call_limit_s"]), int(setup["memory_mb"]) * 1024
     served.reset()
     while True:
+        if waiting():
+            return
         try:
             header, tensors = wire.read_frame(read_exactly)
         except (EOFError, OSError):
@@ -370,7 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         conn, _ = listener.accept()
         with conn:
-            serve_connection(served, _reader(conn.recv), conn.sendall, setup)
+            def waiting(conn=conn) -> bool:
+                """Wait for the next request; True when a newer connection came first."""
+                ready, _, _ = select.select([conn, listener], [], [])
+                return listener in ready
+            serve_connection(served, _reader(conn.recv), conn.sendall, setup, waiting)
 
 
 if __name__ == "__main__":
