@@ -222,6 +222,7 @@ def frame_of(header: dict) -> bytes:
     frame_of({"tensors": [["int64", [True]]]}),                                # a size that is no integer
     (5).to_bytes(4, "big") + b"[1,2]",                                         # a header that is no object
     (3).to_bytes(4, "big") + b"\xff\xfe{",                                     # not UTF-8
+    (200000).to_bytes(4, "big") + b"[" * 100000 + b"]" * 100000,               # nested past Python's recursion
 ])
 def test_a_malformed_frame_is_refused_before_anything_is_allocated(data):
     stream = io.BytesIO(data)

@@ -133,7 +133,8 @@ class Served:
 
     def kind(self, header: dict) -> str | None:
         """The kind of object a request calls (None for anything else)."""
-        held = self.objects.get(header.get("handle"))   # type: ignore[arg-type]
+        handle = header.get("handle")
+        held = self.objects.get(handle) if isinstance(handle, int) else None
         return held[0] if held is not None else None
 
     def reset(self) -> None:
@@ -173,7 +174,9 @@ class Served:
             obj = self.module.build(self.root, entries[position], self.seed)
             return {"value": self.keep(obj)}, out
         if op == "close":
-            self.objects.pop(header.get("handle"), None)   # type: ignore[arg-type]
+            handle = header.get("handle")
+            if isinstance(handle, int):
+                self.objects.pop(handle, None)
             return {"value": None}, out
         if op != "call":
             raise Refused("an unknown request")

@@ -38,6 +38,8 @@ def encode(header: dict, tensors: list[torch.Tensor]) -> bytes:
     """One frame of `header` (JSON data) and `tensors` (plain, CPU, contiguous: `plain_bytes` makes them so)."""
     specs, chunks = [], []
     for t in tensors:
+        if t.dtype not in NAMES:
+            raise WireError(f"a tensor of dtype {t.dtype} cannot cross the model channel")
         specs.append([NAMES[t.dtype], list(t.shape)])
         chunks.append(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     text = json.dumps({**header, "tensors": specs}, allow_nan=True, separators=(",", ":")).encode("utf-8")
@@ -54,8 +56,8 @@ def read_frame(read_exactly: Callable[[int], bytes]) -> tuple[dict, list[torch.T
         raise WireError("a message header larger than allowed")
     try:
         header = json.loads(read_exactly(length).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise WireError("a message header that is not JSON") from exc
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise WireError("a message header that is not JSON (or nested too deep)") from exc
     if not isinstance(header, dict):
         raise WireError("a message header that is not an object")
     specs = header.pop("tensors", [])
