@@ -15,9 +15,9 @@ STANDIN_REFERENCE = AUDITS / "variants" / "single_token_trials" / "audits.py"
 
 
 def audits_course(folder: Path, standin: bool = False, timeout_s: float | None = None) -> Path:
-    """The course folder (course.toml with `audits` alone). `standin`: serve the stand-in catalog even where the
-    course has its own."""
-    course_copy(folder, ["audits"], {"audits": timeout_s} if timeout_s else None)
+    """The course folder (every exercise of course.toml: the catalog builds its entries from the others' references;
+    grade it with `--exercise audits`). `standin`: serve the stand-in catalog even where the course has its own."""
+    course_copy(folder, None, {"audits": timeout_s} if timeout_s else None)
     (folder / "solutions").unlink()
     solutions = folder / "solutions"
     solutions.mkdir()

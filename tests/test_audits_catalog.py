@@ -2,108 +2,30 @@
 
 Every wheat of solutions/audits/served.toml is accepted by the reference audit, every chaff rejected with
 AssertionError; each mutant of the audits (one known way to write an audit wrong) misses at least one chaff or
-raises a false alarm on a wheat, so the catalog tells those audits apart from the reference; builds are
-deterministic for a seed. The models are driven through a handle made here with the calls COURSE.md section 12
-lists (the grader's handle crosses a process boundary; this one only copies tensors, which is the same contract).
+raises a false alarm on a wheat, so the catalog tells those audits apart from the reference; the correct audits
+written another way agree on every entry; builds are deterministic for a seed. The models are driven through
+in-process handles with the calls COURSE.md section 12 lists (tests/audits_inprocess.py).
 """
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import math
 import os
-import sys
 import tempfile
+import tomllib
 import types
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parent.parent
-AUDITS_DIR = ROOT / "solutions" / "audits"
+from audits_inprocess import AUDITS_DIR, ROOT, ENTRIES, handed, import_path, reference, served, verdict
 
 
-def _import(name: str, path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module   # dataclasses look their module up while the class body runs
-    spec.loader.exec_module(module)
-    return module
-
-
-served = _import("course_audits_served", AUDITS_DIR / "served.py")
-reference = _import("course_audits_reference", AUDITS_DIR / "audits.py")
-ENTRIES = served.catalog(ROOT)
-SEED = 1234
-
-
-# -- the handle ----------------------------------------------------------------------------------------------------
-
-class ModelHandle:
-    """COURSE.md section 12's model handle, in process: every tensor crosses it as a copy."""
-
-    def __init__(self, module: torch.nn.Module):
-        self._module = module
-
-    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return self._module(tokens.clone())["logits"].detach().clone()
-
-    def eval(self) -> None:
-        self._module.eval()
-
-    def train(self) -> None:
-        self._module.train()
-
-    @property
-    def config(self) -> types.SimpleNamespace:
-        config = self._module.config
-        return types.SimpleNamespace(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
-
-    def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
-        return [(name, p.detach().clone()) for name, p in self._module.named_parameters()]
-
-    def gradients(self, tokens: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor | None]:
-        self._module.zero_grad(set_to_none=True)
-        names = [name for name, _ in self._module.named_parameters()]
-        try:
-            self._module(tokens.clone(), targets=targets.clone())["loss"].backward()
-        except Exception:   # a loss whose backward raises: no parameter got a gradient
-            return dict.fromkeys(names)
-        return {name: None if p.grad is None else p.grad.detach().clone()
-                for name, p in self._module.named_parameters()}
-
-
-def handed(entry, seed: int = SEED) -> object:
-    """What the audit of `entry` receives: a model handle, make_batch, or the trainer (whose calls copy already)."""
-    built = served.build(ROOT, entry, seed)
-    if entry.audit in ("causality", "registration", "gradients"):
-        return ModelHandle(built)
-    if entry.audit == "targets":
-        return lambda texts: tuple(t.clone() for t in built(list(texts)))
-    return built
-
-
-def run_audit(audit: Callable, entry, seed: int = SEED) -> None:
-    subject = handed(entry, seed)
-    if entry.audit == "gradients":
-        audit(subject, *served.gradients_batch(ROOT, seed))
-    else:
-        audit(subject)
-
-
-def verdict(audit: Callable, entry) -> str:
-    """"accepted", "rejected" (AssertionError) or "crashed: <type>"."""
-    try:
-        run_audit(audit, entry)
-    except AssertionError:
-        return "rejected"
-    except Exception as exc:
-        return f"crashed: {type(exc).__name__}: {exc}"
-    return "accepted"
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models on a shared machine: one intra-op thread is faster than two that wait on each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 # -- the catalog ---------------------------------------------------------------------------------------------------
@@ -141,6 +63,33 @@ def test_reference_accepts_every_wheat(entry):
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if not e.wheat], ids=lambda e: f"{e.audit}:{e.key}")
 def test_reference_rejects_every_chaff(entry):
     assert verdict(getattr(reference, f"audit_{entry.audit}"), entry) == "rejected"
+
+
+AUDIT_VARIANTS = sorted((AUDITS_DIR / "variants").glob("*/audits.py"))
+
+
+def test_the_course_has_audit_variants_to_cross_check():
+    assert len(AUDIT_VARIANTS) >= 2, "solutions/audits/variants holds the correct audits written from COURSE.md alone"
+
+
+@pytest.mark.parametrize("path", AUDIT_VARIANTS, ids=lambda p: p.parent.name)
+def test_correct_audits_written_another_way_agree_on_every_entry(path):
+    """The catalog is not tuned to the reference: every correct audit accepts the wheats and rejects the chaffs."""
+    variant = import_path(f"course_audits_variant_{path.parent.name}", path)
+    wrong = [(e.audit, e.key, got) for e in ENTRIES
+             if (got := verdict(getattr(variant, f"audit_{e.audit}"), e)) != ("accepted" if e.wheat else "rejected")]
+    assert not wrong
+
+
+def test_verdicts_hold_for_other_seeds():
+    """The grading seed changes every model's weights and the gradient batch: the verdicts must not depend on it."""
+    wrong = []
+    for seed in (0, 20261130):
+        for e in ENTRIES:
+            got = verdict(getattr(reference, f"audit_{e.audit}"), e, seed)
+            if got != ("accepted" if e.wheat else "rejected"):
+                wrong.append((seed, e.audit, e.key, got))
+    assert not wrong
 
 
 def test_some_causality_wheats_come_in_training_mode_with_dropout():
@@ -214,6 +163,15 @@ def targets_first_row_only(make_batch):
     assert inputs[0].tolist() == ids[:-1] and targets[0].tolist() == ids[1:]
 
 
+def targets_first_row_only_shortest_first(make_batch):
+    """The same mistake with the shortest text first: row 0 is padded, yet only row 0 is looked at."""
+    texts = ["^c$", "^pab$", "^qaacb$"]
+    inputs, targets = make_batch(texts)
+    ids = [reference.VOCAB.index(ch) for ch in texts[0]]
+    pad = [0] * (len(texts[2]) - len(texts[0]))
+    assert inputs[0].tolist() == ids[:-1] + pad and targets[0].tolist() == ids[1:] + pad
+
+
 def resume_step_compared_to_itself(trainer):
     run = trainer.new()
     for _ in range(3):
@@ -242,6 +200,7 @@ AUDIT_MUTANTS = [
     ("registration", registration_count_only, "misses"),
     ("gradients", gradients_none_only, "misses"),
     ("targets", targets_first_row_only, "misses"),
+    ("targets", targets_first_row_only_shortest_first, "misses"),
     ("resume", resume_step_compared_to_itself, "misses"),
 ] + [(audit, return_none, "misses") for audit in served.AUDITS] + [
     (audit, raise_assertion, "false alarm") for audit in served.AUDITS]
@@ -271,6 +230,8 @@ def test_the_named_misses_are_the_ones_built_for_them():
     assert missed(gradients_none_only, "gradients", "generated/positions_scaled_by_zero")
     assert missed(gradients_none_only, "gradients", "generated/unused_branch_square_root")
     assert missed(targets_first_row_only, "targets", "generated/short_rows_padded_left")
+    assert missed(targets_first_row_only, "targets", "generated/width_from_first_text")
+    assert missed(targets_first_row_only_shortest_first, "targets", "generated/vocabulary_two_swapped")
     assert missed(resume_step_compared_to_itself, "resume", "checkpoint/mutants/no_rng_state")
 
 
@@ -299,3 +260,44 @@ def test_builds_are_deterministic_for_a_seed(audit):
 
 def test_catalog_order_is_fixed():
     assert [(e.audit, e.key) for e in served.catalog(ROOT)] == [(e.audit, e.key) for e in ENTRIES]
+
+
+def test_a_source_that_cannot_be_had_is_named(tmp_path):
+    with pytest.raises(served.ServedError, match="variants/no_such_variant"):
+        served.source_text(ROOT, "transformer_lm/variants/no_such_variant")
+    stale = tmp_path / "stale.diff"
+    stale.write_text("--- a/x\n+++ b/x\n@@ -1,1 +1,1 @@\n-no such line\n+another line\n")
+    with pytest.raises(served.ServedError, match="stale.diff cannot be applied"):
+        served._patched("some other text\n", stale)
+    assert served.source_text(ROOT, "generated/mask_one_ahead", "transformer_lm") != served.source_text(
+        ROOT, "transformer_lm")
+
+
+def test_a_malformed_table_is_refused_with_the_entry_named(tmp_path):
+    (tmp_path / "course.toml").write_text('[course]\nname = "x"\n')
+    folder = tmp_path / "solutions" / "audits"
+    folder.mkdir(parents=True)
+    (folder / "served.toml").write_text('[[causality]]\nkey = "transformer_lm"\nwheat = "yes"\nen = "a"\nzh = "b"\n')
+    with pytest.raises(served.ServedError, match=r"\(transformer_lm\) lacks wheat"):
+        served.catalog(tmp_path)
+    (folder / "served.toml").write_text('[[causality]]\nkey = "k"\nwheat = true\nen = "a"\nzh = "b"\n'
+                                        'fault_experiment = "mask_moved"\n')
+    with pytest.raises(served.ServedError, match="unknown fault experiment 'mask_moved'"):
+        served._table.cache_clear() or served.catalog(tmp_path)
+
+
+COURSE_AUDIT_MUTANTS = sorted(p.parent.name for p in (AUDITS_DIR / "mutants").glob("*/change.diff"))
+
+
+@pytest.mark.parametrize("name", COURSE_AUDIT_MUTANTS)
+def test_each_of_the_courses_audit_mutants_is_told_apart(name):
+    """solutions/audits/mutants (diffs against the reference audits): on every audit whose criteria its manifest says
+    it fails, it misses a chaff or raises a false alarm on a wheat."""
+    manifest = tomllib.loads((AUDITS_DIR / "mutants" / name / "manifest.toml").read_text(encoding="utf-8"))
+    audits = {criterion.split("_")[0] for criterion in manifest["fails"]}
+    module = types.ModuleType(f"course_audits_mutant_{name}")
+    exec(compile(served.source_text(ROOT, f"audits/mutants/{name}"), f"{name}/audits.py", "exec"), module.__dict__)
+    for audit in audits:
+        told = [e.key for e in ENTRIES if e.audit == audit
+                and verdict(getattr(module, f"audit_{audit}"), e) != ("accepted" if e.wheat else "rejected")]
+        assert told, f"{name} agrees with the reference on every {audit} entry"

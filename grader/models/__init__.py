@@ -1,6 +1,6 @@
 """Model processes: the course's models and functions that student code examines, kept out of its process.
 
-An exercise whose student code examines models (exercise `audits`: checks judged against correct and broken models)
+An exercise whose student code examines models (students write checks, judged against correct and broken models)
 must never hold a model's object, code or source: what it could read there (a module name, a class, a docstring, a
 mutant's source) would tell a broken model from a correct one without examining its behaviour. So the models live in
 a process of the grader's own, the model process (grader/models/server.py), and student code holds handles

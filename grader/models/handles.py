@@ -11,7 +11,7 @@ object of the same few classes of this module, holding a number. The calls are C
 
 Whatever goes wrong in the model process reaches the caller as a RuntimeError in the grader's words (`ModelError`):
 an exception of the model's own is named by its builtin type alone. `run.save(path)` writes at `path` a token that
-names the checkpoint the model process keeps; `trainer.load(path)` reads it back.
+names the state the model process saved and keeps; `trainer.load(path)` reads it back.
 
 The connection is made before any student code runs, by the process that will run it (`attach`: the sandbox's
 worker child, as root, before it drops its privileges; the plain route's child), and kept here for the probes.
@@ -34,6 +34,7 @@ from grader.models import wire
 
 ANSWER_WAIT_S = 60.0   # past the model process's own per-call limit: a process that says nothing by then is lost
 TOKEN_FILE_BYTES = 256
+WAITS = sys.platform != "win32"   # whether select() can wait on the connection (a pipe, on Windows, it cannot)
 
 
 class ModelError(RuntimeError):
@@ -51,7 +52,8 @@ class Connection:
         chunks, left = [], n
         while left:
             wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([self.read_fd], [], [], wait)[0]:
+            # (Windows cannot wait on a pipe: there, on the plain route, a read waits as long as the answer takes)
+            if WAITS and (wait <= 0 or not select.select([self.read_fd], [], [], wait)[0]):
                 raise TimeoutError
             chunk = os.read(self.read_fd, min(left, 1 << 20))
             if not chunk:
@@ -91,7 +93,7 @@ class Connection:
         return self.handle(value)
 
     def handle(self, value: dict) -> Any:
-        cls = HANDLES.get(value.get("kind")) if isinstance(value, dict) else None
+        cls = HANDLES.get(str(value.get("kind"))) if isinstance(value, dict) else None
         if cls is None or not isinstance(value.get("$h"), int):
             raise ModelError("the grader's model process answered with something that is not a handle")
         return cls(self, value["$h"])
@@ -105,6 +107,8 @@ class Connection:
 
 class _Handle:
     __slots__ = ("_connection", "_handle")
+    _connection: Connection
+    _handle: int
 
     def __init__(self, connection: Connection, handle: int):
         object.__setattr__(self, "_connection", connection)
@@ -178,7 +182,7 @@ class Trainer(_Handle):
 
 
 class Run(_Handle):
-    """A training run: `step()` trains one step and returns its loss."""
+    """A trainer's run: `step()` takes one step and returns its loss."""
 
     __slots__ = ()
 

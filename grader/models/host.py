@@ -30,15 +30,18 @@ SERVED_FILE = "served.py"   # in <solutions>/<id>/: the entries a model process 
 class ModelLimits:
     """What the model process may take, and how its replies are held (grader/models/server.py)."""
 
-    quantum_s: float = 0.02        # a reply leaves after a whole number of these since its request came: above what
-                                   # one call of the served models takes, so that timing tells no entry from another
-    open_quantum_s: float = 0.25   # the same for opening an entry (building a model), which takes longer
+    # A reply leaves after a whole number of quanta since its request came, each quantum above what one call of any
+    # served entry takes (measured: a model's forward or gradients under 4 ms, a run's step, save or load under 31
+    # ms, a build under 10 ms once the process has built each entry once), so that timing tells no entry apart.
+    quantum_s: float = 0.02        # a model's or a function's calls
+    run_quantum_s: float = 0.05    # a trainer's and a run's calls (new, load, step, save, parameters)
+    open_quantum_s: float = 0.05   # opening an entry (building it)
     call_limit_s: float = 20.0     # one call's wall clock in the model process
     memory_mb: int = 2048          # its resident memory (torch's own included)
     cpu_s: int = 600               # its CPU time in all
 
     def setup(self) -> dict:
-        return {"quantum_s": self.quantum_s, "open_quantum_s": self.open_quantum_s,
+        return {"quantum_s": self.quantum_s, "run_quantum_s": self.run_quantum_s, "open_quantum_s": self.open_quantum_s,
                 "call_limit_s": self.call_limit_s, "memory_mb": self.memory_mb, "cpu_s": self.cpu_s}
 
 

@@ -9,8 +9,10 @@ keeps) and `close`. Each connection starts from nothing: the objects opened on i
 with it.
 
 What the other side learns is the behaviour of the calls and nothing else:
-- every reply is held until a whole number of quanta (`quantum_s`; `open_quantum_s` for `open`) has passed since
-  its request came, so a chaff that computes a little longer than a wheat replies at the same time;
+- every reply is held until a whole number of quanta (`quantum_s` for a model's or a function's calls,
+  `run_quantum_s` for a trainer's or a run's, `open_quantum_s` for `open`) has passed since its request came, so a
+  chaff that computes a little longer than a wheat replies at the same time; each entry is built once at start-up
+  (`warm`), so that no entry's first build, which compiles its source, is slower than another's;
 - an exception raised by served code reaches the other side as its builtin type's name only (`ValueError`), any
   other type as "an exception": never a message, a traceback or a name of the course's;
 - a method outside the kind's allow-list (`KINDS`) is refused in the same words whatever the object.
@@ -29,7 +31,6 @@ import importlib.util
 import json
 import math
 import os
-import resource
 import secrets
 import signal
 import socket
@@ -43,6 +44,12 @@ import torch
 
 from grader.models import FAULT, wire
 
+try:
+    import resource
+except ImportError:   # Windows (the plain route on a student's machine): no rlimits, no resident-memory count
+    resource = None  # type: ignore[assignment]
+TIMER = hasattr(signal, "setitimer")   # the per-call limit's interval timer (not on Windows)
+
 # What a handle may ask of each kind of object (COURSE.md §12's calls); `call` is calling the object itself.
 KINDS = {
     "model": frozenset({"forward", "eval", "train", "config", "named_parameters", "gradients"}),
@@ -51,6 +58,9 @@ KINDS = {
     "run": frozenset({"step", "save", "parameters"}),
 }
 MAX_OBJECTS = 256  # objects open on one connection (each entry opened, each run started)
+# elements of a call's tensors together: what any check needs many times over, and small enough that no call of a
+# served entry on them comes near `call_limit_s` (so a call past that limit is the grader's fault, not the input's)
+MAX_ARGUMENT_ELEMENTS = 1 << 18
 MAX_FILES = 256    # checkpoints saved on one connection
 TOKEN_BYTES = 16   # a saved checkpoint's name as its handle writes it into the student's file
 
@@ -97,7 +107,7 @@ class Served:
         self.module = module
         self.groups: dict[str, list] = {}
         for entry in module.catalog(self.root):
-            self.groups.setdefault(getattr(entry, "audit"), []).append(entry)
+            self.groups.setdefault(entry.audit, []).append(entry)
         self.order = {g: wire.served_order(self.seed, g, len(es)) for g, es in self.groups.items()}
         # handle -> (kind, object, its own RNG state: each object draws as if it were alone in a process of its own,
         # so two runs stepped in turn draw the dropout masks each would alone)
@@ -105,6 +115,25 @@ class Served:
         self.files: dict[str, str] = {}
         self.folder = tempfile.mkdtemp(prefix="grader-models-")
         self.next_handle = 1
+        self.warm()
+
+    def warm(self) -> None:
+        """Build every entry once, and start one run of each trainer: what is paid once per process (a source
+        compiled, torch's optimizer machinery imported) is paid here, before any connection is served. A failure is
+        left for the `open` that meets it."""
+        for entries in self.groups.values():
+            for entry in entries:
+                try:
+                    obj = self.module.build(self.root, entry, self.seed)
+                    if kind_of(obj) == "trainer":
+                        obj.new()
+                except Exception:  # noqa: BLE001 - said when the entry is opened
+                    pass
+
+    def kind(self, header: dict) -> str | None:
+        """The kind of object a request calls (None for anything else)."""
+        held = self.objects.get(header.get("handle"))   # type: ignore[arg-type]
+        return held[0] if held is not None else None
 
     def reset(self) -> None:
         """A new connection: nothing of the last one's objects or files."""
@@ -153,6 +182,8 @@ class Served:
         kind, obj, state = self.objects[handle]
         if method not in KINDS[kind]:
             raise Refused("the handle has no such call")
+        if sum(t.numel() for t in tensors) > MAX_ARGUMENT_ELEMENTS:
+            raise Refused(f"the call's tensors hold more than {MAX_ARGUMENT_ELEMENTS} elements")
         args = wire.unpack(header.get("args", []), tensors)
         if not isinstance(args, list):
             raise Refused("malformed arguments")
@@ -204,7 +235,7 @@ class Served:
     def _trainer_load(self, trainer, token):
         path = self.files.get(token) if isinstance(token, str) else None
         if path is None:
-            raise Refused("the file holds no checkpoint this run saved")
+            raise Refused("the file names nothing this connection saved")
         return trainer.load(path)
 
     def _run_step(self, run):
@@ -225,7 +256,9 @@ class Served:
 
 def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
     """Answer requests until the stream ends or breaks the format."""
-    quantum, open_quantum = float(setup["quantum_s"]), float(setup["open_quantum_s"])
+    quanta = {"open": float(setup["open_quantum_s"]), "model": float(setup["quantum_s"]),
+              "function": float(setup["quantum_s"]), "trainer": float(setup["run_quantum_s"]),
+              "run": float(setup["run_quantum_s"])}
     limit_s, memory_kb = float(setup["call_limit_s"]), int(setup["memory_mb"]) * 1024
     served.reset()
     while True:
@@ -238,7 +271,8 @@ def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
         came = time.monotonic()
         reply: dict
         out: list[torch.Tensor] = []
-        signal.setitimer(signal.ITIMER_REAL, limit_s)
+        if TIMER:
+            signal.setitimer(signal.ITIMER_REAL, limit_s)
         try:
             reply, out = served.answer(header, tensors)
         except CallLimit:
@@ -250,14 +284,15 @@ def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
         except Exception as exc:  # noqa: BLE001 - served code raised on what the student asked: behaviour
             reply = {"raised": said_type(exc)}
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        if resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > memory_kb:
+            if TIMER:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        if resident_kb() > memory_kb:
             fault(f"the grader's model process used more than {memory_kb // 1024} MB")
         try:
             frame = wire.encode(reply, out)
         except wire.WireError:
             frame = wire.encode({"refused": "the model's answer is larger than the channel carries"}, [])
-        step = open_quantum if header.get("op") == "open" else quantum
+        step = quanta["open"] if header.get("op") == "open" else quanta.get(served.kind(header), quanta["model"])
         elapsed = time.monotonic() - came
         hold = max(1, math.ceil(elapsed / step)) * step - elapsed
         if hold > 0:
@@ -266,6 +301,14 @@ def serve_connection(served: Served, read_exactly, send, setup: dict) -> None:
             send(frame)
         except OSError:
             return
+
+
+def resident_kb() -> int:
+    """The most resident memory this process has held, in KiB (0 where the system does not say)."""
+    if resource is None:
+        return 0
+    most = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return most // 1024 if sys.platform == "darwin" else most   # macOS counts bytes, Linux KiB
 
 
 def fault(sentence: str) -> None:
@@ -301,10 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
     cpu = int(setup["cpu_s"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.signal(signal.SIGXCPU, lambda *_: fault(f"the grader's model process used more than {cpu} s of CPU"))
+    if resource is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(signal.SIGXCPU, lambda *_: fault(f"the grader's model process used more than {cpu} s of CPU"))
+    if TIMER:
+        signal.signal(signal.SIGALRM, _on_alarm)
     try:
         served = Served(setup)
     except Exception as exc:  # noqa: BLE001 - the course's served module failed: the grader's fault

@@ -2,7 +2,7 @@
 
 A message is a frame: 4 bytes (big-endian) giving the length of a JSON header, the header, then the raw bytes of
 each tensor the header lists (`"tensors": [[dtype, shape], ...]`), in order. Values inside the header refer to
-those tensors as `{"$t": k}`; an object the model process keeps (a training run) is `{"$h": id, "kind": kind}`; a
+those tensors as `{"$t": k}`; an object the model process keeps (a trainer's run) is `{"$h": id, "kind": kind}`; a
 tuple is `{"$tuple": [...]}`. Nothing is pickled in either direction: a tensor is its dtype, its shape and its bytes,
 so what one side sends can make the other build tensors and plain values, never objects of the sender's choosing.
 Both sides read frames with `read_frame`, which refuses anything larger than the caps below before it allocates.

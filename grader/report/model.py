@@ -11,7 +11,8 @@ from pathlib import Path
 from grader.worker.protocol import Status
 
 # 3.3: a failed criterion may earn a share of its points (one whose points follow a count: broken models caught of
-# all served), so a criterion's `points` lie anywhere from 0 to `max_points`. 3.2: an exercise's `answers`: the student's written answers to its questions, as text, each `awaiting_review` (or
+# all served), so a criterion's `points` lie anywhere from 0 to `max_points`.
+# 3.2: an exercise's `answers`: the student's written answers to its questions, as text, each `awaiting_review` (or
 # `unanswered`) with 0 points until a reviewer grades it; the score does not count them yet. 3.1: no `seed` (the
 # course seed is the course's secret, never shown to a student), and an optional `grade` (grader.batch.grades): the
 # criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0: an exercise that earned

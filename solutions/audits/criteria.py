@@ -88,6 +88,10 @@ def accepts_correct(obs, verdict, audit: str) -> None:
     refused = [(e, o) for e, o in wheats if not o.get("returned")]
     caught = [e for e, o in chaffs if o.get("assertion")]
     verdict.note(wheats=len(wheats), refused=[e.key for e, _ in refused], caught=len(caught), chaffs=len(chaffs))
+    stopped = next((o for _, o in judged if "timeout" in o), None)
+    if stopped is not None:
+        verdict.fail(t("audit_{audit} ran past {seconds:g} s on one of the models it was given and was stopped; the "
+                       "models after it were not tried", audit=audit, seconds=stopped["timeout"]))
     if refused:
         verdict.fail(t("audit_{audit} must accept every correct model, and it did not accept {count} of {total}: "
                        "{cases}", audit=audit, count=len(refused), total=len(wheats),

@@ -33,6 +33,9 @@ MUTANT_DIFF = "change.diff"    # a catalog mutant's one bug (grader/review/selft
 MODULE_NAME = "model"          # every loaded source gets this module name: a wheat and a chaff look alike
 
 
+REQUIRED = {"key": str, "wheat": bool, "en": str, "zh": str}   # what every entry of served.toml must say
+
+
 class ServedError(Exception):
     """served.toml or a source it names cannot be used as it is: the message names the entry and the file."""
 
@@ -90,6 +93,10 @@ def catalog(course_root: Path) -> list[Entry]:
     for audit in AUDITS:
         seen = set()
         for row in table.get(audit, ()):
+            lacking = [name for name in REQUIRED if not isinstance(row.get(name), REQUIRED[name])]
+            if lacking:
+                raise ServedError(f"{TABLE}: a {audit} entry ({row.get('key', 'without a key')}) lacks "
+                                  f"{', '.join(lacking)} (or has another type)")
             key = row["key"]
             if key in seen:
                 raise ServedError(f"{TABLE}: {audit} lists {key!r} twice")
@@ -97,7 +104,7 @@ def catalog(course_root: Path) -> list[Entry]:
             fault = row.get("fault_experiment")
             if fault is not None and fault not in FAULT_EXPERIMENTS:
                 raise ServedError(f"{TABLE}: {audit} {key!r} names an unknown fault experiment {fault!r}")
-            entries.append(Entry(audit, key, bool(row["wheat"]), {"en": row["en"], "zh": row["zh"]}, fault))
+            entries.append(Entry(audit, key, row["wheat"], {"en": row["en"], "zh": row["zh"]}, fault))
     return entries
 
 
@@ -107,6 +114,13 @@ def source_text(course_root: Path, key: str, base: str | None = None) -> str:
     """The code a key names: "<exercise>" the reference, "<exercise>/variants/<name>" a whole file,
     "<exercise>/mutants/<name>" its change.diff applied to the reference, "generated/<name>" generated/<name>.py, or
     generated/<name>.diff applied to the code `base` names."""
+    try:
+        return _source_text(course_root, key, base)
+    except OSError as exc:
+        raise ServedError(f"{TABLE} names {key!r}, whose code cannot be read: {exc}") from None
+
+
+def _source_text(course_root: Path, key: str, base: str | None) -> str:
     solutions = _solutions(course_root)
     parts = key.split("/")
     if parts[0] == GENERATED:
@@ -115,7 +129,7 @@ def source_text(course_root: Path, key: str, base: str | None = None) -> str:
             return whole.read_text(encoding="utf-8")
         if base is None:
             raise ServedError(f"{key}: no {whole.name}, and no base to apply {parts[1]}.diff to")
-        return _patched(source_text(course_root, base), whole.with_suffix(".diff"))
+        return _patched(_source_text(course_root, base, None), whole.with_suffix(".diff"))
     exercise = parts[0]
     file = _exercise_file(course_root, exercise)
     if len(parts) == 1:
@@ -123,14 +137,14 @@ def source_text(course_root: Path, key: str, base: str | None = None) -> str:
     if parts[1] == "variants":
         return (solutions / exercise / "variants" / parts[2] / file).read_text(encoding="utf-8")
     if parts[1] == "mutants":
-        return _patched(source_text(course_root, exercise), solutions / exercise / "mutants" / parts[2] / MUTANT_DIFF)
+        return _patched(_source_text(course_root, exercise, None), solutions / exercise / "mutants" / parts[2] / MUTANT_DIFF)
     raise ServedError(f"{key}: not a source key")
 
 
 def _patched(text: str, diff: Path) -> str:
     try:
         patched = apply_diff(text, diff.read_text(encoding="utf-8"))
-    except (OSError, PatchError) as exc:
+    except PatchError as exc:
         raise ServedError(f"{diff} cannot be applied: {exc}") from None
     if patched == text:
         raise ServedError(f"{diff} changes nothing")
@@ -167,7 +181,7 @@ def config_values(course_root: Path, audit: str) -> dict[str, Any]:
 
 
 def _model(course_root: Path, spec: dict[str, Any], audit: str, seed: int) -> torch.nn.Module:
-    module = _load(course_root, spec.get("source", spec["key"]), spec.get("base"))
+    module = _load(course_root, spec["key"], spec.get("base"))
     values = {**config_values(course_root, audit), **spec.get("config", {})}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -179,16 +193,6 @@ def _model(course_root: Path, spec: dict[str, Any], audit: str, seed: int) -> to
     return model
 
 
-def gradients_batch(course_root: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (tokens, targets) audit_gradients is handed with the models of `seed`: [2, block_size] int64, every id."""
-    values = config_values(course_root, "gradients")
-    generator = torch.Generator().manual_seed(seed)
-    shape = (2, values["block_size"])
-    tokens = torch.randint(0, values["vocab_size"], shape, generator=generator)
-    targets = torch.randint(0, values["vocab_size"], shape, generator=generator)
-    return tokens, targets
-
-
 def build(course_root: Path, entry: Entry, seed: int) -> object:
     """What `entry`'s audit is handed: a model (causality, registration, gradients), a make_batch function (targets)
     or a trainer (resume). The same (entry, seed) always builds the same thing."""
@@ -197,7 +201,7 @@ def build(course_root: Path, entry: Entry, seed: int) -> object:
     if entry.audit in ("causality", "registration", "gradients"):
         return _model(course_root, spec, entry.audit, seed)
     if entry.audit == "targets":
-        return _load(course_root, spec.get("source", entry.key), spec.get("base")).make_batch
+        return _load(course_root, entry.key, spec.get("base")).make_batch
     if entry.audit == "resume":
         return _trainer(course_root, spec, seed)
     raise ServedError(f"unknown audit {entry.audit!r}")
@@ -258,7 +262,8 @@ class Trainer:
             # Another seed than new(): a load that restores nothing starts from weights and a generator of its own.
             model, optimizer = self._fresh(self.seed + 1)
             info = self.checkpoint.load_checkpoint(path, model, optimizer)
-            return Run(self, model, optimizer, torch.get_rng_state(), int(info["step"]))
+            steps = info.get("step", 0) if isinstance(info, dict) else 0
+            return Run(self, model, optimizer, torch.get_rng_state(), int(steps))
 
 
 def _trainer(course_root: Path, spec: dict[str, Any], seed: int) -> Trainer:

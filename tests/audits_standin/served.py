@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch.nn as nn
 
 AUDITS = ("causality", "targets", "registration", "gradients", "resume")
 VOCAB = "_^pqabc$"
+SLOW_S = 0.006   # what the slow chaff adds to each call: below the model process's reply quantum
 SIZES = dict(vocab_size=8, block_size=8, d_model=16, n_heads=2, n_layers=2, d_ff=32)
 
 
@@ -61,7 +63,8 @@ def _module(course_root: Path, exercise: str, file: str):
 
 
 class Leaky(nn.Module):
-    """The reference model with the last position's embedding mixed into every position's logits."""
+    """The reference model with the last position's embedding mixed into every position's logits, computed slowly
+    (SLOW_S more per call: what a timing attack would look for)."""
 
     def __init__(self, inner, scale):
         super().__init__()
@@ -69,6 +72,7 @@ class Leaky(nn.Module):
         self.config = inner.config
 
     def forward(self, tokens, targets=None, past_key_values=None, use_cache=False):
+        time.sleep(SLOW_S)
         out = self.inner(tokens, targets)
         last = self.inner.token_embedding(tokens[:, -1:]).sum(-1, keepdim=True)
         return {**out, "logits": out["logits"] + self.scale * last}
@@ -85,7 +89,8 @@ class Detached(nn.Module):
 
     def forward(self, tokens, targets=None, past_key_values=None, use_cache=False):
         out = self.inner(tokens)
-        logits = out["logits"].detach() + 0 * sum(p.sum() for n, p in self.inner.named_parameters() if n != "head.weight")
+        rest = [p for n, p in self.inner.named_parameters() if n != "head.weight"]
+        logits = out["logits"].detach() + 0 * sum(p.sum() for p in rest)
         loss = None if targets is None else nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return {"logits": logits, "loss": loss, "past_key_values": None}
 
