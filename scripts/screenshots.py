@@ -5,9 +5,11 @@ box shows it, without the header and summary), and class.html of the class tests
 sample, the solutions, the stubs, a zip, a broken zip, a folder named in Chinese, a roster of seven), graded in
 English and then resumed with --lang zh (which grades nothing again), at 1280 px and 400 px in each language;
 and `grader review` on the class of five tests/review_class.py builds (written answers to embedding's question),
-its first page and an answer graded by the keyboard, at 1280 px and 400 px in each language.
+its first page and an answer graded by the keyboard, at 1280 px and 400 px in each language; and the report of
+exercise 12 (audits) for a submission whose audits carry four known mistakes (the reference audits with four of
+solutions/audits/mutants applied), 1280 px wide.
 
-    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic] [--only reports|class|review]
+    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic] [--only reports|class|review|audits]
 
 Needs Debian's chromium, chromium-driver and fonts-noto-cjk (scripts/setup.sh --test installs them as root).
 """
@@ -27,6 +29,9 @@ from browser import screenshot  # noqa: E402  (tests/ is put on the path just ab
 from sample_class import build_class  # noqa: E402
 
 SAMPLE = ROOT / "examples" / "submissions" / "sample"
+# the audit mistakes of the audits picture: each loses part of one audit's points, and names what it missed
+AUDIT_MISTAKES = ("causality_last_position_only", "registration_count_only", "gradients_none_only",
+                  "targets_one_text_only")
 SIZES = {"1280": (1280, 1800), "400": (400, 1400)}
 CLASS_SIZES = {"1280": (1280, 1250), "400": (400, 1800)}
 REVIEW_SIZES = {"1280": (1280, 1000), "400": (400, 1500)}
@@ -111,7 +116,24 @@ def review_pictures(work: Path, profile: Path, out: Path, sandbox: str) -> list[
     return written
 
 
-PICTURES = {"reports": report_pictures, "class": class_pictures, "review": review_pictures}
+def audits_pictures(work: Path, profile: Path, out: Path, sandbox: str) -> list[Path]:
+    """report.html of exercise 12 alone, for audits written with AUDIT_MISTAKES."""
+    from grader.review.unidiff import apply_diff
+
+    solutions = ROOT / "solutions" / "audits"
+    text = (solutions / "audits.py").read_text(encoding="utf-8")
+    for mistake in AUDIT_MISTAKES:
+        text = apply_diff(text, (solutions / "mutants" / mistake / "change.diff").read_text(encoding="utf-8"))
+    submission = work / "audits-submission"
+    (submission / "audits").mkdir(parents=True)
+    (submission / "audits" / "audits.py").write_text(text, encoding="utf-8")
+    report = work / "audits-report"
+    grader("grade", str(submission), "--exercise", "audits", "--out", str(report), "--sandbox", sandbox,
+           "--format", "json,html")
+    return [screenshot(report / "report.html", out / "audits-report.png", profile, 1280, 1700)]
+
+
+PICTURES = {"reports": report_pictures, "class": class_pictures, "review": review_pictures, "audits": audits_pictures}
 
 
 def main() -> None:

@@ -85,6 +85,10 @@ def test_docstrings_annotations_decorators_and_error_messages_are_not_mutated():
         assert "no_grad" not in m.before or "no_grad" in m.after, m.id   # the decorator stays
         assert not m.before.startswith("raise "), m.id
         assert not m.before.startswith(('"""', "'''")), m.id
+    # an assert's message is for people too: its condition is mutated, its message never
+    found = generate("demo", "demo.py", "def check(x):\n    raise NotImplementedError\n",
+                     "def check(x):\n    assert x < 1, f\"x is {x + 1}\"\n")
+    assert found and all(m.after.split(",", 1)[1] == m.before.split(",", 1)[1] for m in found), found
 
 
 def test_ids_survive_unrelated_edits_and_name_no_line():

@@ -24,6 +24,7 @@ from markupsafe import Markup
 from grader.course import COURSE_FILE, Course
 from grader.nolinks import LINK, REGULAR, read_without_links
 from grader.render.safe_text import csv_text
+from grader.batch.catches import CatchTally, report_catches, tally
 from grader.batch.grades import Grade, Override, course_max, exercise_max, grade_of
 from grader.batch.manual import graded_answers, written_count
 from grader.batch.schema import open_schema
@@ -551,6 +552,7 @@ class ClassSummary:
     similar: list[SimilarPair] = field(default_factory=list)      # near-identical code, by exercise
     late_policy: bool = False         # course.toml's [policy] sets a due date: the total cells say raw, penalty
     similarity_failed: dict[str, str] | None = None   # why similar code was not compared, when it was not
+    catches: list[CatchTally] = field(default_factory=list)   # what the class's own checks caught, per criterion
 
 
 @dataclass
@@ -660,6 +662,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     reviewed = written_count(book, course)
     most = course_max(course, reviewed)
     students = []
+    report_dirs: dict[str, str | None] = {}
     for graded in graded_lines(course, book, key, roster):
         student, how, s, grade = graded.student, graded.how, graded.submission, graded.grade
         who = f"{student.name} ({student.id})" if student and student.name else student.id if student else ""
@@ -670,6 +673,7 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
                                                                                        else ""))))
             continue
         link = f"students/{urllib.parse.quote(s['submission'])}/report.html" if s["report_dir"] else None
+        report_dirs[s["submission"]] = s["report_dir"]
         score, percent = (grade.final, grade.percent) if grade else (s["score"], s["percent"])
         students.append(StudentLine(
             s["submission"], who, how, graded.standing, score, grade.max_score if grade else s["max_score"], percent,
@@ -722,10 +726,12 @@ def class_summary(course: Course, book: Gradebook, key: str, roster: list[Studen
     needs_help = sorted((line for line in students if line.standing in NEEDS_HELP),
                         key=lambda line: (line.percent, -len(line.not_started), order[id(line)]))
     policy = load_policy(course)
+    caught = tally([(ex.id, meta.id, dict(meta.title)) for ex in course.exercises for meta in criteria[ex.id]],
+                   [report_catches(report_dirs.get(line.submission)) for line in counted])
     return ClassSummary(sum(line.submission != "" for line in students), n, left_out,
                         round(sum(percents) / n, 2) if n else 0.0, round(median, 2), histogram, students, exercises,
                         most_failed, rates, roster is not None, needs_help, overrides, similar,
-                        policy is not None and policy.due is not None, book.setting("similarity_failed"))
+                        policy is not None and policy.due is not None, book.setting("similarity_failed"), caught)
 
 
 def _similar_pairs(course: Course, book: Gradebook, counted: list[StudentLine]) -> list[SimilarPair]:

@@ -65,7 +65,7 @@ def summary_of(ex: ExerciseConfig, run: Run | None) -> dict | None:
         return None
     return {"limit": run.limit, "signal": run.signal, "exit": run.exit, "failure": _said(run.failure),
             **ex.limits.to_dict(), "acks": run.acks, "grader_fault": _said(run.grader_fault),
-            "forbidden": list(run.forbidden)}
+            "forbidden": list(run.forbidden), "served_seed": run.served_seed}
 
 
 def _said(said) -> dict | str:

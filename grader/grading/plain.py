@@ -112,6 +112,7 @@ def _probe(ex: Exercise, children: _Children, on_run: Callable | None, more: boo
     Path(job["obs_dir"]).mkdir(parents=True, exist_ok=True)
     # acks None: the observation files are read as written, as the references are (see the module's last paragraph)
     run = Run(job["id"], acks=None)  # type: ignore[arg-type]
+    run.served_seed = job.get("models", {}).get("spawn", {}).get("seed")   # its model process's (grader/models)
     budget = float(ex.limits.timeout_s)   # for all its groups, as the sandbox's worker counts it
     group, groups = 0, 1
     child: _Child | None = None
@@ -397,6 +398,9 @@ def _run_probes(task: dict) -> dict:
     group = task["group"]
     steps = ([protocol.IMPORT_PROBE] if group == 0 else []) + list(job["groups"][group])
     code = [(module, Path(job["probe_code_dir"], name).read_bytes()) for module, name in job["probe_code"]]
+    from grader.models.handles import attach
+
+    attach(job)   # the exercise's model process, a plain child of this one (nothing to hide here)
     log = os.open(task["ack"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | protocol.BINARY, 0o600)
     try:
         run_probes(job, _PlainChannel(job, steps, log), load_probe_code(code), write_import=group == 0)

@@ -172,6 +172,7 @@ def _plain_exercise(course: Course, exercise_id: str, staged: Staged, scratch: P
     student may have edited) next to the student's file as staged."""
     from grader.grading.pipeline import job_for
     from grader.grading.plain import TESTS_INI, Exercise
+    from grader.models.host import ModelHost, served_file, served_seed
 
     ex = course.exercise(exercise_id)
     assert staged.path is not None, "only a staged exercise runs"
@@ -182,6 +183,10 @@ def _plain_exercise(course: Course, exercise_id: str, staged: Staged, scratch: P
     shutil.copyfile(staged.path, folder / ex.file)
     (folder / TESTS_INI).write_text("[pytest]\n", encoding="utf-8")
     job = job_for(ex, staged.path).request(boxed=False, course_seed=course.seed, scratch=scratch)
+    served = served_file(ex.probes_file)
+    if served is not None:   # the probes' child starts the model process itself (grader/models/handles.py)
+        seed = served_seed(course.seed, ex.id, staged.path)
+        job["models"] = {"spawn": ModelHost(ex.id, served, seed, scratch).setup()}
     return Exercise(job, ex.module_name, folder, ex.limits, probes)
 
 

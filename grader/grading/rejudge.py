@@ -44,7 +44,8 @@ DIFF_FILE = "rejudge-diff.csv"  # the grade diff a re-judging writes beside grad
 MAX_KEPT_BYTES = 64 << 20       # a submission's observations kept at most (the judge reads one tensor file of 64 MiB)
 MAX_KEPT_FILES = 4096           # ... and files
 RECORD_VERSION = 1              # of the stored record's layout
-OUTCOME_KEYS = ("id", "kind", "title", "hint", "status", "message", "evidence")   # a kept outcome, as reported
+# a kept outcome, as reported (`points` and `max_points`: the share a failed criterion earned, Outcome.partial)
+OUTCOME_KEYS = ("id", "kind", "title", "hint", "status", "message", "evidence", "points", "max_points")
 
 
 @functools.cache
@@ -179,7 +180,15 @@ def _kept_outcomes(record: dict, ex_id: str, version: str) -> list | None:
     if not held or held.get("version") != version:
         return None
     return [Outcome(CriterionMeta(c["id"], c["kind"], c["title"], c["hint"]), c["status"], c["message"],
-                    c["evidence"], c["hint"]) for c in held["criteria"]]
+                    c["evidence"], c["hint"], _kept_share(c)) for c in held["criteria"]]
+
+
+def _kept_share(kept: dict) -> float | None:
+    """The share of its points a kept failed criterion earned (a record kept before partial points holds none)."""
+    points, most = kept.get("points"), kept.get("max_points")
+    if kept["status"] != Status.FAILED or not points or not most:
+        return None
+    return points / most
 
 
 # Beside a student's report files: the renderer and language they were written with, and each file's digest. A

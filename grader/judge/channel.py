@@ -40,8 +40,8 @@ def meta_from_json(data: dict) -> CriterionMeta:
 
 def outcome_to_json(exercise: str, outcome: Outcome, blocked_by: str | None = None) -> dict:
     return {"exercise": exercise, "criterion": outcome.meta.id, "status": outcome.status, "message": outcome.message,
-            "evidence": outcome.evidence, "hint": outcome.hint, "blocked_by": blocked_by}
+            "evidence": outcome.evidence, "hint": outcome.hint, "blocked_by": blocked_by, "partial": outcome.partial}
 
 
 def outcome_from_json(data: dict, meta: CriterionMeta) -> Outcome:
-    return Outcome(meta, data["status"], data["message"], data["evidence"], data.get("hint"))
+    return Outcome(meta, data["status"], data["message"], data["evidence"], data.get("hint"), data.get("partial"))

@@ -41,6 +41,9 @@ class Outcome:
     message: dict[str, str]   # language -> sentence
     evidence: dict
     hint: dict[str, str] | None = None   # language -> sentence, in place of the criterion's own hint
+    # a failed criterion's share of its points (0 to 1; None: none), as `verdict.fraction` set it: a criterion whose
+    # points follow a count (broken models caught of all served) earns that share without passing
+    partial: float | None = None
 
 
 def criterion(id: str, *, kind: str, title: Text, hint: Text, requires: tuple[str, ...] = ()):
@@ -64,7 +67,8 @@ class VerdictRecorder:
 
     message: Text | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
-    fraction: float = 1.0
+    # the share of its points the criterion earns if it fails (None: none, the rule); passing earns them all
+    fraction: float | None = None
     met: bool = False   # set by `ok` alone: a criterion that returns without it has not passed
 
     def ok(self, message: Text, **evidence: Any) -> None:

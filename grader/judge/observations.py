@@ -172,6 +172,8 @@ class RunSummary:
     # the course's forbidden APIs the worker saw the code reach, from the names the hooks wrote as they went (the
     # decision: grader/worker/forbidden.py); the probes' own records add where each call was made
     forbidden: list = field(default_factory=list)
+    # the seed the exercise's model process built and ordered its entries with (grader/models); None without one
+    served_seed: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict) -> RunSummary:

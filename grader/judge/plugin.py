@@ -108,6 +108,18 @@ def record(item: pytest.Function, call: pytest.CallInfo, meta: CriterionMeta, ju
         traceback.clear_frames(call.excinfo.tb)
 
 
+def partial_credit(status: str, fraction: float | None) -> float | None:
+    """The share of its points a criterion keeps: only a failed one that set `verdict.fraction`, within 0 to 1 (NaN,
+    or anything that is not a number, earns nothing)."""
+    if status != Status.FAILED or fraction is None:
+        return None
+    try:
+        share = float(fraction)
+    except (TypeError, ValueError):
+        return None
+    return min(1.0, max(0.0, share)) if share == share else None
+
+
 JUDGE_FIXTURES = frozenset({"obs", "ref", "verdict"})   # what the plugin's fixtures give a criterion
 
 
@@ -231,4 +243,4 @@ class JudgePlugin:
         said = message or t("the criterion ended without a verdict (it never called verdict.ok): this is the grader's "
                             "fault, no point is taken for it; please report it")
         hint = exc.hint.texts() if isinstance(exc, Verdict) and exc.hint is not None else None
-        return Outcome(meta, status, said.texts(), jsonable(evidence), hint)
+        return Outcome(meta, status, said.texts(), jsonable(evidence), hint, partial_credit(status, recorder.fraction))

@@ -111,6 +111,11 @@ CLASS_LABELS = {
                         "(the stub's code never counts); shared code is marked. It changes no grade.",
         "no_similar": "No two submissions are alike.", "share": "of it is shared",
         "similarity_failed": "Similar code was not compared",
+        # what the class's own checks (audits) caught of the broken implementations the grader hands them
+        "catches": "Broken implementations the class's checks caught",
+        "catches_note": "Each line sums, over the students graded, the broken implementations their check rejected "
+                        "with an AssertionError.",
+        "caught": "Caught", "caught_all": "Caught every one", "missed_most": "Missed most often",
     },
     "zh": {
         "class_report": "班级报告", "submissions": "提交数", "counted": "计入统计",
@@ -143,5 +148,8 @@ CLASS_LABELS = {
                         "这不影响成绩。",
         "no_similar": "没有相似的提交。", "share": "为共有代码",
         "similarity_failed": "未比较相似代码",
+        "catches": "全班的检查拒绝的有缺陷实现",
+        "catches_note": "每一行汇总所有已评分学生的检查以 AssertionError 拒绝的有缺陷实现。",
+        "caught": "拒绝", "caught_all": "全部拒绝的学生", "missed_most": "最常漏掉的",
     },
 }

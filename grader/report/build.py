@@ -19,7 +19,7 @@ def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict,
     criteria = []
     for outcome in outcomes:
         max_points = ex.points.get(outcome.meta.id, 0.0)
-        points = max_points if outcome.status == Status.PASSED else 0.0
+        points = criterion_points(outcome, max_points)
         criteria.append(CriterionResult(
             id=outcome.meta.id, kind=outcome.meta.kind, title=outcome.meta.title,
             hint=outcome.hint or outcome.meta.hint,
@@ -31,6 +31,16 @@ def exercise_result(ex: ExerciseConfig, outcomes: list[Outcome], run: dict,
     return ExerciseResult(id=ex.id, title={"en": ex.title_en, "zh": ex.title_zh}, file=ex.file, score=score,
                           max_score=max_score, status=status, message=message, criteria=criteria, run=run,
                           answers=answer_results(ex, answers or {}))
+
+
+def criterion_points(outcome: Outcome, max_points: float) -> float:
+    """All its points for a criterion that passed, its share for a failed one that earns part (`Outcome.partial`),
+    none otherwise."""
+    if outcome.status == Status.PASSED:
+        return max_points
+    if outcome.status == Status.FAILED and outcome.partial:
+        return round(max_points * outcome.partial, 4)
+    return 0.0
 
 
 def answer_results(ex: ExerciseConfig, texts: dict[str, str]) -> list[AnswerResult]:
@@ -83,14 +93,15 @@ def stored_report(data: dict) -> Report:
     """A report.json read back (to render it again, in another language) as this grader would have written it: a
     report of schema 2.0 called an exercise with some points `failed` where this one says `partial`; one of 2.0 or
     3.0 recorded the course seed, which this one keeps from the report, and had no `grade`, which 3.1 only adds; one
-    before 3.2 had no `answers`, one before 3.3 no graded answer; nothing else it holds differs."""
+    before 3.2 had no `answers`; before 3.3 no graded answer and no criterion earning part of its points; nothing
+    else it holds differs."""
     data = dict(data)
     if data.get("schema_version") == "2.0":
         data["exercises"] = [{**e, "status": PARTIAL} if e["status"] == Status.FAILED and e["score"] > 0 else e
                              for e in data["exercises"]]
     if data.get("schema_version") in ("2.0", "3.0"):
         data.pop("seed", None)
-    # 3.2 only adds the answers an older one had none of, 3.3 the grading of answers an older one had none graded
+    # 3.2 only adds the answers an older one had none of, 3.3 graded answers and partial points an older one never had
     if data.get("schema_version") in ("2.0", "3.0", "3.1", "3.2"):
         data["schema_version"] = SCHEMA_VERSION
     return Report.from_dict(data)

@@ -10,15 +10,16 @@ from pathlib import Path
 
 from grader.worker.protocol import Status
 
-# 3.3: a written answer a reviewer graded (grader.batch.manual) is `graded`, with its points, the rubric `items` applied
-# (id, points, text), the `comment` and the `reviewer`; the `grade` holds the written answers' points (`written`)
-# once reviewing has begun, and its maximum counts them. 3.2: an exercise's `answers`: the student's written answers
-# to its questions, as text, each `awaiting_review` (or `unanswered`) with 0 points until a reviewer grades it; the
-# score (the criteria's) does not count them. 3.1: no `seed` (the
-# course seed is the course's secret, never shown to a student), and an optional `grade` (grader.batch.grades): the
-# criteria's points, the instructor's overrides, the late penalty and the final grade. 3.0: an exercise that earned
-# some of its points but not all is `partial` (in 2.0 it was `failed`, which now means an attempted exercise that
-# earned nothing). 2.0: every message in both languages.
+# 3.3: a failed criterion may earn a share of its points (one whose points follow a count: broken models caught of all
+# served), so a criterion's `points` lie anywhere from 0 to `max_points`; and a written answer a reviewer graded
+# (grader.batch.manual) is `graded`, with its points, the rubric `items` applied (id, points, text), the `comment` and
+# the `reviewer`; the `grade` holds the written answers' points (`written`) once reviewing has begun, and its maximum
+# counts them. 3.2: an exercise's `answers`: the student's written answers to its questions, as text, each
+# `awaiting_review` (or `unanswered`) with 0 points until a reviewer grades it; the score (the criteria's) does not
+# count them. 3.1: no `seed` (the course seed is the course's secret, never shown to a student), and an optional
+# `grade` (grader.batch.grades): the criteria's points, the instructor's overrides, the late penalty and the final
+# grade. 3.0: an exercise that earned some of its points but not all is `partial` (in 2.0 it was `failed`, which now
+# means an attempted exercise that earned nothing). 2.0: every message in both languages.
 SCHEMA_VERSION = "3.3"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
@@ -28,8 +29,8 @@ VOLATILE_FIELDS = ("started_at", "duration_s", "run")
 # Every status a criterion or an exercise can have (grader/worker/protocol.py's Status, which says what each means);
 # schema.json's enum and every renderer's labels follow it.
 STATUSES = tuple(Status)
-# An exercise has one more: `partial`, some of its points earned and not every criterion passed (a criterion's
-# points are all or nothing, so no criterion is partial).
+# An exercise has one more: `partial`, some of its points earned and not every criterion passed (a criterion that
+# earns part of its points is `failed` with those points: its status says it did not pass).
 PARTIAL = "partial"
 EXERCISE_STATUSES = (*STATUSES, PARTIAL)
 

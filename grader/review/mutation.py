@@ -8,9 +8,9 @@ the course's, and is not mutated. Inside those functions every node is handed to
 `and`/`or`, `True`/`False`, `is`/`in` negated, unary operators dropped, call arguments dropped or made None,
 assignments made None, strings changed), one change at a time. mutmut's own runner is not used: it rewrites the code
 under test into trampolines and runs pytest in the process, while a course's code must be graded in the sandbox. We
-walk libcst's tree ourselves and skip, as mutmut does, type annotations and decorators, and also docstrings and
-`raise` statements (an exception's message is for people: the contract fixes its type, and no correct criterion
-could tell two messages apart).
+walk libcst's tree ourselves and skip, as mutmut does, type annotations and decorators, and also docstrings,
+`raise` statements and the message of an `assert` (an exception's message is for people: the contract fixes its type,
+and no correct criterion could tell two messages apart).
 
 Each mutant has an id that survives unrelated edits of the solution: the function, the operator, and a hash of
 the statement around the change (its source without comments) with the change itself, and how many identical
@@ -144,13 +144,18 @@ class _Collector(cst.CSTVisitor):
             return False
         if not self.inside:
             return True
-        if isinstance(node, cst.Annotation | cst.Decorator | cst.Raise) or self._is_docstring(node):
+        if isinstance(node, cst.Annotation | cst.Decorator | cst.Raise) or self._is_docstring(node) \
+                or self._is_assert_message(node):
             return False
         for node_type, operator in self.operators:
             if isinstance(node, node_type):
                 for mutated in operator(node):
                     self.found.append((self.inside[-1], operator.__name__.removeprefix("operator_"), node, mutated))
         return True
+
+    def _is_assert_message(self, node: cst.CSTNode) -> bool:
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        return isinstance(parent, cst.Assert) and parent.msg is node
 
     def _is_docstring(self, node: cst.CSTNode) -> bool:
         if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1

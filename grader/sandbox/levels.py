@@ -33,6 +33,9 @@ def _run_module(module: str) -> list[str]:
     boot = (f"import sys, runpy; sys.path.insert(0, {PACKAGE_PARENT!r}); import grader; "
             f"sys.path.remove({PACKAGE_PARENT!r}); runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
     return [sys.executable, "-I", "-c", boot]
+
+
+run_module = _run_module   # the same, for what starts a grader process outside this module (the model process)
 NAMESPACES = ("--net", "--pid", "--ipc", "--uts", "--mount")
 # The sandbox's first process is killed when the thread that started it dies, however it dies (kill -9 of a
 # warm grading process included); in strict mode `unshare --kill-child` then takes the pid namespace with it.

@@ -29,7 +29,10 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 # Top-level system names that are symlinks into /usr on merged-/usr systems, or folders of their own.
 SYSTEM_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 WORKER_PACKAGES = ("torch", "safetensors", "numpy")
-GRADER_CODE = ("__init__.py", "worker", "probes/__init__.py")   # what the worker imports of the grader package
+# what the worker imports of the grader package: the model handles and their wire format (grader/models), never the
+# model process's code, which runs outside the box
+GRADER_CODE = ("__init__.py", "worker", "probes/__init__.py", "models/__init__.py", "models/handles.py",
+               "models/wire.py")
 
 
 @functools.cache

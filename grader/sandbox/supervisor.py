@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from grader.i18n import Text, t
+from grader.models.host import ModelHost, hosts_for
 from grader.sandbox import cgroups, probe_plan, rootfs
 from grader.sandbox.levels import Sandbox
 from grader.sandbox.scratch import lend, take_back
@@ -59,13 +60,14 @@ class Job:
     def obs_dir(self) -> Path:
         return self.workdir / "obs"
 
-    def request(self, boxed: bool, course_seed: int, scratch: Path) -> dict:
+    def request(self, boxed: bool, course_seed: int, scratch: Path, models: dict | None = None) -> dict:
         """What the worker is told of this exercise. In the box it names box paths only: the staged file and the
         probe code are reached relative to the supervisor's folder, which the worker holds as a descriptor.
 
         Each probe's seed is derived here: the course's seed never enters the sandbox. The probe code is staged
         for this exercise alone (`probe_plan.stage_code`), read by the exercise's child before it drops its
-        privileges; the worker itself never loads probe code."""
+        privileges; the worker itself never loads probe code. `models`: where the exercise's model process listens
+        (grader/models/host.py), when it has one."""
         groups = probe_plan.probe_groups(self.probes_file)
         code_dir = scratch / probe_plan.STAGED / self.id
         code = probe_plan.stage_code(self.probes_file, code_dir, rootfs.LIB if boxed else None)
@@ -80,7 +82,8 @@ class Job:
         return {"id": self.id, "module_name": self.module_name,
                 "probes_module": probe_plan.module_name(self.probes_file), **self.limits.to_dict(),
                 "forbidden": list(self.forbidden), "groups": groups,
-                "seeds": probe_seeds(course_seed, self.id, [n for g in groups for n in g]), "probe_code": code, **paths}
+                "seeds": probe_seeds(course_seed, self.id, [n for g in groups for n in g]), "probe_code": code, **paths,
+                **({"models": models} if models else {})}
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Run:
     extra: dict = field(default_factory=dict)
     acks: dict = field(default_factory=dict)  # probe -> [json sha256, tensors sha256 or None]; None: not trusted
     forbidden: list = field(default_factory=list)  # the course's forbidden APIs the worker saw the code reach
+    served_seed: int | None = None  # the seed its model process built and ordered its entries with (grader/models)
 
 
 @dataclass
@@ -141,7 +145,14 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
     runs: dict[str, Run] = {}
     announced: set[str] = set()
 
+    hosts: dict[str, ModelHost] = {}
+
     def final(run: Run) -> None:
+        host = hosts.pop(run.id, None)
+        if host is not None:   # the exercise's model process: its faults are the grader's, said before the verdict
+            run.served_seed = host.seed
+            run.grader_fault = run.grader_fault or host.fault()
+            host.stop()
         if on_run is not None and run.id not in announced:
             announced.add(run.id)
             on_run(run)
@@ -169,6 +180,7 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
         if lease.claim and sandbox.level == "basic":
             # No box: the exercise folders live on the host, lent to the grading's uid one at a time.
             lend(scratch, lease.claim.uid)
+        hosts.update(hosts_for(jobs, seed, scratch))
         remaining = list(jobs)
         while remaining:
             attempt += 1
@@ -176,7 +188,7 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
                 worker = _Worker.start(sandbox, [j.id for j in remaining],
                                        list(dict.fromkeys(j.probes_file for j in remaining)), lease, scratch, attempt,
                                        server)
-            finished = worker.follow(remaining, seed, scratch, final)
+            finished = worker.follow(remaining, seed, scratch, final, hosts)
             worker = None
             progressed = bool(finished)
             runs.update(finished)
@@ -191,6 +203,8 @@ def run_jobs(jobs: list[Job], seed: int, sandbox: Sandbox, scratch: Path,
                     final(runs[job.id])
                 break
     finally:
+        for host in hosts.values():
+            host.stop()
         if worker is not None:   # follow never ran (an exception on the way): the sandbox goes all the same
             worker.kill()
         try:
@@ -304,12 +318,16 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def send_request(self, jobs: list[Job], seed: int, scratch: Path) -> None:
+    def send_request(self, jobs: list[Job], seed: int, scratch: Path,
+                     hosts: dict[str, ModelHost] | None = None) -> None:
         """The second line of the request: the exercises, in box paths when boxed; then the pipe is closed."""
         if self.request is None:
             return   # already sent, or the worker was killed
         try:
-            data = (json.dumps({"exercises": [j.request(self.boxed, seed, scratch) for j in jobs]}) + "\n").encode()
+            hosts = hosts or {}
+            data = (json.dumps({"exercises": [
+                j.request(self.boxed, seed, scratch, hosts[j.id].request(self.boxed) if j.id in hosts else None)
+                for j in jobs]}) + "\n").encode()
             if len(data) >= PIPE_BYTES:
                 raise ValueError(f"a worker request of {len(data)} bytes does not fit in a pipe")
             os.write(self.request, data)
@@ -340,9 +358,11 @@ class _Worker:
                 pass
         self.proc.wait()
 
-    def follow(self, jobs: list[Job], seed: int, scratch: Path, on_done: Callable[[Run], None]) -> dict[str, Run]:
-        """Send the jobs, follow the worker's reports to its end (or its stopping), then kill the sandbox."""
-        self.send_request(jobs, seed, scratch)
+    def follow(self, jobs: list[Job], seed: int, scratch: Path, on_done: Callable[[Run], None],
+               hosts: dict[str, ModelHost] | None = None) -> dict[str, Run]:
+        """Send the jobs, follow the worker's reports to its end (or its stopping), then kill the sandbox. `hosts`:
+        the model processes of the jobs that have one."""
+        self.send_request(jobs, seed, scratch, hosts)
         by_id = {j.id: j for j in jobs}
         runs: dict[str, Run] = {}
         current: str | None = None

@@ -180,12 +180,15 @@ def run_child(job: dict, steps: list[str], jail: dict, deadline: float, tail: by
                 os.close(fd)
             from grader.worker.runner import Channel, load_probe_code, read_probe_code, run_probes
 
-            code = read_probe_code(job, jail)   # root's files: read before the privileges go
-            if jail.get("scratch_fd") is not None:
-                os.close(jail["scratch_fd"])  # the supervisor's folder is the worker's alone
-            os.dup2(write_end, 1)
+            os.dup2(write_end, 1)   # first: what fails below is said in the exercise's output
             os.dup2(write_end, 2)
             os.close(write_end)
+            code = read_probe_code(job, jail)   # root's files: read before the privileges go
+            from grader.models.handles import attach
+
+            attach(job, jail)   # the exercise's model process, reached through the supervisor's folder (root's)
+            if jail.get("scratch_fd") is not None:
+                os.close(jail["scratch_fd"])  # the supervisor's folder is the worker's alone
             os.setpgid(0, 0)
             child_limits(job, jail)
             drop_privileges(jail, worker)
