@@ -9,7 +9,8 @@ its first page and an answer graded by the keyboard, at 1280 px and 400 px in ea
 exercise 12 (audits) for a submission whose audits carry four known mistakes (the reference audits with four of
 solutions/audits/mutants applied), 1280 px wide.
 
-    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic] [--only reports|class|review|audits]
+    .venv/bin/python scripts/screenshots.py [--out docs/img] [--sandbox strict|basic]
+        [--only reports|class|review|audits]
 
 Needs Debian's chromium, chromium-driver and fonts-noto-cjk (scripts/setup.sh --test installs them as root).
 """

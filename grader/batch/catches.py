@@ -1,10 +1,10 @@
 """How many known-broken implementations a class's own checks caught, for class.html.
 
-An exercise whose students write checks (exercise 12's audits) is graded by running each check on correct and on
-broken implementations. Such a criterion records in its evidence how many broken implementations the student's check
-rejected, of how many, and the keys of those it missed:
+An exercise whose students write checks (acceptance tests of a model, say) is graded by running each check on
+correct and on broken implementations. Such a criterion records in its evidence how many broken implementations the
+student's check rejected, of how many, and the keys of those it missed:
 
-    {"caught": 5, "total": 7, "missed": ["transformer_lm/mutants/future_leak_mask_removed", ...]}
+    {"caught": 5, "total": 7, "missed": ["<exercise>/mutants/<mutant>", ...]}
 
 The gradebook keeps no evidence, so the counts are read from each graded submission's report.json, which the batch
 wrote beside its report.html. Nothing of a report that is unreadable, too large or malformed is counted: its student
