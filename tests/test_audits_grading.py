@@ -184,7 +184,7 @@ def test_a_share_crosses_the_judges_channel_and_makes_the_points():
     ex = load_course(ROOT).exercise("audits")
     result = exercise_result(ex, [again], {})
     (criterion,) = result.criteria
-    assert criterion.points == round(3 * 2 / 7, 4) and criterion.status == Status.FAILED
+    assert criterion.points == round(3 * 2 / 7, 2) and criterion.status == Status.FAILED
     assert result.status == "partial" and result.score == criterion.points
     # an old judge's outcome (no share) earns nothing for a failure, as before
     old = outcome_to_json("audits", outcome)

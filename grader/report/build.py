@@ -38,8 +38,8 @@ def criterion_points(outcome: Outcome, max_points: float) -> float:
     none otherwise."""
     if outcome.status == Status.PASSED:
         return max_points
-    if outcome.status == Status.FAILED and outcome.partial:
-        return round(max_points * outcome.partial, 4)
+    if outcome.status == Status.FAILED and outcome.partial:   # in hundredths, as a person would write them
+        return round(max_points * outcome.partial, 2)
     return 0.0
 
 

@@ -57,6 +57,11 @@ def described(entry) -> Text:
     return rendered(dict(entry.description))
 
 
+def named(entry) -> Text:
+    """The description as a phrase inside a sentence: without its closing full stop."""
+    return rendered({lang: text.rstrip().rstrip(".。") for lang, text in entry.description.items()})
+
+
 def how(outcome: dict) -> Text:
     """How an audit's call ended, in words (never what the audit said)."""
     if outcome.get("assertion"):
@@ -116,7 +121,7 @@ def catches_broken(obs, verdict, audit: str) -> None:
     share = len(caught) / len(chaffs)
     verdict.fraction = share if math.isfinite(share) else 0.0
     experiments = [t("seed 004's fault experiment `{name}` ({what}): {result}", name=verbatim(e.fault_experiment),
-                     what=described(e), result=t("rejected") if o.get("assertion") else t("missed"))
+                     what=named(e), result=t("rejected") if o.get("assertion") else t("missed"))
                    for e, o in chaffs if e.fault_experiment]
     evidence = {"caught": len(caught), "total": len(chaffs), "missed": [e.key for e, _ in missed],
                 "crashed": [e.key for e in crashed]}
