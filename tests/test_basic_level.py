@@ -272,3 +272,34 @@ def test_an_open_cache_left_by_an_older_grader_is_closed(tmp_path, monkeypatch):
     assert private_cache("references") == old.parent
     assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o700
     assert stat.S_IMODE(old.parent.stat().st_mode) == 0o700
+
+
+# heads.py that writes a file in Python's temporary folder as it is imported, as audits and notebooks commonly do
+USES_TEMPFILE = '''
+import os as _os
+import tempfile as _tempfile
+
+with _tempfile.TemporaryDirectory() as _folder:
+    with open(_os.path.join(_folder, "scratch.txt"), "w") as _fh:
+        _fh.write("a file of the student's own")
+'''
+
+
+@pytest.mark.slow
+def test_student_code_can_use_pythons_temporary_folder_in_a_basic_batch(shared_base):
+    """The worker chose Python's temporary folder as root (or its fork server did): the student's uid must choose
+    its own, one it can write, or `tempfile` raises PermissionError in correct code. The solution itself is the
+    control: graded the same way without the temporary file, it has full marks."""
+    room = shared_base / "class"
+    for student, text in (("uses_tempfile", USES_TEMPFILE + SOLUTION.read_text()), ("plain", SOLUTION.read_text())):
+        (room / student / "heads").mkdir(parents=True)
+        (room / student / "heads" / "heads.py").write_text(text)
+    os.chmod(room, 0o700)
+    out = shared_base / "out"
+    command = [sys.executable, "-m", "grader", "batch", str(room), "--out", str(out), "--sandbox", "basic",
+               "--jobs", "2"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for student in ("plain", "uses_tempfile"):
+        heads = _heads(_report(out, student))
+        assert heads["score"] == heads["max_score"] > 0, (student, heads["message"])

@@ -9,6 +9,7 @@ import os
 import random
 import select
 import sys
+import tempfile
 import time
 import traceback
 import types
@@ -104,6 +105,9 @@ def run_probes(job: dict, channel: Channel, probes_module, write_import: bool = 
     """Import the student's file, then run the steps the worker asks for on `channel`, one at a time: the import's
     observation first when `write_import` (the exercise's first child), then probes of `probes_module`."""
     os.chdir(job["workdir"])
+    # Python's temporary folder is chosen anew, by and for the student's uid: one chosen before (by the worker as
+    # root, or by the fork server it was forked from) may be a folder of the grader's that this uid cannot write.
+    tempfile.tempdir = None
     specs = {s.name: s for s in probes_of(probes_module)}
     student_file = os.path.abspath(job["student_file"])
     recorder = Recorder(student_file)
