@@ -267,7 +267,7 @@ def test_class_html_shows_per_audit_how_many_the_class_caught(tmp_path, lang):
     dom, console = dump_dom(page, tmp_path / "profile")
     root = parse_dom(dom)
     section = next(s for s in root.iter("section") if s.get("id") == "catches")
-    lines = {li.get("data-criterion"): li for li in section.iter("li")}
+    lines = {li.get("data-catches"): li for li in section.iter("li")}
     assert list(lines) == [f"audits/{a}_catches_broken" for a in AUDITS]
     causality = lines["audits/causality_catches_broken"]
     assert (causality.get("data-caught"), causality.get("data-total"), causality.get("data-caught-all"),
